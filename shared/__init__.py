@@ -1,0 +1,1 @@
+"""Code every resetgate service shares: settings, keys, scripts, model, tokens, metrics."""

@@ -1,0 +1,93 @@
+"""The admission gate: every entry point converges here, atomically, per account.
+
+Used by the admission service (public and internal API) and by the router (contact forms),
+so a contact form can never become a second, hidden send button.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from enum import StrEnum
+
+from shared import clock, ids
+from shared.keys import PartitionKeys, partition_of
+from shared.redis import RedisClient
+from shared.scripts import Script
+from shared.settings import PolicySettings
+from shared.tokens import TokenKeys
+
+_admit = Script("admit")
+_MAX_TRIES = 4
+ACCOUNT_RETENTION_MS = 30 * 24 * 3600 * 1000
+
+
+class AdmitResult(StrEnum):
+    CREATED = "created"
+    CONVERGED = "converged"
+    COOLDOWN = "cooldown"
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    result: AdmitResult
+    operation_id: str  # "" only for a cooldown whose operation has been forgotten
+    state: str
+    partition: int
+
+    @property
+    def created(self) -> bool:
+        return self.result is AdmitResult.CREATED
+
+
+class AdmissionConflict(RuntimeError):
+    """The account's live operation kept changing under us; the caller may retry."""
+
+
+def horizon(created_ms: int, settings: PolicySettings) -> tuple[int, int]:
+    """(token expiry, delivery horizon): never deliver a dead link or outlive idempotency."""
+    expires = created_ms + settings.token_ttl_seconds * 1000
+    window_end = created_ms + settings.idempotency_window_seconds * 1000
+    return expires, min(expires, window_end) - settings.horizon_margin_seconds * 1000
+
+
+class Admitter:
+    def __init__(
+        self, client: RedisClient, settings: PolicySettings, keys: TokenKeys,
+        template_revision: str = "v1",
+    ) -> None:  # fmt: skip
+        self.client = client
+        self.settings = settings
+        self.keys = keys
+        self.template_revision = template_revision
+
+    async def admit(
+        self, account_id: str, entry_point: str, actor: str = "", *, dry: bool = False
+    ) -> Admission:
+        """Converge on the live operation, converge inside the cooldown, or create one."""
+        partition = partition_of(account_id, self.settings.partitions)
+        pk = PartitionKeys(partition)
+        expected = ""
+        for _ in range(_MAX_TRIES):
+            now = clock.now_ms()
+            new_id = ids.operation_id(partition, now)
+            expires, horizon_at = horizon(now, self.settings)
+            expected_key = pk.operation(expected or new_id)
+            reply = await _admit(
+                self.client,
+                [pk.account(account_id), expected_key, pk.operation(new_id), pk.send, pk.live],
+                [now, expected, new_id, account_id, entry_point,
+                 self.settings.cooldown_seconds * 1000, self.keys.current_kid, expires,
+                 horizon_at, partition, "1" if dry else "0", actor[:128],
+                 self.settings.provider_name, self.template_revision, ACCOUNT_RETENTION_MS],
+            )  # fmt: skip
+            result, operation_id, state = reply
+            if result != "retry":
+                return Admission(AdmitResult(result), operation_id, state, partition)
+            expected = operation_id
+        raise AdmissionConflict("the account's operation changed during admission")
+
+    async def admit_unknown(self, login: str) -> Admission:
+        """The same script and round trips for a login that matches no account (dry run)."""
+        digest = hashlib.blake2b(login.encode(), digest_size=12).hexdigest()
+        return await self.admit(f"unknown-{digest}", "public", dry=True)

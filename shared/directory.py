@@ -1,0 +1,115 @@
+"""The account directory: login -> account, and account -> where to send.
+
+The directory is the studio's, not resetgate's: the Redis one (keys ``rgdir:*``) stands in
+for it in local runs and tests; production points ``RESETGATE_DIRECTORY_URL`` at the
+studio's account service. Addresses are read at send time and never copied into the
+operation store.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Protocol
+
+import aiohttp
+
+from shared import keys
+from shared.redis import RedisClient
+
+
+@dataclass(frozen=True, slots=True)
+class Account:
+    account_id: str
+    email: str
+    locale: str = "en"
+
+    def __repr__(self) -> str:  # an address must never reach a log through a repr
+        return f"Account(account_id={self.account_id!r})"
+
+
+class DirectoryError(RuntimeError):
+    """The directory could not answer (timeout, 5xx, bad JSON); not the same as 'unknown'."""
+
+
+class Directory(Protocol):
+    async def lookup_login(self, login: str) -> Account | None: ...
+    async def get_account(self, account_id: str) -> Account | None: ...
+
+
+def normalise_login(login: str) -> str:
+    return login.strip().casefold()
+
+
+class RedisDirectory:
+    def __init__(self, client: RedisClient) -> None:
+        self.client = client
+
+    async def lookup_login(self, login: str) -> Account | None:
+        account_id = await self.client.get(keys.directory_login(normalise_login(login)))
+        return await self.get_account(str(account_id)) if account_id else None
+
+    async def get_account(self, account_id: str) -> Account | None:
+        raw = await self.client.hgetall(keys.directory_account(account_id))
+        if not raw:
+            return None
+        return Account(account_id, str(raw["email"]), str(raw.get("locale") or "en"))
+
+    async def add(self, login: str, account: Account) -> None:
+        await self.client.hset(
+            keys.directory_account(account.account_id),
+            mapping={"email": account.email, "locale": account.locale},
+        )
+        await self.client.set(keys.directory_login(normalise_login(login)), account.account_id)
+
+
+class HttpDirectory:
+    """``GET {url}/accounts/lookup?login=…`` and ``GET {url}/accounts/{id}``: 200 JSON or 404."""
+
+    def __init__(self, session: aiohttp.ClientSession, base_url: str, timeout: float) -> None:
+        self.session = session
+        self.base_url = base_url.rstrip("/")
+        self.timeout = aiohttp.ClientTimeout(total=timeout)
+
+    async def _get(self, path: str, params: dict[str, str] | None = None) -> Account | None:
+        try:
+            async with self.session.get(
+                self.base_url + path, params=params, timeout=self.timeout
+            ) as response:
+                if response.status == 404:
+                    return None
+                if response.status != 200:
+                    raise DirectoryError(f"directory answered {response.status}")
+                body = await response.json(content_type=None)
+                return Account(str(body["account_id"]), str(body["email"]),
+                               str(body.get("locale") or "en"))  # fmt: skip
+        except (aiohttp.ClientError, TimeoutError) as error:
+            raise DirectoryError(f"directory unreachable: {type(error).__name__}") from None
+        except (ValueError, KeyError, TypeError):
+            raise DirectoryError("directory answered malformed JSON") from None
+
+    async def lookup_login(self, login: str) -> Account | None:
+        return await self._get("/accounts/lookup", {"login": login})
+
+    async def get_account(self, account_id: str) -> Account | None:
+        return await self._get(f"/accounts/{account_id}")
+
+
+class ImportError_(ValueError):
+    """A CSV row that cannot be imported; names the line, never the address."""
+
+
+def read_csv(lines: Iterable[str]) -> list[tuple[str, Account]]:
+    """Parse ``login,account_id,email[,locale]`` (header optional)."""
+    rows: list[tuple[str, Account]] = []
+    for number, row in enumerate(csv.reader(lines), start=1):
+        if not row or (number == 1 and row[0].strip().lower() == "login"):
+            continue
+        if len(row) not in (3, 4) or not all(cell.strip() for cell in row[:3]):
+            raise ImportError_(f"line {number}: expected login,account_id,email[,locale]")
+        if "@" not in row[2]:
+            raise ImportError_(f"line {number}: the email column holds no address")
+        locale = row[3].strip() if len(row) == 4 and row[3].strip() else "en"
+        rows.append((row[0].strip(), Account(row[1].strip(), row[2].strip(), locale)))
+    return rows

@@ -1,0 +1,112 @@
+"""Every Redis key resetgate uses, built in one place.
+
+Partition ``p`` owns every key tagged ``{p}``; a Lua script only ever touches keys of one
+partition (or of one provider), so the design runs unchanged on Redis Cluster. Scripts get
+their keys through KEYS, never by building names themselves.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+PREFIX = "rg"
+SEND_GROUP = "senders"
+ROUTER_GROUP = "router"
+
+# Global (untagged) keys: each is used on its own, never together with another in a script.
+CONTROL = f"{PREFIX}:control"  # hash: paused:<p> -> reason, auth_paused:<provider> -> reason
+CONTACT_FORMS = f"{PREFIX}:contact-forms"
+SUPPORT_CASES = f"{PREFIX}:support-cases"
+CONTACT_FORMS_DEAD = f"{PREFIX}:contact-forms:dead"
+POLLER_CURSOR = f"{PREFIX}:poller:cursor"
+ROUTER_SEEN_PREFIX = f"{PREFIX}:router:seen:"  # + event_id -> case_id
+DIRECTORY_LOGIN_PREFIX = "rgdir:login:"  # + normalised login -> account_id
+DIRECTORY_ACCOUNT_PREFIX = "rgdir:acct:"  # + account_id -> hash(email, locale)
+IP_LIMIT_PREFIX = f"{PREFIX}:iplimit:"  # + client ip -> GCRA theoretical arrival time
+
+
+def partition_of(account_id: str, partitions: int) -> int:
+    """A stable account -> partition map: the same on every process and every release."""
+    digest = hashlib.blake2b(account_id.encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") % partitions
+
+
+def partition_of_operation(operation_id: str) -> int:
+    """Operation ids carry their partition (``op-<p>-<ulid>``), so lookups need no index."""
+    parts = operation_id.split("-")
+    if len(parts) != 3 or parts[0] != "op" or not parts[1].isdigit():
+        raise ValueError("not a resetgate operation id")
+    return int(parts[1])
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionKeys:
+    """The keys of one partition; all share the hash tag ``{p}``."""
+
+    partition: int
+
+    @property
+    def tag(self) -> str:
+        return f"{PREFIX}:{{{self.partition}}}"
+
+    def account(self, account_id: str) -> str:
+        return f"{self.tag}:acct:{account_id}"
+
+    def operation(self, operation_id: str) -> str:
+        return f"{self.tag}:op:{operation_id}"
+
+    def attempts(self, operation_id: str) -> str:
+        return f"{self.tag}:op:{operation_id}:attempts"
+
+    @property
+    def send(self) -> str:
+        """Stream of send jobs, consumer group ``senders``."""
+        return f"{self.tag}:send"
+
+    @property
+    def due(self) -> str:
+        """Sorted set: deferred operation id -> next attempt (ms)."""
+        return f"{self.tag}:due"
+
+    @property
+    def observe(self) -> str:
+        """Sorted set: accepted operation id -> observation window end (ms)."""
+        return f"{self.tag}:observe"
+
+    @property
+    def ambiguous(self) -> str:
+        """Sorted set: ambiguous operation id -> when it became ambiguous (ms)."""
+        return f"{self.tag}:ambiguous"
+
+    @property
+    def review(self) -> str:
+        """Sorted set: operation id held for a person -> since (ms)."""
+        return f"{self.tag}:review"
+
+    @property
+    def messages(self) -> str:
+        """Hash: provider message id -> operation id."""
+        return f"{self.tag}:msgs"
+
+    @property
+    def live(self) -> str:
+        """Sorted set: every non-terminal operation id -> created (ms); the oldest-first view."""
+        return f"{self.tag}:live"
+
+
+def provider_pacing(provider: str) -> str:
+    """Provider-wide token bucket and blocked-until, shared by every sender replica."""
+    return f"{PREFIX}:{{provider:{provider}}}:pacing"
+
+
+def directory_login(login: str) -> str:
+    return DIRECTORY_LOGIN_PREFIX + login
+
+
+def directory_account(account_id: str) -> str:
+    return DIRECTORY_ACCOUNT_PREFIX + account_id
+
+
+def ip_limit(client_ip: str) -> str:
+    return IP_LIMIT_PREFIX + client_ip

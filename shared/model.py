@@ -1,0 +1,219 @@
+"""The recovery operation: its states, the legal transitions, and its stored shape.
+
+Transitions are declared once, here. The Lua scripts apply a transition atomically once
+Python has decided it is legal with :func:`check_transition`; a script never invents one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+
+class State(StrEnum):
+    QUEUED = "queued"
+    ATTEMPTING = "attempting"
+    DEFERRED = "deferred"
+    ACCEPTED = "accepted"
+    FAILED = "failed"
+    EXHAUSTED = "exhausted"
+    EXPIRED = "expired"
+    AMBIGUOUS = "ambiguous"
+    REVIEW = "review"
+    QUARANTINED = "quarantined"
+
+
+class EntryPoint(StrEnum):
+    """Who asked: every entry point converges on the account's one live operation."""
+
+    PUBLIC = "public"  # the game's "Forgot password?" form and its resend clicks
+    RESEND = "resend"
+    CONTACT_FORM = "contact_form"
+    AGENT = "agent"
+    AUTOMATION = "automation"
+
+
+class Outcome(StrEnum):
+    """The class of one attempt, as the provider contract defines them."""
+
+    IN_FLIGHT = "in_flight"
+    ACCEPTED = "accepted"
+    THROTTLED = "throttled"
+    TRANSIENT = "transient"
+    PERMANENT = "permanent"
+    AMBIGUOUS = "ambiguous"
+    AUTH = "auth"
+
+
+class Delivery(StrEnum):
+    UNKNOWN = "unknown"
+    DELIVERED = "delivered"
+    DEFERRED = "deferred"
+    BOUNCED = "bounced"
+    COMPLAINED = "complained"
+    REJECTED = "rejected"
+
+
+TERMINAL: frozenset[State] = frozenset(
+    {State.ACCEPTED, State.FAILED, State.EXHAUSTED, State.EXPIRED}
+)
+LIVE: frozenset[State] = frozenset(State) - TERMINAL
+
+# Operations a support case escalates: delivery failed its policy, or a person must look.
+NEEDS_ATTENTION: frozenset[State] = frozenset(
+    {State.FAILED, State.EXHAUSTED, State.EXPIRED, State.REVIEW}
+)
+
+_ANY_LIVE_END = {State.EXHAUSTED, State.EXPIRED, State.QUARANTINED}
+
+TRANSITIONS: dict[State, frozenset[State]] = {
+    State.QUEUED: frozenset({State.ATTEMPTING, *_ANY_LIVE_END}),
+    State.ATTEMPTING: frozenset(
+        {
+            State.ACCEPTED,
+            State.DEFERRED,
+            State.QUEUED,  # credentials rejected: the operation waits, it does not fail
+            State.FAILED,
+            State.AMBIGUOUS,
+            State.EXHAUSTED,
+            State.EXPIRED,
+        }
+    ),
+    State.DEFERRED: frozenset({State.QUEUED, *_ANY_LIVE_END}),
+    State.AMBIGUOUS: frozenset({State.ACCEPTED, State.QUEUED, State.REVIEW, *_ANY_LIVE_END}),
+    State.REVIEW: frozenset({State.QUEUED, State.ACCEPTED, State.FAILED, State.EXPIRED}),
+    State.QUARANTINED: frozenset({State.QUEUED, State.EXPIRED}),
+    State.ACCEPTED: frozenset(),
+    State.FAILED: frozenset(),
+    State.EXHAUSTED: frozenset(),
+    State.EXPIRED: frozenset(),
+}
+
+
+class IllegalTransition(ValueError):
+    def __init__(self, current: State, target: State) -> None:
+        super().__init__(f"illegal transition {current} -> {target}")
+        self.current = current
+        self.target = target
+
+
+def check_transition(current: State | str, target: State | str) -> State:
+    """Return ``target`` as a State if ``current -> target`` is legal, else raise."""
+    source, goal = State(current), State(target)
+    if goal not in TRANSITIONS[source]:
+        raise IllegalTransition(source, goal)
+    return goal
+
+
+def _int(value: Any) -> int:
+    return int(value) if value not in (None, "", b"") else 0
+
+
+@dataclass(slots=True)
+class Operation:
+    """The non-secret operation hash, decoded. No address, token or URL lives here."""
+
+    operation_id: str
+    account_id: str
+    partition: int
+    state: State
+    created_at: int
+    token_kid: str
+    token_expires_at: int
+    horizon_at: int
+    attempts: int = 0
+    next_attempt_at: int = 0
+    token_consumed_at: int = 0
+    cooldown_until: int = 0
+    last_status: int = 0
+    last_outcome: str = ""
+    retry_after_source: str = ""
+    reason: str = ""
+    provider: str = ""
+    provider_message_id: str = ""
+    recipient_digest: str = ""
+    template_revision: str = ""
+    delivery: Delivery = Delivery.UNKNOWN
+    delivery_observed_at: int = 0
+    observation_closed_at: int = 0
+    replays: int = 0
+    entry_points: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def from_hash(cls, raw: dict[str, str]) -> Operation:
+        counts = {k[3:]: int(v) for k, v in raw.items() if k.startswith("ep:")}
+        ints = {
+            name: _int(raw.get(name))
+            for name in (
+                "partition", "created_at", "token_expires_at", "horizon_at", "attempts",
+                "next_attempt_at", "token_consumed_at", "cooldown_until", "last_status",
+                "delivery_observed_at", "observation_closed_at", "replays",
+            )
+        }  # fmt: skip
+        texts = {
+            name: raw.get(name, "")
+            for name in (
+                "last_outcome", "retry_after_source", "reason", "provider",
+                "provider_message_id", "recipient_digest", "template_revision",
+            )
+        }  # fmt: skip
+        operation = cls(
+            operation_id=raw["operation_id"],
+            account_id=raw["account_id"],
+            partition=ints.pop("partition"),
+            state=State(raw["state"]),
+            created_at=ints.pop("created_at"),
+            token_kid=raw.get("token_kid", ""),
+            token_expires_at=ints.pop("token_expires_at"),
+            horizon_at=ints.pop("horizon_at"),
+            delivery=Delivery(raw.get("delivery") or Delivery.UNKNOWN),
+            entry_points=counts,
+        )
+        for name, value in (*ints.items(), *texts.items()):
+            setattr(operation, name, value)
+        return operation
+
+    def public_view(self) -> dict[str, Any]:
+        """What support and on-call see: everything but internals they cannot act on."""
+        return {
+            "operation_id": self.operation_id,
+            "account_id": self.account_id,
+            "partition": self.partition,
+            "state": str(self.state),
+            "created_at": self.created_at,
+            "attempts": self.attempts,
+            "next_attempt_at": self.next_attempt_at or None,
+            "token_expires_at": self.token_expires_at,
+            "token_consumed_at": self.token_consumed_at or None,
+            "horizon_at": self.horizon_at,
+            "last_status": self.last_status or None,
+            "last_outcome": self.last_outcome or None,
+            "retry_after_source": self.retry_after_source or None,
+            "reason": self.reason or None,
+            "provider": self.provider or None,
+            "provider_message_id": self.provider_message_id or None,
+            "delivery": str(self.delivery),
+            "delivery_observed_at": self.delivery_observed_at or None,
+            "observation_closed_at": self.observation_closed_at or None,
+            "entry_points": self.entry_points,
+        }
+
+
+@dataclass(slots=True)
+class Attempt:
+    """One row of the append-only attempt ledger."""
+
+    attempt_id: str
+    started_at: int
+    outcome: str = Outcome.IN_FLIGHT
+    ended_at: int = 0
+    http_status: int = 0
+    decision: str = ""
+    retry_at: int = 0
+    reason: str = ""
+    consumer: str = ""
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> Attempt:
+        return cls(**{k: raw[k] for k in cls.__slots__ if k in raw})

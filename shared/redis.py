@@ -1,0 +1,76 @@
+"""The Redis client every service uses: standalone or Cluster, with timeouts and retries.
+
+Reconnects use exponential backoff with jitter, so a Redis restart costs a few failed calls
+and log lines, never a crash loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from redis.asyncio import BlockingConnectionPool, Redis, RedisCluster
+from redis.backoff import ExponentialWithJitterBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+from redis.retry import Retry
+
+from shared.logging import event
+from shared.settings import CommonSettings
+
+log = logging.getLogger(__name__)
+
+RedisClient = Redis | RedisCluster
+TRANSIENT_ERRORS = (RedisConnectionError, RedisTimeoutError, ConnectionError, OSError)
+
+
+def _options(settings: CommonSettings) -> dict[str, Any]:
+    return {
+        "decode_responses": True,
+        "socket_timeout": settings.redis_timeout_seconds,
+        "socket_connect_timeout": settings.redis_timeout_seconds,
+        "retry": Retry(ExponentialWithJitterBackoff(cap=2.0, base=0.05), 3),
+        "health_check_interval": 15,
+    }
+
+
+def create_client(settings: CommonSettings) -> RedisClient:
+    """A client for ``RESETGATE_REDIS_URL``; Cluster when ``RESETGATE_REDIS_CLUSTER`` is set."""
+    if settings.redis_cluster:
+        return RedisCluster.from_url(
+            settings.redis_url,
+            **{k: v for k, v in _options(settings).items() if k != "health_check_interval"},
+        )
+    # A blocking pool queues a burst behind a bounded number of connections instead of
+    # failing it or opening thousands of sockets.
+    pool = BlockingConnectionPool.from_url(
+        settings.redis_url, max_connections=settings.redis_max_connections,
+        timeout=settings.redis_timeout_seconds, **_options(settings),
+    )  # fmt: skip
+    return Redis(connection_pool=pool)
+
+
+async def connect(settings: CommonSettings, attempts: int = 30) -> RedisClient:
+    """Create a client and wait (with a log line per try) until Redis answers."""
+    delay = 0.1
+    for attempt in range(1, attempts + 1):
+        client = create_client(settings)
+        try:
+            await client.ping()
+            return client
+        except (RedisError, *TRANSIENT_ERRORS) as error:
+            await client.aclose()
+            event(log, logging.WARNING, "redis not reachable yet", attempt=attempt,
+                  error=type(error).__name__, retry_in_s=round(delay, 2))  # fmt: skip
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 2.0)
+    raise SystemExit("redis unreachable at start: check RESETGATE_REDIS_URL")
+
+
+async def ping(client: RedisClient) -> bool:
+    try:
+        return bool(await client.ping())
+    except (RedisError, *TRANSIENT_ERRORS):
+        return False

@@ -1,0 +1,134 @@
+"""The lifecycle every service shares: HTTP endpoints, background loops, graceful shutdown.
+
+A worker is ``async def loop(stop: asyncio.Event) -> None`` that returns soon after ``stop``
+is set. SIGTERM sets it; loops get ``shutdown_grace_seconds`` (shorter than the pod's
+terminationGracePeriodSeconds) to finish what is in flight, then are cancelled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from shared import codec, metrics
+from shared.logging import event
+from shared.settings import CommonSettings
+
+log = logging.getLogger(__name__)
+
+Worker = Callable[[asyncio.Event], Coroutine[Any, Any, None]]
+ReadinessCheck = Callable[[], Awaitable[dict[str, bool]]]
+
+READINESS: web.AppKey[ReadinessCheck] = web.AppKey("readiness", ReadinessCheck)  # type: ignore[arg-type]
+
+
+def json_response(body: Any, status: int = 200, **headers: str) -> web.Response:
+    return web.Response(
+        body=codec.dumps(body), status=status, content_type="application/json", headers=headers
+    )
+
+
+def json_error(status: int, error: str, message: str, **headers: str) -> web.Response:
+    return json_response({"error": error, "message": message}, status, **headers)
+
+
+async def healthz(_: web.Request) -> web.Response:
+    return json_response({"status": "ok"})
+
+
+async def readyz(request: web.Request) -> web.Response:
+    checks = await request.app[READINESS]()
+    ready = all(checks.values())
+    return json_response({"ready": ready, "checks": checks}, 200 if ready else 503)
+
+
+async def metrics_view(_: web.Request) -> web.Response:
+    response = web.Response(body=generate_latest())
+    response.headers["Content-Type"] = CONTENT_TYPE_LATEST
+    return response
+
+
+def add_operational_routes(app: web.Application, readiness: ReadinessCheck) -> None:
+    app[READINESS] = readiness
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    app.router.add_get("/metrics", metrics_view)
+
+
+def instrument(service: str) -> Any:
+    """Middleware: latency by route template (never the raw path, which may carry ids)."""
+
+    @web.middleware
+    async def middleware(request: web.Request, handler: Any) -> web.StreamResponse:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        status = 500
+        try:
+            response: web.StreamResponse = await handler(request)
+            status = response.status
+            return response
+        except web.HTTPException as error:
+            status = error.status
+            raise
+        finally:
+            info = request.match_info.route.resource
+            route = info.canonical if info is not None else "unmatched"
+            metrics.http_request_duration.labels(
+                service, route, request.method, str(status)
+            ).observe(loop.time() - started)
+
+    return middleware
+
+
+async def serve(
+    name: str, settings: CommonSettings, app: web.Application, workers: list[Worker]
+) -> None:
+    """Run ``app`` on the service port and every worker until SIGTERM, then shut down."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=5.0)
+    await runner.setup()
+    site = web.TCPSite(runner, settings.http_host, settings.http_port)
+    await site.start()
+    event(log, logging.INFO, "service started", service=name, port=settings.http_port)
+    tasks = [asyncio.create_task(worker(stop), name=worker.__name__) for worker in workers]
+    stopper = asyncio.create_task(stop.wait())
+    done, _ = await asyncio.wait([stopper, *tasks], return_when=asyncio.FIRST_COMPLETED)
+    for task in done:
+        if task is not stopper and task.exception() is not None:
+            event(log, logging.ERROR, "worker crashed; shutting down", worker=task.get_name(),
+                  error=repr(task.exception()))  # fmt: skip
+    stop.set()
+    await _drain(tasks, settings.shutdown_grace_seconds)
+    await runner.cleanup()
+    stopper.cancel()
+    event(log, logging.INFO, "service stopped", service=name)
+
+
+async def _drain(tasks: list[asyncio.Task[None]], grace: float) -> None:
+    if not tasks:
+        return
+    _, pending = await asyncio.wait(tasks, timeout=grace)
+    for task in pending:
+        task.cancel()
+    if pending:
+        event(log, logging.WARNING, "grace period over; cancelled workers", count=len(pending))
+        await asyncio.gather(*pending, return_exceptions=True)
+
+
+def run(main: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    """Run a service's async main on uvloop when available."""
+    try:
+        import uvloop
+
+        uvloop.run(main())
+    except ImportError:  # pragma: no cover - uvloop is a runtime dependency on Linux
+        asyncio.run(main())

@@ -1,0 +1,74 @@
+"""Configuration: one pydantic-settings class per service on a shared base.
+
+Every variable carries the ``RESETGATE_`` prefix. A service builds its settings once in
+``main()`` through :func:`load`, which turns a validation error into one line naming the
+variable and exits, instead of a pydantic traceback at 3 a.m.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Literal, TypeVar
+
+from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+ENV_PREFIX = "RESETGATE_"
+
+
+class CommonSettings(BaseSettings):
+    """What every service needs: the store, the partitioning, logging and its HTTP port."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore")
+
+    redis_url: str = "redis://127.0.0.1:6379/0"
+    redis_cluster: bool = False
+    redis_timeout_seconds: float = Field(default=5.0, gt=0)
+    redis_max_connections: int = Field(default=64, ge=2, le=10000)
+    partitions: int = Field(default=16, ge=1, le=1024)
+    http_host: str = "0.0.0.0"
+    http_port: int = Field(default=8080, ge=0, le=65535)
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    shutdown_grace_seconds: float = Field(default=20.0, gt=0)
+    provider_name: str = Field(default="http", pattern=r"^[a-z0-9_-]{1,32}$")
+
+
+class PolicySettings(CommonSettings):
+    """Recovery policy shared by the services that create or move operations."""
+
+    token_keys: SecretStr = SecretStr("")
+    cooldown_seconds: int = Field(default=300, ge=0)
+    token_ttl_seconds: int = Field(default=3600, ge=60)
+    max_attempts: int = Field(default=6, ge=1, le=100)
+    idempotency_window_seconds: int = Field(default=86400, ge=60)
+    horizon_margin_seconds: int = Field(default=120, ge=0)
+    ambiguous_policy: Literal["replay", "review"] = "replay"
+
+    @field_validator("token_keys")
+    @classmethod
+    def _token_keys_parse(cls, value: SecretStr) -> SecretStr:
+        from shared.tokens import parse_keys
+
+        parse_keys(value.get_secret_value())
+        return value
+
+
+S = TypeVar("S", bound=BaseSettings)
+
+
+def describe_error(error: ValidationError) -> str:
+    """One line naming the variable(s) and what is wrong, never echoing a secret value."""
+    parts = []
+    for item in error.errors():
+        name = ENV_PREFIX + "_".join(str(p) for p in item["loc"]).upper()
+        parts.append(f"{name}: {item['msg']}")
+    return "invalid configuration: " + "; ".join(parts)
+
+
+def load(cls: type[S]) -> S:
+    """Build settings from the environment or stop the process with one clear line."""
+    try:
+        return cls()
+    except ValidationError as error:
+        print(describe_error(error), file=sys.stderr)
+        raise SystemExit(2) from None

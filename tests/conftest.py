@@ -1,0 +1,66 @@
+"""Test setup: real redis-server processes on free ports, started here (never :6379)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+from redis.asyncio import Redis, RedisCluster
+
+from services.ctl.embedded import RedisClusterServers, RedisServer
+from shared.settings import PolicySettings
+from shared.tokens import parse_keys
+
+TEST_TOKEN_KEYS = "k2:second-secret-0123456789abcdef,k1:first-secret-0123456789abcdef"
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[RedisServer]:
+    server = RedisServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_cluster() -> Iterator[RedisClusterServers]:
+    cluster = RedisClusterServers().start()
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture
+async def redis(redis_server: RedisServer) -> AsyncIterator[Redis]:
+    client = Redis.from_url(redis_server.url, decode_responses=True)
+    await client.flushall()
+    yield client
+    await client.aclose()
+
+
+@pytest.fixture
+async def cluster_client(redis_cluster: RedisClusterServers) -> AsyncIterator[RedisCluster]:
+    client = RedisCluster.from_url(redis_cluster.url, decode_responses=True)
+    await client.flushall()
+    yield client
+    await client.aclose()
+
+
+def make_settings(redis_url: str, **overrides: Any) -> PolicySettings:
+    values: dict[str, Any] = {
+        "redis_url": redis_url,
+        "token_keys": TEST_TOKEN_KEYS,
+        "partitions": 4,
+        "cooldown_seconds": 60,
+    }
+    values.update(overrides)
+    return PolicySettings(**values)
+
+
+@pytest.fixture
+def settings(redis_server: RedisServer) -> PolicySettings:
+    return make_settings(redis_server.url)
+
+
+@pytest.fixture
+def token_keys() -> Any:
+    return parse_keys(TEST_TOKEN_KEYS)
