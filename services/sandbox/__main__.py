@@ -1,0 +1,3 @@
+from services.sandbox.server import main
+
+main()

@@ -1,0 +1,97 @@
+"""Settings of the sandbox provider (env prefix ``RESETGATE_SANDBOX_``).
+
+Every field except ``host`` and ``port`` can also be changed while the server runs,
+through ``POST /_sandbox/config``, so a test can flip faults without a restart.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+RetryAfterForm = Literal[
+    "delay-seconds", "imf-fixdate", "rfc850", "asctime", "absent", "malformed", "rotate"
+]
+
+Probability = Field(default=0.0, ge=0.0, le=1.0)
+EveryNth = Field(default=0, ge=0)
+
+# Fields that only matter when the listening socket is created.
+STARTUP_ONLY = frozenset({"host", "port"})
+
+
+class SandboxSettings(BaseSettings):
+    """Configuration of one sandbox provider process; state lives in memory only."""
+
+    model_config = SettingsConfigDict(env_prefix="RESETGATE_SANDBOX_", extra="forbid")
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8090, ge=0, le=65535)
+    log_level: str = "INFO"
+
+    # Credentials: the one bearer key accepted, and a switch that simulates a revoked key.
+    api_key: SecretStr = SecretStr("sandbox-key")
+    revoked_status: Literal[0, 401, 403] = 0
+
+    # Idempotency-Key dedupe window; lookups by key see the same retention.
+    idempotency_window_seconds: float = Field(default=86400.0, gt=0)
+
+    # Token buckets (0 = unlimited). Polling routes share one bucket of their own.
+    send_rate_per_second: float = Field(default=0.0, ge=0)
+    send_burst: int = Field(default=10, ge=1)
+    poll_rate_per_second: float = Field(default=0.0, ge=0)
+    poll_burst: int = Field(default=10, ge=1)
+    retry_after_form: RetryAfterForm = "delay-seconds"
+
+    # Status of an accepted send: the contract allows both.
+    accepted_status: Literal[200, 202] = 200
+    max_body_bytes: int = Field(default=256 * 1024, ge=1024)
+
+    # Delivery events.
+    delivered_delay_seconds: float = Field(default=1.0, ge=0)
+    bounce_domain: str = ""
+    reject_domain: str = ""
+
+    # Fault injection: each fault fires with a probability, on every Nth eligible
+    # request, or both. The RNG is seeded by ``seed`` so a run can be replayed.
+    seed: int | None = None
+    error_probability: float = Probability
+    error_every: int = EveryNth
+    error_status: int = Field(default=503, ge=500, le=599)
+    slow_probability: float = Probability
+    slow_every: int = EveryNth
+    slow_seconds: float = Field(default=2.0, ge=0)
+    drop_probability: float = Probability
+    drop_every: int = EveryNth
+    duplicate_event_probability: float = Probability
+    duplicate_event_every: int = EveryNth
+    out_of_order_probability: float = Probability
+    out_of_order_every: int = EveryNth
+    poll_error_probability: float = Probability
+    poll_error_every: int = EveryNth
+
+    # Memory bounds: the oldest messages/events are forgotten past these caps.
+    max_messages: int = Field(default=100_000, ge=1)
+    max_events: int = Field(default=200_000, ge=1)
+    max_tracked_keys: int = Field(default=200_000, ge=1)
+
+    @field_validator("bounce_domain", "reject_domain")
+    @classmethod
+    def _lower_domain(cls, value: str) -> str:
+        return value.strip().lower()
+
+    def public_view(self) -> dict[str, object]:
+        """Every setting except the key, for the control and stats routes."""
+        return self.model_dump(mode="json", exclude={"api_key"})
+
+    def updated(self, changes: dict[str, object]) -> SandboxSettings:
+        """A validated copy with ``changes`` applied (raises ``ValueError`` on bad input)."""
+        fixed = STARTUP_ONLY.intersection(changes)
+        if fixed:
+            raise ValueError(f"not changeable at runtime: {', '.join(sorted(fixed))}")
+        merged: dict[str, object] = dict(self)
+        merged.update(changes)
+        # Init kwargs take precedence over the environment, and every field is given here.
+        return SandboxSettings.model_validate(merged)

@@ -1,0 +1,46 @@
+"""The live state of one sandbox: current settings and everything derived from them."""
+
+from __future__ import annotations
+
+from services.sandbox.faults import Faults
+from services.sandbox.ratelimit import TokenBucket
+from services.sandbox.retry_after import RetryAfterFormatter
+from services.sandbox.settings import SandboxSettings
+from services.sandbox.stats import Stats
+from services.sandbox.store import Store
+
+
+class Sandbox:
+    def __init__(self, settings: SandboxSettings) -> None:
+        self.settings = settings
+        self.store = _new_store(settings)
+        self.stats = Stats(settings.max_tracked_keys)
+        self._derive(settings)
+
+    def _derive(self, settings: SandboxSettings) -> None:
+        self.settings = settings
+        self.auth_header = f"Bearer {settings.api_key.get_secret_value()}"
+        self.send_bucket = TokenBucket(settings.send_rate_per_second, settings.send_burst)
+        self.poll_bucket = TokenBucket(settings.poll_rate_per_second, settings.poll_burst)
+        self.retry_after = RetryAfterFormatter(settings.retry_after_form)
+        self.faults = Faults(settings)
+        self.store.max_messages = settings.max_messages
+        self.store.max_events = settings.max_events
+        self.store.window = settings.idempotency_window_seconds
+        self.stats.sent_by_key.cap = settings.max_tracked_keys
+        self.stats.sent_by_operation.cap = settings.max_tracked_keys
+
+    def reconfigure(self, settings: SandboxSettings) -> None:
+        """Apply new settings: buckets refill, fault counters and the RNG start over;
+        messages, events and stats are kept (``reset`` clears those)."""
+        self._derive(settings)
+
+    def reset(self) -> None:
+        """Forget every message, event and counter; keep the settings."""
+        self.store = _new_store(self.settings)
+        self.stats = Stats(self.settings.max_tracked_keys)
+        self._derive(self.settings)
+
+
+def _new_store(settings: SandboxSettings) -> Store:
+    return Store(settings.max_messages, settings.max_events, settings.idempotency_window_seconds)
