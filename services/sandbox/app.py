@@ -8,7 +8,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from services.sandbox import control, provider
-from services.sandbox.jsonlog import log
+from services.sandbox.logs import log
 from services.sandbox.responses import SANDBOX, error, json_response
 from services.sandbox.settings import SandboxSettings
 from services.sandbox.state import Sandbox

@@ -10,7 +10,7 @@ import logging
 from aiohttp import web
 from pydantic import ValidationError
 
-from services.sandbox.jsonlog import log
+from services.sandbox.logs import log
 from services.sandbox.responses import SANDBOX, bad_request, error, json_response, read_json
 from services.sandbox.store import JsonDict, Message, rfc3339
 

@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from services.sandbox.jsonlog import log
+from services.sandbox.logs import log
 from services.sandbox.ratelimit import TokenBucket
 from services.sandbox.responses import (
     SANDBOX,

@@ -24,8 +24,8 @@ def json_response(
 def error(
     status: int, code: str, message: str, headers: Mapping[str, str] | None = None
 ) -> web.Response:
-    """Errors are JSON a caller can act on; never a traceback."""
-    return json_response({"error": {"code": code, "message": message}}, status, headers)
+    """Errors are JSON a caller can act on (the shape ``shared.service`` uses); no traceback."""
+    return json_response({"error": code, "message": message}, status, headers)
 
 
 async def read_limited(request: web.Request, limit: int) -> bytes | None:

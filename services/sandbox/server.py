@@ -9,7 +9,7 @@ from collections.abc import Callable
 from aiohttp import web
 
 from services.sandbox.app import create_app
-from services.sandbox.jsonlog import configure_logging, log
+from services.sandbox.logs import configure_logging, log
 from services.sandbox.settings import SandboxSettings
 
 # Short: in-flight sends are test traffic, and Kubernetes/CI should not wait long.
