@@ -46,7 +46,11 @@ async def read_json(request: web.Request, limit: int) -> Any | web.Response:
     """Parsed JSON, or the 413/400 response to answer instead."""
     raw = await read_limited(request, limit)
     if raw is None:
-        return error(413, "payload_too_large", f"request body exceeds {limit} bytes")
+        response = error(413, "payload_too_large", f"request body exceeds {limit} bytes")
+        # The rest of the body is never read: close rather than keep the connection around
+        # draining it (which also held up shutdown by the full grace period).
+        response.force_close()
+        return response
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError:

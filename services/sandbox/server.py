@@ -19,7 +19,12 @@ SHUTDOWN_GRACE_SECONDS = 5.0
 async def start(settings: SandboxSettings) -> tuple[web.AppRunner, int]:
     """Start listening; returns the runner (call ``cleanup()``) and the bound port."""
     runner = web.AppRunner(
-        create_app(settings), access_log=None, shutdown_timeout=SHUTDOWN_GRACE_SECONDS
+        create_app(settings),
+        access_log=None,
+        shutdown_timeout=SHUTDOWN_GRACE_SECONDS,
+        # An unread body (a 413) is not drained: drop the connection at once. Draining it
+        # could also hold shutdown for the whole grace period.
+        lingering_time=0,
     )
     await runner.setup()
     site = web.TCPSite(runner, settings.host, settings.port, backlog=1024)

@@ -33,7 +33,7 @@ class SandboxSettings(BaseSettings):
 
     # Credentials: the one bearer key accepted, and a switch that simulates a revoked key.
     api_key: SecretStr = SecretStr("sandbox-key")
-    revoked_status: Literal[0, 401, 403] = 0
+    revoked_status: int = 0  # 401 or 403: every call answers it, even with the right key
 
     # Idempotency-Key dedupe window; lookups by key see the same retention.
     idempotency_window_seconds: float = Field(default=86400.0, gt=0)
@@ -46,7 +46,7 @@ class SandboxSettings(BaseSettings):
     retry_after_form: RetryAfterForm = "delay-seconds"
 
     # Status of an accepted send: the contract allows both.
-    accepted_status: Literal[200, 202] = 200
+    accepted_status: int = 200
     max_body_bytes: int = Field(default=256 * 1024, ge=1024)
 
     # Delivery events.
@@ -76,6 +76,21 @@ class SandboxSettings(BaseSettings):
     max_messages: int = Field(default=100_000, ge=1)
     max_events: int = Field(default=200_000, ge=1)
     max_tracked_keys: int = Field(default=200_000, ge=1)
+
+    @field_validator("revoked_status")
+    @classmethod
+    def _auth_status(cls, value: int) -> int:
+        # Ints, not Literal: environment values arrive as strings and must still coerce.
+        if value not in (0, 401, 403):
+            raise ValueError("must be 0 (off), 401 or 403")
+        return value
+
+    @field_validator("accepted_status")
+    @classmethod
+    def _accept_status(cls, value: int) -> int:
+        if value not in (200, 202):
+            raise ValueError("must be 200 or 202")
+        return value
 
     @field_validator("bounce_domain", "reject_domain")
     @classmethod

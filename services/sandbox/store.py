@@ -141,6 +141,8 @@ class Store:
         if plan.duplicate:
             # Same (message_id, type, occurred_at), a fresh event_id, one more delay later.
             self._push(due + max(plan.delay, 0.002), message.id, plan.final_type, occurred)
+        if len(self._pending) > self.max_events:
+            self._bound_pending()
 
     def _push(self, due: float, message_id: str, kind: str, occurred: float) -> None:
         event = Event(f"evt_{secrets.token_hex(8)}", message_id, kind, occurred)
@@ -151,12 +153,23 @@ class Store:
         now = time.monotonic() if now_mono is None else now_mono
         pending = self._pending
         while pending and pending[0][0] <= now:
-            event = heapq.heappop(pending)[2]
-            self.feed.append(event)
-            message = self.messages.get(event.message_id)
-            if message is not None:
-                message.events.append(event)
+            self._publish(heapq.heappop(pending)[2])
         self._trim_feed()
+
+    def _bound_pending(self) -> None:
+        """Nobody polls during a send-only storm: keep the queue of future events bounded
+        by releasing the earliest ones early rather than growing without limit."""
+        self.materialize()
+        pending = self._pending
+        while len(pending) > self.max_events:
+            self._publish(heapq.heappop(pending)[2])
+        self._trim_feed()
+
+    def _publish(self, event: Event) -> None:
+        self.feed.append(event)
+        message = self.messages.get(event.message_id)
+        if message is not None:
+            message.events.append(event)
 
     def _trim_feed(self) -> None:
         # Trim in batches so the list copy is amortised over many appends.

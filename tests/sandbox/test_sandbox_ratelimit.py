@@ -1,0 +1,139 @@
+"""429s: an honest Retry-After in each form, on sends and on polling routes."""
+
+from __future__ import annotations
+
+import email.utils
+import re
+import time
+from datetime import UTC
+
+import pytest
+
+from services.sandbox.ratelimit import TokenBucket
+from services.sandbox.retry_after import ROTATION, asctime_date, imf_fixdate, rfc850_date
+
+DAY = r"(Mon|Tue|Wed|Thu|Fri|Sat|Sun)"
+LONG_DAY = r"(Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday)"
+MONTH = r"(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
+FORMS = {
+    "delay-seconds": re.compile(r"^\d+$"),
+    "imf-fixdate": re.compile(rf"^{DAY}, \d\d {MONTH} \d{{4}} \d\d:\d\d:\d\d GMT$"),
+    "rfc850": re.compile(rf"^{LONG_DAY}, \d\d-{MONTH}-\d\d \d\d:\d\d:\d\d GMT$"),
+    "asctime": re.compile(rf"^{DAY} {MONTH} [ \d]\d \d\d:\d\d:\d\d \d{{4}}$"),
+}
+
+
+def advised_wait(value: str, now: float) -> float:
+    """Seconds until the advised time, the way a strict client reads the header."""
+    if value.isdigit():
+        return float(value)
+    when = email.utils.parsedate_to_datetime(value)
+    if when.tzinfo is None:  # asctime carries no zone; HTTP dates are always GMT
+        when = when.replace(tzinfo=UTC)
+    return when.timestamp() - now
+
+
+def is_malformed(value: str) -> bool:
+    if any(pattern.match(value) for pattern in FORMS.values()):
+        return False
+    try:
+        email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return True
+    return False
+
+
+@pytest.mark.parametrize("form", ["delay-seconds", "imf-fixdate", "rfc850", "asctime"])
+async def test_429_carries_retry_after_in_each_form(open_provider, form):
+    async with open_provider(send_rate_per_second=0.25, send_burst=1, retry_after_form=form) as p:
+        assert (await p.send(key="a")).status == 200
+        throttled = await p.send(key="b")
+        now = time.time()
+    assert throttled.status == 429
+    value = throttled.headers["Retry-After"]
+    assert FORMS[form].match(value), value
+    # One token per 4 s: the honest wait is ~4 s; 1 s resolution may only round it up.
+    assert 3.0 <= advised_wait(value, now) <= 5.01
+
+
+async def test_delay_seconds_is_the_wait_rounded_up(open_provider):
+    async with open_provider(send_rate_per_second=0.2, send_burst=1) as p:
+        await p.send(key="a")
+        throttled = await p.send(key="b")
+    assert throttled.headers["Retry-After"] == "5"
+
+
+async def test_absent_and_malformed_forms(open_provider):
+    async with open_provider(
+        send_rate_per_second=0.1, send_burst=1, retry_after_form="absent"
+    ) as p:
+        await p.send(key="a")
+        absent = await p.send(key="b")
+        await p.control("POST", "/_sandbox/config", json={"retry_after_form": "malformed"})
+        await p.send(key="c")  # the new config refilled the bucket
+        malformed = [(await p.send(key=f"m{i}")).headers["Retry-After"] for i in range(4)]
+    assert absent.status == 429
+    assert "Retry-After" not in absent.headers
+    assert all(is_malformed(value) for value in malformed), malformed
+
+
+async def test_rotate_cycles_through_every_form(open_provider):
+    async with open_provider(
+        send_rate_per_second=0.1, send_burst=1, retry_after_form="rotate"
+    ) as p:
+        await p.send(key="a")
+        replies = [await p.send(key=f"r{i}") for i in range(len(ROTATION))]
+    assert [r.status for r in replies] == [429] * len(ROTATION)
+    seen = []
+    for reply in replies:
+        value = reply.headers.get("Retry-After")
+        if value is None:
+            seen.append("absent")
+            continue
+        matched = [form for form, pattern in FORMS.items() if pattern.match(value)]
+        seen.append(matched[0] if matched else "malformed")
+    assert seen == list(ROTATION)
+
+
+async def test_polling_routes_are_rate_limited_with_retry_after(open_provider):
+    async with open_provider(poll_rate_per_second=0.5, poll_burst=2) as p:
+        statuses = [(await p.events()).status for _ in range(2)]
+        throttled = await p.get("/email/messages", params={"idempotency_key": "x"})
+        send = await p.send()  # sends have their own bucket
+        stats = await p.stats()
+    assert statuses == [200, 200]
+    assert throttled.status == 429
+    assert throttled.headers["Retry-After"] == "2"
+    assert send.status == 200
+    assert (stats["poll_throttled_total"], stats["send_throttled_total"]) == (1, 0)
+    assert stats["throttled_total"] == 1
+
+
+async def test_throttled_sends_are_counted_and_send_nothing(open_provider):
+    async with open_provider(send_rate_per_second=1, send_burst=3) as p:
+        statuses = [(await p.send(key=f"k{i}")).status for i in range(5)]
+        stats = await p.stats()
+    assert statuses == [200, 200, 200, 429, 429]
+    assert stats["send_throttled_total"] == 2
+    assert stats["emails_sent_total"] == 3
+    assert stats["responses_by_status"] == {"200": 3, "429": 2}
+
+
+def test_token_bucket_refills_at_rate_up_to_burst():
+    now = [0.0]
+    bucket = TokenBucket(rate=2.0, burst=2, clock=lambda: now[0])
+    assert [bucket.take(), bucket.take()] == [0.0, 0.0]
+    assert bucket.take() == pytest.approx(0.5)
+    now[0] = 0.25
+    assert bucket.take() == pytest.approx(0.25)
+    now[0] = 10.0  # a long idle period refills only up to the burst
+    assert [bucket.take(), bucket.take()] == [0.0, 0.0]
+    assert bucket.take() > 0
+    assert TokenBucket(rate=0.0, burst=1).take() == 0.0
+
+
+def test_date_forms_render_the_rfc_examples():
+    ts = 784111777  # RFC 9110's example instant: Sun, 06 Nov 1994 08:49:37 GMT
+    assert imf_fixdate(ts) == "Sun, 06 Nov 1994 08:49:37 GMT"
+    assert rfc850_date(ts) == "Sunday, 06-Nov-94 08:49:37 GMT"
+    assert asctime_date(ts) == "Sun Nov  6 08:49:37 1994"
