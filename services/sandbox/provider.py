@@ -206,9 +206,12 @@ def record(sandbox: Sandbox, body: JsonDict, key: str | None) -> Message:
 def _event_plan(sandbox: Sandbox, body: JsonDict) -> EventPlan:
     settings = sandbox.settings
     faults = sandbox.faults
-    bounced = bool(settings.bounce_domain) and settings.bounce_domain in domains(body)
+    recipients = domains(body)
+    bounced = bool(settings.bounce_domain) and settings.bounce_domain in recipients
+    complained = bool(settings.complaint_domain) and settings.complaint_domain in recipients
     return EventPlan(
         final_type="bounced" if bounced else "delivered",
+        complaint=complained and not bounced,
         delay=settings.delivered_delay_seconds,
         duplicate=faults.duplicate_event.fires(faults.rng),
         out_of_order=faults.out_of_order.fires(faults.rng),

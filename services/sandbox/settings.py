@@ -51,8 +51,9 @@ class SandboxSettings(BaseSettings):
 
     # Delivery events.
     delivered_delay_seconds: float = Field(default=1.0, ge=0)
-    bounce_domain: str = ""
-    reject_domain: str = ""
+    bounce_domain: str = ""  # recipients here get "bounced" instead of "delivered"
+    complaint_domain: str = ""  # recipients here get "delivered", then "complained"
+    reject_domain: str = ""  # sends to recipients here answer 422
 
     # Fault injection: each fault fires with a probability, on every Nth eligible
     # request, or both. The RNG is seeded by ``seed`` so a run can be replayed.
@@ -92,7 +93,7 @@ class SandboxSettings(BaseSettings):
             raise ValueError("must be 200 or 202")
         return value
 
-    @field_validator("bounce_domain", "reject_domain")
+    @field_validator("bounce_domain", "complaint_domain", "reject_domain")
     @classmethod
     def _lower_domain(cls, value: str) -> str:
         return value.strip().lower()

@@ -15,13 +15,22 @@ class Sandbox:
         self.settings = settings
         self.store = _new_store(settings)
         self.stats = Stats(settings.max_tracked_keys)
+        self._fresh_buckets(settings)
         self._derive(settings)
+
+    def _fresh_buckets(self, settings: SandboxSettings) -> None:
+        self.send_bucket = TokenBucket(settings.send_rate_per_second, settings.send_burst)
+        self.poll_bucket = TokenBucket(settings.poll_rate_per_second, settings.poll_burst)
 
     def _derive(self, settings: SandboxSettings) -> None:
         self.settings = settings
         self.auth_header = f"Bearer {settings.api_key.get_secret_value()}"
-        self.send_bucket = TokenBucket(settings.send_rate_per_second, settings.send_burst)
-        self.poll_bucket = TokenBucket(settings.poll_rate_per_second, settings.poll_burst)
+        self.send_bucket = _bucket(
+            self.send_bucket, settings.send_rate_per_second, settings.send_burst
+        )
+        self.poll_bucket = _bucket(
+            self.poll_bucket, settings.poll_rate_per_second, settings.poll_burst
+        )
         self.retry_after = RetryAfterFormatter(settings.retry_after_form)
         self.faults = Faults(settings)
         self.store.max_messages = settings.max_messages
@@ -31,16 +40,25 @@ class Sandbox:
         self.stats.sent_by_operation.cap = settings.max_tracked_keys
 
     def reconfigure(self, settings: SandboxSettings) -> None:
-        """Apply new settings: buckets refill, fault counters and the RNG start over;
-        messages, events and stats are kept (``reset`` clears those)."""
+        """Apply new settings: fault counters, the RNG and the Retry-After rotation start
+        over; a bucket refills only if its rate or burst changed; messages, events and
+        stats are kept (``reset`` clears those)."""
         self._derive(settings)
 
     def reset(self) -> None:
         """Forget every message, event and counter; keep the settings."""
         self.store = _new_store(self.settings)
         self.stats = Stats(self.settings.max_tracked_keys)
+        self._fresh_buckets(self.settings)
         self._derive(self.settings)
 
 
 def _new_store(settings: SandboxSettings) -> Store:
     return Store(settings.max_messages, settings.max_events, settings.idempotency_window_seconds)
+
+
+def _bucket(current: TokenBucket, rate: float, burst: int) -> TokenBucket:
+    # Flipping an unrelated fault must not hand a throttled client a fresh burst.
+    if current.rate == rate and current.burst == burst:
+        return current
+    return TokenBucket(rate, burst)

@@ -83,6 +83,7 @@ class EventPlan:
     delay: float
     duplicate: bool = False
     out_of_order: bool = False
+    complaint: bool = False
 
 
 class Store:
@@ -135,6 +136,10 @@ class Store:
         due = message.created_mono + plan.delay
         occurred = message.created_at + plan.delay
         self._push(due, message.id, plan.final_type, occurred)
+        if plan.complaint:
+            # The player marks the delivered email as spam, one more delay later.
+            later = max(plan.delay, 0.001)
+            self._push(due + later, message.id, "complained", occurred + later)
         if plan.out_of_order:
             # A "deferred" that happened before the final event but is reported after it.
             self._push(due + 0.001, message.id, "deferred", message.created_at + plan.delay / 2)

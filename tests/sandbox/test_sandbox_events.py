@@ -68,6 +68,16 @@ async def test_bounce_domain_gets_a_bounced_event(open_provider):
     assert types == {bounced.body["id"]: "bounced", delivered.body["id"]: "delivered"}
 
 
+async def test_complaint_domain_gets_delivered_then_complained(open_provider):
+    async with open_provider(delivered_delay_seconds=0, complaint_domain="spam.example") as p:
+        sent = await p.send(key="op-c", to="angry@spam.example")
+        await asyncio.sleep(0.01)
+        feed = await p.events()
+        detail = await p.get(f"/email/messages/{sent.body['id']}")
+    assert [e["type"] for e in feed.body["data"]] == ["delivered", "complained"]
+    assert detail.body["status"] == "complained"
+
+
 async def test_cursor_pages_through_the_feed(provider):
     ids = [(await provider.send(key=f"op-{i}")).body["id"] for i in range(5)]
     seen, cursor, pages = [], "0", []

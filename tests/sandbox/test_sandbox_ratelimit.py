@@ -70,11 +70,20 @@ async def test_absent_and_malformed_forms(open_provider):
         await p.send(key="a")
         absent = await p.send(key="b")
         await p.control("POST", "/_sandbox/config", json={"retry_after_form": "malformed"})
-        await p.send(key="c")  # the new config refilled the bucket
         malformed = [(await p.send(key=f"m{i}")).headers["Retry-After"] for i in range(4)]
     assert absent.status == 429
     assert "Retry-After" not in absent.headers
     assert all(is_malformed(value) for value in malformed), malformed
+
+
+async def test_changing_an_unrelated_setting_does_not_refill_the_bucket(open_provider):
+    async with open_provider(send_rate_per_second=0.1, send_burst=1) as p:
+        await p.send(key="a")
+        await p.control("POST", "/_sandbox/config", json={"error_every": 0})
+        unchanged = await p.send(key="b")
+        await p.control("POST", "/_sandbox/config", json={"send_burst": 2})
+        refilled = await p.send(key="c")
+    assert (unchanged.status, refilled.status) == (429, 200)
 
 
 async def test_rotate_cycles_through_every_form(open_provider):
