@@ -16,6 +16,7 @@ from tests.alerts.promql import (
     RUNBOOK,
     UNIT_TESTS,
     alert_rules,
+    ensure_binary,
     exported_metric_names,
     github_anchors,
     load_rules,
@@ -143,3 +144,10 @@ def test_recording_rules_only_use_exported_metrics_or_constants() -> None:
 )
 def test_metric_name_extraction(expr: str, expected: set[str]) -> None:
     assert metric_names(expr) == expected
+
+
+def test_a_missing_binary_fails_the_suite_instead_of_skipping() -> None:
+    # The installer runs (and finds promtool and prometheus present), the binary asked for
+    # is still absent: that must be a failure, never a skip.
+    with pytest.raises(pytest.fail.Exception, match="could not install it"):
+        ensure_binary("promtool-that-does-not-exist")
