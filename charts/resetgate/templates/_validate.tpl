@@ -1,0 +1,73 @@
+{{/*
+Refuse to render a release that cannot work, with a message that says what to set.
+Each check returns a message or nothing; resetgate.validateValues joins them and fails
+once, so an operator sees every problem in one run. Included from configmap.yaml, which
+every release renders.
+*/}}
+
+{{- define "resetgate.validate.secrets" -}}
+{{- $s := .Values.secrets -}}
+{{- if and (not $s.existingSecret) (not (and $s.providerApiKey $s.tokenKeys $s.internalApiToken)) -}}
+resetgate: no secrets. Either set secrets.existingSecret to the name of a Secret holding the keys
+{{ $s.keys.providerApiKey | quote }}, {{ $s.keys.tokenKeys | quote }} and {{ $s.keys.internalApiToken | quote }}, or set all of secrets.providerApiKey,
+secrets.tokenKeys ("kid:secret,...") and secrets.internalApiToken so the chart creates that Secret.
+{{- end -}}
+{{- end -}}
+
+{{- define "resetgate.validate.redis" -}}
+{{- $r := .Values.redis -}}
+{{- if not (or $r.url $r.existingSecret .Values.devRedis.enabled) -}}
+resetgate: no Redis. Set redis.url (no password), or redis.existingSecret naming a Secret whose key
+{{ $r.existingSecretKey | quote }} holds the URL, or devRedis.enabled=true for a throwaway in-release Redis (dev only).
+{{- else if and $r.url (not $r.existingSecret) (not .Values.devRedis.enabled) -}}
+{{- $u := urlParse $r.url -}}
+{{- if not (has $u.scheme (list "redis" "rediss")) -}}
+resetgate: redis.url must start with redis:// or rediss://, got scheme {{ $u.scheme | quote }}.
+{{- else if contains ":" $u.userinfo -}}
+resetgate: redis.url carries a password, which would land in a ConfigMap. Put the URL in a Secret
+and set redis.existingSecret (and redis.existingSecretKey) instead.
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "resetgate.validate.devRedis" -}}
+{{- if .Values.devRedis.enabled -}}
+{{- if or .Values.redis.url .Values.redis.existingSecret -}}
+resetgate: devRedis.enabled and redis.url/redis.existingSecret are both set. Pick one Redis: the
+in-release dev Redis, or your own.
+{{- else if .Values.redis.cluster -}}
+resetgate: devRedis is a single standalone Redis; it cannot serve redis.cluster=true.
+{{- else if gt (int .Values.durability.waitReplicas) 0 -}}
+resetgate: devRedis has no replicas, so durability.waitReplicas={{ .Values.durability.waitReplicas }} would make every admission wait
+its full timeout and still miss the target. Set durability.waitReplicas=0 with devRedis.
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "resetgate.validate.provider" -}}
+{{- if not (include "resetgate.providerUrl" .) -}}
+resetgate: no email provider. Set provider.url, or sandbox.enabled=true to run the sandbox provider (never sends real email).
+{{- end -}}
+{{- end -}}
+
+{{- define "resetgate.validate.autoscaling" -}}
+{{- if and .Values.keda.enabled .Values.sender.autoscaling.enabled -}}
+resetgate: keda.enabled and sender.autoscaling.enabled both create a HorizontalPodAutoscaler for the
+sender and would fight over its replicas. Pick one: keda (stream lag) or sender.autoscaling (CPU).
+{{- else if and .Values.keda.enabled (not (include "resetgate.keda.address" .)) -}}
+resetgate: keda.enabled needs a Redis address KEDA can reach. With redis.existingSecret the URL is
+not visible to the chart: set keda.redis.address (host:port) and, if Redis needs a password,
+keda.redis.authenticationRef.
+{{- end -}}
+{{- end -}}
+
+{{- define "resetgate.validateValues" -}}
+{{- $messages := list -}}
+{{- range $check := list "secrets" "redis" "devRedis" "provider" "autoscaling" -}}
+{{- $m := include (printf "resetgate.validate.%s" $check) $ | trim -}}
+{{- if $m -}}{{- $messages = append $messages $m -}}{{- end -}}
+{{- end -}}
+{{- if $messages -}}
+{{- printf "\nVALUES VALIDATION:\n%s" (join "\n\n" $messages) | fail -}}
+{{- end -}}
+{{- end -}}
