@@ -1,0 +1,270 @@
+"""Values: what they turn into, what the chart refuses, and that each one is documented."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from helmchart import (
+    BASE,
+    CHART,
+    CORE,
+    Helm,
+    config_data,
+    deployments,
+    env,
+    name_of,
+    of_kind,
+)
+
+SECRET_VALUES = {
+    "secrets.providerApiKey": "pk",
+    "secrets.tokenKeys": "k1:0123456789abcdef0123",
+    "secrets.internalApiToken": "it",
+}
+
+
+# --- helm lint ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("values_file", [None, "values-dev.yaml", "values-prod-like.yaml"])
+def test_helm_lint_strict_passes(helm: Helm, values_file: str | None) -> None:
+    files = [CHART / values_file] if values_file else []
+    done = helm.lint({} if files else BASE, files)
+    assert done.returncode == 0, done.stdout + done.stderr
+    # helm lint logs a template's `fail` as INFO and still exits 0: look for it too.
+    assert "Fail:" not in done.stdout + done.stderr
+
+
+def test_helm_lint_strict_rejects_values_the_schema_forbids(helm: Helm) -> None:
+    for bad in (
+        {"keda.enabled": "yes"},
+        {"config.partitions": 0},
+        {"keda.combine": "avg"},
+        {"terminationGracePeriodSeconds": 20},
+        {"unknownTopLevelKey": 1},
+    ):
+        done = helm.lint({**BASE, **bad})
+        assert done.returncode != 0, bad
+
+
+# --- validateValues: refuse early, say what to set ----------------------------------------
+
+REFUSED: dict[str, tuple[dict[str, Any], str]] = {
+    "no-secrets": (
+        {"redis.url": "redis://r:6379/0", "provider.url": "https://p"},
+        "no secrets. Either set secrets.existingSecret",
+    ),
+    "half-the-secrets": (
+        {**BASE, "secrets.existingSecret": "", "secrets.providerApiKey": "pk"},
+        "no secrets. Either set secrets.existingSecret",
+    ),
+    "no-redis": (
+        {"secrets.existingSecret": "s", "provider.url": "https://p"},
+        "no Redis. Set redis.url (no password), or redis.existingSecret",
+    ),
+    "password-in-url": (
+        {**BASE, "redis.url": "redis://:hunter2@r:6379/0"},
+        "redis.url carries a password, which would land in a ConfigMap",
+    ),
+    "not-a-redis-url": ({**BASE, "redis.url": "http://r:6379"}, "must start with redis://"),
+    "dev-redis-and-url": ({**BASE, "devRedis.enabled": True}, "Pick one Redis"),
+    "dev-redis-cluster": (
+        {**BASE, "redis.url": "", "devRedis.enabled": True, "redis.cluster": True},
+        "devRedis is a single standalone Redis; it cannot serve redis.cluster=true",
+    ),
+    "dev-redis-wait": (
+        {**BASE, "redis.url": "", "devRedis.enabled": True, "durability.waitReplicas": 1},
+        "devRedis has no replicas",
+    ),
+    "no-provider": (
+        {**BASE, "provider.url": ""},
+        "no email provider. Set provider.url, or sandbox.enabled=true",
+    ),
+    "keda-and-hpa": (
+        {**BASE, "keda.enabled": True, "sender.autoscaling.enabled": True},
+        "Pick one: keda (stream lag) or sender.autoscaling (CPU)",
+    ),
+    "keda-blind": (
+        {**BASE, "redis.url": "", "redis.existingSecret": "r", "keda.enabled": True},
+        "set keda.redis.address (host:port)",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REFUSED))
+def test_validate_values_refuses_with_a_clear_message(helm: Helm, case: str) -> None:
+    values, message = REFUSED[case]
+    flat = " ".join(helm.template_error(values).split())
+    assert "VALUES VALIDATION:" in flat
+    assert message in flat
+    # helm lint reports the same message (it logs template failures instead of exiting).
+    linted = helm.lint(values)
+    assert message in " ".join((linted.stdout + linted.stderr).split())
+
+
+def test_every_problem_is_reported_in_one_run(helm: Helm) -> None:
+    flat = " ".join(helm.template_error({}).split())
+    for message in ("no secrets.", "no Redis.", "no email provider."):
+        assert message in flat
+
+
+# --- what the values become ----------------------------------------------------------------
+
+
+def test_secrets_come_from_the_existing_secret_per_service(helm: Helm) -> None:
+    docs = helm.template()
+    assert not of_kind(docs, "Secret")
+    wanted = {
+        "admission": {"RESETGATE_TOKEN_KEYS", "RESETGATE_INTERNAL_API_TOKEN"},
+        "sender": {"RESETGATE_TOKEN_KEYS", "RESETGATE_PROVIDER_API_KEY"},
+        "poller": {"RESETGATE_PROVIDER_API_KEY"},
+        "router": {"RESETGATE_TOKEN_KEYS"},
+    }
+    for component, deployment in deployments(docs).items():
+        secret_env = {k: v for k, v in env(deployment).items() if isinstance(v, dict)}
+        assert set(secret_env) == wanted[component]
+        assert all(v["secretKeyRef"]["name"] == "resetgate-secrets" for v in secret_env.values())
+
+
+def test_the_chart_creates_the_secret_from_values(helm: Helm) -> None:
+    docs = helm.template({"secrets.existingSecret": "", **SECRET_VALUES})
+    (secret,) = of_kind(docs, "Secret").values()
+    assert set(secret["data"]) == {"provider-api-key", "token-keys", "internal-api-token"}
+    refs = {
+        v["secretKeyRef"]["name"]
+        for d in deployments(docs).values()
+        for v in env(d).values()
+        if isinstance(v, dict)
+    }
+    assert refs == {secret["metadata"]["name"]}
+    assert "secret" not in json.dumps(config_data(docs)).lower()
+
+
+def test_settings_reach_every_service_through_the_configmap(helm: Helm) -> None:
+    docs = helm.template(
+        {
+            "durability.waitReplicas": 2,
+            "durability.waitTimeoutMs": 250,
+            "redis.cluster": True,
+            "config.partitions": 32,
+        }
+    )
+    data = config_data(docs)
+    assert data["RESETGATE_WAIT_REPLICAS"] == "2"
+    assert data["RESETGATE_WAIT_TIMEOUT_MS"] == "250"
+    assert data["RESETGATE_REDIS_CLUSTER"] == "true"
+    assert data["RESETGATE_PARTITIONS"] == "32"
+    assert data["RESETGATE_REDIS_URL"] == BASE["redis.url"]
+    assert data["RESETGATE_HTTP_PORT"] == "8080"
+    # null and empty values are left to the services' own defaults
+    assert "RESETGATE_PROVIDER_MAX_RATE" not in data
+    assert "RESETGATE_DIRECTORY_URL" not in data
+    for component in CORE:
+        from_ = deployments(docs)[component]["spec"]["template"]["spec"]["containers"][0]
+        assert from_["envFrom"] == [{"configMapRef": {"name": "rg-resetgate"}}]
+
+
+def test_a_redis_url_with_a_password_comes_from_its_secret(helm: Helm) -> None:
+    docs = helm.template({"redis.url": "", "redis.existingSecret": "redis-url-secret"})
+    assert "RESETGATE_REDIS_URL" not in config_data(docs)
+    for component in CORE:
+        ref = env(deployments(docs)[component])["RESETGATE_REDIS_URL"]["secretKeyRef"]
+        assert ref == {"name": "redis-url-secret", "key": "redis-url"}
+
+
+def test_pods_restart_when_their_settings_change(helm: Helm) -> None:
+    def checksum(values: dict[str, Any]) -> str:
+        pod = deployments(helm.template(values))["sender"]["spec"]["template"]
+        return str(pod["metadata"]["annotations"]["checksum/config"])
+
+    assert checksum({}) != checksum({"config.maxAttempts": 7})
+
+
+def test_sandbox_is_off_by_default(helm: Helm) -> None:
+    assert "sandbox" not in deployments(helm.template())
+
+
+def test_sandbox_provider_runs_when_enabled(helm: Helm) -> None:
+    docs = helm.template({"sandbox.enabled": True, "provider.url": ""})
+    sandbox = env(deployments(docs)["sandbox"])
+    assert sandbox["RESETGATE_SANDBOX_PORT"] == "8080"
+    assert sandbox["RESETGATE_SANDBOX_HOST"] == "0.0.0.0"
+    # the sandbox accepts exactly the key the sender and poller present
+    assert (
+        sandbox["RESETGATE_SANDBOX_API_KEY"]
+        == env(deployments(docs)["sender"])["RESETGATE_PROVIDER_API_KEY"]
+    )
+    assert config_data(docs)["RESETGATE_PROVIDER_URL"] == f"http://{name_of('sandbox')}:8080"
+    assert name_of("sandbox") in of_kind(docs, "Service")
+
+
+def test_dev_redis_serves_the_release(helm: Helm) -> None:
+    docs = helm.template({"redis.url": "", "devRedis.enabled": True})
+    assert config_data(docs)["RESETGATE_REDIS_URL"] == f"redis://{name_of('redis')}:6379/0"
+    redis = deployments(docs)["redis"]
+    assert redis["spec"]["replicas"] == 1
+    assert redis["spec"]["strategy"] == {"type": "Recreate"}
+
+
+# --- every value documented ------------------------------------------------------------------
+
+
+def value_paths(node: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
+    for key, value in node.items():
+        path = f"{prefix}{key}"
+        yield path, value
+        if isinstance(value, dict) and value:
+            yield from value_paths(value, f"{path}.")
+
+
+def test_every_value_has_a_param_comment() -> None:
+    text = (CHART / "values.yaml").read_text()
+    params = dict(re.findall(r"^\s*## @param (\S+)( \[(?:object|array)\])?", text, re.M))
+    paths = dict(value_paths(yaml.safe_load(text)))
+    # [object]/[array] params document a whole default in one line (readme-generator style)
+    whole = [p for p, modifier in params.items() if modifier]
+    covered = {p for p in paths if any(p.startswith(w + ".") for w in whole)}
+    leaves = {p for p, v in paths.items() if not (isinstance(v, dict) and v)}
+    assert leaves - covered - set(params) == set(), "values without ## @param"
+    assert set(params) - set(paths) == set(), "## @param for values that do not exist"
+
+
+def test_the_schema_knows_every_value() -> None:
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    assert schema["additionalProperties"] is False
+    assert set(values) == set(schema["properties"])
+
+
+NOTES_PROBE = """apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: notes
+data:
+  notes: {{ tpl (.Files.Get "notes.src") . | quote }}
+"""
+
+
+@pytest.mark.parametrize("values_file", ["values-dev.yaml", "values-prod-like.yaml"])
+def test_install_notes_render(helm: Helm, tmp_path: Path, values_file: str) -> None:
+    # helm template never renders NOTES.txt and install needs a cluster, so render a copy
+    # of it through tpl in a scratch copy of the chart: a broken NOTES breaks every install.
+    chart = tmp_path / "resetgate"
+    shutil.copytree(CHART, chart)
+    (chart / "notes.src").write_text((CHART / "templates" / "NOTES.txt").read_text())
+    (chart / "templates" / "notes-probe.yaml").write_text(NOTES_PROBE)
+    done = helm.run(
+        "template", "rg", str(chart), "-f", str(chart / values_file),
+        "--show-only", "templates/notes-probe.yaml",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    notes = yaml.safe_load(done.stdout)["data"]["notes"]
+    assert "port-forward svc/rg-resetgate-admission 8080:8080" in notes
+    assert ("DEV ONLY" in notes) == (values_file == "values-dev.yaml")
