@@ -43,11 +43,11 @@ async def test_lookup_forgets_keys_outside_the_idempotency_window(open_provider)
 
 
 async def test_delivered_event_appears_after_the_configured_delay(open_provider):
-    async with open_provider(delivered_delay_seconds=0.3) as p:
+    async with open_provider(delivered_delay_seconds=0.6) as p:
         sent = await p.send(key="op-d")
         early = await p.events()
         detail_early = await p.get(f"/email/messages/{sent.body['id']}")
-        await asyncio.sleep(0.4)
+        await asyncio.sleep(0.7)
         late = await p.events(after=early.body["next"])
         detail = await p.get(f"/email/messages/{sent.body['id']}")
     assert early.body["data"] == []
