@@ -28,6 +28,8 @@ BASE: dict[str, Any] = {
     "secrets.existingSecret": "resetgate-secrets",
     "redis.url": "redis://redis.data.svc:6379/0",
     "provider.url": "https://email.example.test",
+    "config.resetUrlBase": "https://game.example.test/reset",
+    "config.emailFrom": "no-reply@game.example.test",
 }
 
 Manifest = dict[str, Any]

@@ -58,7 +58,7 @@ def test_helm_lint_strict_rejects_values_the_schema_forbids(helm: Helm) -> None:
 
 REFUSED: dict[str, tuple[dict[str, Any], str]] = {
     "no-secrets": (
-        {"redis.url": "redis://r:6379/0", "provider.url": "https://p"},
+        {"redis.url": "redis://r:6379/0", "sandbox.enabled": True},
         "no secrets. Either set secrets.existingSecret",
     ),
     "half-the-secrets": (
@@ -66,7 +66,7 @@ REFUSED: dict[str, tuple[dict[str, Any], str]] = {
         "no secrets. Either set secrets.existingSecret",
     ),
     "no-redis": (
-        {"secrets.existingSecret": "s", "provider.url": "https://p"},
+        {"secrets.existingSecret": "s", "sandbox.enabled": True},
         "no Redis. Set redis.url (no password), or redis.existingSecret",
     ),
     "password-in-url": (
@@ -86,6 +86,10 @@ REFUSED: dict[str, tuple[dict[str, Any], str]] = {
     "no-provider": (
         {**BASE, "provider.url": ""},
         "no email provider. Set provider.url, or sandbox.enabled=true",
+    ),
+    "real-provider-placeholder-link": (
+        {**BASE, "config.resetUrlBase": ""},
+        "set config.resetUrlBase (the link players click) and config.emailFrom",
     ),
     "keda-and-hpa": (
         {**BASE, "keda.enabled": True, "sender.autoscaling.enabled": True},
@@ -154,6 +158,7 @@ def test_settings_reach_every_service_through_the_configmap(helm: Helm) -> None:
             "durability.waitTimeoutMs": 250,
             "redis.cluster": True,
             "config.partitions": 32,
+            "config.trustedProxyHops": 1,
         }
     )
     data = config_data(docs)
@@ -163,6 +168,8 @@ def test_settings_reach_every_service_through_the_configmap(helm: Helm) -> None:
     assert data["RESETGATE_PARTITIONS"] == "32"
     assert data["RESETGATE_REDIS_URL"] == BASE["redis.url"]
     assert data["RESETGATE_HTTP_PORT"] == "8080"
+    assert data["RESETGATE_TRUSTED_PROXY_HOPS"] == "1"
+    assert data["RESETGATE_RESET_URL_BASE"] == BASE["config.resetUrlBase"]
     # null and empty values are left to the services' own defaults
     assert "RESETGATE_PROVIDER_MAX_RATE" not in data
     assert "RESETGATE_DIRECTORY_URL" not in data

@@ -47,6 +47,9 @@ its full timeout and still miss the target. Set durability.waitReplicas=0 with d
 {{- define "resetgate.validate.provider" -}}
 {{- if not (include "resetgate.providerUrl" .) -}}
 resetgate: no email provider. Set provider.url, or sandbox.enabled=true to run the sandbox provider (never sends real email).
+{{- else if and .Values.provider.url (not (and .Values.config.resetUrlBase .Values.config.emailFrom)) -}}
+resetgate: provider.url sends real email, so set config.resetUrlBase (the link players click) and
+config.emailFrom; the services' built-in placeholders must never reach a player.
 {{- end -}}
 {{- end -}}
 
