@@ -89,5 +89,10 @@ class Admitter:
 
     async def admit_unknown(self, login: str) -> Admission:
         """The same script and round trips for a login that matches no account (dry run)."""
-        digest = hashlib.blake2b(login.encode(), digest_size=12).hexdigest()
-        return await self.admit(f"unknown-{digest}", "public", dry=True)
+        return await self.admit(unknown_account_id(login), "public", dry=True)
+
+
+def unknown_account_id(login: str) -> str:
+    """The stand-in account an unknown login is dry-run against (stable, so it has a node)."""
+    digest = hashlib.blake2b(login.encode(), digest_size=12).hexdigest()
+    return f"unknown-{digest}"

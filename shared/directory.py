@@ -48,7 +48,10 @@ class RedisDirectory:
 
     async def lookup_login(self, login: str) -> Account | None:
         account_id = await self.client.get(keys.directory_login(normalise_login(login)))
-        return await self.get_account(str(account_id)) if account_id else None
+        # A miss still reads an (absent) account hash, so an unknown login costs the same
+        # round trips as a known one: the public endpoint's timing must not tell them apart.
+        account = await self.get_account(str(account_id) if account_id else "")
+        return account if account_id else None
 
     async def get_account(self, account_id: str) -> Account | None:
         raw = await self.client.hgetall(keys.directory_account(account_id))

@@ -46,6 +46,11 @@ class PartitionKeys:
 
     partition: int
 
+    @classmethod
+    def of(cls, operation_id: str) -> PartitionKeys:
+        """The partition that owns an operation (the id carries it)."""
+        return cls(partition_of_operation(operation_id))
+
     @property
     def tag(self) -> str:
         return f"{PREFIX}:{{{self.partition}}}"

@@ -82,7 +82,9 @@ TRANSITIONS: dict[State, frozenset[State]] = {
     ),
     State.DEFERRED: frozenset({State.QUEUED, *_ANY_LIVE_END}),
     State.AMBIGUOUS: frozenset({State.ACCEPTED, State.QUEUED, State.REVIEW, *_ANY_LIVE_END}),
-    State.REVIEW: frozenset({State.QUEUED, State.ACCEPTED, State.FAILED, State.EXPIRED}),
+    State.REVIEW: frozenset(
+        {State.QUEUED, State.ACCEPTED, State.FAILED, State.EXPIRED, State.QUARANTINED}
+    ),
     State.QUARANTINED: frozenset({State.QUEUED, State.EXPIRED}),
     State.ACCEPTED: frozenset(),
     State.FAILED: frozenset(),
@@ -213,6 +215,10 @@ class Attempt:
     retry_at: int = 0
     reason: str = ""
     consumer: str = ""
+    number: int = 0
+    retry_after_source: str = ""
+    reconciled: str = ""
+    reconciled_at: int = 0
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> Attempt:

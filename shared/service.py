@@ -8,6 +8,7 @@ terminationGracePeriodSeconds) to finish what is in flight, then are cancelled.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
 from collections.abc import Awaitable, Callable, Coroutine
@@ -26,6 +27,12 @@ Worker = Callable[[asyncio.Event], Coroutine[Any, Any, None]]
 ReadinessCheck = Callable[[], Awaitable[dict[str, bool]]]
 
 READINESS: web.AppKey[ReadinessCheck] = web.AppKey("readiness", ReadinessCheck)  # type: ignore[arg-type]
+
+
+async def sleep_or_stop(stop: asyncio.Event, seconds: float) -> None:
+    """Sleep up to ``seconds``, returning early once shutdown begins."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), timeout=max(seconds, 0.001))
 
 
 def json_response(body: Any, status: int = 200, **headers: str) -> web.Response:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from typing import Literal, TypeVar
 
-from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 ENV_PREFIX = "RESETGATE_"
@@ -43,6 +43,17 @@ class PolicySettings(CommonSettings):
     idempotency_window_seconds: int = Field(default=86400, ge=60)
     horizon_margin_seconds: int = Field(default=120, ge=0)
     ambiguous_policy: Literal["replay", "review"] = "replay"
+    observation_window_seconds: int = Field(default=7200, ge=1)
+    retention_seconds: int = Field(default=30 * 24 * 3600, ge=3600)
+
+    @model_validator(mode="after")
+    def _margin_fits(self) -> PolicySettings:
+        if self.horizon_margin_seconds >= self.token_ttl_seconds:
+            raise ValueError(
+                "RESETGATE_HORIZON_MARGIN_SECONDS must be below RESETGATE_TOKEN_TTL_SECONDS, "
+                "or every operation is exhausted before its first attempt"
+            )
+        return self
 
     @field_validator("token_keys")
     @classmethod
@@ -60,8 +71,9 @@ def describe_error(error: ValidationError) -> str:
     """One line naming the variable(s) and what is wrong, never echoing a secret value."""
     parts = []
     for item in error.errors():
-        name = ENV_PREFIX + "_".join(str(p) for p in item["loc"]).upper()
-        parts.append(f"{name}: {item['msg']}")
+        loc = "_".join(str(p) for p in item["loc"]).upper()
+        message = str(item["msg"]).removeprefix("Value error, ")
+        parts.append(f"{ENV_PREFIX}{loc}: {message}" if loc else message)
     return "invalid configuration: " + "; ".join(parts)
 
 

@@ -1,0 +1,1 @@
+"""sender: turns queued operations into provider sends, on the provider's schedule."""

@@ -1,0 +1,3 @@
+from services.sender.app import main
+
+main()

@@ -1,0 +1,167 @@
+"""One send attempt: begin (ledger + lease) -> provider call -> finalise (+ XACK).
+
+The attempt is written before the network call and finalised after it, so a process that
+dies in between leaves an in-flight row whose lease runs out: it becomes ambiguous and is
+reconciled by idempotency key before anything is replayed.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+
+from services.sender import retry_after, template
+from services.sender.pacer import Pacer
+from services.sender.policy import Budget, decide
+from services.sender.settings import SenderSettings
+from shared import clock, control, ids, metrics
+from shared.directory import Directory, DirectoryError
+from shared.logging import event
+from shared.model import Outcome, State
+from shared.operations import (
+    BeginCode,
+    Begun,
+    Finalisation,
+    begin_attempt,
+    finalise_attempt,
+)
+from shared.provider import HttpProvider, SendResult
+from shared.redis import RedisClient
+from shared.tokens import TokenKeys
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    partition: int
+    entry_id: str
+    operation_id: str
+
+
+class AttemptRunner:
+    def __init__(
+        self, settings: SenderSettings, client: RedisClient, provider: HttpProvider,
+        directory: Directory, keys: TokenKeys, pacer: Pacer,
+    ) -> None:  # fmt: skip
+        self.settings = settings
+        self.client = client
+        self.provider = provider
+        self.directory = directory
+        self.keys = keys
+        self.pacer = pacer
+        self.rng = random.Random()
+        self.budget = Budget(
+            max_attempts=settings.max_attempts,
+            backoff_base_ms=int(settings.backoff_base_seconds * 1000),
+            backoff_cap_ms=int(settings.backoff_cap_seconds * 1000),
+            observation_window_ms=settings.observation_window_seconds * 1000,
+        )
+        self.retention_ms = settings.retention_seconds * 1000
+        self.auth_paused = False
+
+    async def run(self, job: Job) -> None:
+        attempt_id = ids.attempt_id()
+        begun = await begin_attempt(
+            self.client, job.operation_id, attempt_id=attempt_id, now=clock.now_ms(),
+            lease_ms=self.settings.lease_seconds * 1000, max_attempts=self.settings.max_attempts,
+            consumer=self.settings.consumer_name, entry_id=job.entry_id,
+            retention_ms=self.retention_ms,
+        )  # fmt: skip
+        if begun.code is not BeginCode.BEGIN:
+            self._not_begun(job, begun)
+            return
+        result = await self._attempt(job, begun)
+        await self._finalise(job, attempt_id, begun, result)
+
+    def _not_begun(self, job: Job, begun: Begun) -> None:
+        partition = str(job.partition)
+        if begun.code is BeginCode.AMBIGUOUS:
+            metrics.ambiguous_attempts.labels(self.settings.provider_name, partition).inc()
+        elif begun.code is BeginCode.EXHAUSTED:
+            metrics.operations_exhausted.labels(partition, begun.detail).inc()
+            metrics.operations_terminal.labels(partition, State.EXHAUSTED).inc()
+        elif begun.code is BeginCode.EXPIRED:
+            metrics.operations_terminal.labels(partition, State.EXPIRED).inc()
+        if begun.code is not BeginCode.SKIP:
+            event(log, logging.INFO, "operation not attempted", operation_id=job.operation_id,
+                  result=str(begun.code), detail=begun.detail)  # fmt: skip
+
+    async def _attempt(self, job: Job, begun: Begun) -> SendResult | Finalisation:
+        """The provider call, or a finalisation decided without one (directory trouble)."""
+        now = clock.now_ms()
+        try:
+            account = await self.directory.get_account(begun.account_id)
+        except DirectoryError:
+            # Not the provider's fault and no email left: the attempt is refunded.
+            final = decide(Outcome.TRANSIENT, 0, attempt=begun.attempts, now=now,
+                           horizon_at=begun.horizon_at, budget=self.budget, rng=self.rng,
+                           reason="directory_unavailable")  # fmt: skip
+            return replace(final, refund=True)
+        if account is None:
+            return Finalisation(Outcome.PERMANENT, 0, State.FAILED, reason="account_not_found",
+                                decision="never retried")  # fmt: skip
+        token = self.keys.derive(job.operation_id, begun.token_kid)
+        message = template.render(account, operation_id=job.operation_id, token=token,
+                                  base_url=self.settings.reset_url_base,
+                                  sender=self.settings.email_from)  # fmt: skip
+        return await self.provider.send(job.operation_id, message)
+
+    async def _finalise(
+        self, job: Job, attempt_id: str, begun: Begun, result: SendResult | Finalisation
+    ) -> None:
+        now = clock.now_ms()
+        final = result if isinstance(result, Finalisation) else self._decide(result, begun, now)
+        applied = await finalise_attempt(
+            self.client, job.operation_id, attempt_id=attempt_id, now=now,
+            entry_id=job.entry_id, result=final, retention_ms=self.retention_ms,
+        )  # fmt: skip
+        if isinstance(result, SendResult):
+            await self._feedback(result, final, now)
+        self._count(job, final, applied)
+        event(log, logging.INFO if applied else logging.WARNING, "attempt finished",
+              operation_id=job.operation_id, attempt=begun.attempts, outcome=final.outcome,
+              status=final.http_status, state=final.next_state, reason=final.reason,
+              retry_at=final.retry_at or None, fenced=not applied)  # fmt: skip
+
+    def _decide(self, result: SendResult, begun: Begun, now: int) -> Finalisation:
+        advice = None
+        if result.outcome is Outcome.THROTTLED:
+            advice = retry_after.parse(result.retry_after, datetime.now(UTC), result.server_date)
+            metrics.retry_after_source.labels(self.settings.provider_name, advice.source).inc()
+        return decide(result.outcome, result.status, attempt=begun.attempts, now=now,
+                      horizon_at=begun.horizon_at, budget=self.budget, rng=self.rng,
+                      retry_after=advice, message_id=result.message_id,
+                      reason="replayed" if result.replayed else result.reason)  # fmt: skip
+
+    async def _feedback(self, result: SendResult, final: Finalisation, now: int) -> None:
+        if result.outcome is Outcome.THROTTLED:
+            metrics.provider_throttled.labels(self.settings.provider_name).inc()
+            # Every replica waits until the advised time; with no usable advice, at least
+            # a second, so a short jittered backoff can never turn into hammering.
+            advised = final.retry_after_source in ("delta", "date")
+            floor = now if advised else now + 1000
+            await self.pacer.throttled(max(final.retry_at, floor))
+        elif result.outcome is Outcome.ACCEPTED:
+            await self.pacer.succeeded()
+        elif result.outcome is Outcome.AUTH:
+            self.auth_paused = True
+            fingerprint = control.key_fingerprint(self.settings.provider_api_key.get_secret_value())
+            await control.auth_pause(self.client, self.settings.provider_name, result.status,
+                                     fingerprint)  # fmt: skip
+            event(log, logging.ERROR, "provider rejected our credentials; sending paused",
+                  provider=self.settings.provider_name, status=result.status)  # fmt: skip
+
+    def _count(self, job: Job, final: Finalisation, applied: bool) -> None:
+        provider, partition = self.settings.provider_name, str(job.partition)
+        metrics.send_attempts.labels(provider, final.outcome).inc()
+        if not applied:
+            return
+        if final.next_state == State.AMBIGUOUS:
+            metrics.ambiguous_attempts.labels(provider, partition).inc()
+        if final.next_state == State.EXHAUSTED:
+            metrics.operations_exhausted.labels(partition, final.reason).inc()
+        if final.next_state in (State.ACCEPTED, State.FAILED, State.EXHAUSTED, State.EXPIRED):
+            metrics.operations_terminal.labels(partition, final.next_state).inc()

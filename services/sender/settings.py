@@ -1,0 +1,42 @@
+"""Sender configuration (RESETGATE_*)."""
+
+from __future__ import annotations
+
+import os
+import socket
+
+from pydantic import Field, SecretStr, model_validator
+
+from shared.settings import PolicySettings
+
+
+class SenderSettings(PolicySettings):
+    provider_url: str = "http://127.0.0.1:8025"
+    provider_api_key: SecretStr
+    reset_url_base: str = "https://game.example/reset-password"
+    email_from: str = "Account Recovery <no-reply@game.example>"
+    provider_max_rate: float = Field(default=50.0, gt=0, description="sends/s ceiling")
+    provider_min_rate: float = Field(default=1.0, gt=0)
+    provider_burst: float = Field(default=5.0, ge=1)
+    concurrency: int = Field(default=32, ge=1, le=1024)
+    read_batch: int = Field(default=16, ge=1, le=1000)
+    lease_seconds: int = Field(default=60, ge=5)
+    connect_timeout_seconds: float = Field(default=3.0, gt=0)
+    total_timeout_seconds: float = Field(default=15.0, gt=0)
+    backoff_base_seconds: float = Field(default=2.0, gt=0)
+    backoff_cap_seconds: float = Field(default=300.0, gt=0)
+    promote_interval_seconds: float = Field(default=0.25, gt=0)
+    directory_url: str = ""
+    directory_timeout_seconds: float = Field(default=2.0, gt=0)
+    consumer_name: str = Field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
+
+    @model_validator(mode="after")
+    def _lease_outlives_a_request(self) -> SenderSettings:
+        if self.lease_seconds <= self.total_timeout_seconds + self.connect_timeout_seconds:
+            raise ValueError(
+                "lease_seconds must exceed total_timeout_seconds + connect_timeout_seconds, "
+                "or a live attempt would be taken over as ambiguous"
+            )
+        if self.provider_min_rate > self.provider_max_rate:
+            raise ValueError("provider_min_rate must not exceed provider_max_rate")
+        return self

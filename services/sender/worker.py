@@ -1,0 +1,191 @@
+"""The sender's loops: stream readers, attempt workers, lease takeover, due promoter, gauges.
+
+Every loop logs and continues on Redis trouble (with a capped backoff) and returns soon
+after ``stop`` is set; the in-memory job queue is bounded, so a slow provider pushes back
+on the readers instead of growing memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from redis.exceptions import RedisError, ResponseError
+
+from services.sender.attempt import AttemptRunner, Job
+from services.sender.settings import SenderSettings
+from shared import clock, control, metrics
+from shared.keys import SEND_GROUP, PartitionKeys
+from shared.logging import event
+from shared.operations import promote_due
+from shared.redis import TRANSIENT_ERRORS, RedisClient
+from shared.service import sleep_or_stop
+
+log = logging.getLogger(__name__)
+_ERRORS = (RedisError, *TRANSIENT_ERRORS)
+
+
+async def ensure_groups(client: RedisClient, partitions: int) -> None:
+    for p in range(partitions):
+        try:
+            await client.xgroup_create(PartitionKeys(p).send, SEND_GROUP, id="0", mkstream=True)
+        except ResponseError as error:
+            if "BUSYGROUP" not in str(error):
+                raise
+
+
+async def resilient(name: str, stop: asyncio.Event, step: Callable[[], Awaitable[float]]) -> None:
+    """Run ``step`` until stop; it returns how long to wait before the next run."""
+    backoff = 0.1
+    while not stop.is_set():
+        try:
+            delay = await step()
+            backoff = 0.1
+        except _ERRORS as error:
+            event(log, logging.WARNING, "loop error; retrying", loop=name,
+                  error=type(error).__name__, retry_in_s=backoff)  # fmt: skip
+            metrics.redis_up.labels("sender").set(0)
+            delay, backoff = backoff, min(backoff * 2, 5.0)
+        if delay:
+            await sleep_or_stop(stop, delay)
+
+
+class Sender:
+    def __init__(self, settings: SenderSettings, client: RedisClient, runner: AttemptRunner):
+        self.settings = settings
+        self.client = client
+        self.runner = runner
+        self.jobs: asyncio.Queue[Job] = asyncio.Queue(maxsize=settings.concurrency * 2)
+        self.state = control.ControlState(frozenset(), {})
+        self.reading = asyncio.Event()  # clear once shutdown begins: readers stop first
+
+    # -- control -------------------------------------------------------------------------
+    def sending_allowed(self) -> bool:
+        return not self.runner.auth_paused
+
+    async def refresh_control(self) -> float:
+        self.state = await control.read(self.client)
+        mine = self.state.auth_paused.get(self.settings.provider_name)
+        fingerprint = control.key_fingerprint(self.settings.provider_api_key.get_secret_value())
+        if mine and mine.get("key") != fingerprint:
+            # A different key has been deployed since the rejection: try again with it.
+            await control.auth_resume(self.client, self.settings.provider_name)
+            event(log, logging.INFO, "new provider key deployed; auth pause lifted")
+            mine = None
+        self.runner.auth_paused = mine is not None
+        metrics.provider_auth_paused.labels(self.settings.provider_name).set(int(bool(mine)))
+        for p in range(self.settings.partitions):
+            metrics.partition_paused.labels(str(p)).set(int(p in self.state.paused))
+        metrics.redis_up.labels("sender").set(1)
+        return 1.0
+
+    # -- readers -------------------------------------------------------------------------
+    async def read_partition(self, partition: int, stop: asyncio.Event) -> None:
+        stream = PartitionKeys(partition).send
+
+        async def step() -> float:
+            if partition in self.state.paused or not self.sending_allowed():
+                return 0.5
+            reply: Any = await self.client.xreadgroup(
+                SEND_GROUP, self.settings.consumer_name, {stream: ">"},
+                count=self.settings.read_batch, block=1000,
+            )  # fmt: skip
+            for _, entries in reply or []:
+                for entry_id, fields in entries:
+                    await self.jobs.put(Job(partition, entry_id, fields.get("op", "")))
+            return 0
+
+        await resilient(f"read:{partition}", stop, step)
+
+    async def claim_partition(self, partition: int, stop: asyncio.Event) -> None:
+        """Take over entries whose consumer went quiet for longer than a lease."""
+        stream = PartitionKeys(partition).send
+        lease_ms = self.settings.lease_seconds * 1000
+
+        async def step() -> float:
+            if partition in self.state.paused:
+                return lease_ms / 2000
+            reply: Any = await self.client.xautoclaim(
+                stream, SEND_GROUP, self.settings.consumer_name, lease_ms, "0-0", count=100
+            )
+            for entry_id, fields in reply[1]:
+                if fields:  # a deleted entry comes back without fields
+                    await self.jobs.put(Job(partition, entry_id, fields.get("op", "")))
+            return lease_ms / 2000
+
+        await resilient(f"claim:{partition}", stop, step)
+
+    # -- workers -------------------------------------------------------------------------
+    async def work(self, stop: asyncio.Event) -> None:
+        """Run attempts until shutdown, then finish the jobs already taken from Redis."""
+        while not (stop.is_set() and self.jobs.empty()):
+            try:
+                job = await asyncio.wait_for(self.jobs.get(), timeout=0.5)
+            except TimeoutError:
+                continue
+            await self._run_one(job, stop)
+
+    async def _run_one(self, job: Job, stop: asyncio.Event) -> None:
+        while not self.sending_allowed() and not stop.is_set():
+            await sleep_or_stop(stop, 0.5)
+        if not self.sending_allowed() or not await self.runner.pacer.acquire(stop):
+            return  # shutting down: the entry stays pending and is claimed after a lease
+        try:
+            await self.runner.run(job)
+        except _ERRORS as error:
+            event(log, logging.WARNING, "attempt interrupted by a store error",
+                  operation_id=job.operation_id, error=type(error).__name__)  # fmt: skip
+
+    # -- scheduling and gauges -------------------------------------------------------------
+    async def promote(self, stop: asyncio.Event) -> None:
+        async def step() -> float:
+            now = clock.now_ms()
+            for p in range(self.settings.partitions):
+                if p not in self.state.paused:
+                    await promote_due(self.client, p, now)
+            return self.settings.promote_interval_seconds
+
+        await resilient("promote", stop, step)
+
+    async def gauges(self, stop: asyncio.Event) -> None:
+        async def step() -> float:
+            await self.refresh_control()
+            now = clock.now_ms()
+            for p in range(self.settings.partitions):
+                await self._partition_gauges(p, now)
+            return 1.0
+
+        await resilient("gauges", stop, step)
+
+    async def _partition_gauges(self, partition: int, now: int) -> None:
+        pk = PartitionKeys(partition)
+        async with self.client.pipeline(transaction=False) as pipe:
+            pipe.xinfo_groups(pk.send)
+            pipe.zcard(pk.due)
+            pipe.zcard(pk.ambiguous)
+            pipe.zcard(pk.review)
+            pipe.zrange(pk.due, 0, 0, withscores=True)
+            groups, due, ambiguous, review, first_due = await pipe.execute()
+        group: dict[str, Any] = next((g for g in groups if g.get("name") == SEND_GROUP), {})
+        waiting = int(group.get("lag") or 0) + int(group.get("pending") or 0)
+        label = str(partition)
+        for queue, depth in (("send", waiting), ("due", due), ("ambiguous", ambiguous),
+                             ("review", review)):  # fmt: skip
+            metrics.queue_depth.labels(label, queue).set(depth)
+        oldest = await self._oldest_waiting_ms(pk, group, now)
+        overdue = now - int(first_due[0][1]) if first_due else 0
+        metrics.oldest_eligible_age.labels(label).set(max(oldest, overdue, 0) / 1000)
+
+    async def _oldest_waiting_ms(
+        self, pk: PartitionKeys, group: dict[str, object], now: int
+    ) -> int:
+        """Age of the oldest send job not yet finished (undelivered or still pending)."""
+        pending = await self.client.xpending(pk.send, SEND_GROUP)
+        first = pending.get("min") if pending and pending.get("pending") else None
+        if first is None:
+            last = str(group.get("last-delivered-id") or "0-0")
+            entries = await self.client.xrange(pk.send, "(" + last, "+", count=1)
+            first = entries[0][0] if entries else None
+        return now - int(str(first).split("-")[0]) if first else 0

@@ -1,0 +1,52 @@
+"""Operator switches shared by every replica: partition pauses and the provider auth pause.
+
+They live in one small hash (``rg:control``) that each sender re-reads every second, so a
+pause takes effect everywhere within about a second and survives restarts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from shared import clock, codec
+from shared.keys import CONTROL
+from shared.redis import RedisClient
+
+
+@dataclass(frozen=True, slots=True)
+class ControlState:
+    paused: frozenset[int]
+    auth_paused: dict[str, dict[str, object]]
+
+
+def key_fingerprint(api_key: str) -> str:
+    """Which key was rejected, without storing the key: a rotated key lifts the pause."""
+    return hashlib.sha256(api_key.encode()).hexdigest()[:12]
+
+
+async def read(client: RedisClient) -> ControlState:
+    raw = await client.hgetall(CONTROL)
+    paused = frozenset(int(str(k)[7:]) for k in raw if str(k).startswith("paused:"))
+    auth = {
+        str(k)[12:]: codec.loads(v) for k, v in raw.items() if str(k).startswith("auth_paused:")
+    }
+    return ControlState(paused, auth)
+
+
+async def pause_partitions(client: RedisClient, partitions: list[int], reason: str) -> None:
+    note = codec.dumps_str({"since": clock.now_ms(), "reason": reason[:200]})
+    await client.hset(CONTROL, mapping={f"paused:{p}": note for p in partitions})
+
+
+async def resume_partitions(client: RedisClient, partitions: list[int]) -> None:
+    await client.hdel(CONTROL, *(f"paused:{p}" for p in partitions))
+
+
+async def auth_pause(client: RedisClient, provider: str, status: int, fingerprint: str) -> None:
+    note = {"since": clock.now_ms(), "status": status, "key": fingerprint}
+    await client.hset(CONTROL, f"auth_paused:{provider}", codec.dumps_str(note))
+
+
+async def auth_resume(client: RedisClient, provider: str) -> bool:
+    return bool(await client.hdel(CONTROL, f"auth_paused:{provider}"))

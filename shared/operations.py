@@ -1,0 +1,175 @@
+"""Typed wrappers over the operation scripts: what the sender, poller and CLI call.
+
+Each function passes every key through KEYS (built by shared.keys) and decodes the
+script's reply into a small dataclass or enum, so no caller parses Lua tables.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from shared import codec
+from shared.keys import PartitionKeys, provider_pacing
+from shared.model import Attempt, Operation
+from shared.redis import RedisClient
+from shared.scripts import Script
+
+_begin = Script("begin_attempt")
+_finalise = Script("finalise_attempt")
+_promote = Script("promote_due")
+_acquire = Script("pace_acquire")
+_feedback = Script("pace_feedback")
+_resolve = Script("resolve_ambiguous")
+_hold = Script("hold")
+
+
+class BeginCode(StrEnum):
+    BEGIN = "begin"
+    BUSY = "busy"
+    SKIP = "skip"
+    AMBIGUOUS = "ambiguous"
+    EXPIRED = "expired"
+    EXHAUSTED = "exhausted"
+    MISSING = "missing"
+
+
+@dataclass(frozen=True, slots=True)
+class Begun:
+    code: BeginCode
+    attempts: int = 0
+    account_id: str = ""
+    token_kid: str = ""
+    template_revision: str = ""
+    horizon_at: int = 0
+    detail: str = ""
+
+
+def keys_for(operation_id: str) -> PartitionKeys:
+    return PartitionKeys.of(operation_id)
+
+
+async def begin_attempt(
+    client: RedisClient, operation_id: str, *, attempt_id: str, now: int, lease_ms: int,
+    max_attempts: int, consumer: str, entry_id: str, retention_ms: int,
+) -> Begun:  # fmt: skip
+    pk = keys_for(operation_id)
+    reply = await _begin(
+        client,
+        [pk.operation(operation_id), pk.attempts(operation_id), pk.send, pk.ambiguous, pk.live],
+        [now, attempt_id, lease_ms, max_attempts, consumer, entry_id, retention_ms],
+    )
+    code = BeginCode(reply[0])
+    if code is BeginCode.BEGIN:
+        return Begun(code, int(reply[1]), reply[2], reply[3], reply[4], int(reply[5]))
+    return Begun(code, detail=str(reply[1]) if len(reply) > 1 else "")
+
+
+@dataclass(frozen=True, slots=True)
+class Finalisation:
+    """What one attempt ended as, decided in Python (sender.policy) before the script runs."""
+
+    outcome: str
+    http_status: int
+    next_state: str
+    retry_at: int = 0
+    reason: str = ""
+    retry_after_source: str = ""
+    message_id: str = ""
+    observe_until: int = 0
+    refund: bool = False
+    decision: str = ""
+
+
+async def finalise_attempt(
+    client: RedisClient, operation_id: str, *, attempt_id: str, now: int, entry_id: str,
+    result: Finalisation, retention_ms: int,
+) -> bool:  # fmt: skip
+    """Apply ``result``; False when fenced (the lease was lost and someone else owns it)."""
+    pk = keys_for(operation_id)
+    reply = await _finalise(
+        client,
+        [pk.operation(operation_id), pk.attempts(operation_id), pk.send, pk.due,
+         pk.ambiguous, pk.live, pk.messages, pk.observe],
+        [attempt_id, now, entry_id, result.outcome, result.http_status, result.next_state,
+         result.retry_at, result.reason, result.retry_after_source, result.message_id,
+         result.observe_until, "1" if result.refund else "0", retention_ms, result.decision],
+    )  # fmt: skip
+    return bool(reply[0] == "ok")
+
+
+async def promote_due(client: RedisClient, partition: int, now: int, batch: int = 200) -> int:
+    """Move due operations of one partition back to its send stream; returns how many."""
+    pk = PartitionKeys(partition)
+    ids = await client.zrangebyscore(pk.due, "-inf", now, start=0, num=batch)
+    if not ids:
+        return 0
+    op_ids = [str(i) for i in ids]
+    moved = await _promote(
+        client, [pk.due, pk.send, *(pk.operation(i) for i in op_ids)], [now, *op_ids]
+    )
+    return int(moved)
+
+
+@dataclass(frozen=True, slots=True)
+class PaceGrant:
+    granted: bool
+    wait_ms: int
+    rate: float
+    blocked_until: int
+
+
+async def pace_acquire(
+    client: RedisClient, provider: str, *, now: int, ceiling: float, burst: float
+) -> PaceGrant:
+    reply = await _acquire(client, [provider_pacing(provider)], [now, ceiling, burst])
+    return PaceGrant(bool(int(reply[0])), int(reply[1]), int(reply[2]) / 1000, int(reply[3]))
+
+
+async def pace_feedback(
+    client: RedisClient, provider: str, *, throttled: bool, now: int, blocked_until: int,
+    ceiling: float, floor: float, step: float,
+) -> float:  # fmt: skip
+    kind = "throttled" if throttled else "ok"
+    reply = await _feedback(
+        client, [provider_pacing(provider)], [kind, now, blocked_until, ceiling, floor, step]
+    )
+    return int(reply) / 1000
+
+
+async def resolve_ambiguous(
+    client: RedisClient, operation_id: str, *, now: int, decision: str, message_id: str,
+    observe_until: int, reason: str, retention_ms: int,
+) -> tuple[bool, str]:  # fmt: skip
+    """Settle an ambiguous operation: accepted, replay (same id and key) or review."""
+    pk = keys_for(operation_id)
+    reply = await _resolve(
+        client,
+        [pk.operation(operation_id), pk.attempts(operation_id), pk.send, pk.ambiguous,
+         pk.review, pk.live, pk.messages, pk.observe],
+        [now, decision, message_id, observe_until, reason, retention_ms],
+    )  # fmt: skip
+    return reply[0] == "ok", str(reply[1])
+
+
+async def hold(
+    client: RedisClient, operation_id: str, action: str, *, now: int, reason: str
+) -> tuple[bool, str]:
+    """Quarantine or release one operation; (done, previous state or refusing state)."""
+    pk = keys_for(operation_id)
+    reply = await _hold(
+        client,
+        [pk.operation(operation_id), pk.send, pk.due, pk.ambiguous, pk.review],
+        [action, now, reason[:200]],
+    )
+    return reply[0] == "ok", str(reply[1])
+
+
+async def load_operation(client: RedisClient, operation_id: str) -> Operation | None:
+    raw = await client.hgetall(keys_for(operation_id).operation(operation_id))
+    return Operation.from_hash({str(k): str(v) for k, v in raw.items()}) if raw else None
+
+
+async def load_attempts(client: RedisClient, operation_id: str) -> list[Attempt]:
+    rows = await client.lrange(keys_for(operation_id).attempts(operation_id), 0, -1)
+    return [Attempt.from_dict(codec.loads(row)) for row in rows]

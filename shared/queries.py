@@ -1,0 +1,138 @@
+"""Read-only views of the operation store, shared by the internal API and ``resetgate ops``.
+
+Nothing here writes. Each view is one operation (with its attempt ledger) or one row per
+operation: on-call reads concrete operations, never an average.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from shared import codec
+from shared.keys import PartitionKeys, partition_of, partition_of_operation
+from shared.logging import event
+from shared.model import Attempt, Operation
+from shared.redis import RedisClient
+
+log = logging.getLogger(__name__)
+
+MAX_OLDEST = 1000
+
+
+def remaining_attempts(operation: Operation, max_attempts: int) -> int:
+    return max(0, max_attempts - operation.attempts)
+
+
+@dataclass(frozen=True, slots=True)
+class OperationDetail:
+    operation: Operation
+    ledger: list[Attempt]
+
+    def view(self, max_attempts: int) -> dict[str, Any]:
+        """``Operation.public_view`` plus the remaining budget and the attempt ledger."""
+        view = self.operation.public_view()
+        view["remaining_attempts"] = remaining_attempts(self.operation, max_attempts)
+        view["attempt_ledger"] = [dataclasses.asdict(a) for a in self.ledger]
+        return view
+
+
+def operation_partition(operation_id: str, partitions: int) -> int | None:
+    """The id's partition, or None for a malformed id or a partition this store lacks."""
+    try:
+        partition = partition_of_operation(operation_id)
+    except ValueError:
+        return None
+    return partition if partition < partitions else None
+
+
+def _decode_ledger(operation_id: str, rows: list[str]) -> list[Attempt]:
+    ledger = []
+    for row in rows:
+        try:
+            ledger.append(Attempt.from_dict(codec.loads(row)))
+        except (ValueError, KeyError, TypeError):
+            # Show what can be shown; a bad row is a bug elsewhere, not a reason to 500.
+            event(log, logging.WARNING, "unreadable attempt row", operation_id=operation_id)
+    return ledger
+
+
+def _operation(raw: dict[str, str]) -> Operation | None:
+    if not raw or "operation_id" not in raw or "state" not in raw:
+        return None
+    try:
+        return Operation.from_hash(raw)
+    except (ValueError, KeyError):
+        return None
+
+
+async def find_operation(
+    client: RedisClient, operation_id: str, partitions: int
+) -> OperationDetail | None:
+    partition = operation_partition(operation_id, partitions)
+    if partition is None:
+        return None
+    pk = PartitionKeys(partition)
+    pipe = client.pipeline(transaction=False)
+    pipe.hgetall(pk.operation(operation_id))
+    pipe.lrange(pk.attempts(operation_id), 0, -1)
+    raw, rows = await pipe.execute()
+    operation = _operation(raw)
+    if operation is None:
+        return None
+    return OperationDetail(operation, _decode_ledger(operation_id, rows))
+
+
+async def account_operation_id(client: RedisClient, account_id: str, partitions: int) -> str | None:
+    """The account's live operation, else its last one, else None."""
+    pk = PartitionKeys(partition_of(account_id, partitions))
+    live, last = await client.hmget(pk.account(account_id), ["live", "last"])
+    return str(live or last) if (live or last) else None
+
+
+def _row(operation: Operation, max_attempts: int, now_ms: int) -> dict[str, Any]:
+    return {
+        "operation_id": operation.operation_id,
+        "account_id": operation.account_id,
+        "partition": operation.partition,
+        "state": str(operation.state),
+        "created_at": operation.created_at,
+        "age_seconds": round(max(0, now_ms - operation.created_at) / 1000, 3),
+        "attempts": operation.attempts,
+        "remaining_attempts": remaining_attempts(operation, max_attempts),
+        "next_attempt_at": operation.next_attempt_at or None,
+        "last_status": operation.last_status or None,
+        "last_outcome": operation.last_outcome or None,
+        "delivery": str(operation.delivery),
+    }
+
+
+async def oldest_live(
+    client: RedisClient, partitions: int, limit: int, max_attempts: int, now_ms: int
+) -> list[dict[str, Any]]:
+    """The ``limit`` oldest live operations across every partition, oldest first."""
+    limit = max(1, min(limit, MAX_OLDEST))
+    pipe = client.pipeline(transaction=False)
+    for partition in range(partitions):
+        pipe.zrange(PartitionKeys(partition).live, 0, limit - 1, withscores=True)
+    per_partition = await pipe.execute()
+    candidates = [
+        (score, operation_id, partition)
+        for partition, members in enumerate(per_partition)
+        for operation_id, score in members
+    ]
+    oldest = heapq.nsmallest(limit, candidates)
+    if not oldest:
+        return []
+    pipe = client.pipeline(transaction=False)
+    for _, operation_id, partition in oldest:
+        pipe.hgetall(PartitionKeys(partition).operation(operation_id))
+    rows = []
+    for raw in await pipe.execute():
+        operation = _operation(raw)
+        if operation is not None:  # an index entry whose hash is gone is not an operation
+            rows.append(_row(operation, max_attempts, now_ms))
+    return rows

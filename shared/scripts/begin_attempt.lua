@@ -1,0 +1,75 @@
+-- begin_attempt: claim a queued operation for one send attempt, before any network call.
+-- Writes the attempt to the ledger as in_flight and sets a lease; the attempt id is the
+-- fencing token finalise_attempt checks.
+--
+-- KEYS[1] operation hash   rg:{p}:op:<id>
+-- KEYS[2] attempt ledger   rg:{p}:op:<id>:attempts   (list of JSON rows, append-only)
+-- KEYS[3] send stream      rg:{p}:send
+-- KEYS[4] ambiguous index  rg:{p}:ambiguous
+-- KEYS[5] live index       rg:{p}:live
+-- ARGV[1] now (ms)         ARGV[2] attempt id     ARGV[3] lease (ms)
+-- ARGV[4] max attempts     ARGV[5] consumer       ARGV[6] stream entry id ("" = none)
+-- ARGV[7] retention of a finished operation (ms)
+--
+-- Returns {code, detail...}:
+--   {"begin", attempts, account_id, token_kid, template_revision, horizon_at} - go and send
+--   {"busy"}            - another worker holds a live lease; leave the entry pending
+--   {"skip", state}     - nothing to send (duplicate delivery, stale job); entry acked
+--   {"ambiguous"}       - the previous holder's lease ran out mid-attempt; entry acked
+--   {"expired"} / {"exhausted", reason} - terminal now; entry acked
+--   {"missing"}         - no such operation; entry acked
+local now = tonumber(ARGV[1])
+local id = redis.call("HGET", KEYS[1], "operation_id")
+
+local function ack()
+  if ARGV[6] ~= "" then
+    redis.call("XACK", KEYS[3], "senders", ARGV[6])
+    redis.call("XDEL", KEYS[3], ARGV[6])
+  end
+end
+
+local function finish(state, reason)
+  redis.call("HSET", KEYS[1], "state", state, "reason", reason, "next_attempt_at", 0)
+  redis.call("ZREM", KEYS[5], id)
+  redis.call("PEXPIRE", KEYS[1], ARGV[7])
+  redis.call("PEXPIRE", KEYS[2], ARGV[7])
+  ack()
+end
+
+if not id then ack() return {"missing"} end
+local f = redis.call("HMGET", KEYS[1], "state", "lease_until", "token_expires_at", "attempts",
+  "horizon_at", "account_id", "token_kid", "template_revision", "token_consumed_at")
+local state = f[1]
+
+if state == "attempting" then
+  if now < tonumber(f[2] or "0") then return {"busy"} end
+  -- The holder died between writing the attempt and finalising it: outcome unknown.
+  local last = redis.call("LINDEX", KEYS[2], -1)
+  if last then
+    local row = cjson.decode(last)
+    if row.outcome == "in_flight" then
+      row.outcome = "ambiguous"; row.ended_at = now; row.reason = "lease_expired"
+      redis.call("LSET", KEYS[2], -1, cjson.encode(row))
+    end
+  end
+  redis.call("HSET", KEYS[1], "state", "ambiguous", "reason", "lease_expired",
+    "last_outcome", "ambiguous", "ambiguous_at", now)
+  redis.call("ZADD", KEYS[4], now, id)
+  ack()
+  return {"ambiguous"}
+end
+
+if state ~= "queued" or tonumber(f[9] or "0") > 0 then ack() return {"skip", state} end
+if tonumber(f[3]) <= now then finish("expired", "token_expired") return {"expired"} end
+local attempts = tonumber(f[4] or "0")
+if attempts >= tonumber(ARGV[4]) then
+  finish("exhausted", "max_attempts") return {"exhausted", "max_attempts"}
+end
+if now >= tonumber(f[5]) then finish("exhausted", "horizon") return {"exhausted", "horizon"} end
+
+attempts = attempts + 1
+redis.call("HSET", KEYS[1], "state", "attempting", "attempt_id", ARGV[2],
+  "lease_until", now + tonumber(ARGV[3]), "attempts", attempts, "next_attempt_at", 0)
+redis.call("RPUSH", KEYS[2], cjson.encode({attempt_id = ARGV[2], started_at = now,
+  outcome = "in_flight", consumer = ARGV[5], number = attempts}))
+return {"begin", attempts, f[6], f[7], f[8] or "", f[5]}

@@ -1,0 +1,58 @@
+-- finalise_attempt: record an attempt's outcome, move the operation, schedule or finish it,
+-- and XACK its stream entry, atomically; only while the attempt id (fencing token) matches.
+--
+-- KEYS[1] operation hash   KEYS[2] attempt ledger    KEYS[3] send stream
+-- KEYS[4] due zset         KEYS[5] ambiguous index   KEYS[6] live index
+-- KEYS[7] message map      KEYS[8] observe zset
+-- ARGV[1] attempt id       ARGV[2] now (ms)          ARGV[3] stream entry id ("" = none)
+-- ARGV[4] outcome class    ARGV[5] http status       ARGV[6] next state
+-- ARGV[7] retry at (ms, for deferred; else 0)        ARGV[8] reason
+-- ARGV[9] retry-after source ("" = n/a)              ARGV[10] provider message id
+-- ARGV[11] observation window end (ms)               ARGV[12] "1" = refund the attempt
+-- ARGV[13] retention of a finished operation (ms)    ARGV[14] decision (for the ledger)
+--
+-- Returns {"ok"} or {"fenced"} (the lease was lost; someone else owns the operation now,
+-- nothing written and the entry is not acked).
+local TERMINAL = {accepted=1, failed=1, exhausted=1, expired=1}
+local f = redis.call("HMGET", KEYS[1], "state", "attempt_id", "operation_id")
+if f[1] ~= "attempting" or f[2] ~= ARGV[1] then return {"fenced"} end
+local id, now, state = f[3], tonumber(ARGV[2]), ARGV[6]
+
+local last = redis.call("LINDEX", KEYS[2], -1)
+if last then
+  local row = cjson.decode(last)
+  if row.attempt_id == ARGV[1] then
+    row.outcome = ARGV[4]; row.ended_at = now; row.http_status = tonumber(ARGV[5])
+    row.decision = ARGV[14]; row.retry_at = tonumber(ARGV[7]); row.reason = ARGV[8]
+    row.retry_after_source = ARGV[9]
+    redis.call("LSET", KEYS[2], -1, cjson.encode(row))
+  end
+end
+
+redis.call("HSET", KEYS[1], "state", state, "last_status", ARGV[5], "last_outcome", ARGV[4],
+  "reason", ARGV[8], "next_attempt_at", ARGV[7], "lease_until", 0, "attempt_id", "")
+if ARGV[9] ~= "" then redis.call("HSET", KEYS[1], "retry_after_source", ARGV[9]) end
+if ARGV[12] == "1" then redis.call("HINCRBY", KEYS[1], "attempts", -1) end
+
+if state == "deferred" then
+  redis.call("ZADD", KEYS[4], tonumber(ARGV[7]), id)
+elseif state == "queued" then
+  redis.call("XADD", KEYS[3], "*", "op", id)
+elseif state == "ambiguous" then
+  redis.call("HSET", KEYS[1], "ambiguous_at", now)
+  redis.call("ZADD", KEYS[5], now, id)
+elseif state == "accepted" then
+  redis.call("HSET", KEYS[1], "provider_message_id", ARGV[10], "accepted_at", now)
+  redis.call("HSET", KEYS[7], ARGV[10], id)
+  redis.call("ZADD", KEYS[8], tonumber(ARGV[11]), id)
+end
+if TERMINAL[state] then
+  redis.call("ZREM", KEYS[6], id)
+  redis.call("PEXPIRE", KEYS[1], ARGV[13])
+  redis.call("PEXPIRE", KEYS[2], ARGV[13])
+end
+if ARGV[3] ~= "" then
+  redis.call("XACK", KEYS[3], "senders", ARGV[3])
+  redis.call("XDEL", KEYS[3], ARGV[3])
+end
+return {"ok"}

@@ -1,0 +1,122 @@
+"""A sender running in this event loop against a real Redis and a real sandbox over HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import aiohttp
+import pytest
+from redis.asyncio import Redis
+
+from services.ctl.embedded import RedisServer
+from services.sandbox.testing import SANDBOX_API_KEY, run_sandbox
+from services.sender.app import build_sender, workers
+from services.sender.settings import SenderSettings
+from services.sender.worker import Sender, ensure_groups
+from shared.admission import Admitter
+from shared.directory import Account, RedisDirectory
+from shared.model import State
+from shared.operations import load_operation
+from shared.provider import HttpProvider
+from shared.reconcile import reconcile
+from shared.tokens import parse_keys
+from tests.conftest import TEST_TOKEN_KEYS
+
+
+def sender_settings(redis_url: str, provider_url: str, **overrides: Any) -> SenderSettings:
+    values: dict[str, Any] = {
+        "redis_url": redis_url,
+        "provider_url": provider_url,
+        "provider_api_key": SANDBOX_API_KEY,
+        "token_keys": TEST_TOKEN_KEYS,
+        "partitions": 4,
+        "cooldown_seconds": 60,
+        "provider_max_rate": 1000,
+        "provider_burst": 50,
+        "concurrency": 4,
+        "lease_seconds": 5,
+        "connect_timeout_seconds": 1,
+        "total_timeout_seconds": 2,
+        "backoff_base_seconds": 0.05,
+        "backoff_cap_seconds": 0.2,
+        "promote_interval_seconds": 0.05,
+        "consumer_name": "test-sender",
+    }
+    values.update(overrides)
+    return SenderSettings(**values)
+
+
+class Stack:
+    """Redis + sandbox + the ability to admit accounts and run senders."""
+
+    def __init__(self, redis: Redis, redis_url: str, provider_url: str) -> None:
+        self.redis = redis
+        self.redis_url = redis_url
+        self.provider_url = provider_url
+
+    def settings(self, **overrides: Any) -> SenderSettings:
+        return sender_settings(self.redis_url, self.provider_url, **overrides)
+
+    async def admit(self, account_id: str, domain: str = "example.com", **overrides: Any) -> str:
+        await RedisDirectory(self.redis).add(
+            f"login-{account_id}", Account(account_id, f"{account_id}@{domain}")
+        )
+        settings = self.settings(**overrides)
+        admission = await Admitter(self.redis, settings, parse_keys(TEST_TOKEN_KEYS)).admit(
+            account_id, "public"
+        )
+        return admission.operation_id
+
+    @contextlib.asynccontextmanager
+    async def sender(self, **overrides: Any) -> AsyncIterator[Sender]:
+        settings = self.settings(**overrides)
+        await ensure_groups(self.redis, settings.partitions)
+        stop = asyncio.Event()
+        async with aiohttp.ClientSession() as session:
+            sender = build_sender(settings, self.redis, session)
+            await sender.refresh_control()
+            tasks = [asyncio.create_task(loop(stop)) for loop in workers(sender)]
+            try:
+                yield sender
+            finally:
+                stop.set()
+                await asyncio.wait_for(asyncio.gather(*tasks), timeout=10)
+
+    async def reconcile(self, operation_id: str, **overrides: Any) -> Any:
+        async with aiohttp.ClientSession() as session:
+            provider = HttpProvider(session, self.provider_url, SANDBOX_API_KEY)
+            return await reconcile(self.redis, provider, self.settings(**overrides), operation_id)
+
+    async def wait_state(
+        self, operation_id: str, states: set[State], timeout: float = 15.0
+    ) -> Any:
+        return await wait_for(lambda: self._state_in(operation_id, states), timeout)
+
+    async def _state_in(self, operation_id: str, states: set[State]) -> Any:
+        operation = await load_operation(self.redis, operation_id)
+        return operation if operation and operation.state in states else None
+
+
+async def wait_for(probe: Callable[[], Awaitable[Any]], timeout: float = 15.0) -> Any:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        value = await probe()
+        if value:
+            return value
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError("condition not reached in time")
+        await asyncio.sleep(0.02)
+
+
+@pytest.fixture
+async def sandbox_url() -> AsyncIterator[str]:
+    async with run_sandbox(delivered_delay_seconds=0.2) as url:
+        yield url
+
+
+@pytest.fixture
+async def stack(redis: Redis, redis_server: RedisServer, sandbox_url: str) -> Stack:
+    return Stack(redis, redis_server.url, sandbox_url)
