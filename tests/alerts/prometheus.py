@@ -143,7 +143,7 @@ class PrometheusServer:
     async def wait_for_alert(
         self,
         name: str,
-        timeout: float,  # noqa: ASYNC109
+        timeout: float,
         *,
         state: str = "firing",
         labels: Mapping[str, str] | None = None,
@@ -165,7 +165,7 @@ class PrometheusServer:
                 f"{[(a['labels'].get('alertname'), a['state'], a['labels']) for a in seen]}"
             ) from None
 
-    async def wait_for_scrapes(self, timeout: float) -> None:  # noqa: ASYNC109
+    async def wait_for_scrapes(self, timeout: float) -> None:
         """Wait until every target has been scraped successfully once."""
         expected = sum(len(targets) for targets in self.jobs.values())
         async with asyncio.timeout(timeout):

@@ -90,9 +90,7 @@ class Stack:
             provider = HttpProvider(session, self.provider_url, SANDBOX_API_KEY)
             return await reconcile(self.redis, provider, self.settings(**overrides), operation_id)
 
-    async def wait_state(
-        self, operation_id: str, states: set[State], timeout: float = 15.0
-    ) -> Any:
+    async def wait_state(self, operation_id: str, states: set[State], timeout: float = 15.0) -> Any:
         return await wait_for(lambda: self._state_in(operation_id, states), timeout)
 
     async def _state_in(self, operation_id: str, states: set[State]) -> Any:
