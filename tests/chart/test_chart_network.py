@@ -96,3 +96,17 @@ def test_network_policy_can_be_turned_off(helm: Helm) -> None:
     assert name_of("admission") not in of_kind(
         helm.template({"networkPolicy.enabled": False}), "NetworkPolicy"
     )
+
+
+def test_the_account_directory_is_reachable_from_those_that_look_accounts_up(helm: Helm) -> None:
+    specs = policies(
+        helm,
+        {
+            "config.directoryUrl": "https://accounts.internal",
+            "networkPolicy.directory.ports": [8443],
+        },
+    )
+    for component in ("admission", "sender", "router"):
+        assert 8443 in egress_ports(specs[component]), component
+    assert 8443 not in egress_ports(specs["poller"])
+    assert 8443 not in egress_ports(policies(helm)["admission"])
