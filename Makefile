@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: setup run test lint typecheck unit test-slow test-cluster bench clean
+.PHONY: setup run test lint typecheck chart-lint unit test-slow bench clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -29,7 +29,12 @@ typecheck: setup
 unit: setup
 	$(BIN)/python -m pytest
 
-test: lint typecheck unit
+chart-lint: setup
+	HELM=$$(tools/install-helm.sh) && \
+	  $$HELM lint --strict charts/resetgate -f charts/resetgate/values-dev.yaml && \
+	  $$HELM lint --strict charts/resetgate -f charts/resetgate/values-prod-like.yaml
+
+test: lint typecheck chart-lint unit
 
 test-slow: setup
 	$(BIN)/python -m pytest -m slow

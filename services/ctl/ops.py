@@ -1,0 +1,267 @@
+"""``resetgate ops``: on-call's tools. Every row is one operation, never an average.
+
+Reads ``RESETGATE_REDIS_URL`` (and ``RESETGATE_REDIS_CLUSTER``, ``RESETGATE_PARTITIONS``,
+``RESETGATE_MAX_ATTEMPTS``) like the services do, so it sees what they see.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from pydantic import Field
+
+from shared import clock, codec, control, queries
+from shared.keys import SEND_GROUP, PartitionKeys, provider_pacing
+from shared.operations import hold
+from shared.redis import RedisClient, create_client
+from shared.settings import CommonSettings, load
+
+
+class OpsSettings(CommonSettings):
+    max_attempts: int = Field(default=6, ge=1)
+
+
+Handler = Callable[[RedisClient, OpsSettings, argparse.Namespace], Awaitable[int]]
+
+
+def _run(handler: Handler) -> Callable[[argparse.Namespace], int]:
+    def run(args: argparse.Namespace) -> int:
+        settings = load(OpsSettings)
+
+        async def main() -> int:
+            client = create_client(settings)
+            try:
+                return await handler(client, settings, args)
+            finally:
+                await client.aclose()
+
+        return asyncio.run(main())
+
+    return run
+
+
+def _print(args: argparse.Namespace, value: Any, lines: list[str]) -> None:
+    if getattr(args, "json", False):
+        print(codec.dumps_str(value))
+    else:
+        print("\n".join(lines))
+
+
+def _when(ms: int | None) -> str:
+    if not ms:
+        return "-"
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ms / 1000))
+
+
+def _partitions(args: argparse.Namespace, settings: OpsSettings) -> list[int]:
+    if args.all:
+        return list(range(settings.partitions))
+    if args.partition is None or not 0 <= args.partition < settings.partitions:
+        raise SystemExit(f"give a partition between 0 and {settings.partitions - 1}, or --all")
+    return [args.partition]
+
+
+# -- views ---------------------------------------------------------------------------------
+async def oldest(client: RedisClient, settings: OpsSettings, args: argparse.Namespace) -> int:
+    rows = await queries.oldest_live(client, settings.partitions, args.limit * 4,
+                                     settings.max_attempts, clock.now_ms())  # fmt: skip
+    if args.partition is not None:
+        rows = [r for r in rows if r["partition"] == args.partition]
+    rows = rows[: args.limit]
+    header = f"{'OPERATION':<36} {'P':>3} {'STATE':<11} {'AGE s':>8} {'TRIES':>5} {'LEFT':>4} "
+    header += f"{'LAST':>4} {'NEXT ATTEMPT':<20}"
+    lines = [header] + [
+        f"{r['operation_id']:<36} {r['partition']:>3} {r['state']:<11} {r['age_seconds']:>8.0f} "
+        f"{r['attempts']:>5} {r['remaining_attempts']:>4} {r['last_status'] or '-'!s:>4} "
+        f"{_when(r['next_attempt_at']):<20}"
+        for r in rows
+    ]
+    _print(args, rows, lines if rows else ["no live operations"])
+    return 0
+
+
+async def show(client: RedisClient, settings: OpsSettings, args: argparse.Namespace) -> int:
+    detail = await queries.find_operation(client, args.operation_id, settings.partitions)
+    if detail is None:
+        print(f"no operation {args.operation_id}", file=sys.stderr)
+        return 1
+    view = detail.view(settings.max_attempts)
+    lines = [f"{k:<22} {v}" for k, v in view.items() if k != "attempt_ledger"]
+    lines.append("attempts:")
+    for row in view["attempt_ledger"]:
+        lines.append(
+            f"  #{row['number']} {row['attempt_id']} {row['outcome']:<10} "
+            f"status={row['http_status'] or '-'} started={_when(row['started_at'])} "
+            f"ended={_when(row['ended_at'])} decision={row['decision'] or '-'} "
+            f"reason={row['reason'] or '-'}"
+            + (f" reconciled={row['reconciled']}" if row["reconciled"] else "")
+        )
+    _print(args, view, lines)
+    return 0
+
+
+async def status(client: RedisClient, settings: OpsSettings, args: argparse.Namespace) -> int:
+    state = await control.read(client)
+    pacing = await client.hgetall(provider_pacing(settings.provider_name))
+    rows = [await _partition_status(client, p, state) for p in range(settings.partitions)]
+    summary = {"provider": settings.provider_name, "pacing": pacing,
+               "auth_paused": state.auth_paused, "partitions": rows}  # fmt: skip
+    blocked = int(float(pacing.get("blocked_until", 0) or 0))
+    lines = [
+        f"provider {settings.provider_name}: rate={float(pacing.get('rate', 0) or 0):.1f}/s "
+        f"blocked_until={_when(blocked if blocked > clock.now_ms() else None)} "
+        f"auth={'PAUSED ' + codec.dumps_str(state.auth_paused) if state.auth_paused else 'ok'}",
+        f"{'P':>3} {'PAUSED':<6} {'SEND':>6} {'INFLIGHT':>8} {'DUE':>6} {'AMBIG':>5} "
+        f"{'REVIEW':>6} {'LIVE':>6}",
+    ]
+    lines += [
+        f"{r['partition']:>3} {'yes' if r['paused'] else 'no':<6} {r['send']:>6} "
+        f"{r['in_flight']:>8} {r['due']:>6} {r['ambiguous']:>5} {r['review']:>6} {r['live']:>6}"
+        for r in rows
+    ]
+    _print(args, summary, lines)
+    return 0
+
+
+async def _partition_status(
+    client: RedisClient, partition: int, state: control.ControlState
+) -> dict[str, Any]:
+    pk = PartitionKeys(partition)
+    pipe = client.pipeline(transaction=False)
+    pipe.xlen(pk.send)
+    pipe.zcard(pk.due)
+    pipe.zcard(pk.ambiguous)
+    pipe.zcard(pk.review)
+    pipe.zcard(pk.live)
+    send, due, ambiguous, review, live = await pipe.execute()
+    return {"partition": partition, "paused": partition in state.paused, "send": send,
+            "in_flight": await _in_flight(client, partition), "due": due,
+            "ambiguous": ambiguous, "review": review, "live": live}  # fmt: skip
+
+
+async def _in_flight(client: RedisClient, partition: int) -> int:
+    try:
+        pending = await client.xpending(PartitionKeys(partition).send, SEND_GROUP)
+    except Exception:
+        return 0
+    return int(pending.get("pending") or 0) if pending else 0
+
+
+# -- switches ------------------------------------------------------------------------------
+async def pause(client: RedisClient, settings: OpsSettings, args: argparse.Namespace) -> int:
+    partitions = _partitions(args, settings)
+    await control.pause_partitions(client, partitions, args.reason)
+    print(f"paused {len(partitions)} partition(s): {partitions}; senders stop within ~1 s")
+    return 0
+
+
+async def resume(client: RedisClient, settings: OpsSettings, args: argparse.Namespace) -> int:
+    partitions = _partitions(args, settings)
+    await control.resume_partitions(client, partitions)
+    print(f"resumed {len(partitions)} partition(s): {partitions}")
+    return 0
+
+
+async def drain(client: RedisClient, settings: OpsSettings, args: argparse.Namespace) -> int:
+    """Pause, then wait until nothing of the partition is in flight."""
+    partitions = _partitions(args, settings)
+    await control.pause_partitions(client, partitions, "drain")
+    deadline = time.monotonic() + args.timeout
+    while True:
+        busy = {p: await _in_flight(client, p) for p in partitions}
+        if not any(busy.values()):
+            print(f"drained {partitions}: paused, nothing in flight")
+            return 0
+        if time.monotonic() > deadline:
+            print(f"still in flight after {args.timeout}s: {busy}", file=sys.stderr)
+            return 1
+        await asyncio.sleep(0.5)
+
+
+async def _hold(client: RedisClient, args: argparse.Namespace, action: str, reason: str) -> int:
+    done, state = await hold(client, args.operation_id, action, now=clock.now_ms(),
+                             reason=reason)  # fmt: skip
+    if not done:
+        print(f"refused: operation is {state or 'missing'}", file=sys.stderr)
+        return 1
+    print(
+        f"{args.operation_id}: {state} -> {'quarantined' if action == 'quarantine' else 'queued'}"
+    )
+    return 0
+
+
+async def quarantine(client: RedisClient, _: OpsSettings, args: argparse.Namespace) -> int:
+    return await _hold(client, args, "quarantine", f"quarantined: {args.reason}")
+
+
+async def release(client: RedisClient, _: OpsSettings, args: argparse.Namespace) -> int:
+    return await _hold(client, args, "release", "released by operator")
+
+
+async def provider_resume(
+    client: RedisClient, settings: OpsSettings, args: argparse.Namespace
+) -> int:
+    provider = args.provider or settings.provider_name
+    lifted = await control.auth_resume(client, provider)
+    print(f"provider {provider}: " + ("auth pause lifted" if lifted else "was not paused"))
+    return 0
+
+
+async def review_list(client: RedisClient, settings: OpsSettings, args: argparse.Namespace) -> int:
+    rows: list[dict[str, Any]] = []
+    for p in range(settings.partitions):
+        members: Any = await client.zrange(PartitionKeys(p).review, 0, -1, withscores=True)
+        rows += [{"operation_id": op_id, "partition": p, "since": int(since)}
+                 for op_id, since in members]  # fmt: skip
+    rows.sort(key=lambda r: r["since"])
+    lines = [
+        f"{r['operation_id']:<36} p{r['partition']:<3} since {_when(r['since'])}" for r in rows
+    ]
+    _print(args, rows, lines or ["nothing held for review"])
+    return 0
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    ops = sub.add_parser("ops", help="on-call tools: oldest, show, status, pause, drain ...")
+    cmds = ops.add_subparsers(dest="ops_command", required=True)
+
+    def add(name: str, handler: Handler, help_text: str) -> argparse.ArgumentParser:
+        parser = cmds.add_parser(name, help=help_text)
+        parser.add_argument("--json", action="store_true", help="machine-readable output")
+        parser.set_defaults(handler=_run(handler))
+        return parser
+
+    p = add("oldest", oldest, "the oldest live operations, one row each")
+    p.add_argument("--limit", type=int, default=20)
+    p.add_argument("--partition", type=int)
+    add("show", show, "one operation: state and attempt ledger").add_argument("operation_id")
+    add("status", status, "partitions, depths, pacing and the auth pause")
+    for name, handler in (("pause", pause), ("resume", resume)):
+        p = add(name, handler, f"{name} sending for a partition (or --all)")
+        p.add_argument("partition", type=int, nargs="?")
+        p.add_argument("--all", action="store_true")
+        p.add_argument("--reason", default="operator")
+    p = add("drain", drain, "pause a partition and wait until nothing is in flight")
+    p.add_argument("partition", type=int, nargs="?")
+    p.add_argument("--all", action="store_true")
+    p.add_argument("--timeout", type=float, default=60.0)
+    p = add("quarantine", quarantine, "hold one operation (keeps its id and token)")
+    p.add_argument("operation_id")
+    p.add_argument("--reason", required=True)
+    add("release", release, "return a quarantined or reviewed operation to the queue"
+        ).add_argument("operation_id")  # fmt: skip
+    p = add("provider-resume", provider_resume, "lift the credentials pause after a key fix")
+    p.add_argument("--provider")
+    review = cmds.add_parser("review", help="operations held for a person")
+    rcmds = review.add_subparsers(dest="review_command", required=True)
+    p = rcmds.add_parser("list", help="operations held for review, oldest first")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=_run(review_list))
+    p = rcmds.add_parser("release", help="send a reviewed operation again (same id and key)")
+    p.add_argument("operation_id")
+    p.set_defaults(handler=_run(release))
