@@ -20,7 +20,9 @@ CONTACT_FORMS = f"{PREFIX}:contact-forms"
 SUPPORT_CASES = f"{PREFIX}:support-cases"
 CONTACT_FORMS_DEAD = f"{PREFIX}:contact-forms:dead"
 POLLER_CURSOR = f"{PREFIX}:poller:cursor"
-ROUTER_SEEN_PREFIX = f"{PREFIX}:router:seen:"  # + event_id -> case_id
+POLLER_LEASE = f"{PREFIX}:poller:lease"  # the one poller replica allowed to call the provider
+# + event_id -> hash(case_id, status claimed|written, claimed_at), with a TTL
+ROUTER_SEEN_PREFIX = f"{PREFIX}:router:seen:"
 DIRECTORY_LOGIN_PREFIX = "rgdir:login:"  # + normalised login -> account_id
 DIRECTORY_ACCOUNT_PREFIX = "rgdir:acct:"  # + account_id -> hash(email, locale)
 IP_LIMIT_PREFIX = f"{PREFIX}:iplimit:"  # + client ip -> GCRA theoretical arrival time
