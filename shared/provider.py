@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote
 
 import aiohttp
 
@@ -101,6 +102,11 @@ class HttpProvider:
 
     async def lookup(self, idempotency_key: str) -> PollResult:
         return await self._get("/email/messages", {"idempotency_key": idempotency_key})
+
+    async def message(self, message_id: str) -> PollResult:
+        """One message with its events (the poller asks after reconciling an ambiguous send,
+        whose events the feed may have shown before the operation knew its message id)."""
+        return await self._get("/email/messages/" + quote(message_id, safe=""), {})
 
     async def events(self, after: str, limit: int) -> PollResult:
         params = {"limit": str(limit)}
