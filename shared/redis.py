@@ -49,7 +49,9 @@ def create_client(settings: CommonSettings) -> RedisClient:
         settings.redis_url, max_connections=settings.redis_max_connections,
         timeout=settings.redis_timeout_seconds, **_options(settings),
     )  # fmt: skip
-    return Redis(connection_pool=pool)
+    # from_pool: the client owns the pool, so aclose() disconnects it (a plain
+    # Redis(connection_pool=...) leaves every socket open until the process exits).
+    return Redis.from_pool(pool)
 
 
 async def connect(settings: CommonSettings, attempts: int = 30) -> RedisClient:
