@@ -1,0 +1,57 @@
+"""``python -m services.admission``: settings, logging, Redis, the directory, then serve."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import aiohttp
+
+from services.admission.app import SERVICE, create_app
+from services.admission.settings import AdmissionSettings
+from shared import logging as jsonlog
+from shared.directory import Directory, HttpDirectory, RedisDirectory
+from shared.logging import event
+from shared.redis import RedisClient, connect
+from shared.service import run, serve
+from shared.settings import load
+
+log = logging.getLogger("services.admission")
+
+
+@asynccontextmanager
+async def open_directory(
+    settings: AdmissionSettings, client: RedisClient
+) -> AsyncIterator[Directory]:
+    """The studio's directory over HTTP when configured, else the Redis one."""
+    if settings.directory_url is None:
+        yield RedisDirectory(client)
+        return
+    async with aiohttp.ClientSession() as session:
+        yield HttpDirectory(session, settings.directory_url, settings.directory_timeout_seconds)
+
+
+async def main() -> None:
+    settings = load(AdmissionSettings)
+    jsonlog.setup(SERVICE, settings.log_level)
+    client = await connect(settings)
+    try:
+        async with open_directory(settings, client) as directory:
+            event(
+                log,
+                logging.INFO,
+                "admission configured",
+                partitions=settings.partitions,
+                cluster=settings.redis_cluster,
+                wait_replicas=settings.wait_replicas,
+                ip_limit_per_minute=settings.ip_limit_per_minute,
+                directory="http" if settings.directory_url else "redis",
+            )
+            await serve(SERVICE, settings, create_app(settings, client, directory), [])
+    finally:
+        await client.aclose()
+
+
+if __name__ == "__main__":
+    run(main)

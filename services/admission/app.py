@@ -1,0 +1,72 @@
+"""``create_app``: the admission service as an aiohttp application."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from aiohttp import web
+
+from services.admission import internal
+from services.admission.context import (
+    DIRECTORY,
+    GATE,
+    LIMITER,
+    OPENAPI,
+    REDIS,
+    SETTINGS,
+    TOKEN_KEYS,
+)
+from services.admission.gate import Gate
+from services.admission.http import internal_auth, json_errors
+from services.admission.openapi import document
+from services.admission.public import password_reset
+from services.admission.ratelimit import IpLimiter
+from services.admission.settings import AdmissionSettings
+from shared import codec, metrics
+from shared.directory import Directory
+from shared.redis import RedisClient, ping
+from shared.service import add_operational_routes, instrument
+from shared.tokens import parse_keys
+
+SERVICE = "admission"
+
+
+async def openapi_json(request: web.Request) -> web.Response:
+    return web.Response(body=request.app[OPENAPI], content_type="application/json")
+
+
+def create_app(
+    settings: AdmissionSettings, client: RedisClient, directory: Directory
+) -> web.Application:
+    """The app; the caller owns ``client`` and ``directory`` and closes them after cleanup."""
+    app = web.Application(
+        # Outermost first: latency covers everything, auth runs before any body is read.
+        middlewares=[instrument(SERVICE), json_errors, internal_auth],
+        client_max_size=settings.max_body_bytes,
+    )
+    keys = parse_keys(settings.token_keys.get_secret_value())
+    app[SETTINGS] = settings
+    app[REDIS] = client
+    app[DIRECTORY] = directory
+    app[TOKEN_KEYS] = keys
+    app[GATE] = Gate(client, settings, keys, settings.wait_replicas, settings.wait_timeout_ms)
+    app[LIMITER] = IpLimiter(client, settings.ip_limit_per_minute, settings.ip_limit_burst)
+    app[OPENAPI] = codec.dumps(document())
+    app.cleanup_ctx.append(_gate_lifecycle)
+    metrics.token_ttl.set(settings.token_ttl_seconds)
+
+    async def readiness() -> dict[str, bool]:
+        up = await ping(client)
+        metrics.redis_up.labels(SERVICE).set(1 if up else 0)
+        return {"redis": up}
+
+    add_operational_routes(app, readiness)
+    app.router.add_post("/v1/password-resets", password_reset)
+    internal.add_routes(app)
+    app.router.add_get("/openapi.json", openapi_json)
+    return app
+
+
+async def _gate_lifecycle(app: web.Application) -> AsyncIterator[None]:
+    yield
+    await app[GATE].close()  # per-node connections opened for WAIT on Cluster

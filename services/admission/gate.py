@@ -1,0 +1,108 @@
+"""Admissions as the HTTP gate runs them: the shared Admitter, plus WAIT for replicas.
+
+``WAIT`` counts the replicas that acknowledged the *calling connection's* last write, so it
+must run on the connection that ran the admit script: through a pool, a WAIT on another
+connection could return at once without covering our write. With ``wait_replicas`` set, each
+admission therefore borrows one connection (on Cluster: to the node holding the partition)
+for the script and the WAIT. Unknown logins take the same path, WAIT included.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from urllib.parse import urlsplit, urlunsplit
+
+from redis.asyncio import Redis, RedisCluster
+
+from shared.admission import Admission, Admitter, unknown_account_id
+from shared.keys import PartitionKeys, partition_of
+from shared.redis import RedisClient
+from shared.settings import PolicySettings
+from shared.tokens import TokenKeys
+
+
+class NotReplicated(RuntimeError):
+    """Fewer replicas than required acknowledged the admission in time; the caller retries."""
+
+
+class Gate:
+    def __init__(
+        self,
+        client: RedisClient,
+        settings: PolicySettings,
+        keys: TokenKeys,
+        wait_replicas: int = 0,
+        wait_timeout_ms: int = 200,
+    ) -> None:
+        self.client = client
+        self.settings = settings
+        self.keys = keys
+        self.admitter = Admitter(client, settings, keys)
+        self.wait_replicas = wait_replicas
+        self.wait_timeout_ms = wait_timeout_ms
+        self._node_clients: dict[str, Redis] = {}
+
+    async def admit(self, account_id: str, entry_point: str, actor: str = "") -> Admission:
+        if not self.wait_replicas:
+            return await self.admitter.admit(account_id, entry_point, actor)
+        async with self._pinned(account_id) as connection:
+            admitter = Admitter(connection, self.settings, self.keys)
+            admission = await admitter.admit(account_id, entry_point, actor)
+            await self._wait(connection)
+        return admission
+
+    async def admit_unknown(self, login: str) -> Admission:
+        """Same script, same round trips, same WAIT as a known login; writes nothing."""
+        if not self.wait_replicas:
+            return await self.admitter.admit_unknown(login)
+        async with self._pinned(unknown_account_id(login)) as connection:
+            admission = await Admitter(connection, self.settings, self.keys).admit_unknown(login)
+            await self._wait(connection)
+        return admission
+
+    async def _wait(self, connection: Redis) -> None:
+        acknowledged = int(await connection.wait(self.wait_replicas, self.wait_timeout_ms))
+        if acknowledged < self.wait_replicas:
+            raise NotReplicated(f"{acknowledged} of {self.wait_replicas} replicas acknowledged")
+
+    @asynccontextmanager
+    async def _pinned(self, account_id: str) -> AsyncIterator[Redis]:
+        base = self.client
+        if isinstance(base, RedisCluster):
+            key = PartitionKeys(partition_of(account_id, self.settings.partitions)).account(
+                account_id
+            )
+            base = self._node_client(base, key)
+        connection = base.client()
+        try:
+            yield connection
+        finally:
+            await connection.aclose(close_connection_pool=False)
+
+    def _node_client(self, cluster: RedisCluster, key: str) -> Redis:
+        node = cluster.get_node_from_key(key)
+        if node is None:
+            raise NotReplicated("no cluster node holds the partition right now")
+        client = self._node_clients.get(node.name)
+        if client is None:
+            client = Redis.from_url(
+                _node_url(self.settings.redis_url, node.host, node.port),
+                decode_responses=True,
+                socket_timeout=self.settings.redis_timeout_seconds,
+            )
+            self._node_clients[node.name] = client
+        return client
+
+    async def close(self) -> None:
+        for client in self._node_clients.values():
+            await client.aclose()
+        self._node_clients.clear()
+
+
+def _node_url(url: str, host: str, port: int | str) -> str:
+    """The cluster URL pointed at one node, keeping scheme, credentials and database."""
+    parts = urlsplit(url)
+    userinfo, _, _ = parts.netloc.rpartition("@")
+    netloc = f"{userinfo}@{host}:{port}" if userinfo else f"{host}:{port}"
+    return urlunsplit(parts._replace(netloc=netloc))

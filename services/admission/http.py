@@ -1,0 +1,146 @@
+"""The edge: reading bodies, the bearer check, and turning every failure into JSON.
+
+A caller always gets ``{"error", "message"}`` with a status it can act on; a traceback never
+leaves the process, and the log line for an unexpected error carries only its type (a
+message could quote a login, which is often an email address).
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+from typing import Any
+
+from aiohttp import web
+from aiohttp.typedefs import Handler
+from redis.exceptions import RedisError
+
+from services.admission.context import SETTINGS
+from services.admission.gate import NotReplicated
+from services.admission.schemas import ApiError, BodySchema
+from shared import codec
+from shared.admission import AdmissionConflict
+from shared.directory import DirectoryError
+from shared.logging import event
+from shared.redis import TRANSIENT_ERRORS
+from shared.service import json_error
+
+log = logging.getLogger("services.admission")
+
+INTERNAL_PREFIX = "/internal/"
+_REALM = 'Bearer realm="resetgate-internal"'
+# Headers of aiohttp's own HTTP errors that still mean something in a JSON answer.
+_KEPT_HEADERS = ("Allow", "Retry-After")
+
+
+async def read_body(request: web.Request, schema: BodySchema) -> dict[str, str]:
+    """The validated body, or :class:`ApiError` (413/415/400/422) before anything is written."""
+    limit = request.app[SETTINGS].max_body_bytes
+    length = request.content_length
+    if length is not None and length > limit:
+        raise ApiError(413, "body_too_large", f"the body must be at most {limit} bytes")
+    if request.content_type != "application/json":
+        raise ApiError(415, "unsupported_media_type", "send Content-Type: application/json")
+    try:
+        raw = await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        raise ApiError(413, "body_too_large", f"the body must be at most {limit} bytes") from None
+    if len(raw) > limit:
+        raise ApiError(413, "body_too_large", f"the body must be at most {limit} bytes")
+    try:
+        body: Any = codec.loads(raw)
+    except codec.JSONDecodeError:
+        raise ApiError(400, "malformed_json", "the body is not valid JSON") from None
+    return schema.validate(body)
+
+
+def _bearer(header: str) -> str:
+    scheme, _, credentials = header.strip().partition(" ")
+    return credentials.strip() if scheme.lower() == "bearer" else ""
+
+
+@web.middleware
+async def internal_auth(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Bearer ``RESETGATE_INTERNAL_API_TOKEN`` on every /internal/ route (constant-time)."""
+    if not request.path.startswith(INTERNAL_PREFIX):
+        return await handler(request)
+    header = request.headers.get("Authorization")
+    if header is None:
+        return json_error(
+            401,
+            "unauthorized",
+            "send Authorization: Bearer <internal API token>",
+            **{"WWW-Authenticate": _REALM},
+        )
+    expected = request.app[SETTINGS].internal_api_token.get_secret_value().encode()
+    if not hmac.compare_digest(_bearer(header).encode(), expected):
+        return json_error(
+            401,
+            "unauthorized",
+            "the bearer token is not valid",
+            **{"WWW-Authenticate": _REALM + ', error="invalid_token"'},
+        )
+    return await handler(request)
+
+
+def _unavailable(error: Exception) -> web.Response | None:
+    """503 for what a retry can fix: the directory, the store, replication, a busy account."""
+    if isinstance(error, DirectoryError):
+        return json_error(
+            503,
+            "directory_unavailable",
+            "the account directory did not answer; retry later",
+            **{"Retry-After": "5"},
+        )
+    if isinstance(error, NotReplicated):
+        return json_error(
+            503,
+            "not_replicated",
+            "the request was not confirmed by enough replicas; retry, it will not be duplicated",
+            **{"Retry-After": "1"},
+        )
+    if isinstance(error, AdmissionConflict):
+        return json_error(
+            503, "busy", "the account changed during the request; retry", **{"Retry-After": "1"}
+        )
+    if isinstance(error, (RedisError, *TRANSIENT_ERRORS, TimeoutError)):
+        return json_error(
+            503,
+            "store_unavailable",
+            "the operation store did not answer; retry later",
+            **{"Retry-After": "2"},
+        )
+    return None
+
+
+def _from_http_exception(error: web.HTTPException) -> web.Response:
+    headers = {name: error.headers[name] for name in _KEPT_HEADERS if name in error.headers}
+    message = error.reason or "request failed"
+    if error.status == 404:
+        message = "no such route or resource"
+    return json_error(error.status, "http_error", message, **headers)
+
+
+@web.middleware
+async def json_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except ApiError as error:
+        return json_error(error.status, error.error, error.message)
+    except web.HTTPException as error:
+        return _from_http_exception(error)
+    except Exception as error:
+        unavailable = _unavailable(error)
+        resource = request.match_info.route.resource
+        route = resource.canonical if resource is not None else "unmatched"
+        if unavailable is not None:
+            event(
+                log,
+                logging.WARNING,
+                "dependency unavailable",
+                route=route,
+                error=type(error).__name__,
+            )
+            return unavailable
+        event(log, logging.ERROR, "unhandled error", route=route, error=type(error).__name__)
+        return json_error(500, "internal_error", "the request failed; it has been logged")

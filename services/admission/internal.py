@@ -1,0 +1,124 @@
+"""The internal API for support agents and automation (Bearer token, see http.internal_auth)."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from services.admission.context import DIRECTORY, GATE, REDIS, SETTINGS, TOKEN_KEYS
+from services.admission.http import read_body
+from services.admission.schemas import (
+    CONSUME_TOKEN,
+    RECOVERY_OPERATION,
+    ApiError,
+    valid_account_id,
+)
+from services.admission.tokens import ConsumeResult, consume
+from shared import clock, metrics, queries
+from shared.service import json_response
+
+DEFAULT_OLDEST = 20
+
+# Why a token was refused, as (status, error code, message). 403: the token is not this
+# operation's; 409: it was already used; 410: it can never work again.
+_REFUSED: dict[ConsumeResult, tuple[int, str, str]] = {
+    ConsumeResult.MISSING: (404, "unknown_operation", "no such recovery operation"),
+    ConsumeResult.INVALID: (403, "invalid_token", "the token does not belong to this operation"),
+    ConsumeResult.USED: (409, "token_used", "the token has already been used"),
+    ConsumeResult.EXPIRED: (410, "token_expired", "the token has expired; request a new reset"),
+    ConsumeResult.SUPERSEDED: (
+        410,
+        "token_superseded",
+        "a newer reset was requested; only its token works",
+    ),
+}
+
+
+async def create_operation(request: web.Request) -> web.Response:
+    """Admit for an account on behalf of an agent or a job: converge or create, never duplicate."""
+    body = await read_body(request, RECOVERY_OPERATION)
+    account = await request.app[DIRECTORY].get_account(body["account_id"])
+    if account is None:
+        raise ApiError(404, "unknown_account", "the directory has no account with this id")
+    admission = await request.app[GATE].admit(
+        account.account_id, body["entry_point"], body.get("actor", "")
+    )
+    metrics.admissions.labels(body["entry_point"], str(admission.result)).inc()
+    return json_response(
+        {
+            "operation_id": admission.operation_id or None,
+            "state": admission.state or None,
+            "created": admission.created,
+            "result": str(admission.result),
+        },
+        201 if admission.created else 200,
+    )
+
+
+async def get_operation(request: web.Request) -> web.Response:
+    settings = request.app[SETTINGS]
+    detail = await queries.find_operation(
+        request.app[REDIS], request.match_info["operation_id"], settings.partitions
+    )
+    if detail is None:
+        raise ApiError(404, "unknown_operation", "no such recovery operation")
+    return json_response(detail.view(settings.max_attempts))
+
+
+async def get_account_operation(request: web.Request) -> web.Response:
+    """The account's live operation, or its last one."""
+    settings = request.app[SETTINGS]
+    account_id = request.match_info["account_id"]
+    operation_id = None
+    if valid_account_id(account_id):
+        operation_id = await queries.account_operation_id(
+            request.app[REDIS], account_id, settings.partitions
+        )
+    detail = None
+    if operation_id is not None:
+        detail = await queries.find_operation(request.app[REDIS], operation_id, settings.partitions)
+    if detail is None:
+        raise ApiError(404, "no_operation", "this account has no recovery operation on record")
+    return json_response(detail.view(settings.max_attempts))
+
+
+def _oldest_parameter(request: web.Request) -> int:
+    raw = request.query.get("oldest", str(DEFAULT_OLDEST))
+    if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= queries.MAX_OLDEST:
+        raise ApiError(
+            422, "invalid_parameter", f"'oldest' must be an integer from 1 to {queries.MAX_OLDEST}"
+        )
+    return int(raw)
+
+
+async def list_oldest(request: web.Request) -> web.Response:
+    """One row per live operation, oldest first: what on-call reads during an incident."""
+    settings = request.app[SETTINGS]
+    limit = _oldest_parameter(request)
+    rows = await queries.oldest_live(
+        request.app[REDIS], settings.partitions, limit, settings.max_attempts, clock.now_ms()
+    )
+    return json_response({"operations": rows, "count": len(rows)})
+
+
+async def consume_token(request: web.Request) -> web.Response:
+    body = await read_body(request, CONSUME_TOKEN)
+    app = request.app
+    result, account_id = await consume(
+        app[REDIS], app[TOKEN_KEYS], app[SETTINGS].partitions, body["operation_id"], body["token"]
+    )
+    if result is not ConsumeResult.CONSUMED:
+        status, error, message = _REFUSED[result]
+        raise ApiError(status, error, message)
+    return json_response(
+        {"status": "consumed", "operation_id": body["operation_id"], "account_id": account_id}
+    )
+
+
+def add_routes(app: web.Application) -> None:
+    app.router.add_post("/internal/v1/recovery-operations", create_operation)
+    app.router.add_get("/internal/v1/recovery-operations", list_oldest)
+    app.router.add_get("/internal/v1/recovery-operations/{operation_id}", get_operation)
+    app.router.add_get(
+        "/internal/v1/accounts/{account_id}/recovery-operation", get_account_operation
+    )
+    app.router.add_post("/internal/v1/reset-tokens/consume", consume_token)

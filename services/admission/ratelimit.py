@@ -1,0 +1,64 @@
+"""The per-client-IP abuse limit on the public endpoint: GCRA in Redis (shared/scripts/gcra.lua).
+
+The client is the TCP peer unless ``trusted_proxy_hops`` proxies sit in front of us; then it
+is the address the outermost trusted proxy appended to X-Forwarded-For (entries further left
+are whatever the client chose to send). IPv6 clients are limited per /64, since one host
+usually holds a whole /64.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+from dataclasses import dataclass
+
+from shared import keys
+from shared.redis import RedisClient
+from shared.scripts import Script
+
+_gcra = Script("gcra")
+
+
+def client_address(peer: str | None, forwarded_for: str | None, trusted_hops: int) -> str:
+    """The address to limit: the peer, or the entry ``trusted_hops`` from the right."""
+    candidate = peer or ""
+    if trusted_hops > 0 and forwarded_for:
+        entries = [e.strip() for e in forwarded_for.split(",") if e.strip()]
+        if entries:
+            # Fewer entries than hops means a proxy did not append: the leftmost is the best guess.
+            candidate = entries[-trusted_hops] if len(entries) >= trusted_hops else entries[0]
+    return bucket(candidate)
+
+
+def bucket(address: str) -> str:
+    try:
+        ip = ipaddress.ip_address(address.strip("[]"))
+    except ValueError:
+        return "invalid"  # garbage in a header must not mint a fresh bucket per request
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.IPv6Network((ip, 64), strict=False))
+    return str(ip)
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    allowed: bool
+    retry_after_seconds: int
+
+
+class IpLimiter:
+    def __init__(self, client: RedisClient, per_minute: int, burst: int) -> None:
+        self.client = client
+        self.enabled = per_minute > 0
+        self.interval_ms = 60_000 / per_minute if per_minute > 0 else 0.0
+        self.burst = burst
+
+    async def check(self, address: str) -> Decision:
+        if not self.enabled:
+            return Decision(True, 0)
+        allowed, wait_ms = await _gcra(
+            self.client, [keys.ip_limit(address)], [self.interval_ms, self.burst]
+        )
+        return Decision(bool(allowed), max(1, math.ceil(int(wait_ms) / 1000)))

@@ -1,0 +1,39 @@
+"""Admission settings: the recovery policy plus what only the HTTP gate needs."""
+
+from __future__ import annotations
+
+from pydantic import Field, SecretStr, field_validator
+
+from shared.settings import PolicySettings
+
+
+class AdmissionSettings(PolicySettings):
+    # Required here: admission records the key id each operation's token is derived with.
+    token_keys: SecretStr
+    # Required: an internal API that silently accepted an empty token would be open.
+    internal_api_token: SecretStr
+    directory_url: str | None = None
+    directory_timeout_seconds: float = Field(default=2.0, gt=0, le=30)
+    # GCRA per client IP on the public endpoint; 0 turns the limit off.
+    ip_limit_per_minute: int = Field(default=30, ge=0, le=1_000_000)
+    ip_limit_burst: int = Field(default=10, ge=1, le=100_000)
+    # Proxies in front of us that append to X-Forwarded-For; 0 = trust only the TCP peer.
+    trusted_proxy_hops: int = Field(default=0, ge=0, le=10)
+    # WAIT for this many replicas before acknowledging an admission; 0 = off.
+    wait_replicas: int = Field(default=0, ge=0, le=16)
+    wait_timeout_ms: int = Field(default=200, ge=1, le=60_000)
+    max_body_bytes: int = Field(default=16384, ge=256, le=1_048_576)
+
+    @field_validator("internal_api_token")
+    @classmethod
+    def _token_long_enough(cls, value: SecretStr) -> SecretStr:
+        if len(value.get_secret_value()) < 16:
+            raise ValueError("must be at least 16 characters")
+        return value
+
+    @field_validator("directory_url")
+    @classmethod
+    def _directory_url_http(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError("must be an http:// or https:// URL")
+        return value or None
