@@ -1,0 +1,109 @@
+"""``resetgate accounts``: fill the Redis account directory (local runs, tests, demos).
+
+Errors name the CSV line and the problem, never the row's content: the email column holds
+real addresses, and terminals end up in tickets and screenshots.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import csv
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from services.admission.schemas import valid_account_id
+from shared.directory import Account, ImportError_, RedisDirectory, read_csv
+from shared.redis import connect
+from shared.settings import CommonSettings, load
+
+BATCH = 200  # concurrent writes per batch: fast imports without thousands of sockets
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    accounts = subparsers.add_parser("accounts", help="manage the Redis account directory")
+    sub = accounts.add_subparsers(dest="accounts_command", required=True)
+    imp = sub.add_parser("import", help="import login,account_id,email[,locale] rows from a CSV")
+    imp.add_argument("file", type=Path, help="CSV file (a 'login,...' header line is optional)")
+    imp.set_defaults(handler=import_command)
+    add = sub.add_parser("add", help="add or replace one account")
+    add.add_argument("login")
+    add.add_argument("account_id")
+    add.add_argument("email")
+    add.add_argument("--locale", default="en")
+    add.set_defaults(handler=add_command)
+
+
+def _fail(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return 1
+
+
+def check_rows(rows: Sequence[tuple[str, Account]], line_numbers: Sequence[int]) -> str | None:
+    """The first problem read_csv does not catch (an account id we could not route), or None."""
+    for (_, account), number in zip(rows, line_numbers, strict=True):
+        if not valid_account_id(account.account_id):
+            return f"line {number}: account_id must be 1-128 of A-Z a-z 0-9 . _ : -"
+    return None
+
+
+def _data_line_numbers(lines: list[str]) -> list[int]:
+    """CSV line numbers of the rows read_csv returns (it skips blanks and the header)."""
+    numbers = []
+    for number, row in enumerate(csv.reader(lines), start=1):
+        if not row or (number == 1 and row[0].strip().lower() == "login"):
+            continue
+        numbers.append(number)
+    return numbers
+
+
+def _read(path: Path) -> tuple[list[tuple[str, Account]], str | None]:
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as error:
+        return [], f"cannot read {path}: {error.strerror}"
+    except UnicodeDecodeError:
+        return [], f"{path} is not UTF-8 text"
+    try:
+        rows = read_csv(lines)
+        numbers = _data_line_numbers(lines)
+    except ImportError_ as error:
+        return [], str(error)
+    except csv.Error as error:
+        return [], f"{path} is not readable CSV ({error})"
+    return rows, check_rows(rows, numbers)
+
+
+async def _write(rows: Sequence[tuple[str, Account]]) -> None:
+    settings = load(CommonSettings)
+    client = await connect(settings, attempts=5)
+    try:
+        directory = RedisDirectory(client)
+        for start in range(0, len(rows), BATCH):
+            batch = rows[start : start + BATCH]
+            await asyncio.gather(*(directory.add(login, account) for login, account in batch))
+    finally:
+        await client.aclose()
+
+
+def import_command(args: argparse.Namespace) -> int:
+    rows, problem = _read(args.file)
+    if problem is not None:
+        return _fail(problem)  # nothing is written unless every row is valid
+    asyncio.run(_write(rows))
+    print(f"imported {len(rows)} account(s)")
+    return 0
+
+
+def add_command(args: argparse.Namespace) -> int:
+    login, account_id, email = args.login.strip(), args.account_id.strip(), args.email.strip()
+    if not login:
+        return _fail("login must not be empty")
+    if not valid_account_id(account_id):
+        return _fail("account_id must be 1-128 of A-Z a-z 0-9 . _ : -")
+    if "@" not in email:
+        return _fail("the email argument holds no address")
+    asyncio.run(_write([(login, Account(account_id, email, args.locale.strip() or "en"))]))
+    print(f"added account {account_id}")
+    return 0
