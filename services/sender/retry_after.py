@@ -34,10 +34,10 @@ _DAY = r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)"
 _LONG_DAY = r"(?:Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday)"
 _MON = r"(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
 _TIME = r"(\d{2}):(\d{2}):(\d{2})"
-_IMF = re.compile(rf"{_DAY}, (\d{{2}}) {_MON} (\d{{4}}) {_TIME} GMT")
-_RFC850 = re.compile(rf"{_LONG_DAY}, (\d{{2}})-{_MON}-(\d{{2}}) {_TIME} GMT")
-_ASCTIME = re.compile(rf"{_DAY} {_MON} ([ \d]\d) {_TIME} (\d{{4}})")
-_DELTA = re.compile(r"\d+")
+_IMF = re.compile(rf"{_DAY}, (\d{{2}}) {_MON} (\d{{4}}) {_TIME} GMT", re.ASCII)
+_RFC850 = re.compile(rf"{_LONG_DAY}, (\d{{2}})-{_MON}-(\d{{2}}) {_TIME} GMT", re.ASCII)
+_ASCTIME = re.compile(rf"{_DAY} {_MON} ([ \d]\d) {_TIME} (\d{{4}})", re.ASCII)
+_DELTA = re.compile(r"\d+", re.ASCII)
 # Delays beyond this are treated as "longer than any horizon"; keeps arithmetic bounded.
 MAX_DELAY_MS = 400 * 24 * 3600 * 1000
 

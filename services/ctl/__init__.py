@@ -1,0 +1,1 @@
+"""The ``resetgate`` command: run the stack locally, manage the directory, operate."""
