@@ -1,0 +1,64 @@
+"""Two real sender processes on the same streams never attempt one operation at once."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from services.ctl.embedded import free_port
+from services.sandbox.testing import SANDBOX_API_KEY, configure, sandbox_stats
+from shared.keys import PartitionKeys
+from shared.operations import load_attempts
+from tests.conftest import TEST_TOKEN_KEYS
+from tests.sender.conftest import Stack
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@contextmanager
+def sender_processes(stack: Stack, count: int) -> Iterator[list[subprocess.Popen[bytes]]]:
+    env = dict(os.environ, RESETGATE_REDIS_URL=stack.redis_url,
+               RESETGATE_PROVIDER_URL=stack.provider_url,
+               RESETGATE_PROVIDER_API_KEY=SANDBOX_API_KEY, RESETGATE_TOKEN_KEYS=TEST_TOKEN_KEYS,
+               RESETGATE_PARTITIONS="4", RESETGATE_PROVIDER_MAX_RATE="1000",
+               RESETGATE_PROVIDER_BURST="50", RESETGATE_CONCURRENCY="8",
+               RESETGATE_LEASE_SECONDS="5", RESETGATE_TOTAL_TIMEOUT_SECONDS="2",
+               RESETGATE_CONNECT_TIMEOUT_SECONDS="1", RESETGATE_LOG_LEVEL="WARNING")  # fmt: skip
+    processes = [
+        subprocess.Popen([sys.executable, "-m", "services.sender"], cwd=ROOT,
+                         env=dict(env, RESETGATE_HTTP_PORT=str(free_port()),
+                                  RESETGATE_CONSUMER_NAME=f"sender-{i}"))  # fmt: skip
+        for i in range(count)
+    ]
+    try:
+        yield processes
+    finally:
+        for process in processes:
+            process.send_signal(signal.SIGTERM)
+        for process in processes:
+            process.wait(timeout=30)
+
+
+async def test_invariant_10_two_senders_share_the_work_and_never_overlap(stack: Stack) -> None:
+    # Slow provider: every attempt is in flight long enough for a second worker to collide.
+    await configure(stack.provider_url, slow_probability=1.0, slow_seconds=0.2)
+    ops = [await stack.admit(f"acct-two-{i}") for i in range(120)]
+    for op in ops[:40]:  # and every one of these jobs is delivered twice
+        await stack.redis.xadd(PartitionKeys.of(op).send, {"op": op})
+    with sender_processes(stack, 2):
+        for op in ops:
+            await stack.wait_state(op, {"accepted"}, timeout=60)
+    stats = await sandbox_stats(stack.provider_url)
+    assert stats["conflicts_total"] == 0  # a 409 would mean two attempts of one key at once
+    assert stats["duplicate_sends_total"] == 0
+    assert stats["emails_sent_total"] == len(ops)
+    consumers = set()
+    for op in ops:
+        [attempt] = await load_attempts(stack.redis, op)
+        consumers.add(attempt.consumer)
+    assert consumers == {"sender-0", "sender-1"}  # both did real work
