@@ -53,9 +53,12 @@ def horizon(created_ms: int, settings: PolicySettings) -> tuple[int, int]:
 
 class Admitter:
     def __init__(
-        self, client: RedisClient, settings: PolicySettings, keys: TokenKeys,
+        self,
+        client: RedisClient,
+        settings: PolicySettings,
+        keys: TokenKeys,
         template_revision: str = "v1",
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.client = client
         self.settings = settings
         self.keys = keys
@@ -76,11 +79,24 @@ class Admitter:
             reply = await _admit(
                 self.client,
                 [pk.account(account_id), expected_key, pk.operation(new_id), pk.send, pk.live],
-                [now, expected, new_id, account_id, entry_point,
-                 self.settings.cooldown_seconds * 1000, self.keys.current_kid, expires,
-                 horizon_at, partition, "1" if dry else "0", actor[:128],
-                 self.settings.provider_name, self.template_revision, ACCOUNT_RETENTION_MS],
-            )  # fmt: skip
+                [
+                    now,
+                    expected,
+                    new_id,
+                    account_id,
+                    entry_point,
+                    self.settings.cooldown_seconds * 1000,
+                    self.keys.current_kid,
+                    expires,
+                    horizon_at,
+                    partition,
+                    "1" if dry else "0",
+                    actor[:128],
+                    self.settings.provider_name,
+                    self.template_revision,
+                    ACCOUNT_RETENTION_MS,
+                ],
+            )
             result, operation_id, state = reply
             if result != "retry":
                 return Admission(AdmitResult(result), operation_id, state, partition)

@@ -85,8 +85,9 @@ class HttpDirectory:
                 if response.status != 200:
                     raise DirectoryError(f"directory answered {response.status}")
                 body = await response.json(content_type=None)
-                return Account(str(body["account_id"]), str(body["email"]),
-                               str(body.get("locale") or "en"))  # fmt: skip
+                return Account(
+                    str(body["account_id"]), str(body["email"]), str(body.get("locale") or "en")
+                )
         except (aiohttp.ClientError, TimeoutError) as error:
             raise DirectoryError(f"directory unreachable: {type(error).__name__}") from None
         except (ValueError, KeyError, TypeError):

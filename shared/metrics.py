@@ -12,32 +12,39 @@ LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
 LAG_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200)
 
 admissions = Counter(
-    "resetgate_admissions", "Recovery requests by entry point and admission result.",
+    "resetgate_admissions",
+    "Recovery requests by entry point and admission result.",
     ["entry_point", "result"],
-)  # fmt: skip
+)
 http_request_duration = Histogram(
-    "resetgate_http_request_duration_seconds", "HTTP request latency.",
-    ["service", "route", "method", "status"], buckets=LATENCY_BUCKETS,
-)  # fmt: skip
+    "resetgate_http_request_duration_seconds",
+    "HTTP request latency.",
+    ["service", "route", "method", "status"],
+    buckets=LATENCY_BUCKETS,
+)
 send_attempts = Counter(
-    "resetgate_send_attempts", "Send attempts by provider and outcome class.",
+    "resetgate_send_attempts",
+    "Send attempts by provider and outcome class.",
     ["provider", "outcome"],
-)  # fmt: skip
+)
 provider_throttled = Counter(
     "resetgate_provider_throttled", "429 answers received on send.", ["provider"]
 )
 retry_after_source = Counter(
-    "resetgate_retry_after_source", "Where a throttled attempt's next time came from.",
+    "resetgate_retry_after_source",
+    "Where a throttled attempt's next time came from.",
     ["provider", "source"],
-)  # fmt: skip
+)
 operations_exhausted = Counter(
-    "resetgate_operations_exhausted", "Operations that spent their attempt budget or horizon.",
+    "resetgate_operations_exhausted",
+    "Operations that spent their attempt budget or horizon.",
     ["partition", "reason"],
-)  # fmt: skip
+)
 operations_terminal = Counter(
-    "resetgate_operations_terminal", "Operations reaching a terminal state.",
+    "resetgate_operations_terminal",
+    "Operations reaching a terminal state.",
     ["partition", "state"],
-)  # fmt: skip
+)
 ambiguous_attempts = Counter(
     "resetgate_ambiguous_attempts", "Attempts whose outcome is unknown.", ["provider", "partition"]
 )
@@ -45,9 +52,10 @@ pacing_rate = Gauge(
     "resetgate_pacing_rate", "Provider-wide sends/s currently allowed.", ["provider"]
 )
 pacing_blocked_until = Gauge(
-    "resetgate_pacing_blocked_until_seconds", "Unix time sending is blocked until (0: not).",
+    "resetgate_pacing_blocked_until_seconds",
+    "Unix time sending is blocked until (0: not).",
     ["provider"],
-)  # fmt: skip
+)
 provider_auth_paused = Gauge(
     "resetgate_provider_auth_paused", "1 while the provider rejects our credentials.", ["provider"]
 )
@@ -64,17 +72,19 @@ partition_paused = Gauge(
 )
 token_ttl = Gauge("resetgate_token_ttl_seconds", "Configured reset-token lifetime.")
 observation_lag = Histogram(
-    "resetgate_observation_lag_seconds", "Delivery event occurred_at to observed.",
+    "resetgate_observation_lag_seconds",
+    "Delivery event occurred_at to observed.",
     buckets=LAG_BUCKETS,
-)  # fmt: skip
+)
 delivery_events = Counter("resetgate_delivery_events", "Delivery events observed.", ["type"])
 delivery_events_duplicate = Counter(
     "resetgate_delivery_events_duplicate", "Duplicate delivery events dropped."
 )
 observation_pending = Gauge(
-    "resetgate_observation_pending", "Accepted operations with no delivery event yet.",
+    "resetgate_observation_pending",
+    "Accepted operations with no delivery event yet.",
     ["partition"],
-)  # fmt: skip
+)
 reconciliations = Counter(
     "resetgate_reconciliations", "Ambiguous attempts reconciled, by outcome.", ["outcome"]
 )
@@ -86,14 +96,16 @@ poll_requests = Counter(
 )
 poll_throttled = Counter("resetgate_poll_throttled", "429s on polling routes.", ["route"])
 support_cases = Counter(
-    "resetgate_support_cases", "Support cases written, by queue and priority.",
+    "resetgate_support_cases",
+    "Support cases written, by queue and priority.",
     ["queue", "priority"],
-)  # fmt: skip
+)
 contact_forms_dead_lettered = Counter(
     "resetgate_contact_forms_dead_lettered", "Contact-form events dead-lettered.", ["reason"]
 )
 routing_latency = Histogram(
-    "resetgate_routing_latency_seconds", "Contact form submitted to case written.",
+    "resetgate_routing_latency_seconds",
+    "Contact form submitted to case written.",
     buckets=LAG_BUCKETS,
-)  # fmt: skip
+)
 redis_up = Gauge("resetgate_redis_up", "1 while Redis answers.", ["service"])

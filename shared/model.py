@@ -148,18 +148,32 @@ class Operation:
         ints = {
             name: _int(raw.get(name))
             for name in (
-                "partition", "created_at", "token_expires_at", "horizon_at", "attempts",
-                "next_attempt_at", "token_consumed_at", "cooldown_until", "last_status",
-                "delivery_observed_at", "observation_closed_at", "replays",
+                "partition",
+                "created_at",
+                "token_expires_at",
+                "horizon_at",
+                "attempts",
+                "next_attempt_at",
+                "token_consumed_at",
+                "cooldown_until",
+                "last_status",
+                "delivery_observed_at",
+                "observation_closed_at",
+                "replays",
             )
-        }  # fmt: skip
+        }
         texts = {
             name: raw.get(name, "")
             for name in (
-                "last_outcome", "retry_after_source", "reason", "provider",
-                "provider_message_id", "recipient_digest", "template_revision",
+                "last_outcome",
+                "retry_after_source",
+                "reason",
+                "provider",
+                "provider_message_id",
+                "recipient_digest",
+                "template_revision",
             )
-        }  # fmt: skip
+        }
         operation = cls(
             operation_id=raw["operation_id"],
             account_id=raw["account_id"],

@@ -50,9 +50,17 @@ def keys_for(operation_id: str) -> PartitionKeys:
 
 
 async def begin_attempt(
-    client: RedisClient, operation_id: str, *, attempt_id: str, now: int, lease_ms: int,
-    max_attempts: int, consumer: str, entry_id: str, retention_ms: int,
-) -> Begun:  # fmt: skip
+    client: RedisClient,
+    operation_id: str,
+    *,
+    attempt_id: str,
+    now: int,
+    lease_ms: int,
+    max_attempts: int,
+    consumer: str,
+    entry_id: str,
+    retention_ms: int,
+) -> Begun:
     pk = keys_for(operation_id)
     reply = await _begin(
         client,
@@ -82,19 +90,46 @@ class Finalisation:
 
 
 async def finalise_attempt(
-    client: RedisClient, operation_id: str, *, attempt_id: str, now: int, entry_id: str,
-    result: Finalisation, retention_ms: int,
-) -> bool:  # fmt: skip
+    client: RedisClient,
+    operation_id: str,
+    *,
+    attempt_id: str,
+    now: int,
+    entry_id: str,
+    result: Finalisation,
+    retention_ms: int,
+) -> bool:
     """Apply ``result``; False when fenced (the lease was lost and someone else owns it)."""
     pk = keys_for(operation_id)
     reply = await _finalise(
         client,
-        [pk.operation(operation_id), pk.attempts(operation_id), pk.send, pk.due,
-         pk.ambiguous, pk.live, pk.messages, pk.observe],
-        [attempt_id, now, entry_id, result.outcome, result.http_status, result.next_state,
-         result.retry_at, result.reason, result.retry_after_source, result.message_id,
-         result.observe_until, "1" if result.refund else "0", retention_ms, result.decision],
-    )  # fmt: skip
+        [
+            pk.operation(operation_id),
+            pk.attempts(operation_id),
+            pk.send,
+            pk.due,
+            pk.ambiguous,
+            pk.live,
+            pk.messages,
+            pk.observe,
+        ],
+        [
+            attempt_id,
+            now,
+            entry_id,
+            result.outcome,
+            result.http_status,
+            result.next_state,
+            result.retry_at,
+            result.reason,
+            result.retry_after_source,
+            result.message_id,
+            result.observe_until,
+            "1" if result.refund else "0",
+            retention_ms,
+            result.decision,
+        ],
+    )
     return bool(reply[0] == "ok")
 
 
@@ -127,9 +162,16 @@ async def pace_acquire(
 
 
 async def pace_feedback(
-    client: RedisClient, provider: str, *, throttled: bool, now: int, blocked_until: int,
-    ceiling: float, floor: float, step: float,
-) -> float:  # fmt: skip
+    client: RedisClient,
+    provider: str,
+    *,
+    throttled: bool,
+    now: int,
+    blocked_until: int,
+    ceiling: float,
+    floor: float,
+    step: float,
+) -> float:
     kind = "throttled" if throttled else "ok"
     reply = await _feedback(
         client, [provider_pacing(provider)], [kind, now, blocked_until, ceiling, floor, step]
@@ -138,17 +180,32 @@ async def pace_feedback(
 
 
 async def resolve_ambiguous(
-    client: RedisClient, operation_id: str, *, now: int, decision: str, message_id: str,
-    observe_until: int, reason: str, retention_ms: int,
-) -> tuple[bool, str]:  # fmt: skip
+    client: RedisClient,
+    operation_id: str,
+    *,
+    now: int,
+    decision: str,
+    message_id: str,
+    observe_until: int,
+    reason: str,
+    retention_ms: int,
+) -> tuple[bool, str]:
     """Settle an ambiguous operation: accepted, replay (same id and key) or review."""
     pk = keys_for(operation_id)
     reply = await _resolve(
         client,
-        [pk.operation(operation_id), pk.attempts(operation_id), pk.send, pk.ambiguous,
-         pk.review, pk.live, pk.messages, pk.observe],
+        [
+            pk.operation(operation_id),
+            pk.attempts(operation_id),
+            pk.send,
+            pk.ambiguous,
+            pk.review,
+            pk.live,
+            pk.messages,
+            pk.observe,
+        ],
         [now, decision, message_id, observe_until, reason, retention_ms],
-    )  # fmt: skip
+    )
     return reply[0] == "ok", str(reply[1])
 
 

@@ -63,9 +63,14 @@ def _before_write(error: BaseException) -> bool:
 
 class HttpProvider:
     def __init__(
-        self, session: aiohttp.ClientSession, base_url: str, api_key: str, *,
-        connect_timeout: float = 3.0, total_timeout: float = 15.0,
-    ) -> None:  # fmt: skip
+        self,
+        session: aiohttp.ClientSession,
+        base_url: str,
+        api_key: str,
+        *,
+        connect_timeout: float = 3.0,
+        total_timeout: float = 15.0,
+    ) -> None:
         self.session = session
         self.base_url = base_url.rstrip("/")
         self._auth = {"Authorization": f"Bearer {api_key}"}
@@ -74,13 +79,18 @@ class HttpProvider:
         )
 
     async def send(self, operation_id: str, message: dict[str, Any]) -> SendResult:
-        headers = {**self._auth, "Content-Type": "application/json",
-                   "Idempotency-Key": operation_id}  # fmt: skip
+        headers = {
+            **self._auth,
+            "Content-Type": "application/json",
+            "Idempotency-Key": operation_id,
+        }
         try:
             async with self.session.post(
-                self.base_url + "/email/send", data=codec.dumps(message), headers=headers,
+                self.base_url + "/email/send",
+                data=codec.dumps(message),
+                headers=headers,
                 timeout=self.timeout,
-            ) as response:  # fmt: skip
+            ) as response:
                 body = await response.content.read(MAX_BODY)
                 return _send_result(response, body)
         except (aiohttp.ClientError, TimeoutError) as error:
@@ -95,8 +105,12 @@ class HttpProvider:
             ) as response:
                 raw = await response.content.read(MAX_BODY * 16)
                 body = _json_object(raw) if response.status == 200 else {}
-                return PollResult(response.status, body, response.headers.get("Retry-After"),
-                                  response.headers.get("Date"))  # fmt: skip
+                return PollResult(
+                    response.status,
+                    body,
+                    response.headers.get("Retry-After"),
+                    response.headers.get("Date"),
+                )
         except (aiohttp.ClientError, TimeoutError) as error:
             raise ProviderUnavailable(type(error).__name__) from None
 

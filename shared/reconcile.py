@@ -78,18 +78,30 @@ async def reconcile(
     else:
         decision, reason = Resolution.REPLAY, "reconciled: not found; one replay, same key"
     applied, _ = await resolve_ambiguous(
-        client, operation_id, now=now, decision=decision, message_id=message_id,
-        observe_until=now + settings.observation_window_seconds * 1000, reason=reason,
+        client,
+        operation_id,
+        now=now,
+        decision=decision,
+        message_id=message_id,
+        observe_until=now + settings.observation_window_seconds * 1000,
+        reason=reason,
         retention_ms=settings.retention_seconds * 1000,
-    )  # fmt: skip
+    )
     if not applied:
         return None
     metrics.reconciliations.labels(decision.value if decision != "replay" else "replayed").inc()
-    ambiguous_at = int(await client.hget(PartitionKeys.of(operation_id).operation(operation_id),
-                                         "ambiguous_at") or now)  # fmt: skip
+    ambiguous_at = int(
+        await client.hget(PartitionKeys.of(operation_id).operation(operation_id), "ambiguous_at")
+        or now
+    )
     metrics.reconciliation_lag.observe(max(0, now - ambiguous_at) / 1000)
-    event(log, logging.INFO, "ambiguous attempt reconciled", operation_id=operation_id,
-          decision=str(decision))  # fmt: skip
+    event(
+        log,
+        logging.INFO,
+        "ambiguous attempt reconciled",
+        operation_id=operation_id,
+        decision=str(decision),
+    )
     return decision
 
 
@@ -98,6 +110,7 @@ async def due_ambiguous(
 ) -> list[str]:
     """Ambiguous operations of a partition that have waited at least ``older_than_ms``."""
     cutoff = clock.now_ms() - older_than_ms
-    ids = await client.zrangebyscore(PartitionKeys(partition).ambiguous, "-inf", cutoff,
-                                     start=0, num=limit)  # fmt: skip
+    ids = await client.zrangebyscore(
+        PartitionKeys(partition).ambiguous, "-inf", cutoff, start=0, num=limit
+    )
     return [str(i) for i in ids]

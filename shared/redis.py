@@ -46,9 +46,11 @@ def create_client(settings: CommonSettings) -> RedisClient:
     # A blocking pool queues a burst behind a bounded number of connections instead of
     # failing it or opening thousands of sockets.
     pool = BlockingConnectionPool.from_url(
-        settings.redis_url, max_connections=settings.redis_max_connections,
-        timeout=settings.redis_timeout_seconds, **_options(settings),
-    )  # fmt: skip
+        settings.redis_url,
+        max_connections=settings.redis_max_connections,
+        timeout=settings.redis_timeout_seconds,
+        **_options(settings),
+    )
     # from_pool: the client owns the pool, so aclose() disconnects it (a plain
     # Redis(connection_pool=...) leaves every socket open until the process exits).
     return Redis.from_pool(pool)
@@ -64,8 +66,14 @@ async def connect(settings: CommonSettings, attempts: int = 30) -> RedisClient:
             return client
         except (RedisError, *TRANSIENT_ERRORS) as error:
             await client.aclose()
-            event(log, logging.WARNING, "redis not reachable yet", attempt=attempt,
-                  error=type(error).__name__, retry_in_s=round(delay, 2))  # fmt: skip
+            event(
+                log,
+                logging.WARNING,
+                "redis not reachable yet",
+                attempt=attempt,
+                error=type(error).__name__,
+                retry_in_s=round(delay, 2),
+            )
             await asyncio.sleep(delay)
             delay = min(delay * 2, 2.0)
     raise SystemExit("redis unreachable at start: check RESETGATE_REDIS_URL")

@@ -111,8 +111,13 @@ async def serve(
     done, _ = await asyncio.wait([stopper, *tasks], return_when=asyncio.FIRST_COMPLETED)
     for task in done:
         if task is not stopper and task.exception() is not None:
-            event(log, logging.ERROR, "worker crashed; shutting down", worker=task.get_name(),
-                  error=repr(task.exception()))  # fmt: skip
+            event(
+                log,
+                logging.ERROR,
+                "worker crashed; shutting down",
+                worker=task.get_name(),
+                error=repr(task.exception()),
+            )
     stop.set()
     await _drain(tasks, settings.shutdown_grace_seconds)
     await runner.cleanup()

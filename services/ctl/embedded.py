@@ -55,9 +55,14 @@ class RedisServer:
     """One redis-server on a free loopback port, in its own directory."""
 
     def __init__(
-        self, port: int | None = None, *, appendonly: bool = False,
-        appendfsync: str = "everysec", cluster: bool = False, directory: str | None = None,
-    ) -> None:  # fmt: skip
+        self,
+        port: int | None = None,
+        *,
+        appendonly: bool = False,
+        appendfsync: str = "everysec",
+        cluster: bool = False,
+        directory: str | None = None,
+    ) -> None:
         self.port = port or free_port(cluster_bus=cluster)
         self.appendonly = appendonly
         self.appendfsync = appendfsync
@@ -71,15 +76,35 @@ class RedisServer:
 
     def args(self) -> list[str]:
         args = [
-            redis_server_binary(), "--port", str(self.port), "--bind", "127.0.0.1",
-            "--dir", self.directory, "--save", "", "--daemonize", "no",
-            "--appendonly", "yes" if self.appendonly else "no",
-            "--appendfsync", self.appendfsync, "--loglevel", "warning",
-            "--logfile", str(Path(self.directory) / "redis.log"),
-        ]  # fmt: skip
+            redis_server_binary(),
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            self.directory,
+            "--save",
+            "",
+            "--daemonize",
+            "no",
+            "--appendonly",
+            "yes" if self.appendonly else "no",
+            "--appendfsync",
+            self.appendfsync,
+            "--loglevel",
+            "warning",
+            "--logfile",
+            str(Path(self.directory) / "redis.log"),
+        ]
         if self.cluster:
-            args += ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-                     "--cluster-node-timeout", "2000"]  # fmt: skip
+            args += [
+                "--cluster-enabled",
+                "yes",
+                "--cluster-config-file",
+                "nodes.conf",
+                "--cluster-node-timeout",
+                "2000",
+            ]
         return args
 
     def start(self, timeout: float = 10.0) -> RedisServer:

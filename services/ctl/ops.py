@@ -68,8 +68,9 @@ def _partitions(args: argparse.Namespace, settings: OpsSettings) -> list[int]:
 
 # -- views ---------------------------------------------------------------------------------
 async def oldest(client: RedisClient, settings: OpsSettings, args: argparse.Namespace) -> int:
-    rows = await queries.oldest_live(client, settings.partitions, args.limit * 4,
-                                     settings.max_attempts, clock.now_ms())  # fmt: skip
+    rows = await queries.oldest_live(
+        client, settings.partitions, args.limit * 4, settings.max_attempts, clock.now_ms()
+    )
     if args.partition is not None:
         rows = [r for r in rows if r["partition"] == args.partition]
     rows = rows[: args.limit]
@@ -109,8 +110,12 @@ async def status(client: RedisClient, settings: OpsSettings, args: argparse.Name
     state = await control.read(client)
     pacing = await client.hgetall(provider_pacing(settings.provider_name))
     rows = [await _partition_status(client, p, state) for p in range(settings.partitions)]
-    summary = {"provider": settings.provider_name, "pacing": pacing,
-               "auth_paused": state.auth_paused, "partitions": rows}  # fmt: skip
+    summary = {
+        "provider": settings.provider_name,
+        "pacing": pacing,
+        "auth_paused": state.auth_paused,
+        "partitions": rows,
+    }
     blocked = int(float(pacing.get("blocked_until", 0) or 0))
     lines = [
         f"provider {settings.provider_name}: rate={float(pacing.get('rate', 0) or 0):.1f}/s "
@@ -139,9 +144,16 @@ async def _partition_status(
     pipe.zcard(pk.review)
     pipe.zcard(pk.live)
     send, due, ambiguous, review, live = await pipe.execute()
-    return {"partition": partition, "paused": partition in state.paused, "send": send,
-            "in_flight": await _in_flight(client, partition), "due": due,
-            "ambiguous": ambiguous, "review": review, "live": live}  # fmt: skip
+    return {
+        "partition": partition,
+        "paused": partition in state.paused,
+        "send": send,
+        "in_flight": await _in_flight(client, partition),
+        "due": due,
+        "ambiguous": ambiguous,
+        "review": review,
+        "live": live,
+    }
 
 
 async def _in_flight(client: RedisClient, partition: int) -> int:
@@ -184,8 +196,7 @@ async def drain(client: RedisClient, settings: OpsSettings, args: argparse.Names
 
 
 async def _hold(client: RedisClient, args: argparse.Namespace, action: str, reason: str) -> int:
-    done, state = await hold(client, args.operation_id, action, now=clock.now_ms(),
-                             reason=reason)  # fmt: skip
+    done, state = await hold(client, args.operation_id, action, now=clock.now_ms(), reason=reason)
     if not done:
         print(f"refused: operation is {state or 'missing'}", file=sys.stderr)
         return 1
@@ -216,8 +227,9 @@ async def review_list(client: RedisClient, settings: OpsSettings, args: argparse
     rows: list[dict[str, Any]] = []
     for p in range(settings.partitions):
         members: Any = await client.zrange(PartitionKeys(p).review, 0, -1, withscores=True)
-        rows += [{"operation_id": op_id, "partition": p, "since": int(since)}
-                 for op_id, since in members]  # fmt: skip
+        rows += [
+            {"operation_id": op_id, "partition": p, "since": int(since)} for op_id, since in members
+        ]
     rows.sort(key=lambda r: r["since"])
     lines = [
         f"{r['operation_id']:<36} p{r['partition']:<3} since {_when(r['since'])}" for r in rows
@@ -253,8 +265,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = add("quarantine", quarantine, "hold one operation (keeps its id and token)")
     p.add_argument("operation_id")
     p.add_argument("--reason", required=True)
-    add("release", release, "return a quarantined or reviewed operation to the queue"
-        ).add_argument("operation_id")  # fmt: skip
+    add("release", release, "return a quarantined or reviewed operation to the queue").add_argument(
+        "operation_id"
+    )
     p = add("provider-resume", provider_resume, "lift the credentials pause after a key fix")
     p.add_argument("--provider")
     review = cmds.add_parser("review", help="operations held for a person")

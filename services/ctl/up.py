@@ -22,9 +22,11 @@ from pathlib import Path
 from services.ctl.embedded import RedisServer
 
 SERVICES = ("admission", "sender", "poller", "router")
-DEMO_ACCOUNTS = [("player1", "acct-1001", "player1@example.com"),
-                 ("player2", "acct-1002", "player2@example.com"),
-                 ("bounce-me", "acct-1003", "someone@bounce.example")]  # fmt: skip
+DEMO_ACCOUNTS = [
+    ("player1", "acct-1001", "player1@example.com"),
+    ("player2", "acct-1002", "player2@example.com"),
+    ("bounce-me", "acct-1003", "someone@bounce.example"),
+]
 
 
 @dataclass
@@ -54,9 +56,12 @@ def _start(name: str, port: int, env: dict[str, str], logs: Path) -> Child:
     log = (logs / f"{name}.log").open("ab")
     # A session of its own: Ctrl-C reaches `resetgate up`, which stops children in order.
     process = subprocess.Popen(
-        [sys.executable, "-m", f"services.{name}"], env=child_env, stdout=log, stderr=log,
+        [sys.executable, "-m", f"services.{name}"],
+        env=child_env,
+        stdout=log,
+        stderr=log,
         start_new_session=True,
-    )  # fmt: skip
+    )
     return Child(name, port, process)
 
 
@@ -81,8 +86,10 @@ def _seed_accounts(env: dict[str, str]) -> None:
     path.write_text("login,account_id,email\n" + rows)
     subprocess.run(
         [sys.executable, "-m", "services.ctl.main", "accounts", "import", str(path)],
-        env=env, check=True, stdout=subprocess.DEVNULL,
-    )  # fmt: skip
+        env=env,
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
 
 
 def _stop(children: list[Child]) -> None:
@@ -155,8 +162,11 @@ def up(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser("up", help="run the whole stack locally (embedded Redis, sandbox)")
-    parser.add_argument("--port", type=int, default=8080,
-                        help="admission's port; sender, poller, router take the next ones, "
-                             "the sandbox port + 10")  # fmt: skip
+    parser.add_argument(
+        "--port",
+        type=int,
+        default=8080,
+        help="admission's port; sender, poller, router take the next ones, the sandbox port + 10",
+    )
     parser.add_argument("--dir", default=".run", help="logs and the embedded Redis' data")
     parser.set_defaults(handler=up)

@@ -29,14 +29,19 @@ def build_sender(
         else RedisDirectory(client)
     )
     provider = HttpProvider(
-        session, settings.provider_url, settings.provider_api_key.get_secret_value(),
+        session,
+        settings.provider_url,
+        settings.provider_api_key.get_secret_value(),
         connect_timeout=settings.connect_timeout_seconds,
         total_timeout=settings.total_timeout_seconds,
-    )  # fmt: skip
+    )
     pacer = Pacer(
-        client, settings.provider_name, ceiling=settings.provider_max_rate,
-        floor=settings.provider_min_rate, burst=settings.provider_burst,
-    )  # fmt: skip
+        client,
+        settings.provider_name,
+        ceiling=settings.provider_max_rate,
+        floor=settings.provider_min_rate,
+        burst=settings.provider_burst,
+    )
     keys = parse_keys(settings.token_keys.get_secret_value())
     runner = AttemptRunner(settings, client, provider, directory, keys, pacer)
     return Sender(settings, client, runner)

@@ -43,9 +43,14 @@ class Job:
 
 class AttemptRunner:
     def __init__(
-        self, settings: SenderSettings, client: RedisClient, provider: HttpProvider,
-        directory: Directory, keys: TokenKeys, pacer: Pacer,
-    ) -> None:  # fmt: skip
+        self,
+        settings: SenderSettings,
+        client: RedisClient,
+        provider: HttpProvider,
+        directory: Directory,
+        keys: TokenKeys,
+        pacer: Pacer,
+    ) -> None:
         self.settings = settings
         self.client = client
         self.provider = provider
@@ -65,11 +70,16 @@ class AttemptRunner:
     async def run(self, job: Job) -> None:
         attempt_id = ids.attempt_id()
         begun = await begin_attempt(
-            self.client, job.operation_id, attempt_id=attempt_id, now=clock.now_ms(),
-            lease_ms=self.settings.lease_seconds * 1000, max_attempts=self.settings.max_attempts,
-            consumer=self.settings.consumer_name, entry_id=job.entry_id,
+            self.client,
+            job.operation_id,
+            attempt_id=attempt_id,
+            now=clock.now_ms(),
+            lease_ms=self.settings.lease_seconds * 1000,
+            max_attempts=self.settings.max_attempts,
+            consumer=self.settings.consumer_name,
+            entry_id=job.entry_id,
             retention_ms=self.retention_ms,
-        )  # fmt: skip
+        )
         if begun.code is not BeginCode.BEGIN:
             self._not_begun(job, begun)
             return
@@ -86,8 +96,14 @@ class AttemptRunner:
         elif begun.code is BeginCode.EXPIRED:
             metrics.operations_terminal.labels(partition, State.EXPIRED).inc()
         if begun.code is not BeginCode.SKIP:
-            event(log, logging.INFO, "operation not attempted", operation_id=job.operation_id,
-                  result=str(begun.code), detail=begun.detail)  # fmt: skip
+            event(
+                log,
+                logging.INFO,
+                "operation not attempted",
+                operation_id=job.operation_id,
+                result=str(begun.code),
+                detail=begun.detail,
+            )
 
     async def _attempt(self, job: Job, begun: Begun) -> SendResult | Finalisation:
         """The provider call, or a finalisation decided without one (directory trouble)."""
@@ -96,17 +112,33 @@ class AttemptRunner:
             account = await self.directory.get_account(begun.account_id)
         except DirectoryError:
             # Not the provider's fault and no email left: the attempt is refunded.
-            final = decide(Outcome.TRANSIENT, 0, attempt=begun.attempts, now=now,
-                           horizon_at=begun.horizon_at, budget=self.budget, rng=self.rng,
-                           reason="directory_unavailable")  # fmt: skip
+            final = decide(
+                Outcome.TRANSIENT,
+                0,
+                attempt=begun.attempts,
+                now=now,
+                horizon_at=begun.horizon_at,
+                budget=self.budget,
+                rng=self.rng,
+                reason="directory_unavailable",
+            )
             return replace(final, refund=True)
         if account is None:
-            return Finalisation(Outcome.PERMANENT, 0, State.FAILED, reason="account_not_found",
-                                decision="never retried")  # fmt: skip
+            return Finalisation(
+                Outcome.PERMANENT,
+                0,
+                State.FAILED,
+                reason="account_not_found",
+                decision="never retried",
+            )
         token = self.keys.derive(job.operation_id, begun.token_kid)
-        message = template.render(account, operation_id=job.operation_id, token=token,
-                                  base_url=self.settings.reset_url_base,
-                                  sender=self.settings.email_from)  # fmt: skip
+        message = template.render(
+            account,
+            operation_id=job.operation_id,
+            token=token,
+            base_url=self.settings.reset_url_base,
+            sender=self.settings.email_from,
+        )
         return await self.provider.send(job.operation_id, message)
 
     async def _finalise(
@@ -115,26 +147,48 @@ class AttemptRunner:
         now = clock.now_ms()
         final = result if isinstance(result, Finalisation) else self._decide(result, begun, now)
         applied = await finalise_attempt(
-            self.client, job.operation_id, attempt_id=attempt_id, now=now,
-            entry_id=job.entry_id, result=final, retention_ms=self.retention_ms,
-        )  # fmt: skip
+            self.client,
+            job.operation_id,
+            attempt_id=attempt_id,
+            now=now,
+            entry_id=job.entry_id,
+            result=final,
+            retention_ms=self.retention_ms,
+        )
         if isinstance(result, SendResult):
             await self._feedback(result, final, now)
         self._count(job, final, applied)
-        event(log, logging.INFO if applied else logging.WARNING, "attempt finished",
-              operation_id=job.operation_id, attempt=begun.attempts, outcome=final.outcome,
-              status=final.http_status, state=final.next_state, reason=final.reason,
-              retry_at=final.retry_at or None, fenced=not applied)  # fmt: skip
+        event(
+            log,
+            logging.INFO if applied else logging.WARNING,
+            "attempt finished",
+            operation_id=job.operation_id,
+            attempt=begun.attempts,
+            outcome=final.outcome,
+            status=final.http_status,
+            state=final.next_state,
+            reason=final.reason,
+            retry_at=final.retry_at or None,
+            fenced=not applied,
+        )
 
     def _decide(self, result: SendResult, begun: Begun, now: int) -> Finalisation:
         advice = None
         if result.outcome is Outcome.THROTTLED:
             advice = retry_after.parse(result.retry_after, datetime.now(UTC), result.server_date)
             metrics.retry_after_source.labels(self.settings.provider_name, advice.source).inc()
-        return decide(result.outcome, result.status, attempt=begun.attempts, now=now,
-                      horizon_at=begun.horizon_at, budget=self.budget, rng=self.rng,
-                      retry_after=advice, message_id=result.message_id,
-                      reason="replayed" if result.replayed else result.reason)  # fmt: skip
+        return decide(
+            result.outcome,
+            result.status,
+            attempt=begun.attempts,
+            now=now,
+            horizon_at=begun.horizon_at,
+            budget=self.budget,
+            rng=self.rng,
+            retry_after=advice,
+            message_id=result.message_id,
+            reason="replayed" if result.replayed else result.reason,
+        )
 
     async def _feedback(self, result: SendResult, final: Finalisation, now: int) -> None:
         if result.outcome is Outcome.THROTTLED:
@@ -149,10 +203,16 @@ class AttemptRunner:
         elif result.outcome is Outcome.AUTH:
             self.auth_paused = True
             fingerprint = control.key_fingerprint(self.settings.provider_api_key.get_secret_value())
-            await control.auth_pause(self.client, self.settings.provider_name, result.status,
-                                     fingerprint)  # fmt: skip
-            event(log, logging.ERROR, "provider rejected our credentials; sending paused",
-                  provider=self.settings.provider_name, status=result.status)  # fmt: skip
+            await control.auth_pause(
+                self.client, self.settings.provider_name, result.status, fingerprint
+            )
+            event(
+                log,
+                logging.ERROR,
+                "provider rejected our credentials; sending paused",
+                provider=self.settings.provider_name,
+                status=result.status,
+            )
 
     def _count(self, job: Job, final: Finalisation, applied: bool) -> None:
         provider, partition = self.settings.provider_name, str(job.partition)

@@ -33,9 +33,12 @@ class Pacer:
         async with self._lock:
             while not stop.is_set():
                 grant = await pace_acquire(
-                    self.client, self.provider, now=clock.now_ms(), ceiling=self.ceiling,
+                    self.client,
+                    self.provider,
+                    now=clock.now_ms(),
+                    ceiling=self.ceiling,
                     burst=self.burst,
-                )  # fmt: skip
+                )
                 self._publish(grant.rate, grant.blocked_until)
                 if grant.granted:
                     return True
@@ -44,18 +47,30 @@ class Pacer:
 
     async def throttled(self, blocked_until: int) -> None:
         self.rate = await pace_feedback(
-            self.client, self.provider, throttled=True, now=clock.now_ms(),
-            blocked_until=blocked_until, ceiling=self.ceiling, floor=self.floor, step=self.step,
-        )  # fmt: skip
+            self.client,
+            self.provider,
+            throttled=True,
+            now=clock.now_ms(),
+            blocked_until=blocked_until,
+            ceiling=self.ceiling,
+            floor=self.floor,
+            step=self.step,
+        )
         self._publish(self.rate, blocked_until)
 
     async def succeeded(self) -> None:
         if self.rate >= self.ceiling:
             return  # nothing to climb back to: skip the round trip on the hot path
         self.rate = await pace_feedback(
-            self.client, self.provider, throttled=False, now=clock.now_ms(), blocked_until=0,
-            ceiling=self.ceiling, floor=self.floor, step=self.step,
-        )  # fmt: skip
+            self.client,
+            self.provider,
+            throttled=False,
+            now=clock.now_ms(),
+            blocked_until=0,
+            ceiling=self.ceiling,
+            floor=self.floor,
+            step=self.step,
+        )
         metrics.pacing_rate.labels(self.provider).set(self.rate)
 
     def _publish(self, rate: float, blocked_until: int) -> None:

@@ -29,44 +29,109 @@ def backoff_ms(attempt: int, budget: Budget, rng: random.Random) -> int:
 
 
 def _retry(
-    outcome: Outcome, status: int, attempt: int, now: int, horizon_at: int, budget: Budget,
-    delay_ms: int, source: str, reason: str,
-) -> Finalisation:  # fmt: skip
+    outcome: Outcome,
+    status: int,
+    attempt: int,
+    now: int,
+    horizon_at: int,
+    budget: Budget,
+    delay_ms: int,
+    source: str,
+    reason: str,
+) -> Finalisation:
     if attempt >= budget.max_attempts:
-        return Finalisation(outcome, status, State.EXHAUSTED, reason="max_attempts",
-                            retry_after_source=source, decision="exhausted")  # fmt: skip
+        return Finalisation(
+            outcome,
+            status,
+            State.EXHAUSTED,
+            reason="max_attempts",
+            retry_after_source=source,
+            decision="exhausted",
+        )
     retry_at = now + delay_ms
     if retry_at >= horizon_at:
         # Never deliver a dead link or outlive the provider's idempotency window.
-        return Finalisation(outcome, status, State.EXHAUSTED, reason="horizon",
-                            retry_after_source=source, decision="exhausted")  # fmt: skip
-    return Finalisation(outcome, status, State.DEFERRED, retry_at=retry_at, reason=reason,
-                        retry_after_source=source, decision=f"retry at {retry_at}")  # fmt: skip
+        return Finalisation(
+            outcome,
+            status,
+            State.EXHAUSTED,
+            reason="horizon",
+            retry_after_source=source,
+            decision="exhausted",
+        )
+    return Finalisation(
+        outcome,
+        status,
+        State.DEFERRED,
+        retry_at=retry_at,
+        reason=reason,
+        retry_after_source=source,
+        decision=f"retry at {retry_at}",
+    )
 
 
 def decide(
-    outcome: Outcome, status: int, *, attempt: int, now: int, horizon_at: int, budget: Budget,
-    rng: random.Random, retry_after: RetryAfter | None = None, message_id: str = "",
+    outcome: Outcome,
+    status: int,
+    *,
+    attempt: int,
+    now: int,
+    horizon_at: int,
+    budget: Budget,
+    rng: random.Random,
+    retry_after: RetryAfter | None = None,
+    message_id: str = "",
     reason: str = "",
-) -> Finalisation:  # fmt: skip
+) -> Finalisation:
     """The finalisation for one attempt's outcome."""
     if outcome is Outcome.ACCEPTED:
-        return Finalisation(outcome, status, State.ACCEPTED, message_id=message_id,
-                            observe_until=now + budget.observation_window_ms,
-                            reason=reason or "accepted", decision="done")  # fmt: skip
+        return Finalisation(
+            outcome,
+            status,
+            State.ACCEPTED,
+            message_id=message_id,
+            observe_until=now + budget.observation_window_ms,
+            reason=reason or "accepted",
+            decision="done",
+        )
     if outcome is Outcome.PERMANENT:
-        return Finalisation(outcome, status, State.FAILED, reason=reason or f"http_{status}",
-                            decision="never retried")  # fmt: skip
+        return Finalisation(
+            outcome,
+            status,
+            State.FAILED,
+            reason=reason or f"http_{status}",
+            decision="never retried",
+        )
     if outcome is Outcome.AUTH:
         # Our credentials are wrong, not the player's request: requeue, refund the attempt.
-        return Finalisation(outcome, status, State.QUEUED, reason="credentials_rejected",
-                            refund=True, decision="requeued; provider paused")  # fmt: skip
+        return Finalisation(
+            outcome,
+            status,
+            State.QUEUED,
+            reason="credentials_rejected",
+            refund=True,
+            decision="requeued; provider paused",
+        )
     if outcome is Outcome.AMBIGUOUS:
-        return Finalisation(outcome, status, State.AMBIGUOUS, reason=reason or "outcome_unknown",
-                            decision="reconcile before replay")  # fmt: skip
+        return Finalisation(
+            outcome,
+            status,
+            State.AMBIGUOUS,
+            reason=reason or "outcome_unknown",
+            decision="reconcile before replay",
+        )
     if outcome is Outcome.THROTTLED and retry_after and retry_after.delay_ms is not None:
-        return _retry(outcome, status, attempt, now, horizon_at, budget,
-                      retry_after.delay_ms, retry_after.source, reason or "throttled")  # fmt: skip
+        return _retry(
+            outcome,
+            status,
+            attempt,
+            now,
+            horizon_at,
+            budget,
+            retry_after.delay_ms,
+            retry_after.source,
+            reason or "throttled",
+        )
     source = retry_after.source if retry_after else ""
     why = reason or ("throttled" if outcome is Outcome.THROTTLED else f"transient_{status}")
     if source in (Source.ABSENT, Source.INVALID):

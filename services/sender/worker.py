@@ -44,8 +44,14 @@ async def resilient(name: str, stop: asyncio.Event, step: Callable[[], Awaitable
             delay = await step()
             backoff = 0.1
         except _ERRORS as error:
-            event(log, logging.WARNING, "loop error; retrying", loop=name,
-                  error=type(error).__name__, retry_in_s=backoff)  # fmt: skip
+            event(
+                log,
+                logging.WARNING,
+                "loop error; retrying",
+                loop=name,
+                error=type(error).__name__,
+                retry_in_s=backoff,
+            )
             metrics.redis_up.labels("sender").set(0)
             delay, backoff = backoff, min(backoff * 2, 5.0)
         if delay:
@@ -89,9 +95,12 @@ class Sender:
             if partition in self.state.paused or not self.sending_allowed():
                 return 0.5
             reply: Any = await self.client.xreadgroup(
-                SEND_GROUP, self.settings.consumer_name, {stream: ">"},
-                count=self.settings.read_batch, block=1000,
-            )  # fmt: skip
+                SEND_GROUP,
+                self.settings.consumer_name,
+                {stream: ">"},
+                count=self.settings.read_batch,
+                block=1000,
+            )
             for _, entries in reply or []:
                 for entry_id, fields in entries:
                     await self.jobs.put(Job(partition, entry_id, fields.get("op", "")))
@@ -135,8 +144,13 @@ class Sender:
         try:
             await self.runner.run(job)
         except _ERRORS as error:
-            event(log, logging.WARNING, "attempt interrupted by a store error",
-                  operation_id=job.operation_id, error=type(error).__name__)  # fmt: skip
+            event(
+                log,
+                logging.WARNING,
+                "attempt interrupted by a store error",
+                operation_id=job.operation_id,
+                error=type(error).__name__,
+            )
 
     # -- scheduling and gauges -------------------------------------------------------------
     async def promote(self, stop: asyncio.Event) -> None:
@@ -171,8 +185,12 @@ class Sender:
         group: dict[str, Any] = next((g for g in groups if g.get("name") == SEND_GROUP), {})
         waiting = int(group.get("lag") or 0) + int(group.get("pending") or 0)
         label = str(partition)
-        for queue, depth in (("send", waiting), ("due", due), ("ambiguous", ambiguous),
-                             ("review", review)):  # fmt: skip
+        for queue, depth in (
+            ("send", waiting),
+            ("due", due),
+            ("ambiguous", ambiguous),
+            ("review", review),
+        ):
             metrics.queue_depth.labels(label, queue).set(depth)
         oldest = await self._oldest_waiting_ms(pk, group, now)
         overdue = now - int(first_due[0][1]) if first_due else 0

@@ -53,8 +53,9 @@ async def test_invariant_4_429_is_scheduled_from_retry_after(
     stack: Stack, form: str, source: str
 ) -> None:
     # One send per second, burst one: the second operation is throttled exactly once.
-    await configure(stack.provider_url, send_rate_per_second=1.0, send_burst=1,
-                    retry_after_form=form)  # fmt: skip
+    await configure(
+        stack.provider_url, send_rate_per_second=1.0, send_burst=1, retry_after_form=form
+    )
     first = await stack.admit("acct-a")
     second = await stack.admit("acct-b")
     async with stack.sender(concurrency=2):
@@ -110,9 +111,16 @@ async def test_invariant_6_worker_dead_before_the_call_is_replayed_once(stack: S
     # attempt turns ambiguous, the provider has nothing, so one replay with the same key.
     op = await stack.admit("acct-dead")
     begun = await begin_attempt(
-        stack.redis, op, attempt_id="at-dead", now=clock.now_ms(), lease_ms=1,
-        max_attempts=6, consumer="dead-worker", entry_id="", retention_ms=60_000,
-    )  # fmt: skip
+        stack.redis,
+        op,
+        attempt_id="at-dead",
+        now=clock.now_ms(),
+        lease_ms=1,
+        max_attempts=6,
+        consumer="dead-worker",
+        entry_id="",
+        retention_ms=60_000,
+    )
     assert begun.code is BeginCode.BEGIN
     async with stack.sender():
         await stack.wait_state(op, {State.AMBIGUOUS})

@@ -14,8 +14,9 @@ from services.sender.retry_after import MAX_DELAY_MS, Source, parse, parse_http_
 from shared.model import Outcome, State
 
 NOW = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
-BUDGET = Budget(max_attempts=6, backoff_base_ms=500, backoff_cap_ms=60_000,
-                observation_window_ms=1000)  # fmt: skip
+BUDGET = Budget(
+    max_attempts=6, backoff_base_ms=500, backoff_cap_ms=60_000, observation_window_ms=1000
+)
 
 
 def imf(when: datetime) -> str:
@@ -101,8 +102,16 @@ def test_backoff_is_full_jitter_under_the_capped_exponential(attempt: int, seed:
 def test_a_throttled_attempt_never_lands_after_the_horizon(delay: int, attempt: int) -> None:
     now, horizon = 1_000_000, 1_000_000 + 3_600_000
     advice = parse(str(delay // 1000), NOW)
-    final = decide(Outcome.THROTTLED, 429, attempt=attempt, now=now, horizon_at=horizon,
-                   budget=BUDGET, rng=random.Random(0), retry_after=advice)  # fmt: skip
+    final = decide(
+        Outcome.THROTTLED,
+        429,
+        attempt=attempt,
+        now=now,
+        horizon_at=horizon,
+        budget=BUDGET,
+        rng=random.Random(0),
+        retry_after=advice,
+    )
     if final.next_state == State.DEFERRED:
         assert now <= final.retry_at < horizon
     else:
@@ -110,8 +119,16 @@ def test_a_throttled_attempt_never_lands_after_the_horizon(delay: int, attempt: 
 
 
 def test_invalid_retry_after_falls_back_to_backoff_and_records_why() -> None:
-    final = decide(Outcome.THROTTLED, 429, attempt=1, now=0, horizon_at=10**9, budget=BUDGET,
-                   rng=random.Random(1), retry_after=parse("soon", NOW))  # fmt: skip
+    final = decide(
+        Outcome.THROTTLED,
+        429,
+        attempt=1,
+        now=0,
+        horizon_at=10**9,
+        budget=BUDGET,
+        rng=random.Random(1),
+        retry_after=parse("soon", NOW),
+    )
     assert final.next_state == State.DEFERRED
     assert final.retry_after_source == "invalid"
     assert "backoff" in final.reason
@@ -119,8 +136,15 @@ def test_invalid_retry_after_falls_back_to_backoff_and_records_why() -> None:
 
 def test_invariant_2_cooldown_and_retry_policy_are_separate_settings() -> None:
     # The retry policy reads only its Budget; the cooldown never reaches decide().
-    final = decide(Outcome.TRANSIENT, 503, attempt=6, now=0, horizon_at=10**9, budget=BUDGET,
-                   rng=random.Random(1))  # fmt: skip
+    final = decide(
+        Outcome.TRANSIENT,
+        503,
+        attempt=6,
+        now=0,
+        horizon_at=10**9,
+        budget=BUDGET,
+        rng=random.Random(1),
+    )
     assert (final.next_state, final.reason) == (State.EXHAUSTED, "max_attempts")
     assert "cooldown" not in Budget.__slots__
 

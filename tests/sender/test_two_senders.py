@@ -22,17 +22,29 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @contextmanager
 def sender_processes(stack: Stack, count: int) -> Iterator[list[subprocess.Popen[bytes]]]:
-    env = dict(os.environ, RESETGATE_REDIS_URL=stack.redis_url,
-               RESETGATE_PROVIDER_URL=stack.provider_url,
-               RESETGATE_PROVIDER_API_KEY=SANDBOX_API_KEY, RESETGATE_TOKEN_KEYS=TEST_TOKEN_KEYS,
-               RESETGATE_PARTITIONS="4", RESETGATE_PROVIDER_MAX_RATE="1000",
-               RESETGATE_PROVIDER_BURST="50", RESETGATE_CONCURRENCY="8",
-               RESETGATE_LEASE_SECONDS="5", RESETGATE_TOTAL_TIMEOUT_SECONDS="2",
-               RESETGATE_CONNECT_TIMEOUT_SECONDS="1", RESETGATE_LOG_LEVEL="WARNING")  # fmt: skip
+    env = dict(
+        os.environ,
+        RESETGATE_REDIS_URL=stack.redis_url,
+        RESETGATE_PROVIDER_URL=stack.provider_url,
+        RESETGATE_PROVIDER_API_KEY=SANDBOX_API_KEY,
+        RESETGATE_TOKEN_KEYS=TEST_TOKEN_KEYS,
+        RESETGATE_PARTITIONS="4",
+        RESETGATE_PROVIDER_MAX_RATE="1000",
+        RESETGATE_PROVIDER_BURST="50",
+        RESETGATE_CONCURRENCY="8",
+        RESETGATE_LEASE_SECONDS="5",
+        RESETGATE_TOTAL_TIMEOUT_SECONDS="2",
+        RESETGATE_CONNECT_TIMEOUT_SECONDS="1",
+        RESETGATE_LOG_LEVEL="WARNING",
+    )
     processes = [
-        subprocess.Popen([sys.executable, "-m", "services.sender"], cwd=ROOT,
-                         env=dict(env, RESETGATE_HTTP_PORT=str(free_port()),
-                                  RESETGATE_CONSUMER_NAME=f"sender-{i}"))  # fmt: skip
+        subprocess.Popen(
+            [sys.executable, "-m", "services.sender"],
+            cwd=ROOT,
+            env=dict(
+                env, RESETGATE_HTTP_PORT=str(free_port()), RESETGATE_CONSUMER_NAME=f"sender-{i}"
+            ),
+        )
         for i in range(count)
     ]
     try:

@@ -1,0 +1,255 @@
+"""The storm: N operations admitted in a burst against a provider limited to R sends/s.
+
+Real processes: a redis-server, the sandbox provider, and two `python -m services.sender`.
+Ambiguous attempts (with --drop) are reconciled by the same code the poller runs.
+Prints one table row per run; targets: drain <= 1.05 x N/R, 429s <= 1% of N,
+zero duplicates, zero lost.
+
+    .venv/bin/python benchmarks/storm.py                      # N=10000, R=200
+    .venv/bin/python benchmarks/storm.py --form rotate
+    .venv/bin/python benchmarks/storm.py --drop 0.02
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from redis.asyncio import Redis
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from services.ctl.embedded import RedisServer, free_port
+from services.sandbox.testing import (
+    SANDBOX_API_KEY,
+    run_sandbox_process,
+    sandbox_stats,
+)
+from shared import keys
+from shared.admission import Admitter
+from shared.provider import HttpProvider
+from shared.reconcile import LookupThrottled, due_ambiguous, reconcile
+from shared.settings import PolicySettings
+from shared.tokens import parse_keys
+
+TOKEN_KEYS = "bench:benchmark-secret-0123456789abcdef"
+PARTITIONS = 16
+TERMINAL = {"accepted", "failed", "exhausted", "expired"}
+# The senders' ceiling sits this far under the provider's rate: two equal-rate buckets
+# drift into 429s, and each 429 stops every sender for its (rounded-up) Retry-After.
+CEILING_SHARE = 0.98
+
+
+def policy(redis_url: str) -> PolicySettings:
+    return PolicySettings(redis_url=redis_url, token_keys=TOKEN_KEYS, partitions=PARTITIONS)
+
+
+async def seed(client: Redis, n: int, settings: PolicySettings) -> list[str]:
+    """Directory rows and N admitted operations, in a burst."""
+    async with client.pipeline(transaction=False) as pipe:
+        for i in range(n):
+            pipe.hset(keys.directory_account(f"storm-{i}"), mapping={"email": f"p{i}@example.com"})
+        await pipe.execute()
+    admitter = Admitter(client, settings, parse_keys(TOKEN_KEYS))
+    ops: list[str] = []
+    for start in range(0, n, 500):
+        batch = await asyncio.gather(
+            *(admitter.admit(f"storm-{i}", "public") for i in range(start, min(n, start + 500)))
+        )
+        ops += [a.operation_id for a in batch]
+    return ops
+
+
+def start_sender(
+    redis_url: str, provider_url: str, rate: float, name: str, port: int
+) -> subprocess.Popen[bytes]:
+    env = dict(
+        os.environ,
+        RESETGATE_REDIS_URL=redis_url,
+        RESETGATE_PROVIDER_URL=provider_url,
+        RESETGATE_PROVIDER_API_KEY=SANDBOX_API_KEY,
+        RESETGATE_TOKEN_KEYS=TOKEN_KEYS,
+        RESETGATE_PARTITIONS=str(PARTITIONS),
+        RESETGATE_PROVIDER_MAX_RATE=str(rate * CEILING_SHARE),
+        RESETGATE_PROVIDER_BURST="2",
+        RESETGATE_CONCURRENCY="32",
+        RESETGATE_HTTP_PORT=str(port),
+        RESETGATE_LOG_LEVEL="WARNING",
+        RESETGATE_CONSUMER_NAME=name,
+        RESETGATE_BACKOFF_BASE_SECONDS="1",
+        RESETGATE_BACKOFF_CAP_SECONDS="10",
+    )
+    return subprocess.Popen(
+        [sys.executable, "-m", "services.sender"], cwd=ROOT, env=env, stderr=subprocess.DEVNULL
+    )
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def states(client: Redis, ops: list[str]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for start in range(0, len(ops), 1000):
+        async with client.pipeline(transaction=False) as pipe:
+            for op in ops[start : start + 1000]:
+                pipe.hget(keys.PartitionKeys.of(op).operation(op), "state")
+            for state in await pipe.execute():
+                counts[state or "missing"] = counts.get(state or "missing", 0) + 1
+    return counts
+
+
+async def reconcile_ambiguous(
+    client: Redis, provider: HttpProvider, settings: PolicySettings
+) -> None:
+    for p in range(PARTITIONS):
+        for op in await due_ambiguous(client, p, older_than_ms=2000):
+            try:
+                await reconcile(client, provider, settings, op)
+            except LookupThrottled:
+                await asyncio.sleep(1)
+
+
+async def live_count(client: Redis) -> int:
+    """Operations not yet terminal: the live index, 16 commands instead of N."""
+    async with client.pipeline(transaction=False) as pipe:
+        for p in range(PARTITIONS):
+            pipe.zcard(keys.PartitionKeys(p).live)
+        return sum(await pipe.execute())
+
+
+async def wait_ready(ports: list[int]) -> None:
+    async with aiohttp.ClientSession() as session:
+        for port in ports:
+            for _ in range(200):
+                try:
+                    async with session.get(f"http://127.0.0.1:{port}/healthz") as response:
+                        if response.status == 200:
+                            break
+                except aiohttp.ClientError:
+                    pass
+                await asyncio.sleep(0.05)
+
+
+async def drain(
+    client: Redis, ops: list[str], provider_url: str, settings: PolicySettings, timeout: float
+) -> tuple[float, dict[str, int]]:
+    started = time.monotonic()
+    async with aiohttp.ClientSession() as session:
+        provider = HttpProvider(session, provider_url, SANDBOX_API_KEY)
+        while time.monotonic() - started < timeout and await live_count(client):
+            await reconcile_ambiguous(client, provider, settings)
+            await asyncio.sleep(0.1)
+    return time.monotonic() - started, await states(client, ops)
+
+
+async def storm(n: int, rate: float, form: str, drop: float, timeout: float) -> dict[str, Any]:
+    server = RedisServer().start()
+    client = Redis.from_url(server.url, decode_responses=True, max_connections=1000)
+    settings = policy(server.url)
+    try:
+        ops = await seed(client, n, settings)
+        async with run_sandbox_process(
+            send_rate_per_second=rate,
+            send_burst=int(max(2, rate / 20)),
+            retry_after_form=form,
+            drop_probability=drop,
+            delivered_delay_seconds=60,
+            seed=7,
+            log_level="WARNING",
+        ) as provider_url:
+            ports = [free_port(), free_port()]
+            senders = [
+                start_sender(server.url, provider_url, rate, f"storm-{i}", port)
+                for i, port in enumerate(ports)
+            ]
+            try:
+                # Startup (imports, connecting) is not drain time: start the clock when
+                # both senders answer.
+                await wait_ready(ports)
+                elapsed, counts = await drain(client, ops, provider_url, settings, timeout)
+                cpu = sum(cpu_seconds(s.pid) for s in senders)
+            finally:
+                for s in senders:
+                    s.send_signal(signal.SIGTERM)
+                for s in senders:
+                    s.wait(timeout=30)
+            stats = await sandbox_stats(provider_url)
+    finally:
+        await client.aclose()
+        server.stop()
+    accepted = counts.get("accepted", 0)
+    return {
+        "n": n,
+        "rate": rate,
+        "form": form,
+        "drop": drop,
+        "drain_s": elapsed,
+        "ideal_s": n / rate,
+        "ratio": elapsed / (n / rate),
+        "requests": stats["requests_by_route"].get("POST /email/send", 0),
+        "throttled": stats["send_throttled_total"],
+        "emails": stats["emails_sent_total"],
+        "duplicates": stats["duplicate_sends_total"],
+        "accepted": accepted,
+        "exhausted": counts.get("exhausted", 0),
+        "failed": counts.get("failed", 0),
+        "lost": n - sum(v for k, v in counts.items() if k in TERMINAL),
+        "review": counts.get("review", 0),
+        "cpu_s": cpu,
+    }
+
+
+def print_table(rows: list[dict[str, Any]]) -> None:
+    head = (
+        f"{'N':>6} {'R/s':>5} {'retry-after':<13} {'drop':>5} {'drain s':>8} {'ideal s':>8} "
+        f"{'ratio':>6} {'sends':>6} {'429s':>5} {'429 %N':>6} {'dups':>4} {'exh':>4} "
+        f"{'lost':>4} {'cpu s':>6}"
+    )
+    print(head)
+    for r in rows:
+        print(
+            f"{r['n']:>6} {r['rate']:>5.0f} {r['form']:<13} {r['drop']:>5.2f} "
+            f"{r['drain_s']:>8.1f} {r['ideal_s']:>8.1f} {r['ratio']:>6.3f} {r['requests']:>6} "
+            f"{r['throttled']:>5} {100 * r['throttled'] / r['n']:>6.2f} {r['duplicates']:>4} "
+            f"{r['exhausted']:>4} {r['lost']:>4} {r['cpu_s']:>6.1f}"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("-n", type=int, default=10_000)
+    parser.add_argument("--rate", type=float, default=200.0)
+    parser.add_argument("--form", default="delay-seconds")
+    parser.add_argument("--drop", type=float, default=0.0)
+    parser.add_argument("--timeout", type=float, default=600.0)
+    parser.add_argument("--all", action="store_true", help="the three standard runs")
+    parser.add_argument(
+        "--ceiling-share",
+        type=float,
+        default=CEILING_SHARE,
+        help="RESETGATE_PROVIDER_MAX_RATE as a share of the provider's rate",
+    )
+    args = parser.parse_args()
+    globals()["CEILING_SHARE"] = args.ceiling_share
+    runs = (
+        [("delay-seconds", 0.0), ("rotate", 0.0), ("delay-seconds", 0.02)]
+        if args.all
+        else [(args.form, args.drop)]
+    )
+    rows = [asyncio.run(storm(args.n, args.rate, form, drop, args.timeout)) for form, drop in runs]
+    print_table(rows)
+
+
+if __name__ == "__main__":
+    main()
