@@ -91,7 +91,7 @@ class HttpProvider:
                 headers=headers,
                 timeout=self.timeout,
             ) as response:
-                body = await response.content.read(MAX_BODY)
+                body = await read_bounded(response, MAX_BODY)
                 return _send_result(response, body)
         except (aiohttp.ClientError, TimeoutError) as error:
             if _before_write(error):
@@ -103,7 +103,7 @@ class HttpProvider:
             async with self.session.get(
                 self.base_url + path, params=params, headers=self._auth, timeout=self.timeout
             ) as response:
-                raw = await response.content.read(MAX_BODY * 16)
+                raw = await read_bounded(response, MAX_BODY * 16)
                 body = _json_object(raw) if response.status == 200 else {}
                 return PollResult(
                     response.status,
@@ -127,6 +127,22 @@ class HttpProvider:
         if after:
             params["after"] = after
         return await self._get("/email/events", params)
+
+
+async def read_bounded(response: aiohttp.ClientResponse, limit: int) -> bytes:
+    """The whole body if it fits in ``limit`` bytes, else b"" (treated as unreadable).
+
+    ``content.read(n)`` returns whatever has arrived so far, so a body split across
+    segments must be read to the end; the request's timeouts bound a body that drips.
+    """
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in response.content.iter_chunked(16 * 1024):
+        size += len(chunk)
+        if size > limit:
+            return b""
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _json_object(raw: bytes) -> dict[str, Any]:
