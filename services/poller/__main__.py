@@ -1,0 +1,4 @@
+"""``python -m services.poller``."""
+from services.poller.app import main
+
+main()

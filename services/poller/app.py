@@ -1,0 +1,154 @@
+"""Wiring: settings -> Redis, provider session -> the poller's loops, behind one lease.
+
+Only the replica holding the lease calls the provider (feed, lookups, message reads) or
+closes windows, so the provider sees one polling budget however many pods run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import aiohttp
+from aiohttp import web
+
+from services.poller.budget import Budget
+from services.poller.feed import Feed, Gate
+from services.poller.observer import Observer
+from services.poller.reconciler import Reconciler
+from services.poller.settings import PollerSettings
+from shared import logging as rglogging
+from shared import metrics, observation, service
+from shared import settings as settings_module
+from shared.logging import event
+from shared.loops import ERRORS, resilient
+from shared.provider import HttpProvider
+from shared.redis import RedisClient, connect, ping
+
+log = logging.getLogger(__name__)
+SERVICE = "poller"
+
+
+class Leadership:
+    def __init__(self, client: RedisClient, holder: str, lease_seconds: float) -> None:
+        self.client = client
+        self.holder = holder
+        self.lease_ms = int(lease_seconds * 1000)
+        self.active = False
+
+    async def renew(self) -> float:
+        try:
+            held = await observation.hold_lease(self.client, self.holder, self.lease_ms)
+        except ERRORS:
+            self.active = False  # cannot prove we hold it: stop calling the provider
+            raise
+        if held != self.active:
+            event(log, logging.INFO, "poller lease " + ("taken" if held else "lost"),
+                  holder=self.holder)  # fmt: skip
+        self.active = held
+        metrics.redis_up.labels(SERVICE).set(1)
+        return self.lease_ms / 3000
+
+    def gated(self, step: Callable[[], Awaitable[float]]) -> Callable[[], Awaitable[float]]:
+        async def run() -> float:
+            return await step() if self.active else 0.5
+
+        return run
+
+
+@dataclass
+class Poller:
+    settings: PollerSettings
+    client: RedisClient
+    gate: Gate
+    observer: Observer
+    feed: Feed
+    reconciler: Reconciler
+    leadership: Leadership
+
+    async def close_step(self) -> float:
+        await self.observer.close_windows()
+        await self.observer.publish_pending()
+        return self.settings.close_interval_seconds
+
+    async def gc_step(self) -> float:
+        await self.observer.collect_garbage()
+        return self.settings.gc_interval_seconds
+
+
+def build_poller(
+    settings: PollerSettings, client: RedisClient, session: aiohttp.ClientSession
+) -> Poller:
+    provider = HttpProvider(
+        session, settings.provider_url, settings.provider_api_key.get_secret_value(),
+        connect_timeout=settings.connect_timeout_seconds,
+        total_timeout=settings.total_timeout_seconds,
+    )  # fmt: skip
+    budget = Budget(settings.poll_max_requests_per_minute, settings.poll_burst,
+                    settings.poll_backoff_cap_seconds)  # fmt: skip
+    gate = Gate(provider, budget)
+    observer = Observer(client, settings)
+    return Poller(
+        settings, client, gate, observer, Feed(client, gate, observer, settings),
+        Reconciler(client, gate, observer, settings),
+        Leadership(client, settings.consumer_name, settings.lease_seconds),
+    )  # fmt: skip
+
+
+def workers(poller: Poller) -> list[service.Worker]:
+    lead = poller.leadership
+    loops = {
+        "feed": lead.gated(poller.feed.step),
+        "reconcile": lead.gated(poller.reconciler.step),
+        "close": lead.gated(poller.close_step),
+        "gc": lead.gated(poller.gc_step),
+    }
+
+    async def lease(stop: asyncio.Event) -> None:
+        await resilient(SERVICE, "lease", stop, lead.renew)
+        with contextlib.suppress(*ERRORS):  # unreleased, it runs out by itself
+            await observation.release_lease(poller.client, lead.holder)
+
+    result: list[service.Worker] = [lease]
+    for name, step in loops.items():
+        result.append(_loop(name, step))
+    return result
+
+
+def _loop(name: str, step: Callable[[], Awaitable[float]]) -> service.Worker:
+    async def loop(stop: asyncio.Event) -> None:
+        await resilient(SERVICE, name, stop, step)
+
+    loop.__name__ = name
+    return loop
+
+
+def health_app(poller: Poller) -> web.Application:
+    async def readiness() -> dict[str, bool]:
+        return {"redis": await ping(poller.client),
+                "provider_credentials": poller.gate.credentials_ok}  # fmt: skip
+
+    app = web.Application()
+    service.add_operational_routes(app, readiness)
+    return app
+
+
+async def run(settings: PollerSettings) -> None:
+    client = await connect(settings)
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=8)) as session:
+        poller = build_poller(settings, client, session)
+        await service.serve(SERVICE, settings, health_app(poller), workers(poller))
+    await client.aclose()
+
+
+def main() -> None:
+    settings = settings_module.load(PollerSettings)
+    rglogging.setup(SERVICE, settings.log_level)
+    service.run(lambda: run(settings))
+
+
+if __name__ == "__main__":
+    main()

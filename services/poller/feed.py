@@ -1,0 +1,116 @@
+"""The events feed: one page per step, cursor stored in Redis after the page is applied.
+
+A restart resumes from the stored cursor and replays at most the page that was being
+applied when it stopped; deduplication on (message_id, type, occurred_at) makes that
+harmless. Every call goes through :class:`Gate`: the request budget, the metrics, and
+429 + Retry-After on the polling routes.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+
+from services.poller.budget import Budget
+from services.poller.observer import Observer
+from services.poller.settings import PollerSettings
+from services.sender import retry_after
+from shared import metrics
+from shared.delivery import DeliveryEvent, parse_event
+from shared.keys import POLLER_CURSOR
+from shared.logging import event
+from shared.provider import HttpProvider, PollResult, ProviderUnavailable
+from shared.redis import RedisClient
+
+log = logging.getLogger(__name__)
+
+
+class Gate:
+    """Budget, metrics and 429 handling shared by every provider call the poller makes."""
+
+    def __init__(self, provider: HttpProvider, budget: Budget) -> None:
+        self.provider = provider
+        self.budget = budget
+        self.credentials_ok = True
+
+    async def call(
+        self, route: str, request: Callable[[], Awaitable[PollResult]]
+    ) -> PollResult | float:
+        """The provider's answer, or how many seconds to wait before asking (budget, 429)."""
+        wait = self.budget.take()
+        if wait:
+            return wait
+        result = await request()
+        metrics.poll_requests.labels(route, str(result.status)).inc()
+        if result.status == 429:
+            metrics.poll_throttled.labels(route).inc()
+            return self.throttled(result.retry_after, result.server_date)
+        self.budget.answered()
+        self._credentials(result.status, route)
+        return result
+
+    def throttled(self, header: str | None, server_date: str | None) -> float:
+        advice = retry_after.parse(header, datetime.now(UTC), server_date)
+        delay = advice.delay_ms / 1000 if advice.delay_ms is not None else None
+        wait = self.budget.throttled(delay)
+        event(log, logging.INFO, "provider throttled polling; waiting", source=advice.source,
+              wait_s=round(wait, 3))  # fmt: skip
+        return wait
+
+    def _credentials(self, status: int, route: str) -> None:
+        rejected = status in (401, 403)
+        if rejected and self.credentials_ok:
+            event(log, logging.ERROR, "provider rejected the poller's credentials", route=route,
+                  status=status)  # fmt: skip
+        self.credentials_ok = not rejected
+
+
+def parse_page(body: dict[str, object]) -> tuple[list[DeliveryEvent], int, str] | None:
+    """(usable events, rows in the page, next cursor), or None for a malformed page."""
+    rows, cursor = body.get("data"), body.get("next")
+    if not isinstance(rows, list) or not isinstance(cursor, str):
+        return None
+    events = [ev for ev in map(parse_event, rows) if ev is not None]
+    if len(events) < len(rows):
+        event(log, logging.WARNING, "unusable events skipped", count=len(rows) - len(events))
+    return events, len(rows), cursor
+
+
+class Feed:
+    def __init__(
+        self, client: RedisClient, gate: Gate, observer: Observer, settings: PollerSettings
+    ) -> None:
+        self.client = client
+        self.gate = gate
+        self.observer = observer
+        self.settings = settings
+        self.polls = 0
+
+    async def step(self) -> float:
+        """Poll one page; 0 when the page was full (more is waiting), else the interval."""
+        idle = self.settings.poll_interval_seconds
+        cursor = str(await self.client.get(POLLER_CURSOR) or "")
+        try:
+            answer = await self.gate.call(
+                "events", lambda: self.gate.provider.events(cursor, self.settings.poll_batch)
+            )
+        except ProviderUnavailable as error:
+            event(log, logging.WARNING, "events feed unreachable", error=str(error))
+            return idle
+        if isinstance(answer, float):
+            return answer
+        self.polls += 1
+        page = parse_page(answer.body) if answer.status == 200 else None
+        if page is None:
+            # A rejected cursor (400) needs a person: see docs/poller-router.md.
+            event(log, logging.WARNING, "events feed answered unusably", status=answer.status)
+            return idle
+        events, rows, next_cursor = page
+        tally = await self.observer.observe(events)
+        if next_cursor != cursor:
+            await self.client.set(POLLER_CURSOR, next_cursor)
+        if rows:
+            event(log, logging.DEBUG, "events page applied", rows=rows, applied=tally.applied,
+                  kept=tally.kept, duplicate=tally.duplicate, held=tally.held)  # fmt: skip
+        return 0.0 if rows >= self.settings.poll_batch else idle

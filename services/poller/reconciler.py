@@ -1,0 +1,102 @@
+"""Ambiguous attempts: ask the provider by idempotency key before anything is replayed.
+
+The decision itself (accepted / one replay with the same key / review) is
+``shared.reconcile``; this loop picks the attempts old enough to ask about, spends the
+request budget, honours 429s, and afterwards reads the events of a send it has just
+learned the message id of (the feed may have shown them before the mapping existed).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from services.poller.feed import Gate
+from services.poller.observer import Observer
+from services.poller.settings import PollerSettings
+from shared.delivery import parse_event
+from shared.logging import event
+from shared.operations import load_operation
+from shared.provider import ProviderUnavailable
+from shared.reconcile import LookupThrottled, Resolution, due_ambiguous, reconcile
+from shared.redis import RedisClient
+
+log = logging.getLogger(__name__)
+
+MAX_TO_READ = 1000
+MAX_READ_TRIES = 5
+
+
+class Reconciler:
+    def __init__(
+        self, client: RedisClient, gate: Gate, observer: Observer, settings: PollerSettings
+    ) -> None:
+        self.client = client
+        self.gate = gate
+        self.observer = observer
+        self.settings = settings
+        self.to_read: dict[str, int] = {}  # operation id -> failed reads so far
+
+    async def step(self) -> float:
+        grace_ms = int(self.settings.reconcile_grace_seconds * 1000)
+        for partition in range(self.settings.partitions):
+            for operation_id in await due_ambiguous(self.client, partition, older_than_ms=grace_ms):
+                wait = await self._reconcile(operation_id)
+                if wait:
+                    return wait
+        return await self._read_messages() or self.settings.reconcile_interval_seconds
+
+    async def _reconcile(self, operation_id: str) -> float:
+        wait = self.gate.budget.take()
+        if wait:
+            return wait
+        try:
+            decision = await reconcile(self.client, self.gate.provider, self.settings,
+                                       operation_id)  # fmt: skip
+        except LookupThrottled as throttled:
+            return self.gate.throttled(throttled.retry_after, throttled.server_date)
+        except ProviderUnavailable as error:
+            event(log, logging.WARNING, "lookup failed; will ask again",
+                  operation_id=operation_id, error=str(error))  # fmt: skip
+            return self.settings.reconcile_interval_seconds
+        self.gate.budget.answered()
+        if decision is Resolution.ACCEPTED:
+            self._remember(operation_id)
+        return 0.0
+
+    def _remember(self, operation_id: str) -> None:
+        if len(self.to_read) >= MAX_TO_READ:
+            self.to_read.pop(next(iter(self.to_read)))
+        self.to_read[operation_id] = 0
+
+    async def _read_messages(self) -> float:
+        for operation_id in list(self.to_read):
+            wait = await self._read_one(operation_id)
+            if wait:
+                return wait
+        return 0.0
+
+    async def _read_one(self, operation_id: str) -> float:
+        operation = await load_operation(self.client, operation_id)
+        message_id = operation.provider_message_id if operation else ""
+        if not message_id:
+            self.to_read.pop(operation_id, None)
+            return 0.0
+        try:
+            answer = await self.gate.call("message", lambda: self.gate.provider.message(message_id))
+        except ProviderUnavailable:
+            answer = None
+        if isinstance(answer, float):
+            return answer
+        if answer is not None and answer.status == 200:
+            rows = answer.body.get("events")
+            events = [ev for ev in map(parse_event, rows if isinstance(rows, list) else [])
+                      if ev is not None]  # fmt: skip
+            await self.observer.observe(events)
+            self.to_read.pop(operation_id, None)
+            return 0.0
+        tries = self.to_read.get(operation_id, 0) + 1
+        if tries >= MAX_READ_TRIES or (answer is not None and answer.status == 404):
+            self.to_read.pop(operation_id, None)  # the feed or the window will settle it
+        else:
+            self.to_read[operation_id] = tries
+        return 0.0

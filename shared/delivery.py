@@ -1,0 +1,91 @@
+"""Delivery observation: what an event from the provider's feed means for an operation.
+
+Pure functions, no I/O. Transport acceptance (the operation's ``accepted`` state) is never
+touched here; only the separate ``delivery`` field is, and only upwards in precedence:
+events arrive late, out of order and more than once (PROVIDER_CONTRACT.md), so a late
+``deferred`` must never hide a ``delivered`` that happened after it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from shared.model import Delivery
+
+# Higher wins. ``deferred`` is a transient report; ``delivered`` the receiving server took
+# it; ``bounced``/``rejected`` (an asynchronous bounce can follow a ``delivered``) say the
+# player will not read it; ``complained`` (marked as spam) happens after a delivery.
+# Within a rank (bounced vs rejected, or one type twice) the later occurrence wins, so the
+# outcome depends only on what happened, never on the order the feed reported it in.
+# apply_delivery.lua holds the same table; tests/poller check the two agree.
+PRECEDENCE: dict[Delivery, int] = {
+    Delivery.UNKNOWN: 0,
+    Delivery.DEFERRED: 1,
+    Delivery.DELIVERED: 2,
+    Delivery.BOUNCED: 3,
+    Delivery.REJECTED: 3,
+    Delivery.COMPLAINED: 4,
+}
+
+# An event of these types ends the wait: the operation leaves the observation window.
+DEFINITIVE: frozenset[Delivery] = frozenset(d for d, rank in PRECEDENCE.items() if rank >= 2)
+EVENT_TYPES: frozenset[str] = frozenset(str(d) for d in Delivery if d is not Delivery.UNKNOWN)
+MAX_ID_LENGTH = 256
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryEvent:
+    """One feed event, decoded. ``event_id`` is informational: copies may differ in it."""
+
+    message_id: str
+    type: Delivery
+    occurred_ms: int
+    event_id: str = ""
+
+    @property
+    def identity(self) -> tuple[str, str, int]:
+        """What deduplication keys on (the contract: message_id, type, occurred_at)."""
+        return (self.message_id, str(self.type), self.occurred_ms)
+
+
+def parse_rfc3339_ms(value: str) -> int | None:
+    """RFC 3339 with a zone (``Z`` or an offset) -> epoch milliseconds; None if not."""
+    try:
+        when = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        return None  # a naive time is ambiguous; the contract always sends a zone
+    return int(when.timestamp() * 1000)
+
+
+def parse_event(raw: Any) -> DeliveryEvent | None:
+    """A feed row -> event, or None when it cannot be used (logged and counted by callers)."""
+    if not isinstance(raw, dict):
+        return None
+    message_id, kind, occurred = raw.get("message_id"), raw.get("type"), raw.get("occurred_at")
+    if not isinstance(message_id, str) or not 0 < len(message_id) <= MAX_ID_LENGTH:
+        return None
+    if kind not in EVENT_TYPES or not isinstance(occurred, str):
+        return None
+    occurred_ms = parse_rfc3339_ms(occurred)
+    if occurred_ms is None:
+        return None
+    event_id = raw.get("event_id")
+    return DeliveryEvent(
+        message_id,
+        Delivery(kind),
+        occurred_ms,
+        event_id[:MAX_ID_LENGTH] if isinstance(event_id, str) else "",
+    )
+
+
+def supersedes(
+    new: Delivery, new_occurred_ms: int, current: Delivery, current_occurred_ms: int
+) -> bool:
+    """Whether ``new`` replaces ``current`` as the operation's delivery."""
+    if PRECEDENCE[new] != PRECEDENCE[current]:
+        return PRECEDENCE[new] > PRECEDENCE[current]
+    return new_occurred_ms > current_occurred_ms

@@ -1,0 +1,44 @@
+"""Background loops that log and continue: a Redis blip or a provider outage costs a log
+line and a capped backoff, never a crashed worker (the poller and the router use this)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+
+from redis.exceptions import RedisError
+
+from shared import metrics
+from shared.logging import event
+from shared.provider import ProviderUnavailable
+from shared.redis import TRANSIENT_ERRORS
+from shared.service import sleep_or_stop
+
+log = logging.getLogger(__name__)
+ERRORS = (RedisError, ProviderUnavailable, *TRANSIENT_ERRORS)
+
+Step = Callable[[], Awaitable[float]]
+
+
+async def resilient(service: str, name: str, stop: asyncio.Event, step: Step) -> None:
+    """Run ``step`` until ``stop``; it returns how long to wait before it runs again."""
+    backoff = 0.1
+    while not stop.is_set():
+        try:
+            delay = await step()
+            backoff = 0.1
+        except ERRORS as error:
+            event(
+                log,
+                logging.WARNING,
+                "loop error; retrying",
+                loop=name,
+                error=type(error).__name__,
+                retry_in_s=backoff,
+            )
+            if not isinstance(error, ProviderUnavailable):
+                metrics.redis_up.labels(service).set(0)
+            delay, backoff = backoff, min(backoff * 2, 5.0)
+        if delay:
+            await sleep_or_stop(stop, delay)

@@ -1,0 +1,50 @@
+-- apply_delivery: record one delivery event on its operation, at most once per
+-- (message_id, type, occurred_at), never letting a weaker or older event overwrite a
+-- stronger one. Transport acceptance (state) is never touched: only the delivery fields.
+--
+-- KEYS[1] operation hash   rg:{p}:op:<id>
+-- KEYS[2] observe zset     rg:{p}:observe   (accepted op -> observation window end, ms)
+-- KEYS[3] message map      rg:{p}:msgs      (provider message id -> op id)
+-- ARGV[1] message id       ARGV[2] event type (delivered|deferred|bounced|complained|rejected)
+-- ARGV[3] occurred_at (ms) ARGV[4] now (ms)
+--
+-- Returns {code, delivery}:
+--   {"applied", type}      new event; the operation's delivery is now this type
+--   {"kept", current}      new event (remembered), but the recorded delivery outranks it
+--   {"duplicate", current} this (message_id, type, occurred_at) was seen before; no write
+--   {"missing", ""}        the operation is gone (retention ran out); its mapping is dropped
+-- The precedence table mirrors shared/delivery.py PRECEDENCE.
+local RANK = {unknown=0, deferred=1, delivered=2, bounced=3, rejected=3, complained=4}
+local kind, occurred, now = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+
+local f = redis.call("HMGET", KEYS[1], "operation_id", "delivery", "delivery_event_at")
+local id = f[1]
+if not id then
+  -- Writing now would resurrect a hash without its TTL: forget the stale mapping instead.
+  redis.call("HDEL", KEYS[3], ARGV[1])
+  return {"missing", ""}
+end
+local current = f[2] or "unknown"
+if RANK[current] == nil then current = "unknown" end
+
+-- The event's identity lives on the operation itself, so it expires with it.
+local seen = "evt:" .. ARGV[1] .. ":" .. kind .. ":" .. ARGV[3]
+if redis.call("HSETNX", KEYS[1], seen, now) == 0 then return {"duplicate", current} end
+
+local current_at = tonumber(f[3] or "0") or 0
+-- Higher rank wins; within a rank (bounced/rejected, or the same type again) the later
+-- occurrence does, so the result depends only on what happened, not on arrival order.
+local wins
+if RANK[kind] ~= RANK[current] then
+  wins = RANK[kind] > RANK[current]
+else
+  wins = occurred > current_at
+end
+if RANK[kind] >= 2 then
+  -- A definitive outcome ends the wait, whether or not it replaces the recorded one.
+  redis.call("ZREM", KEYS[2], id)
+end
+if not wins then return {"kept", current} end
+redis.call("HSET", KEYS[1], "delivery", kind, "delivery_observed_at", now,
+  "delivery_event_at", occurred)
+return {"applied", kind}
