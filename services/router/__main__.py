@@ -1,0 +1,4 @@
+"""``python -m services.router``."""
+from services.router.app import main
+
+main()

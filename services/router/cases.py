@@ -1,0 +1,78 @@
+"""Writing a support case exactly once per contact-form event id.
+
+The seen record (``rg:router:seen:<event_id>``) and the case stream are different keys
+(different slots on Cluster), so they cannot change in one transaction. Order instead:
+claim the event id (route_claim.lua, with the case id to use) -> XADD the case -> mark the
+claim written -> XACK. A redelivery finds the claim: written -> ack only; claimed by a
+router that died -> look for its case in the stream from the claim's time on, and write
+it (with the same case id) only if it is not there. So a redelivered event never makes a
+second case, and a crash between claim and case does not lose one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from shared.keys import ROUTER_SEEN_PREFIX, SUPPORT_CASES
+from shared.redis import RedisClient
+from shared.scripts import Script
+
+_claim = Script("route_claim")
+# Stream ids are the Redis server's clock; the claim time is ours. Look this far back.
+CLOCK_SKEW_MS = 60_000
+SCAN_PAGE = 500
+SCAN_PAGES = 40
+
+
+class ClaimCode(StrEnum):
+    NEW = "new"
+    DONE = "done"
+    BUSY = "busy"
+    TAKEOVER = "takeover"
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    code: ClaimCode
+    case_id: str
+    claimed_at: int
+
+
+def seen_key(event_id: str) -> str:
+    return ROUTER_SEEN_PREFIX + event_id
+
+
+async def claim(
+    client: RedisClient, event_id: str, case_id: str, *, now: int, ttl_ms: int, stale_ms: int
+) -> Claim:
+    reply = await _claim(client, [seen_key(event_id)], [case_id, now, ttl_ms, stale_ms])
+    return Claim(ClaimCode(reply[0]), str(reply[1]), int(reply[2]))
+
+
+async def mark_written(client: RedisClient, event_id: str, entry_id: str, ttl_ms: int) -> None:
+    """The case is in the stream: from now on a redelivery only acks."""
+    key = seen_key(event_id)
+    async with client.pipeline(transaction=True) as pipe:  # one key: fine on Cluster
+        pipe.hset(key, mapping={"status": "written", "case_entry": entry_id})
+        pipe.pexpire(key, ttl_ms)
+        await pipe.execute()
+
+
+async def write_case(client: RedisClient, fields: dict[str, str], maxlen: int) -> str:
+    return str(await client.xadd(SUPPORT_CASES, fields, maxlen=maxlen, approximate=True))  # type: ignore[arg-type]
+
+
+async def find_case(client: RedisClient, case_id: str, since_ms: int) -> str | None:
+    """The stream entry of ``case_id`` written at or after ``since_ms`` (minus skew)."""
+    start = f"{max(0, since_ms - CLOCK_SKEW_MS)}-0"
+    for _ in range(SCAN_PAGES):
+        entries: Any = await client.xrange(SUPPORT_CASES, start, "+", count=SCAN_PAGE)
+        for entry_id, fields in entries:
+            if fields and fields.get("case_id") == case_id:
+                return str(entry_id)
+        if len(entries) < SCAN_PAGE:
+            return None
+        start = "(" + str(entries[-1][0])
+    return None

@@ -1,0 +1,42 @@
+"""Router configuration (RESETGATE_*)."""
+
+from __future__ import annotations
+
+import os
+import socket
+
+from pydantic import Field, SecretStr, field_validator
+
+from shared.settings import PolicySettings
+
+DEFAULT_ACCOUNT_TOPICS = "account_access,password_reset,login_problem,hacked_account"
+
+
+class RouterSettings(PolicySettings):
+    # Required: admission records the key id each new operation's token is derived with.
+    token_keys: SecretStr
+    directory_url: str = ""
+    directory_timeout_seconds: float = Field(default=2.0, gt=0, le=30)
+    # Comma-separated contact-form topics that are about getting into an account.
+    account_topics: str = DEFAULT_ACCOUNT_TOPICS
+    read_batch: int = Field(default=16, ge=1, le=1000)
+    block_ms: int = Field(default=1000, ge=10, le=60_000)
+    # An entry left pending this long (its router died or hit a directory outage) is
+    # taken over; also how old a routing claim must be before another router may redo it.
+    claim_idle_seconds: float = Field(default=30.0, ge=1)
+    # How long an event id is remembered: redeliveries later than this would make a case.
+    seen_ttl_seconds: int = Field(default=14 * 24 * 3600, ge=60)
+    support_cases_maxlen: int = Field(default=1_000_000, ge=1000)
+    dead_letter_maxlen: int = Field(default=100_000, ge=100)
+    consumer_name: str = Field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
+
+    @field_validator("account_topics")
+    @classmethod
+    def _topics_listed(cls, value: str) -> str:
+        if not [t for t in value.split(",") if t.strip()]:
+            raise ValueError("must list at least one topic")
+        return value
+
+    @property
+    def account_topic_set(self) -> frozenset[str]:
+        return frozenset(t.strip().lower() for t in self.account_topics.split(",") if t.strip())

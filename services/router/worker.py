@@ -1,0 +1,164 @@
+"""The router's loops: read contact forms in the consumer group, take over abandoned ones,
+and route each one to exactly one support case.
+
+The router never sends: an account-access form goes through the admission logic, which
+creates an operation (and its one send job) only when the public path would, and
+otherwise converges on the account's live operation.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from redis.exceptions import ResponseError
+
+from services.router import cases
+from services.router.form import ContactForm, Malformed, dead_letter, parse_form
+from services.router.routing import Facts, case_fields, route
+from services.router.settings import RouterSettings
+from shared import clock, ids, metrics
+from shared.admission import AdmissionConflict, Admitter
+from shared.directory import Directory, DirectoryError
+from shared.keys import CONTACT_FORMS, CONTACT_FORMS_DEAD, ROUTER_GROUP, PartitionKeys
+from shared.logging import event
+from shared.model import EntryPoint
+from shared.redis import RedisClient
+
+log = logging.getLogger(__name__)
+
+
+async def ensure_group(client: RedisClient) -> None:
+    try:
+        await client.xgroup_create(CONTACT_FORMS, ROUTER_GROUP, id="0", mkstream=True)
+    except ResponseError as error:
+        if "BUSYGROUP" not in str(error):
+            raise
+
+
+class Router:
+    def __init__(
+        self, settings: RouterSettings, client: RedisClient, directory: Directory,
+        admitter: Admitter,
+    ) -> None:  # fmt: skip
+        self.settings = settings
+        self.client = client
+        self.directory = directory
+        self.admitter = admitter
+        self.topics = settings.account_topic_set
+        self.idle_ms = int(settings.claim_idle_seconds * 1000)
+        self.ttl_ms = settings.seen_ttl_seconds * 1000
+
+    # -- loops -----------------------------------------------------------------------------
+    async def read_step(self) -> float:
+        try:
+            reply: Any = await self.client.xreadgroup(
+                ROUTER_GROUP, self.settings.consumer_name, {CONTACT_FORMS: ">"},
+                count=self.settings.read_batch, block=self.settings.block_ms,
+            )  # fmt: skip
+        except ResponseError as error:
+            if "NOGROUP" not in str(error):
+                raise
+            await ensure_group(self.client)  # the stream was deleted under us
+            return 0.1
+        for _, entries in reply or []:
+            for entry_id, fields in entries:
+                await self.handle(str(entry_id), fields)
+        return 0.0
+
+    async def claim_step(self) -> float:
+        """Entries whose router died, or that hit a directory outage, are retried here."""
+        reply: Any = await self.client.xautoclaim(
+            CONTACT_FORMS, ROUTER_GROUP, self.settings.consumer_name, self.idle_ms, "0-0",
+            count=100,
+        )  # fmt: skip
+        for entry_id, fields in reply[1]:
+            if fields:
+                await self.handle(str(entry_id), fields)
+            else:  # deleted from the stream while pending: nothing left to route
+                await self.client.xack(CONTACT_FORMS, ROUTER_GROUP, entry_id)
+        return self.settings.claim_idle_seconds / 2
+
+    # -- one entry -------------------------------------------------------------------------
+    async def handle(self, entry_id: str, fields: dict[str, str]) -> None:
+        try:
+            form = parse_form(entry_id, fields, self.topics)
+        except Malformed as bad:
+            await self._dead_letter(entry_id, fields, bad.reason)
+            return
+        try:
+            await self._route(form)
+        except (DirectoryError, AdmissionConflict) as error:
+            # Left pending: claim_step retries it after claim_idle_seconds.
+            event(log, logging.WARNING, "contact form not routed yet; will retry",
+                  event_id=form.event_id, error=type(error).__name__)  # fmt: skip
+
+    async def _route(self, form: ContactForm) -> None:
+        claim = await cases.claim(
+            self.client, form.event_id, ids.case_id(), now=clock.now_ms(), ttl_ms=self.ttl_ms,
+            stale_ms=self.idle_ms * 3 // 4,
+        )  # fmt: skip
+        if claim.code is cases.ClaimCode.BUSY:
+            return
+        if claim.code is cases.ClaimCode.DONE:
+            await self._ack(form, "duplicate: its case exists")
+            return
+        if claim.code is cases.ClaimCode.TAKEOVER and await self._finish_takeover(form, claim):
+            return
+        facts = await self._facts(form)
+        where = route(facts)
+        now = clock.now_ms()
+        fields = case_fields(claim.case_id, form.event_id, facts, where, form.submitted_ms, now)
+        entry = await cases.write_case(self.client, fields, self.settings.support_cases_maxlen)
+        await cases.mark_written(self.client, form.event_id, entry, self.ttl_ms)
+        metrics.support_cases.labels(where.queue, where.priority).inc()
+        metrics.routing_latency.observe(max(0, now - form.submitted_ms) / 1000)
+        await self._ack(form, "case written", case_id=claim.case_id, queue=where.queue,
+                        priority=where.priority, state=facts.state or None)  # fmt: skip
+
+    async def _finish_takeover(self, form: ContactForm, claim: cases.Claim) -> bool:
+        """A router died mid-routing: if its case made it to the stream, only ack."""
+        entry = await cases.find_case(self.client, claim.case_id, claim.claimed_at)
+        if entry is None:
+            return False
+        await cases.mark_written(self.client, form.event_id, entry, self.ttl_ms)
+        await self._ack(form, "recovered a case written before a crash", case_id=claim.case_id)
+        return True
+
+    async def _facts(self, form: ContactForm) -> Facts:
+        if form.topic not in self.topics:
+            return Facts(form.topic, account_topic=False, account_id=form.account_id)
+        account_id = await self._account(form)
+        if not account_id:
+            metrics.admissions.labels(EntryPoint.CONTACT_FORM, "unknown_login").inc()
+            return Facts(form.topic, account_topic=True)
+        admission = await self.admitter.admit(
+            account_id, EntryPoint.CONTACT_FORM, actor=f"contact-form:{form.event_id}"
+        )
+        metrics.admissions.labels(EntryPoint.CONTACT_FORM, admission.result).inc()
+        delivery = ""
+        if admission.operation_id:
+            key = PartitionKeys.of(admission.operation_id).operation(admission.operation_id)
+            delivery = str(await self.client.hget(key, "delivery") or "")
+        return Facts(form.topic, True, account_id, admission.operation_id, admission.state,
+                     str(admission.result), delivery)  # fmt: skip
+
+    async def _account(self, form: ContactForm) -> str:
+        if form.account_id:
+            account = await self.directory.get_account(form.account_id)
+        else:
+            account = await self.directory.lookup_login(form.login)
+        return account.account_id if account else ""
+
+    async def _dead_letter(self, entry_id: str, fields: dict[str, str], reason: str) -> None:
+        record = dead_letter(entry_id, fields, reason, clock.now_ms())
+        await self.client.xadd(CONTACT_FORMS_DEAD, record,  # type: ignore[arg-type]
+                               maxlen=self.settings.dead_letter_maxlen, approximate=True)
+        await self.client.xack(CONTACT_FORMS, ROUTER_GROUP, entry_id)
+        metrics.contact_forms_dead_lettered.labels(reason).inc()
+        event(log, logging.WARNING, "contact form dead-lettered", entry_id=entry_id,
+              reason=reason)  # fmt: skip
+
+    async def _ack(self, form: ContactForm, message: str, **fields: Any) -> None:
+        await self.client.xack(CONTACT_FORMS, ROUTER_GROUP, form.entry_id)
+        event(log, logging.INFO, "contact form " + message, event_id=form.event_id, **fields)

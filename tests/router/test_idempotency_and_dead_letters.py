@@ -1,0 +1,113 @@
+"""A redelivered contact-form event never makes a second case, a router that dies at any
+point between claim and ack loses no case, and a malformed event is dead-lettered (with no
+login, address or free text) while the router keeps going."""
+
+from __future__ import annotations
+
+from aiohttp import ClientSession
+
+from services.router import cases
+from shared import clock, ids
+from shared.directory import HttpDirectory
+from shared.keys import CONTACT_FORMS, ROUTER_GROUP
+from tests.poller.conftest import sample
+from tests.router.conftest import Desk, wait_for
+
+HOUR_MS = 3600 * 1000
+
+
+async def test_the_same_event_submitted_twice_makes_one_case(desk: Desk) -> None:
+    login = await desk.account("acct-dup")
+    await desk.submit(event_id="evt-twice", login=login)
+    await desk.submit(event_id="evt-twice", login=login)
+    async with desk.router():
+        await wait_for(desk.settled)
+    (case,) = await desk.cases()
+    assert case["event_id"] == "evt-twice"
+
+
+async def test_an_entry_redelivered_after_its_case_is_acked_once(desk: Desk) -> None:
+    # The router wrote the case and the seen record, then died before XACK.
+    login = await desk.account("acct-redeliver")
+    await desk.submit(event_id="evt-pending", login=login)
+    await desk.redis.xgroup_create(CONTACT_FORMS, ROUTER_GROUP, id="0", mkstream=True)
+    await desk.redis.xreadgroup(ROUTER_GROUP, "dead-router", {CONTACT_FORMS: ">"})
+    async with desk.router():
+        await wait_for(desk.settled)  # XAUTOCLAIM after claim_idle_seconds
+        await desk.submit(event_id="evt-pending", login=login)
+        await wait_for(desk.settled)
+    assert [c["event_id"] for c in await desk.cases()] == ["evt-pending"]
+
+
+async def test_crash_between_claim_and_case_still_makes_the_case(desk: Desk) -> None:
+    login = await desk.account("acct-crash-1")
+    case_id = ids.case_id()
+    await cases.claim(desk.redis, "evt-crash-1", case_id, now=clock.now_ms() - HOUR_MS,
+                      ttl_ms=24 * HOUR_MS, stale_ms=1000)  # fmt: skip
+    await desk.submit(event_id="evt-crash-1", login=login)
+    async with desk.router():
+        (case,) = await desk.wait_cases(1)
+        await wait_for(desk.settled)
+    assert case["case_id"] == case_id, "the case keeps the id its claim promised"
+
+
+async def test_crash_between_case_and_ack_makes_no_second_case(desk: Desk) -> None:
+    login = await desk.account("acct-crash-2")
+    case_id = ids.case_id()
+    claimed = clock.now_ms() - 5000
+    await cases.claim(desk.redis, "evt-crash-2", case_id, now=claimed, ttl_ms=24 * HOUR_MS,
+                      stale_ms=1000)  # fmt: skip
+    await cases.write_case(desk.redis, {"case_id": case_id, "event_id": "evt-crash-2"}, 1000)
+    await desk.submit(event_id="evt-crash-2", login=login)
+    async with desk.router():
+        await wait_for(desk.settled)
+    assert [c["case_id"] for c in await desk.cases()] == [case_id]
+    seen = await desk.redis.hgetall(cases.seen_key("evt-crash-2"))
+    assert seen["status"] == "written"
+    assert await desk.redis.pttl(cases.seen_key("evt-crash-2")) > 0
+
+
+async def test_a_claim_in_progress_elsewhere_is_left_alone(desk: Desk) -> None:
+    login = await desk.account("acct-busy")
+    await cases.claim(desk.redis, "evt-busy", ids.case_id(), now=clock.now_ms(),
+                      ttl_ms=HOUR_MS, stale_ms=1000)  # fmt: skip
+    await desk.submit(event_id="evt-busy", login=login)
+    async with desk.router(claim_idle_seconds=60):
+        await wait_for(lambda: _pending(desk, 1))
+    assert await desk.cases() == []
+
+
+async def _pending(desk: Desk, count: int) -> bool:
+    return int((await desk.redis.xinfo_groups(CONTACT_FORMS))[0]["pending"]) == count
+
+
+async def test_malformed_events_are_dead_lettered_and_the_router_keeps_going(desk: Desk) -> None:
+    login = await desk.account("acct-after")
+    before = sample("resetgate_contact_forms_dead_lettered_total", reason="missing_identity")
+    free_text = "my email is player@example.com and my password is hunter2"
+    await desk.submit(event_id="", login="someone@example.com", message=free_text)
+    await desk.submit(event_id="evt-x", topic="../etc", login="someone@example.com")
+    await desk.submit(event_id="evt-y", topic="password_reset", message=free_text)
+    await desk.submit(event_id="evt-z", login="x" * 1000)
+    await desk.submit(event_id="evt-ok", login=login)
+    async with desk.router():
+        await wait_for(desk.settled)
+    dead = await desk.dead()
+    assert [d["reason"] for d in dead] == ["missing_event_id", "bad_topic", "missing_identity",
+                                           "field_too_long"]  # fmt: skip
+    for record in dead:
+        text = str(record)
+        assert "@" not in text and "hunter2" not in text and "someone" not in text
+        assert "login" in record["fields"] or "message" in record["fields"]
+    assert [c["event_id"] for c in await desk.cases()] == ["evt-ok"]
+    assert sample("resetgate_contact_forms_dead_lettered_total",
+                  reason="missing_identity") == before + 1  # fmt: skip
+
+
+async def test_directory_outage_leaves_the_event_pending_not_dead(desk: Desk) -> None:
+    await desk.submit(event_id="evt-outage", login="someone")
+    async with ClientSession() as session:
+        unreachable = HttpDirectory(session, "http://127.0.0.1:9", 0.5)
+        async with desk.router(directory=unreachable, claim_idle_seconds=60):
+            await wait_for(lambda: _pending(desk, 1))
+    assert await desk.cases() == [] and await desk.dead() == []
