@@ -11,7 +11,7 @@ from shared.settings import PolicySettings
 
 
 class SenderSettings(PolicySettings):
-    provider_url: str = "http://127.0.0.1:8025"
+    provider_url: str = "http://127.0.0.1:8090"
     provider_api_key: SecretStr
     reset_url_base: str = "https://game.example/reset-password"
     email_from: str = "Account Recovery <no-reply@game.example>"
