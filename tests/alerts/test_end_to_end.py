@@ -1,0 +1,49 @@
+"""End to end: real services scraped by a real Prometheus; an operation driven to
+exhaustion pages, read back from the Prometheus HTTP API."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from redis.asyncio import Redis
+
+from services.ctl.embedded import RedisServer
+from services.sandbox.testing import SANDBOX_API_KEY, run_sandbox
+from shared.admission import Admitter
+from shared.directory import Account, RedisDirectory
+from shared.keys import PartitionKeys
+from shared.tokens import parse_keys
+from tests.alerts.prometheus import PrometheusServer
+from tests.conftest import TEST_TOKEN_KEYS, make_settings
+from tests.support.processes import Processes
+
+
+async def test_an_exhausted_operation_pages_through_a_real_prometheus(
+    redis: Redis, redis_server: RedisServer, tmp_path: Path
+) -> None:
+    async with run_sandbox(error_probability=1.0) as provider_url:
+        env = {
+            "RESETGATE_REDIS_URL": redis_server.url,
+            "RESETGATE_PROVIDER_URL": provider_url,
+            "RESETGATE_PROVIDER_API_KEY": SANDBOX_API_KEY,
+            "RESETGATE_TOKEN_KEYS": TEST_TOKEN_KEYS,
+            "RESETGATE_PARTITIONS": "4",
+            "RESETGATE_MAX_ATTEMPTS": "2",
+            "RESETGATE_BACKOFF_BASE_SECONDS": "0.05",
+            "RESETGATE_BACKOFF_CAP_SECONDS": "0.1",
+        }
+        async with Processes(tmp_path, env) as services:
+            sender = await services.start("sender")
+            async with PrometheusServer({"sender": [f"127.0.0.1:{sender.port}"]}) as prometheus:
+                await prometheus.wait_for_scrapes(timeout=30)
+                settings = make_settings(redis_server.url)
+                await RedisDirectory(redis).add("p1", Account("acct-page", "p1@example.com"))
+                admission = await Admitter(redis, settings, parse_keys(TEST_TOKEN_KEYS)).admit(
+                    "acct-page", "public"
+                )
+                alert = await prometheus.wait_for_alert("OperationsExhausted", timeout=60)
+    partition = str(PartitionKeys.of(admission.operation_id).partition)
+    assert alert["labels"]["severity"] == "page"
+    assert alert["labels"]["partition"] == partition
+    assert alert["labels"]["reason"] == "max_attempts"
+    assert alert["annotations"]["runbook_url"].endswith("#operations-exhausted")
