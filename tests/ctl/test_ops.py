@@ -1,0 +1,102 @@
+"""`resetgate ops` as on-call runs it: a real process against a real Redis."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from typing import Any
+
+from redis.asyncio import Redis
+
+from services.ctl.embedded import RedisServer
+from shared import codec
+from shared.admission import Admitter
+from shared.control import read as read_control
+from shared.keys import PartitionKeys
+from shared.operations import load_operation
+from shared.settings import PolicySettings
+from shared.tokens import TokenKeys
+
+
+def ops(server: RedisServer, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RESETGATE_")}
+    env.update(RESETGATE_REDIS_URL=server.url, RESETGATE_PARTITIONS="4")
+    return subprocess.run(
+        [sys.executable, "-m", "services.ctl.main", "ops", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def ops_json(server: RedisServer, *args: str) -> Any:
+    done = ops(server, *args, "--json")
+    assert done.returncode == 0, done.stderr
+    return codec.loads(done.stdout)
+
+
+async def admit(redis: Redis, settings: PolicySettings, keys: TokenKeys, n: int) -> list[str]:
+    admitter = Admitter(redis, settings, keys)
+    ids = []
+    for i in range(n):
+        ids.append((await admitter.admit(f"acct-{i}", "public")).operation_id)
+        await asyncio.sleep(0.003)  # distinct creation milliseconds: a strict oldest-first order
+    return ids
+
+
+async def test_oldest_lists_one_row_per_operation_oldest_first(
+    redis: Redis, redis_server: RedisServer, settings: PolicySettings, token_keys: TokenKeys
+) -> None:
+    ids = await admit(redis, settings, token_keys, 5)
+    rows = ops_json(redis_server, "oldest", "--limit", "3")
+    assert [r["operation_id"] for r in rows] == ids[:3]
+    for row in rows:
+        assert row["remaining_attempts"] == 6
+        assert {"last_status", "next_attempt_at", "state", "age_seconds"} <= row.keys()
+    text = ops(redis_server, "oldest").stdout
+    assert all(op in text for op in ids)
+
+
+async def test_show_prints_state_and_ledger_and_fails_cleanly_on_unknown_ids(
+    redis: Redis, redis_server: RedisServer, settings: PolicySettings, token_keys: TokenKeys
+) -> None:
+    [op] = await admit(redis, settings, token_keys, 1)
+    view = ops_json(redis_server, "show", op)
+    assert view["state"] == "queued" and view["attempt_ledger"] == []
+    missing = ops(redis_server, "show", "op-1-NOPE")
+    assert missing.returncode == 1 and "no operation" in missing.stderr
+    assert "Traceback" not in missing.stderr
+
+
+async def test_pause_resume_and_status(redis: Redis, redis_server: RedisServer) -> None:
+    assert ops(redis_server, "pause", "2", "--reason", "incident 42").returncode == 0
+    assert (await read_control(redis)).paused == {2}
+    status = ops_json(redis_server, "status")
+    assert [p["paused"] for p in status["partitions"]] == [False, False, True, False]
+    assert ops(redis_server, "resume", "--all").returncode == 0
+    assert (await read_control(redis)).paused == frozenset()
+    bad = ops(redis_server, "pause", "9")
+    assert bad.returncode != 0 and "between 0 and 3" in bad.stderr
+
+
+async def test_quarantine_and_release_keep_the_operation_id(
+    redis: Redis, redis_server: RedisServer, settings: PolicySettings, token_keys: TokenKeys
+) -> None:
+    [op] = await admit(redis, settings, token_keys, 1)
+    assert ops(redis_server, "quarantine", op, "--reason", "fraud check").returncode == 0
+    held = await load_operation(redis, op)
+    assert held is not None and held.state == "quarantined"
+    assert ops(redis_server, "quarantine", op, "--reason", "again").returncode == 1
+    assert ops(redis_server, "release", op).returncode == 0
+    released = await load_operation(redis, op)
+    assert released is not None and released.state == "queued"
+    assert await redis.xlen(PartitionKeys.of(op).send) == 2  # admission's job + the release
+
+
+async def test_drain_returns_once_nothing_is_in_flight(redis_server: RedisServer) -> None:
+    done = ops(redis_server, "drain", "1", "--timeout", "5")
+    assert done.returncode == 0 and "drained" in done.stdout
