@@ -1,0 +1,183 @@
+"""Real service processes for end-to-end, Prometheus and chaos tests.
+
+Each service runs as ``python -m services.<name>`` on a free loopback port with exactly the
+environment given (no ``RESETGATE_*`` variable leaks in from the test's own environment),
+its stdout and stderr appended to ``<log_dir>/<name>.log``. A test can wait for /readyz,
+scrape /metrics, SIGKILL a service mid-request and restart it with other settings:
+
+    async with Processes(tmp_path, {"RESETGATE_REDIS_URL": url, ...}) as stack:
+        sender = await stack.start("sender", RESETGATE_LEASE_SECONDS="5")
+        await sender.kill()                       # SIGKILL: no finalise, no XACK
+        await sender.restart()                    # same env (+ overrides), new port kept
+        assert await sender.metric("resetgate_send_attempts_total", outcome="accepted") > 0
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import aiohttp
+from prometheus_client.parser import text_string_to_metric_families
+
+from services.ctl.embedded import free_port
+from shared import codec
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+def child_env(base: dict[str, str]) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RESETGATE_")}
+    env.update(base)
+    return env
+
+
+class ServiceProcess:
+    """One ``python -m services.<module>`` child process."""
+
+    def __init__(
+        self, name: str, env: dict[str, str], log_dir: Path, *, module: str | None = None,
+        ready_path: str = "/readyz", port: int | None = None,
+    ) -> None:  # fmt: skip
+        self.name = name
+        self.module = module or f"services.{name}"
+        self.port = port or free_port()
+        self.env = {"RESETGATE_HTTP_HOST": "127.0.0.1", **env,
+                    "RESETGATE_HTTP_PORT": str(self.port)}  # fmt: skip
+        self.log_path = log_dir / f"{name}.log"
+        self.ready_path = ready_path
+        self.process: asyncio.subprocess.Process | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.returncode is None
+
+    async def start(self, timeout: float = 30.0, **env: str) -> ServiceProcess:
+        """Start (with ``env`` merged into the service's env) and wait until ready."""
+        self.env.update(env)
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("ab") as log:
+            self.process = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", self.module, cwd=PROJECT_ROOT, env=child_env(self.env),
+                stdout=log, stderr=log, start_new_session=True,
+            )  # fmt: skip
+        await self.wait_ready(timeout)
+        return self
+
+    async def wait_ready(self, timeout: float = 30.0) -> None:
+        async with aiohttp.ClientSession() as session:
+            try:
+                async with asyncio.timeout(timeout):
+                    while True:
+                        if await self._ready(session):
+                            return
+                        await asyncio.sleep(0.05)
+            except TimeoutError:
+                raise RuntimeError(f"{self.name} not ready in {timeout}s:\n{self.tail()}") from None
+
+    async def _ready(self, session: aiohttp.ClientSession) -> bool:
+        if self.process is None or self.process.returncode is not None:
+            code = self.process.returncode if self.process else None
+            raise RuntimeError(f"{self.name} exited with {code}:\n{self.tail()}")
+        try:
+            async with session.get(self.url + self.ready_path) as response:
+                return response.status == 200
+        except aiohttp.ClientError:
+            return False
+
+    async def stop(self, timeout: float = 25.0) -> int | None:
+        """SIGTERM (graceful: in-flight work finishes), SIGKILL after ``timeout``."""
+        if not self.running:
+            return self.process.returncode if self.process else None
+        assert self.process is not None
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            return await asyncio.wait_for(self.process.wait(), timeout)
+        except TimeoutError:
+            return await self.kill()
+
+    async def kill(self) -> int | None:
+        """SIGKILL: the process gets no chance to finish, finalise or acknowledge anything."""
+        if self.running:
+            assert self.process is not None
+            self.process.kill()
+            return await self.process.wait()
+        return self.process.returncode if self.process else None
+
+    async def restart(self, timeout: float = 30.0, **env: str) -> ServiceProcess:
+        await self.stop()
+        return await self.start(timeout, **env)
+
+    def logs(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def tail(self, lines: int = 30) -> str:
+        return "\n".join(self.logs().splitlines()[-lines:])
+
+    def log_records(self) -> list[dict[str, Any]]:
+        """The JSON log lines (anything else, e.g. a traceback, is skipped)."""
+        records = []
+        for line in self.logs().splitlines():
+            try:
+                value = codec.loads(line)
+            except codec.JSONDecodeError:
+                continue
+            if isinstance(value, dict):
+                records.append(value)
+        return records
+
+    async def metrics_text(self) -> str:
+        async with aiohttp.ClientSession() as session, session.get(self.url + "/metrics") as r:
+            return await r.text()
+
+    async def metric(self, name: str, **labels: str) -> float:
+        """The sum of every sample named ``name`` whose labels include ``labels`` (0 if none)."""
+        total = 0.0
+        for family in text_string_to_metric_families(await self.metrics_text()):
+            for sample in family.samples:
+                if sample.name == name and labels.items() <= sample.labels.items():
+                    total += sample.value
+        return total
+
+
+class Processes:
+    """A set of services sharing one base environment; stops them all (in reverse) on exit."""
+
+    def __init__(self, log_dir: Path, base_env: dict[str, str]) -> None:
+        self.log_dir = log_dir
+        self.base_env = base_env
+        self.services: dict[str, ServiceProcess] = {}
+
+    def add(self, name: str, **env: str) -> ServiceProcess:
+        service = ServiceProcess(name, {**self.base_env, **env}, self.log_dir)
+        self.services[name] = service
+        return service
+
+    async def start(self, name: str, timeout: float = 30.0, **env: str) -> ServiceProcess:
+        service = self.services.get(name) or self.add(name)
+        return await service.start(timeout, **env)
+
+    def __getitem__(self, name: str) -> ServiceProcess:
+        return self.services[name]
+
+    async def stop_all(self) -> None:
+        for service in reversed(list(self.services.values())):
+            await service.stop()
+
+    async def __aenter__(self) -> Processes:
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:  # fmt: skip
+        await self.stop_all()
