@@ -8,11 +8,13 @@ a batch in one pipeline round trip.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from redis.asyncio import Redis, RedisCluster
 from redis.exceptions import NoScriptError
 
 from shared.delivery import DeliveryEvent
@@ -61,11 +63,25 @@ async def operations_for(
     return found
 
 
-async def _run_pipelined(
-    client: RedisClient, script: Script, calls: list[tuple[list[str], list[str | int | float]]]
-) -> list[Any]:
-    """Many calls of one script in one round trip; NOSCRIPT -> load it and run them again
-    (the scripts here are idempotent, so a partly-run batch may safely run twice)."""
+Call = tuple[list[str], list[str | int | float]]
+_CLUSTER_CONCURRENCY = 64
+
+
+async def _run_many(client: RedisClient, script: Script, calls: list[Call]) -> list[Any]:
+    """Many calls of one script: one pipelined round trip on a standalone Redis; on a
+    Cluster (whose pipelines refuse EVALSHA) concurrent calls, each routed by its keys."""
+    if isinstance(client, RedisCluster):
+        results: list[Any] = []
+        for start in range(0, len(calls), _CLUSTER_CONCURRENCY):
+            chunk = calls[start : start + _CLUSTER_CONCURRENCY]
+            results += await asyncio.gather(*(script(client, k, a) for k, a in chunk))
+        return results
+    return await _pipelined(client, script, calls)
+
+
+async def _pipelined(client: Redis, script: Script, calls: list[Call]) -> list[Any]:
+    """NOSCRIPT -> load it and run them all again (the scripts here are idempotent, so a
+    partly-run batch may safely run twice)."""
     for attempt in range(2):
         pipe = client.pipeline(transaction=False)
         for keys, args in calls:
@@ -83,7 +99,7 @@ async def apply_events(client: RedisClient, matches: Sequence[Match], now: int) 
     """Apply each matched event atomically on its operation (dedupe + precedence in Lua)."""
     if not matches:
         return []
-    calls: list[tuple[list[str], list[str | int | float]]] = []
+    calls: list[Call] = []
     for match in matches:
         pk = PartitionKeys.of(match.operation_id)
         event = match.event
@@ -93,7 +109,7 @@ async def apply_events(client: RedisClient, matches: Sequence[Match], now: int) 
                 [event.message_id, str(event.type), event.occurred_ms, now],
             )
         )
-    replies = await _run_pipelined(client, _apply, calls)
+    replies = await _run_many(client, _apply, calls)
     return [Outcome(m, Applied(r[0]), str(r[1])) for m, r in zip(matches, replies, strict=True)]
 
 
