@@ -65,12 +65,16 @@ class Admitter:
         self.template_revision = template_revision
 
     async def admit(
-        self, account_id: str, entry_point: str, actor: str = "", *, dry: bool = False
-    ) -> Admission:
-        """Converge on the live operation, converge inside the cooldown, or create one."""
+        self, account_id: str, entry_point: str, actor: str = "", *, dry: bool = False,
+        expected: str = "",
+    ) -> Admission:  # fmt: skip
+        """Converge on the live operation, converge inside the cooldown, or create one.
+
+        ``expected``: the account's live (else last) operation id if the caller already read
+        it; a right guess saves the "retry" round trip, a wrong one only costs it.
+        """
         partition = partition_of(account_id, self.settings.partitions)
         pk = PartitionKeys(partition)
-        expected = ""
         for _ in range(_MAX_TRIES):
             now = clock.now_ms()
             new_id = ids.operation_id(partition, now)
