@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 import aiohttp
 
 from services.admission.app import SERVICE, create_app
+from services.admission.batching import hot_path_client
 from services.admission.settings import AdmissionSettings
 from shared import logging as jsonlog
 from shared.directory import Directory, HttpDirectory, RedisDirectory
@@ -36,8 +37,9 @@ async def main() -> None:
     settings = load(AdmissionSettings)
     jsonlog.setup(SERVICE, settings.log_level)
     client = await connect(settings)
+    hot = hot_path_client(client)
     try:
-        async with open_directory(settings, client) as directory:
+        async with open_directory(settings, hot) as directory:
             event(
                 log,
                 logging.INFO,
@@ -48,7 +50,7 @@ async def main() -> None:
                 ip_limit_per_minute=settings.ip_limit_per_minute,
                 directory="http" if settings.directory_url else "redis",
             )
-            await serve(SERVICE, settings, create_app(settings, client, directory), [])
+            await serve(SERVICE, settings, create_app(settings, hot, directory), [])
     finally:
         await client.aclose()
 

@@ -38,42 +38,47 @@ class Gate:
         self.client = client
         self.settings = settings
         self.keys = keys
-        self.admitter = Admitter(client, settings, keys)
         self.wait_replicas = wait_replicas
         self.wait_timeout_ms = wait_timeout_ms
         self._node_clients: dict[str, Redis] = {}
 
     async def admit(self, account_id: str, entry_point: str, actor: str = "") -> Admission:
-        if not self.wait_replicas:
-            return await self.admitter.admit(account_id, entry_point, actor)
-        async with self._pinned(account_id) as connection:
+        async with self._connection(account_id) as connection:
             admitter = Admitter(connection, self.settings, self.keys)
-            admission = await admitter.admit(account_id, entry_point, actor)
+            expected = await _live_or_last(connection, self._account_key(account_id))
+            admission = await admitter.admit(account_id, entry_point, actor, expected=expected)
             await self._wait(connection)
         return admission
 
     async def admit_unknown(self, login: str) -> Admission:
-        """Same script, same round trips, same WAIT as a known login; writes nothing."""
-        if not self.wait_replicas:
-            return await self.admitter.admit_unknown(login)
-        async with self._pinned(unknown_account_id(login)) as connection:
-            admission = await Admitter(connection, self.settings, self.keys).admit_unknown(login)
+        """The same commands, script and WAIT as a known login; writes nothing."""
+        account_id = unknown_account_id(login)
+        async with self._connection(account_id) as connection:
+            admitter = Admitter(connection, self.settings, self.keys)
+            expected = await _live_or_last(connection, self._account_key(account_id))
+            admission = await admitter.admit(account_id, "public", dry=True, expected=expected)
             await self._wait(connection)
         return admission
 
-    async def _wait(self, connection: Redis) -> None:
+    def _account_key(self, account_id: str) -> str:
+        return PartitionKeys(partition_of(account_id, self.settings.partitions)).account(account_id)
+
+    async def _wait(self, connection: RedisClient) -> None:
+        if not self.wait_replicas:
+            return
         acknowledged = int(await connection.wait(self.wait_replicas, self.wait_timeout_ms))
         if acknowledged < self.wait_replicas:
             raise NotReplicated(f"{acknowledged} of {self.wait_replicas} replicas acknowledged")
 
     @asynccontextmanager
-    async def _pinned(self, account_id: str) -> AsyncIterator[Redis]:
+    async def _connection(self, account_id: str) -> AsyncIterator[RedisClient]:
+        """The shared client, or with WAIT on, one borrowed connection to the key's node."""
+        if not self.wait_replicas:
+            yield self.client
+            return
         base = self.client
         if isinstance(base, RedisCluster):
-            key = PartitionKeys(partition_of(account_id, self.settings.partitions)).account(
-                account_id
-            )
-            base = self._node_client(base, key)
+            base = self._node_client(base, self._account_key(account_id))
         connection = base.client()
         try:
             yield connection
@@ -98,6 +103,13 @@ class Gate:
         for client in self._node_clients.values():
             await client.aclose()
         self._node_clients.clear()
+
+
+async def _live_or_last(client: RedisClient, account_key: str) -> str:
+    """Read first, so every admission - unknown, new, converged, cooldown - costs the same
+    commands: without it a converging one pays an extra "retry" round trip (a timing tell)."""
+    live, last = await client.hmget(account_key, ["live", "last"])
+    return str(live or last or "")
 
 
 def _node_url(url: str, host: str, port: int | str) -> str:

@@ -8,6 +8,7 @@ usually holds a whole /64.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import math
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ def client_address(peer: str | None, forwarded_for: str | None, trusted_hops: in
     return bucket(candidate)
 
 
+@functools.lru_cache(maxsize=65536)  # parsing an address costs more than the limit check
 def bucket(address: str) -> str:
     try:
         ip = ipaddress.ip_address(address.strip("[]"))

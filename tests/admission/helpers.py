@@ -16,6 +16,7 @@ import aiohttp
 from aiohttp.test_utils import TestClient, TestServer
 
 from services.admission.app import create_app
+from services.admission.batching import hot_path_client
 from services.admission.settings import AdmissionSettings
 from services.ctl.embedded import free_port
 from shared.directory import Account, Directory, RedisDirectory
@@ -60,7 +61,8 @@ async def serving(
     own = client is None
     store = create_client(settings) if client is None else client
     await ping(store)  # as shared.redis.connect does: a Cluster client learns its slots first
-    app = create_app(settings, store, directory or RedisDirectory(store))
+    hot = hot_path_client(store)  # exactly what __main__ hands the app
+    app = create_app(settings, hot, directory or RedisDirectory(hot))
     try:
         async with TestClient(TestServer(app, host="127.0.0.1")) as http:
             yield http

@@ -120,3 +120,42 @@ async def test_public_answers_are_byte_identical_whatever_the_login(
         }
     assert seen == {(202, "application/json", "21", b'{"status":"received"}')}
     assert (await redis.hgetall(keys_of(ALICE_ID).operation(op)))["ep:public"] == "3"
+
+
+async def test_every_public_answer_costs_the_same_commands(redis: Redis, redis_server: Any) -> None:
+    """Invariant 9's timing half, structurally: unknown, new, converged and cooldown send
+    Redis the same commands in the same order (MONITOR sees what clients send)."""
+    await seed_directory(redis)
+    token_keys = parse_keys(TEST_TOKEN_KEYS)
+    settings = admission_settings(redis_server.url, ip_limit_per_minute=600, ip_limit_burst=50)
+    seen: list[str] = []
+    watcher = Redis.from_url(redis_server.url, decode_responses=True)
+
+    async def watch() -> None:
+        async with watcher.monitor() as monitor:
+            while True:
+                command = await monitor.next_command()
+                if command["client_type"] != "lua":
+                    seen.append(command["command"].split()[0].upper())
+
+    task = asyncio.create_task(watch())
+    await asyncio.sleep(0.1)
+
+    async def commands_of(login: str) -> list[str]:
+        seen.clear()
+        assert (await public(http, login)).status == 202
+        await asyncio.sleep(0.1)
+        return list(seen)
+
+    async with serving(settings) as http:
+        await commands_of("warm-up")  # the first call after a Redis start loads the scripts
+        kinds = {"new": await commands_of(ALICE[0]), "converged": await commands_of(ALICE[0])}
+        op = (await (await internal_admit(http, ALICE_ID)).json())["operation_id"]
+        await consume(http, op, token_keys.derive(op))
+        kinds["cooldown"] = await commands_of(ALICE[0])
+        kinds["unknown"] = await commands_of("nobody@example.com")
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    await watcher.aclose()
+    assert kinds["new"] == ["EVALSHA", "GET", "HGETALL", "HMGET", "EVALSHA"], kinds
+    assert kinds["converged"] == kinds["cooldown"] == kinds["unknown"] == kinds["new"], kinds
