@@ -1,0 +1,319 @@
+"""Benchmark: the public admission endpoint vs a bare aiohttp handler (the framework floor).
+
+    .venv/bin/python benchmarks/admission.py [--duration 10] [--connections 50]
+
+Starts a local redis-server, imports a few thousand accounts, runs ``python -m
+services.admission`` (one process, uvloop) and a bare aiohttp app answering the same 202,
+then loads each with wrk (a separate process; ``apt-get install wrk``) using a realistic mix:
+known logins, unknown logins, and a hot set of accounts clicked again and again (resends,
+cooldown repeats). Every request carries its own X-Forwarded-For behind one trusted proxy,
+so the per-IP limit runs (its GCRA script included) without limiting the load generator.
+
+With two or more CPUs the server under test is pinned to one CPU and wrk and redis-server to
+the others, so both servers get the same CPU and the comparison is about what admission does
+per request, not about who wins the scheduler (--no-pin to turn that off).
+
+Prints requests/s and p50/p99 side by side, then Redis round trips per admission by kind
+(counted with MONITOR: commands from clients, not the ones scripts run inside Redis).
+This is a benchmark, not a test: it prints figures and checks nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import redis
+
+from services.ctl.embedded import RedisServer, cleanup_directory, free_port
+from shared import keys
+
+ACCOUNTS = 5000
+HOT = 50
+BODY = b'{"status":"received"}'
+TOKEN_KEYS = "k1:benchmark-secret-0123456789abcdef"
+
+WRK_SCRIPT = """
+math.randomseed(os.time() + math.floor(os.clock() * 1000000))
+local accounts, hot = %(accounts)d, %(hot)d
+local headers = {["Content-Type"] = "application/json"}
+request = function()
+  local r = math.random()
+  local login
+  if r < 0.60 then
+    login = "player" .. math.random(1, accounts) .. "@example.com"    -- known, mostly new
+  elseif r < 0.85 then
+    login = "nobody" .. math.random(1, 1000000000) .. "@example.net"  -- unknown login
+  else
+    login = "player" .. math.random(1, hot) .. "@example.com"         -- resend / cooldown
+  end
+  headers["X-Forwarded-For"] = math.random(1, 223) .. "." .. math.random(0, 255) .. "." ..
+    math.random(0, 255) .. "." .. math.random(1, 254)
+  return wrk.format("POST", "/v1/password-resets", headers, '{"login":"' .. login .. '"}')
+end
+"""
+
+
+def floor_server(port: int) -> None:
+    """The framework floor: aiohttp on uvloop, reading the body and answering the same 202."""
+    import uvloop
+    from aiohttp import web
+
+    async def handler(request: web.Request) -> web.Response:
+        await request.read()
+        return web.Response(body=BODY, status=202, content_type="application/json")
+
+    app = web.Application()
+    app.router.add_post("/v1/password-resets", handler)
+    uvloop.install()
+    web.run_app(app, host="127.0.0.1", port=port, access_log=None, print=None)
+
+
+def wait_healthy(url: str, process: subprocess.Popen[bytes], timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise SystemExit(f"server exited with {process.returncode}")
+        try:
+            with urllib.request.urlopen(url, timeout=0.5):
+                return
+        except OSError as error:
+            if getattr(error, "code", None):  # an HTTP error answer: it is up
+                return
+            time.sleep(0.05)
+    raise SystemExit(f"{url} did not come up")
+
+
+def start_admission(redis_url: str, port: int) -> subprocess.Popen[bytes]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RESETGATE_")}
+    env.update(
+        RESETGATE_REDIS_URL=redis_url,
+        RESETGATE_TOKEN_KEYS=TOKEN_KEYS,
+        RESETGATE_INTERNAL_API_TOKEN="benchmark-internal-token",
+        RESETGATE_HTTP_HOST="127.0.0.1",
+        RESETGATE_HTTP_PORT=str(port),
+        RESETGATE_TRUSTED_PROXY_HOPS="1",
+        RESETGATE_LOG_LEVEL="WARNING",
+    )
+    process = subprocess.Popen([sys.executable, "-m", "services.admission"], cwd=ROOT, env=env)
+    wait_healthy(f"http://127.0.0.1:{port}/healthz", process)
+    return process
+
+
+def start_floor(port: int) -> subprocess.Popen[bytes]:
+    process = subprocess.Popen([sys.executable, __file__, "--floor", str(port)], cwd=ROOT)
+    wait_healthy(f"http://127.0.0.1:{port}/v1/password-resets", process)
+    return process
+
+
+def import_accounts(client: redis.Redis) -> None:
+    pipe = client.pipeline(transaction=False)
+    for i in range(1, ACCOUNTS + 1):
+        account = f"acct-{i}"
+        pipe.set(keys.directory_login(f"player{i}@example.com"), account)
+        pipe.hset(keys.directory_account(account), mapping={"email": f"p{i}@example.com"})
+    pipe.execute()
+
+
+def pin(pid: int, cpus: set[int] | None) -> None:
+    if cpus:
+        os.sched_setaffinity(pid, cpus)
+
+
+def wrk(
+    url: str, script: Path, seconds: int, connections: int, cpus: set[int] | None
+) -> dict[str, float]:
+    taskset = ["taskset", "-c", ",".join(map(str, sorted(cpus)))] if cpus else []
+    out = subprocess.run(
+        [
+            *taskset,
+            "wrk",
+            "-t2",
+            f"-c{connections}",
+            f"-d{seconds}s",
+            "--latency",
+            "-s",
+            str(script),
+            url,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return {
+        "rps": float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)),  # type: ignore[union-attr]
+        "p50": latency(out, "50%"),
+        "p99": latency(out, "99%"),
+        "requests": float(re.search(r"(\d+) requests in", out).group(1)),  # type: ignore[union-attr]
+        "non2xx": float(m.group(1))
+        if (m := re.search(r"Non-2xx or 3xx responses: (\d+)", out))
+        else 0.0,
+    }
+
+
+def latency(out: str, percentile: str) -> float:
+    match = re.search(rf"^\s+{re.escape(percentile)}\s+([\d.]+)(us|ms|s)\s*$", out, re.MULTILINE)
+    assert match, out
+    value, unit = float(match.group(1)), match.group(2)
+    return value / 1000 if unit == "us" else value * 1000 if unit == "s" else value
+
+
+class Monitor:
+    """Counts commands clients send (MONITOR marks script-internal ones as ``lua``)."""
+
+    def __init__(self, url: str) -> None:
+        self.client = redis.Redis.from_url(url)
+        self.count = 0
+        self.lock = threading.Lock()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+        time.sleep(0.2)
+
+    def _run(self) -> None:
+        try:
+            with self.client.monitor() as monitor:
+                for command in monitor.listen():
+                    if command.get("client_type") != "lua":
+                        with self.lock:
+                            self.count += 1
+        except redis.exceptions.ConnectionError:
+            return  # redis-server stopped at the end of the run
+
+    def snapshot(self) -> int:
+        time.sleep(0.3)  # let MONITOR catch up
+        with self.lock:
+            return self.count
+
+
+def post(base: str, login: str, ip: str) -> None:
+    request = urllib.request.Request(
+        f"{base}/v1/password-resets", data=f'{{"login":"{login}"}}'.encode(), method="POST",
+        headers={"Content-Type": "application/json", "X-Forwarded-For": ip},
+    )  # fmt: skip
+    with urllib.request.urlopen(request) as response:
+        assert response.status == 202
+
+
+def round_trips(base: str, redis_url: str) -> dict[str, float]:
+    """Client commands per request for each kind of public admission (100 requests each)."""
+    monitor = Monitor(redis_url)
+    kinds = {
+        "new (known login, created)": lambda i: f"player{ACCOUNTS - i}@example.com",
+        "repeat (converged)": lambda i: f"player{ACCOUNTS - i}@example.com",
+        "unknown login": lambda i: f"ghost{i}@example.net",
+    }
+    figures = {}
+    for name, login in kinds.items():
+        before = monitor.snapshot()
+        for i in range(100):
+            post(base, login(i), f"10.9.{i // 250}.{i % 250 + 1}")
+        figures[name] = (monitor.snapshot() - before) / 100
+    return figures
+
+
+def print_mix(port: int) -> None:
+    """What the load amounted to: admissions by result, from the service's own /metrics."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics") as response:
+        text = response.read().decode()
+    pattern = r'resetgate_admissions_total\{entry_point="public",result="(\w+)"\} ([\d.e+]+)'
+    found = re.findall(pattern, text)
+    total = sum(float(n) for _, n in found) or 1.0
+    mix = ", ".join(f"{result} {float(n) / total:.0%}" for result, n in found)
+    print(f"\nadmission results over the whole run: {mix}")
+
+
+def commands_per_request(client: redis.Redis) -> int:
+    return int(client.info("stats")["total_commands_processed"])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--duration", type=int, default=10)
+    parser.add_argument("--connections", type=int, default=50)
+    parser.add_argument("--no-pin", action="store_true", help="do not pin processes to CPUs")
+    parser.add_argument("--floor", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.floor:
+        floor_server(args.floor)
+        return
+    if shutil.which("wrk") is None:
+        raise SystemExit("wrk not found: apt-get install -y wrk")
+    cpus = sorted(os.sched_getaffinity(0))
+    pinned = len(cpus) >= 2 and not args.no_pin
+    server_cpus = {cpus[0]} if pinned else None  # the server under test, alone
+    load_cpus = set(cpus[1:]) if pinned else None  # wrk and redis-server
+    server = RedisServer(appendonly=True, appendfsync="everysec").start()
+    assert server.process is not None
+    pin(server.process.pid, load_cpus)
+    work = Path(tempfile.mkdtemp(prefix="rg-bench-"))
+    processes: list[subprocess.Popen[bytes]] = []
+    try:
+        client = redis.Redis.from_url(server.url, decode_responses=True)
+        import_accounts(client)
+        script = work / "mix.lua"
+        script.write_text(WRK_SCRIPT % {"accounts": ACCOUNTS, "hot": HOT})
+        admission_port, floor_port = free_port(), free_port()
+        processes = [start_admission(server.url, admission_port), start_floor(floor_port)]
+        for process in processes:
+            pin(process.pid, server_cpus)
+        results = {}
+        for name, port in (("floor (bare aiohttp 202)", floor_port),
+                           ("admission POST /v1/password-resets", admission_port)):  # fmt: skip
+            url = f"http://127.0.0.1:{port}/v1/password-resets"
+            wrk(url, script, 3, args.connections, load_cpus)  # warm-up
+            before = commands_per_request(client)
+            results[name] = wrk(url, script, args.duration, args.connections, load_cpus)
+            results[name]["redis_cmds"] = (commands_per_request(client) - before) / results[name][
+                "requests"
+            ]
+        report(results, args, server_cpus, load_cpus)
+        print_mix(admission_port)
+        trips = round_trips(f"http://127.0.0.1:{admission_port}", server.url)
+        print("\nRedis round trips per public admission (client commands, MONITOR):")
+        for kind, value in trips.items():
+            print(f"  {kind:<32} {value:.2f}")
+        print("  (each: GCRA script, directory GET + HGETALL, account HMGET, admit script)")
+    finally:
+        for process in processes:
+            process.send_signal(signal.SIGTERM)
+            process.wait(timeout=15)
+        server.stop()
+        cleanup_directory(server.directory)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def report(
+    results: dict[str, dict[str, float]], args: argparse.Namespace,
+    server_cpus: set[int] | None, load_cpus: set[int] | None,
+) -> None:  # fmt: skip
+    layout = (f"server on CPU {sorted(server_cpus)}, wrk + redis-server on CPU {sorted(load_cpus)}"
+              if server_cpus and load_cpus else f"unpinned on {os.cpu_count()} CPUs")  # fmt: skip
+    print(f"\n{args.connections} connections, {args.duration}s per run, wrk -t2, one server "
+          f"process each (uvloop); Redis AOF everysec; {layout}\n")  # fmt: skip
+    print(f"{'target':<38}{'req/s':>10}{'p50 ms':>9}{'p99 ms':>9}{'non-2xx':>9}"
+          f"{'redis cmds/req*':>16}")  # fmt: skip
+    for name, r in results.items():
+        print(f"{name:<38}{r['rps']:>10.0f}{r['p50']:>9.2f}{r['p99']:>9.2f}{r['non2xx']:>9.0f}"
+              f"{r['redis_cmds']:>16.2f}")  # fmt: skip
+    print("* every command Redis ran, including those inside the Lua scripts")
+    floor, admission = results.values()
+    ratio = admission["rps"] / floor["rps"]
+    print(f"\nadmission / floor throughput: {ratio:.0%} (target >= 70%); "
+          f"admission p99 {admission['p99']:.2f} ms (target <= 15 ms)")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
