@@ -5,12 +5,15 @@ from __future__ import annotations
 import os
 import socket
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 
 from shared.settings import PolicySettings
 
 
 class PollerSettings(PolicySettings):
+    # The poller never derives a token (a replay reuses the operation; the sender derives
+    # its token), so it neither needs nor checks RESETGATE_TOKEN_KEYS.
+    token_keys: SecretStr = SecretStr("")
     provider_url: str = "http://127.0.0.1:8025"
     provider_api_key: SecretStr
     connect_timeout_seconds: float = Field(default=3.0, gt=0)
@@ -37,3 +40,8 @@ class PollerSettings(PolicySettings):
     gc_interval_seconds: float = Field(default=60.0, gt=0)
     lease_seconds: float = Field(default=15.0, ge=1)
     consumer_name: str = Field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
+
+    @field_validator("token_keys")
+    @classmethod
+    def _token_keys_parse(cls, value: SecretStr) -> SecretStr:
+        return value  # overrides PolicySettings' check: see token_keys above
