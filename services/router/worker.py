@@ -21,7 +21,8 @@ from shared import clock, ids, metrics
 from shared.admission import AdmissionConflict, Admitter
 from shared.directory import Directory, DirectoryError
 from shared.keys import CONTACT_FORMS, CONTACT_FORMS_DEAD, ROUTER_GROUP, PartitionKeys
-from shared.logging import event
+from shared.logging import event, scrub
+from shared.loops import ERRORS
 from shared.model import EntryPoint
 from shared.redis import RedisClient
 
@@ -88,10 +89,15 @@ class Router:
             return
         try:
             await self._route(form)
-        except (DirectoryError, AdmissionConflict) as error:
+        except (DirectoryError, AdmissionConflict, *ERRORS) as error:
             # Left pending: claim_step retries it after claim_idle_seconds.
             event(log, logging.WARNING, "contact form not routed yet; will retry",
                   event_id=form.event_id, error=type(error).__name__)  # fmt: skip
+        except Exception as error:  # one bad form must not stop the router
+            # Retrying a form that trips a bug would crash-loop the router on it: park it.
+            event(log, logging.ERROR, "contact form could not be routed", entry_id=entry_id,
+                  error=type(error).__name__)  # fmt: skip
+            await self._dead_letter(entry_id, fields, "routing_error")
 
     async def _route(self, form: ContactForm) -> None:
         claim = await cases.claim(
@@ -127,7 +133,8 @@ class Router:
 
     async def _facts(self, form: ContactForm) -> Facts:
         if form.topic not in self.topics:
-            return Facts(form.topic, account_topic=False, account_id=form.account_id)
+            # Unverified and copied into a stream: scrubbed, in case someone typed an address.
+            return Facts(form.topic, account_topic=False, account_id=scrub(form.account_id))
         account_id = await self._account(form)
         if not account_id:
             metrics.admissions.labels(EntryPoint.CONTACT_FORM, "unknown_login").inc()

@@ -8,7 +8,7 @@ from aiohttp import ClientSession
 
 from services.router import cases
 from shared import clock, ids
-from shared.directory import HttpDirectory
+from shared.directory import Account, HttpDirectory, RedisDirectory
 from shared.keys import CONTACT_FORMS, ROUTER_GROUP
 from tests.poller.conftest import sample
 from tests.router.conftest import Desk, wait_for
@@ -111,3 +111,28 @@ async def test_directory_outage_leaves_the_event_pending_not_dead(desk: Desk) ->
         async with desk.router(directory=unreachable, claim_idle_seconds=60):
             await wait_for(lambda: _pending(desk, 1))
     assert await desk.cases() == [] and await desk.dead() == []
+
+
+class BuggyDirectory:
+    """A directory that trips over one login (a bug, not an outage)."""
+
+    async def lookup_login(self, login: str) -> Account | None:
+        if login == "boom":
+            raise KeyError("unforeseen")
+        return await self.inner.lookup_login(login)
+
+    async def get_account(self, account_id: str) -> Account | None:
+        return await self.inner.get_account(account_id)
+
+    def __init__(self, inner: RedisDirectory) -> None:
+        self.inner = inner
+
+
+async def test_a_form_that_trips_a_bug_is_parked_and_the_router_keeps_going(desk: Desk) -> None:
+    login = await desk.account("acct-after-bug")
+    await desk.submit(event_id="evt-boom", login="boom")
+    await desk.submit(event_id="evt-fine", login=login)
+    async with desk.router(directory=BuggyDirectory(RedisDirectory(desk.redis))):
+        await wait_for(desk.settled)
+    assert [d["reason"] for d in await desk.dead()] == ["routing_error"]
+    assert [c["event_id"] for c in await desk.cases()] == ["evt-fine"]
