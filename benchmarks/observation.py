@@ -11,6 +11,7 @@ operation has observed delivery and prints one row per run:
 
     .venv/bin/python benchmarks/observation.py                  # N=50000, three runs
     .venv/bin/python benchmarks/observation.py --ops 5000 --runs live-default
+    .venv/bin/python benchmarks/observation.py --ops 6000 --send-rate 50 --runs live-default
 """
 
 from __future__ import annotations
@@ -88,16 +89,21 @@ async def accept(redis: Redis, rows: list[tuple[str, int, str]]) -> None:
         await pipe.execute()
 
 
-async def drive(redis: Redis, url: str, n: int) -> list[str]:
-    """Send N emails and record each accepted operation right after its send."""
+async def drive(redis: Redis, url: str, n: int, rate: float = 0) -> list[str]:
+    """Send N emails (at most ``rate``/s when set) and record each accepted operation right
+    after its send."""
     ops = [ids.operation_id(i % PARTITIONS) for i in range(n)]
+    step = max(1, min(256, int(rate / 10))) if rate else 256
+    began = time.monotonic()
     connector = aiohttp.TCPConnector(limit=SEND_CONCURRENCY)
     async with aiohttp.ClientSession(connector=connector) as session:
-        for start in range(0, n, 256):
-            chunk = ops[start : start + 256]
+        for start in range(0, n, step):
+            chunk = ops[start : start + step]
             message_ids = await asyncio.gather(*(send_one(session, url, op) for op in chunk))
             await accept(redis, [(op, int(op.split("-")[1]), m)
                                  for op, m in zip(chunk, message_ids, strict=True)])  # fmt: skip
+            if rate:
+                await asyncio.sleep(max(0.0, began + (start + step) / rate - time.monotonic()))
     return ops
 
 
@@ -142,7 +148,7 @@ def poller(redis_url: str, provider_url: str, run: Run, logs: Path) -> ServicePr
 
 
 async def one_run(
-    run: Run, n: int, redis_server: RedisServer, url: str, logs: Path
+    run: Run, n: int, redis_server: RedisServer, url: str, logs: Path, rate: float
 ) -> dict[str, Any]:
     redis = Redis.from_url(redis_server.url, decode_responses=True)
     await redis.flushall()
@@ -151,7 +157,7 @@ async def one_run(
     started = time.monotonic()
     if run.mode == "live":
         await service.start()
-        ops = await drive(redis, url, n)
+        ops = await drive(redis, url, n, rate)
     else:
         ops = await drive(redis, url, n)
         await asyncio.sleep(2)  # every delivered event is in the feed now
@@ -200,17 +206,21 @@ async def main(args: argparse.Namespace) -> None:
     try:
         async with run_sandbox_process(delivered_delay_seconds=1.0, log_level="WARNING") as url:
             for name in args.runs:
-                rows.append(await one_run(RUNS[name], args.ops, redis_server, url, logs))
+                rows.append(await one_run(RUNS[name], args.ops, redis_server, url, logs,
+                                          args.send_rate))  # fmt: skip
                 print(f"{name}: done in {rows[-1]['seconds']:.1f}s", flush=True)
     finally:
         redis_server.stop()
         cleanup_directory(str(logs / "redis"))
     report(rows)
-    print(f"\n{args.ops} operations per run; poller logs in {logs}")
+    rate = f"{args.send_rate:g}/s" if args.send_rate else "unpaced"
+    print(f"\n{args.ops} operations per run, live sends {rate}; poller logs in {logs}")
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ops", type=int, default=50_000)
     parser.add_argument("--runs", nargs="+", default=list(RUNS), choices=list(RUNS))
+    parser.add_argument("--send-rate", type=float, default=0,
+                        help="sends/s in the live runs (default: as fast as the sandbox takes)")
     asyncio.run(main(parser.parse_args()))
