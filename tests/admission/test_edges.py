@@ -237,3 +237,45 @@ async def test_readyz_is_503_when_redis_is_gone(redis_server: Any) -> None:
         assert await reply.json() == {"ready": False, "checks": {"redis": False}}
         down = await http.post(LOGIN_ROUTE, json={"login": ALICE[0]})
         assert down.status == 503 and (await down.json())["error"] == "store_unavailable"
+
+
+async def test_the_http_directory_resolves_logins_and_accounts(
+    redis: Redis, redis_server: Any
+) -> None:
+    """RESETGATE_DIRECTORY_URL: the studio's account service, here a real HTTP server."""
+    from aiohttp import web
+    from aiohttp.test_utils import TestServer
+
+    accounts = {"acct-dir": {"account_id": "acct-dir", "email": "d@example.com"}}
+
+    async def lookup(request: web.Request) -> web.Response:
+        login = request.query.get("login", "")
+        if login != "dir.player@example.com":
+            return web.json_response({"error": "not found"}, status=404)
+        return web.json_response(accounts["acct-dir"])
+
+    async def account(request: web.Request) -> web.Response:
+        found = accounts.get(request.match_info["account_id"])
+        return web.json_response(found) if found else web.json_response({}, status=404)
+
+    studio = web.Application()
+    studio.router.add_get("/accounts/lookup", lookup)
+    studio.router.add_get("/accounts/{account_id}", account)
+    async with TestServer(studio, host="127.0.0.1") as directory_server:
+        url = str(directory_server.make_url(""))
+        settings = admission_settings(redis_server.url, directory_url=url)
+        async with aiohttp.ClientSession() as session:
+            directory = HttpDirectory(session, url, timeout=2.0)
+            async with serving(settings, directory=directory) as http:
+                known = await http.post(LOGIN_ROUTE, json={"login": "dir.player@example.com"})
+                unknown = await http.post(LOGIN_ROUTE, json={"login": "else@example.com"})
+                assert (known.status, unknown.status) == (202, 202)
+                assert await known.read() == await unknown.read()
+                body = {"account_id": "acct-dir", "entry_point": "agent"}
+                agent = await http.post(ADMIT_ROUTE, headers=BEARER, json=body)
+                assert (await agent.json())["result"] == "converged"
+                body = {"account_id": "ghost", "entry_point": "agent"}
+                ghost = await http.post(ADMIT_ROUTE, headers=BEARER, json=body)
+                assert ghost.status == 404
+    live = [k async for k in redis.scan_iter("rg:{*}:live")]
+    assert len(live) == 1
