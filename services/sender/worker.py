@@ -9,22 +9,22 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
 from typing import Any
 
-from redis.exceptions import RedisError, ResponseError
+from redis.exceptions import ResponseError
 
 from services.sender.attempt import AttemptRunner, Job
 from services.sender.settings import SenderSettings
 from shared import clock, control, metrics
 from shared.keys import SEND_GROUP, PartitionKeys
 from shared.logging import event
+from shared.loops import ERRORS, resilient
 from shared.operations import promote_due
-from shared.redis import TRANSIENT_ERRORS, RedisClient
+from shared.redis import RedisClient
 from shared.service import sleep_or_stop
 
 log = logging.getLogger(__name__)
-_ERRORS = (RedisError, *TRANSIENT_ERRORS)
+SERVICE = "sender"
 
 
 async def ensure_groups(client: RedisClient, partitions: int) -> None:
@@ -34,28 +34,6 @@ async def ensure_groups(client: RedisClient, partitions: int) -> None:
         except ResponseError as error:
             if "BUSYGROUP" not in str(error):
                 raise
-
-
-async def resilient(name: str, stop: asyncio.Event, step: Callable[[], Awaitable[float]]) -> None:
-    """Run ``step`` until stop; it returns how long to wait before the next run."""
-    backoff = 0.1
-    while not stop.is_set():
-        try:
-            delay = await step()
-            backoff = 0.1
-        except _ERRORS as error:
-            event(
-                log,
-                logging.WARNING,
-                "loop error; retrying",
-                loop=name,
-                error=type(error).__name__,
-                retry_in_s=backoff,
-            )
-            metrics.redis_up.labels("sender").set(0)
-            delay, backoff = backoff, min(backoff * 2, 5.0)
-        if delay:
-            await sleep_or_stop(stop, delay)
 
 
 class Sender:
@@ -84,7 +62,7 @@ class Sender:
         metrics.provider_auth_paused.labels(self.settings.provider_name).set(int(bool(mine)))
         for p in range(self.settings.partitions):
             metrics.partition_paused.labels(str(p)).set(int(p in self.state.paused))
-        metrics.redis_up.labels("sender").set(1)
+        metrics.redis_up.labels(SERVICE).set(1)
         return 1.0
 
     # -- readers -------------------------------------------------------------------------
@@ -106,7 +84,7 @@ class Sender:
                     await self.jobs.put(Job(partition, entry_id, fields.get("op", "")))
             return 0
 
-        await resilient(f"read:{partition}", stop, step)
+        await resilient(SERVICE, f"read:{partition}", stop, step)
 
     async def claim_partition(self, partition: int, stop: asyncio.Event) -> None:
         """Take over entries whose consumer went quiet for longer than a lease."""
@@ -124,7 +102,7 @@ class Sender:
                     await self.jobs.put(Job(partition, entry_id, fields.get("op", "")))
             return lease_ms / 2000
 
-        await resilient(f"claim:{partition}", stop, step)
+        await resilient(SERVICE, f"claim:{partition}", stop, step)
 
     # -- workers -------------------------------------------------------------------------
     async def work(self, stop: asyncio.Event) -> None:
@@ -143,7 +121,7 @@ class Sender:
             return  # shutting down: the entry stays pending and is claimed after a lease
         try:
             await self.runner.run(job)
-        except _ERRORS as error:
+        except ERRORS as error:
             event(
                 log,
                 logging.WARNING,
@@ -161,7 +139,7 @@ class Sender:
                     await promote_due(self.client, p, now)
             return self.settings.promote_interval_seconds
 
-        await resilient("promote", stop, step)
+        await resilient(SERVICE, "promote", stop, step)
 
     async def gauges(self, stop: asyncio.Event) -> None:
         async def step() -> float:
@@ -171,7 +149,7 @@ class Sender:
                 await self._partition_gauges(p, now)
             return 1.0
 
-        await resilient("gauges", stop, step)
+        await resilient(SERVICE, "gauges", stop, step)
 
     async def _partition_gauges(self, partition: int, now: int) -> None:
         pk = PartitionKeys(partition)
