@@ -15,8 +15,7 @@ from datetime import UTC, datetime
 from services.poller.budget import Budget
 from services.poller.observer import Observer
 from services.poller.settings import PollerSettings
-from services.sender import retry_after
-from shared import metrics
+from shared import metrics, retry_after
 from shared.delivery import DeliveryEvent, parse_event
 from shared.keys import POLLER_CURSOR
 from shared.logging import event

@@ -12,11 +12,11 @@ import random
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
-from services.sender import retry_after, template
+from services.sender import template
 from services.sender.pacer import Pacer
 from services.sender.policy import Budget, decide
 from services.sender.settings import SenderSettings
-from shared import clock, control, ids, metrics
+from shared import clock, control, ids, metrics, retry_after
 from shared.directory import Directory, DirectoryError
 from shared.logging import event
 from shared.model import Outcome, State

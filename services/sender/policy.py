@@ -9,9 +9,9 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from services.sender.retry_after import RetryAfter, Source
 from shared.model import Outcome, State
 from shared.operations import Finalisation
+from shared.retry_after import RetryAfter, Source
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,9 +14,9 @@ from aiohttp import web
 
 from services.ctl.embedded import free_port
 from services.sender.policy import Budget, decide
-from services.sender.retry_after import parse
 from shared.model import Outcome, State
 from shared.provider import HttpProvider
+from shared.retry_after import parse
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 HUGE = b"x" * (8 * 1024 * 1024)

@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from services.sender.policy import Budget, backoff_ms, decide
-from services.sender.retry_after import MAX_DELAY_MS, Source, parse, parse_http_date
 from shared.model import Outcome, State
+from shared.retry_after import MAX_DELAY_MS, Source, parse, parse_http_date
 
 NOW = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
 BUDGET = Budget(
