@@ -2,14 +2,16 @@
 
 A contact form can carry free text (and a login that is an email address): nothing from
 it is copied anywhere except the fields routing needs, and a dead letter keeps only ids,
-the topic and the names of the fields it had, each truncated and scrubbed.
+the topic and the names of the fields it had, each only when it has its field's shape.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from shared.logging import scrub
 
@@ -17,6 +19,10 @@ MAX_FIELD = 256
 ROUTED_FIELDS = ("event_id", "topic", "login", "account_id", "submitted_at")
 _EVENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}", re.ASCII)
 _TOPIC = re.compile(r"[a-z0-9][a-z0-9_.-]{0,63}", re.ASCII)
+# The shape of an account id (as the admission API accepts it) and of a field name: whatever
+# does not fit may be anything a player typed, so it is dropped rather than copied.
+_ACCOUNT_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}", re.ASCII)
+_FIELD_NAME = re.compile(r"[A-Za-z0-9_.:-]{1,32}", re.ASCII)
 
 
 class Malformed(ValueError):
@@ -35,6 +41,30 @@ class ContactForm:
     submitted_ms: int
 
 
+def decode_fields(raw: Mapping[Any, Any]) -> tuple[dict[str, str], str | None]:
+    """An entry read undecoded, as text; with "not_utf8" when a routed field is not UTF-8.
+
+    Other fields are never used or copied (only their names reach a dead letter), so their
+    bytes may be anything: they are decoded with replacement instead of refusing the form.
+    """
+    fields: dict[str, str] = {}
+    reason = None
+    for key, value in raw.items():
+        name = _text(key, strict=False)
+        try:
+            fields[name] = _text(value, strict=name in ROUTED_FIELDS)
+        except UnicodeDecodeError:
+            fields[name] = ""
+            reason = "not_utf8"
+    return fields, reason
+
+
+def _text(value: Any, *, strict: bool) -> str:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "strict" if strict else "replace")
+    return str(value)
+
+
 def entry_ms(entry_id: str) -> int:
     head = entry_id.split("-", 1)[0]
     return int(head) if head.isdigit() else 0
@@ -44,7 +74,8 @@ def parse_submitted(value: str) -> int | None:
     """Epoch milliseconds (digits) or RFC 3339 with a zone -> ms; None when neither."""
     text = value.strip()
     if text.isdigit():
-        return int(text)
+        # ASCII only: "²" is a digit to str.isdigit() and a ValueError to int().
+        return int(text) if text.isascii() and len(text) <= 15 else None
     try:
         when = datetime.fromisoformat(text)
     except ValueError:
@@ -76,19 +107,30 @@ def parse_form(
     return ContactForm(entry_id, event_id, topic, login, account_id, submitted)
 
 
+def account_id_or_blank(value: str) -> str:
+    """An unverified account id as a case may carry it: its shape, or nothing."""
+    return scrub(value) if _ACCOUNT_ID.fullmatch(value) else ""
+
+
 def dead_letter(entry_id: str, fields: dict[str, str], reason: str, now_ms: int) -> dict[str, str]:
-    """What the dead-letter stream keeps: never a login, an address or free text."""
+    """What the dead-letter stream keeps: never a login, an address or free text.
 
-    def safe(name: str, limit: int) -> str:
-        return scrub(fields.get(name, "")[:limit])
-
-    names = ",".join(sorted(scrub(k[:32]) for k in list(fields)[:20]))
+    A value is kept only when it has the shape its field requires (a malformed event id or
+    topic is, by definition, anything at all: a sentence, an address); names likewise.
+    """
+    submitted = fields.get("submitted_at", "").strip()[:64]
+    names = {name if _FIELD_NAME.fullmatch(name) else "?" for name in list(fields)[:20]}
     return {
         "reason": reason,
         "entry_id": entry_id,
-        "event_id": safe("event_id", 128),
-        "topic": safe("topic", 64),
-        "submitted_at": safe("submitted_at", 64),
-        "fields": names,
+        "event_id": _kept(_EVENT_ID, fields.get("event_id", "")),
+        "topic": _kept(_TOPIC, fields.get("topic", "").lower()),
+        "submitted_at": scrub(submitted) if parse_submitted(submitted) is not None else "",
+        "fields": ",".join(sorted(names)),
         "dead_at": str(now_ms),
     }
+
+
+def _kept(shape: re.Pattern[str], value: str) -> str:
+    value = value.strip()
+    return scrub(value) if shape.fullmatch(value) else ""

@@ -9,24 +9,43 @@ otherwise converges on the account's live operation.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
+from redis.client import NEVER_DECODE
 from redis.exceptions import ResponseError
 
 from services.router import cases
-from services.router.form import ContactForm, Malformed, dead_letter, parse_form
+from services.router.form import (
+    ContactForm,
+    Malformed,
+    account_id_or_blank,
+    dead_letter,
+    decode_fields,
+    parse_form,
+)
 from services.router.routing import Facts, case_fields, route
 from services.router.settings import RouterSettings
 from shared import clock, ids, metrics
 from shared.admission import AdmissionConflict, Admitter
 from shared.directory import Directory, DirectoryError
 from shared.keys import CONTACT_FORMS, CONTACT_FORMS_DEAD, ROUTER_GROUP, PartitionKeys
-from shared.logging import event, scrub
+from shared.logging import event
 from shared.loops import ERRORS
 from shared.model import EntryPoint
 from shared.redis import RedisClient
 
 log = logging.getLogger(__name__)
+
+
+# Contact forms are read undecoded and decoded per entry (form.decode_fields): with the
+# client's decoding, one entry that is not UTF-8 raised in the read itself, on every retry,
+# and took the router down with it (a crash loop that also stalled every later form).
+_UNDECODED = {NEVER_DECODE: True}
+
+
+def _entry_id(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 async def ensure_group(client: RedisClient) -> None:
@@ -53,9 +72,10 @@ class Router:
     # -- loops -----------------------------------------------------------------------------
     async def read_step(self) -> float:
         try:
-            reply: Any = await self.client.xreadgroup(
-                ROUTER_GROUP, self.settings.consumer_name, {CONTACT_FORMS: ">"},
-                count=self.settings.read_batch, block=self.settings.block_ms,
+            reply: Any = await self.client.execute_command(
+                "XREADGROUP", "GROUP", ROUTER_GROUP, self.settings.consumer_name,
+                "COUNT", self.settings.read_batch, "BLOCK", self.settings.block_ms,
+                "STREAMS", CONTACT_FORMS, ">", **_UNDECODED,
             )  # fmt: skip
         except ResponseError as error:
             if "NOGROUP" not in str(error):
@@ -64,25 +84,28 @@ class Router:
             return 0.1
         for _, entries in reply or []:
             for entry_id, fields in entries:
-                await self.handle(str(entry_id), fields)
+                await self.handle(_entry_id(entry_id), fields)
         return 0.0
 
     async def claim_step(self) -> float:
         """Entries whose router died, or that hit a directory outage, are retried here."""
-        reply: Any = await self.client.xautoclaim(
-            CONTACT_FORMS, ROUTER_GROUP, self.settings.consumer_name, self.idle_ms, "0-0",
-            count=100,
+        reply: Any = await self.client.execute_command(
+            "XAUTOCLAIM", CONTACT_FORMS, ROUTER_GROUP, self.settings.consumer_name,
+            self.idle_ms, "0-0", "COUNT", 100, **_UNDECODED,
         )  # fmt: skip
         for entry_id, fields in reply[1]:
             if fields:
-                await self.handle(str(entry_id), fields)
-            else:  # deleted from the stream while pending: nothing left to route
-                await self.client.xack(CONTACT_FORMS, ROUTER_GROUP, entry_id)
+                await self.handle(_entry_id(entry_id), fields)
+            elif entry_id is not None:  # deleted from the stream while pending: nothing to route
+                await self.client.xack(CONTACT_FORMS, ROUTER_GROUP, _entry_id(entry_id))
         return self.settings.claim_idle_seconds / 2
 
     # -- one entry -------------------------------------------------------------------------
-    async def handle(self, entry_id: str, fields: dict[str, str]) -> None:
+    async def handle(self, entry_id: str, raw: Mapping[Any, Any]) -> None:
+        fields, undecodable = decode_fields(raw)
         try:
+            if undecodable:
+                raise Malformed(undecodable)
             form = parse_form(entry_id, fields, self.topics)
         except Malformed as bad:
             await self._dead_letter(entry_id, fields, bad.reason)
@@ -133,8 +156,8 @@ class Router:
 
     async def _facts(self, form: ContactForm) -> Facts:
         if form.topic not in self.topics:
-            # Unverified and copied into a stream: scrubbed, in case someone typed an address.
-            return Facts(form.topic, account_topic=False, account_id=scrub(form.account_id))
+            # Unverified and copied into a stream: only if it looks like an id (not free text).
+            return Facts(form.topic, False, account_id=account_id_or_blank(form.account_id))
         account_id = await self._account(form)
         if not account_id:
             metrics.admissions.labels(EntryPoint.CONTACT_FORM, "unknown_login").inc()
