@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: setup run test lint typecheck chart-lint unit test-slow bench clean
+.PHONY: setup run test lint typecheck chart-lint unit test-cluster test-slow bench clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -34,12 +34,19 @@ chart-lint: setup
 	  $$HELM lint --strict charts/resetgate -f charts/resetgate/values-dev.yaml && \
 	  $$HELM lint --strict charts/resetgate -f charts/resetgate/values-prod-like.yaml
 
-test: lint typecheck chart-lint unit
+# The end-to-end suite and the sender suite again, on a 3-master Redis Cluster.
+test-cluster: setup
+	RESETGATE_TEST_REDIS=cluster $(BIN)/python -m pytest tests/e2e tests/sender
+
+test: lint typecheck chart-lint unit test-cluster
 
 test-slow: setup
 	$(BIN)/python -m pytest -m slow
 
 bench: setup
+	$(BIN)/python benchmarks/storm.py --all
+	$(BIN)/python benchmarks/promoter.py
+	$(BIN)/python benchmarks/observation.py
 	$(BIN)/python benchmarks/admission.py
 
 clean:

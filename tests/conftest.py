@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -15,9 +16,14 @@ from shared.tokens import parse_keys
 TEST_TOKEN_KEYS = "k2:second-secret-0123456789abcdef,k1:first-secret-0123456789abcdef"
 
 
+# RESETGATE_TEST_REDIS=cluster (`make test-cluster`) gives the cluster-aware suites
+# (tests/e2e, tests/sender) a 3-master Redis Cluster instead of one redis-server.
+CLUSTER = os.environ.get("RESETGATE_TEST_REDIS") == "cluster"
+
+
 @pytest.fixture(scope="session")
-def redis_server() -> Iterator[RedisServer]:
-    server = RedisServer().start()
+def redis_server() -> Iterator[RedisServer | RedisClusterServers]:
+    server = RedisClusterServers().start() if CLUSTER else RedisServer().start()
     yield server
     server.stop()
 
@@ -31,7 +37,12 @@ def redis_cluster() -> Iterator[RedisClusterServers]:
 
 @pytest.fixture
 async def redis(redis_server: RedisServer) -> AsyncIterator[Redis]:
-    client = Redis.from_url(redis_server.url, decode_responses=True)
+    client: Any = (
+        RedisCluster.from_url(redis_server.url, decode_responses=True)
+        if CLUSTER
+        else Redis.from_url(redis_server.url, decode_responses=True)
+    )
+    await client.ping()
     await client.flushall()
     yield client
     await client.aclose()
@@ -48,6 +59,7 @@ async def cluster_client(redis_cluster: RedisClusterServers) -> AsyncIterator[Re
 def make_settings(redis_url: str, **overrides: Any) -> PolicySettings:
     values: dict[str, Any] = {
         "redis_url": redis_url,
+        "redis_cluster": CLUSTER,
         "token_keys": TEST_TOKEN_KEYS,
         "partitions": 4,
         "cooldown_seconds": 60,

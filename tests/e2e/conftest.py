@@ -6,6 +6,7 @@ put the sandbox's faults back with :func:`baseline`."""
 from __future__ import annotations
 
 import asyncio
+import os
 import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
@@ -13,9 +14,9 @@ from typing import Any
 
 import aiohttp
 import pytest
-from redis.asyncio import Redis
+from redis.asyncio import Redis, RedisCluster
 
-from services.ctl.embedded import RedisServer
+from services.ctl.embedded import RedisClusterServers, RedisServer
 from services.sandbox.testing import SANDBOX_API_KEY, configure, run_sandbox_process
 from shared.directory import Account, RedisDirectory
 from tests.conftest import TEST_TOKEN_KEYS
@@ -124,19 +125,30 @@ async def baseline(provider_url: str, **changes: Any) -> None:
     await configure(provider_url, **{**BASELINE, **changes})
 
 
+# `make test-cluster` (and `make test`) run this package a second time against a 3-master
+# Redis Cluster: every service gets RESETGATE_REDIS_CLUSTER=true, the test a cluster client.
+CLUSTER = os.environ.get("RESETGATE_TEST_REDIS") == "cluster"
+
+
 @pytest.fixture(scope="package")
-def e2e_redis() -> Iterator[RedisServer]:
-    server = RedisServer().start()
+def e2e_redis() -> Iterator[RedisServer | RedisClusterServers]:
+    server = RedisClusterServers().start() if CLUSTER else RedisServer().start()
     yield server
     server.stop()
 
 
 @pytest.fixture(scope="package")
-async def e2e(e2e_redis: RedisServer) -> AsyncIterator[E2E]:
+async def e2e(e2e_redis: RedisServer | RedisClusterServers) -> AsyncIterator[E2E]:
     logs = Path(tempfile.mkdtemp(prefix="rg-e2e-"))
-    redis = Redis.from_url(e2e_redis.url, decode_responses=True)
+    redis: Any = (
+        RedisCluster.from_url(e2e_redis.url, decode_responses=True)
+        if CLUSTER
+        else Redis.from_url(e2e_redis.url, decode_responses=True)
+    )
+    await redis.ping()
     async with run_sandbox_process(**BASELINE) as provider_url:
         base = service_env(e2e_redis.url, provider_url)
+        base["RESETGATE_REDIS_CLUSTER"] = "true" if CLUSTER else "false"
         async with Processes(logs, base) as processes:
             processes.add("admission")
             processes.add("sender", **SENDER_ENV)

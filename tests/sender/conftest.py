@@ -23,12 +23,13 @@ from shared.operations import load_operation
 from shared.provider import HttpProvider
 from shared.reconcile import reconcile
 from shared.tokens import parse_keys
-from tests.conftest import TEST_TOKEN_KEYS
+from tests.conftest import CLUSTER, TEST_TOKEN_KEYS
 
 
 def sender_settings(redis_url: str, provider_url: str, **overrides: Any) -> SenderSettings:
     values: dict[str, Any] = {
         "redis_url": redis_url,
+        "redis_cluster": CLUSTER,
         "provider_url": provider_url,
         "provider_api_key": SANDBOX_API_KEY,
         "token_keys": TEST_TOKEN_KEYS,

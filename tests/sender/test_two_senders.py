@@ -14,7 +14,7 @@ from services.ctl.embedded import free_port
 from services.sandbox.testing import SANDBOX_API_KEY, configure, sandbox_stats
 from shared.keys import PartitionKeys
 from shared.operations import load_attempts
-from tests.conftest import TEST_TOKEN_KEYS
+from tests.conftest import CLUSTER, TEST_TOKEN_KEYS
 from tests.sender.conftest import Stack
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,6 +25,7 @@ def sender_processes(stack: Stack, count: int) -> Iterator[list[subprocess.Popen
     env = dict(
         os.environ,
         RESETGATE_REDIS_URL=stack.redis_url,
+        RESETGATE_REDIS_CLUSTER=str(CLUSTER).lower(),
         RESETGATE_PROVIDER_URL=stack.provider_url,
         RESETGATE_PROVIDER_API_KEY=SANDBOX_API_KEY,
         RESETGATE_TOKEN_KEYS=TEST_TOKEN_KEYS,
