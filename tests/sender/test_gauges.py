@@ -1,0 +1,32 @@
+"""The oldest-eligible-age gauge: due-now work counts, deliberate deferrals do not."""
+
+from __future__ import annotations
+
+from prometheus_client import REGISTRY
+
+from shared import clock
+from shared.keys import PartitionKeys
+from tests.sender.conftest import Stack, wait_for
+
+
+def gauge(name: str, **labels: str) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+async def test_waiting_work_ages_and_deliberate_deferrals_do_not(stack: Stack) -> None:
+    waiting = await stack.admit("acct-age")
+    p = PartitionKeys.of(waiting).partition
+    await stack.redis.hset("rg:control", f"paused:{p}", "{}")  # nothing is sent from p
+    # A deliberate deferral an hour out in another partition: not eligible, not aged.
+    other = next(i for i in range(4) if i != p)
+    await stack.redis.zadd(PartitionKeys(other).due, {f"op-{other}-X": clock.now_ms() + 3_600_000})
+    async with stack.sender():
+        await wait_for(lambda: _aged(str(p)), timeout=10)
+        assert gauge("resetgate_oldest_eligible_age_seconds", partition=str(other)) == 0
+        assert gauge("resetgate_queue_depth", partition=str(other), queue="due") == 1
+        assert gauge("resetgate_queue_depth", partition=str(p), queue="send") == 1
+        assert gauge("resetgate_partition_paused", partition=str(p)) == 1
+
+
+async def _aged(partition: str) -> bool:
+    return gauge("resetgate_oldest_eligible_age_seconds", partition=partition) >= 1.0
