@@ -11,11 +11,11 @@ import logging
 from typing import Any
 
 from redis.asyncio import BlockingConnectionPool, Redis, RedisCluster
+from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
-from redis.retry import Retry
 
 from shared.logging import event
 from shared.settings import CommonSettings
@@ -31,6 +31,9 @@ def _options(settings: CommonSettings) -> dict[str, Any]:
         "decode_responses": True,
         "socket_timeout": settings.redis_timeout_seconds,
         "socket_connect_timeout": settings.redis_timeout_seconds,
+        # redis.asyncio's Retry: the synchronous one's call_with_retry returns the command's
+        # coroutine un-awaited, so nothing was retried and every stale pooled connection
+        # failed one call after a Redis restart (tests/outage/test_redis_client.py).
         "retry": Retry(ExponentialWithJitterBackoff(cap=2.0, base=0.05), 3),
         "health_check_interval": 15,
     }
