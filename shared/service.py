@@ -93,6 +93,27 @@ def instrument(service: str) -> Any:
     return middleware
 
 
+# Request-head bounds, stated here rather than left to aiohttp's defaults: a line or one
+# header over 8 KiB, or more than 64 headers, is a 400 and a closed connection, so a header
+# flood costs at most ~0.5 MiB per connection for at most http_keepalive_seconds.
+MAX_LINE_BYTES = 8190
+MAX_HEADERS = 64
+# A client still sending after its answer (413, 408) gets this long to finish before the
+# connection is closed; aiohttp's 10 s would stretch every slow-body bound by that much.
+LINGER_SECONDS = 2.0
+
+
+def http_limits(settings: CommonSettings) -> dict[str, Any]:
+    """The aiohttp server keywords that bound what one connection can cost."""
+    return {
+        "keepalive_timeout": settings.http_keepalive_seconds,
+        "max_line_size": MAX_LINE_BYTES,
+        "max_field_size": MAX_LINE_BYTES,
+        "max_headers": MAX_HEADERS,
+        "lingering_time": LINGER_SECONDS,
+    }
+
+
 async def serve(
     name: str, settings: CommonSettings, app: web.Application, workers: list[Worker]
 ) -> None:
@@ -101,7 +122,7 @@ async def serve(
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=5.0)
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=5.0, **http_limits(settings))
     await runner.setup()
     site = web.TCPSite(runner, settings.http_host, settings.http_port)
     await site.start()

@@ -28,6 +28,11 @@ class CommonSettings(BaseSettings):
     partitions: int = Field(default=16, ge=1, le=1024)
     http_host: str = "0.0.0.0"
     http_port: int = Field(default=8080, ge=0, le=65535)
+    # How long a connection may go without a complete request, idle or dribbling its headers
+    # (aiohttp has no separate header timeout; its default is an hour). Keep it above the idle
+    # timeout of the proxy in front (ingress-nginx and AWS ALB: 60 s), or that proxy may reuse
+    # a connection this side has just closed.
+    http_keepalive_seconds: float = Field(default=75.0, gt=0, le=3600)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     shutdown_grace_seconds: float = Field(default=20.0, gt=0)
     provider_name: str = Field(default="http", pattern=r"^[a-z0-9_-]{1,32}$")

@@ -7,6 +7,7 @@ message could quote a login, which is often an email address).
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import logging
 from typing import Any
@@ -34,17 +35,24 @@ _KEPT_HEADERS = ("Allow", "Retry-After")
 
 
 async def read_body(request: web.Request, schema: BodySchema) -> dict[str, str]:
-    """The validated body, or :class:`ApiError` (413/415/400/422) before anything is written."""
+    """The validated body, or :class:`ApiError` (413/415/408/400/422) before anything is
+    written."""
     limit = request.app[SETTINGS].max_body_bytes
     length = request.content_length
     if length is not None and length > limit:
         raise ApiError(413, "body_too_large", f"the body must be at most {limit} bytes")
     if request.content_type != "application/json":
         raise ApiError(415, "unsupported_media_type", "send Content-Type: application/json")
+    timeout = request.app[SETTINGS].body_timeout_seconds
     try:
-        raw = await request.read()
+        async with asyncio.timeout(timeout):
+            raw = await request.read()
     except web.HTTPRequestEntityTooLarge:
         raise ApiError(413, "body_too_large", f"the body must be at most {limit} bytes") from None
+    except TimeoutError:
+        raise ApiError(
+            408, "body_timeout", f"the body did not arrive within {timeout:g} s; send it at once"
+        ) from None
     if len(raw) > limit:
         raise ApiError(413, "body_too_large", f"the body must be at most {limit} bytes")
     try:

@@ -119,3 +119,48 @@ def status_of(response: bytes) -> int:
 async def in_thread(function: Any, *args: Any) -> Any:
     """Blocking socket work off the event loop (the loop may be serving something)."""
     return await asyncio.to_thread(function, *args)
+
+
+# Bounds small enough to observe in a test: a connection without a complete request is closed
+# after 2 s, a body must arrive within 1 s.
+TIGHT = {"RESETGATE_HTTP_KEEPALIVE_SECONDS": "2", "RESETGATE_BODY_TIMEOUT_SECONDS": "1"}
+
+
+@pytest.fixture(scope="module")
+async def admission(
+    redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[ServiceProcess]:
+    """One admission process for a module (tight connection bounds, no IP limit)."""
+    logs = tmp_path_factory.mktemp("admission-logs")
+    async with Processes(logs, base_env(redis_server.url, **TIGHT)) as processes:
+        yield await processes.start("admission")
+
+
+class Exchange:
+    """One request written as raw bytes over asyncio streams, and what came back."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+
+    async def send(self, data: bytes, timeout: float = 10.0) -> bytes:
+        """Write ``data``, read until the server closes (or ``timeout``)."""
+        reader, writer = await asyncio.open_connection("127.0.0.1", self.port)
+        try:
+            writer.write(data)
+            await writer.drain()
+            return await _read_until_closed(reader, timeout)
+        except ConnectionResetError:
+            return b""
+        finally:
+            writer.close()
+
+
+async def _read_until_closed(reader: asyncio.StreamReader, timeout: float) -> bytes:
+    chunks = []
+    try:
+        async with asyncio.timeout(timeout):
+            while chunk := await reader.read(65536):
+                chunks.append(chunk)
+    except (TimeoutError, ConnectionResetError):
+        pass
+    return b"".join(chunks)

@@ -1,0 +1,115 @@
+"""Slow clients (slowloris) against the real admission process: a connection that drips its
+headers, sits idle, or drips its body is closed within a bound, while ordinary requests keep
+being answered. The process runs with RESETGATE_HTTP_KEEPALIVE_SECONDS=2 and
+RESETGATE_BODY_TIMEOUT_SECONDS=1 (defaults: 75 s and 10 s), so the bounds are observable.
+
+Before the fix, aiohttp's defaults applied: an hour for a head to complete (keep-alive
+3630 s) and no limit on a body, so either kind of drip held a connection (and, for a body, a
+handler) indefinitely."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import aiohttp
+from redis.asyncio import Redis
+
+from tests.security.conftest import add_accounts
+from tests.support.processes import ServiceProcess
+
+KEEPALIVE = 2.0
+BODY_TIMEOUT = 1.0
+LINGER = 2.0  # shared.service.LINGER_SECONDS
+SLACK = 6.0  # a loaded 2-core machine: generous, the unbounded case is infinite anyway
+HEAD = b"POST /v1/password-resets HTTP/1.1\r\nHost: rg\r\nContent-Type: application/json\r\n"
+
+
+async def test_dripped_heads_and_idle_connections_are_closed_while_others_are_served(
+    admission: ServiceProcess, redis: Redis
+) -> None:
+    ((login, _),) = await add_accounts(redis, 1)
+    drips = [asyncio.create_task(_drip(admission.port, HEAD + b"X-Pad: ", b"a")) for _ in range(20)]
+    idle = [asyncio.create_task(_drip(admission.port, b"", b"")) for _ in range(5)]
+    latencies = await _ordinary_traffic(admission.url, login, seconds=KEEPALIVE + 2)
+    lifetimes = await asyncio.gather(*drips, *idle)
+    worst_ms = max(latencies) * 1000
+    print(f"slow heads closed after {min(lifetimes):.2f}-{max(lifetimes):.2f} s; "
+          f"{len(latencies)} ordinary requests meanwhile, max {worst_ms:.0f} ms")  # fmt: skip
+    assert all(KEEPALIVE - 0.2 <= t <= KEEPALIVE + SLACK for t in lifetimes), lifetimes
+    assert len(latencies) >= 20 and max(latencies) < SLACK
+
+
+async def test_a_dripped_body_gets_408_and_the_connection_is_closed(
+    admission: ServiceProcess, redis: Redis
+) -> None:
+    ((login, _),) = await add_accounts(redis, 1)
+    head = HEAD + b"Content-Length: 1000\r\n\r\n"
+    reader, writer = await asyncio.open_connection("127.0.0.1", admission.port)
+    started = time.monotonic()
+    writer.write(head)
+    answered = asyncio.create_task(reader.readuntil(b"\r\n\r\n"))
+    closed = asyncio.create_task(_eof_after(reader, answered))
+    try:
+        while not closed.done() and time.monotonic() - started < 30:
+            writer.write(b" ")
+            await writer.drain()
+            await asyncio.sleep(0.1)
+    except (ConnectionResetError, BrokenPipeError):
+        pass
+    status_line = (await answered).split(b"\r\n", 1)[0]
+    lifetime = await closed - started
+    writer.close()
+    print(f"dripped body: {status_line.decode()} then closed after {lifetime:.2f} s")
+    assert status_line == b"HTTP/1.1 408 Request Timeout"
+    assert BODY_TIMEOUT <= lifetime <= BODY_TIMEOUT + LINGER + SLACK
+    async with aiohttp.ClientSession() as session:  # and the server is fine
+        reply = await session.post(admission.url + "/v1/password-resets", json={"login": login})
+        assert reply.status == 202
+
+
+async def _drip(port: int, first: bytes, byte: bytes, every: float = 0.1) -> float:
+    """Send ``first``, then ``byte`` every ``every`` s; seconds until the server closed."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    started = time.monotonic()
+    writer.write(first)
+    eof = asyncio.create_task(reader.read())
+    try:
+        while not eof.done() and time.monotonic() - started < 30:
+            if byte:
+                writer.write(byte)
+                await writer.drain()
+            await asyncio.sleep(every)
+    except (ConnectionResetError, BrokenPipeError):
+        pass
+    try:
+        async with asyncio.timeout(1):
+            await eof
+    except (TimeoutError, ConnectionResetError):
+        pass
+    writer.close()
+    return time.monotonic() - started
+
+
+async def _eof_after(reader: asyncio.StreamReader, answered: asyncio.Task[bytes]) -> float:
+    await answered
+    try:
+        while await reader.read(65536):
+            pass
+    except ConnectionResetError:
+        pass
+    return time.monotonic()
+
+
+async def _ordinary_traffic(url: str, login: str, seconds: float) -> list[float]:
+    """A well-behaved client posting every 20 ms; the latency of each (all must be 202)."""
+    latencies = []
+    deadline = time.monotonic() + seconds
+    async with aiohttp.ClientSession() as session:
+        while time.monotonic() < deadline:
+            started = time.monotonic()
+            async with session.post(url + "/v1/password-resets", json={"login": login}) as reply:
+                assert reply.status == 202
+            latencies.append(time.monotonic() - started)
+            await asyncio.sleep(0.02)
+    return latencies
