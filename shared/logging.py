@@ -13,6 +13,9 @@ import sys
 import time
 from typing import Any
 
+from aiohttp.http_exceptions import HttpProcessingError
+from aiohttp.web import RequestPayloadError
+
 from shared import codec
 
 _EMAIL = re.compile(r"[A-Za-z0-9._%+\-]+@[A-Za-z0-9.\-]+\.[A-Za-z]{2,}")
@@ -45,9 +48,25 @@ class JsonFormatter(logging.Formatter):
         if isinstance(fields, dict):
             line.update(fields)
         if record.exc_info and record.exc_info[1] is not None:
-            error = record.exc_info[1]
-            line["error"] = f"{type(error).__name__}: {error}"
+            line.update(_error_fields(record, record.exc_info[1]))
         return scrub(codec.dumps_str(line))
+
+
+# A malformed request head, or a body that does not decode (aiohttp logs the latter again,
+# as "Unhandled exception", when it drains the body after our 400).
+_CLIENTS_FAULT = (HttpProcessingError, RequestPayloadError)
+
+
+def _error_fields(record: logging.LogRecord, error: BaseException) -> dict[str, str]:
+    """aiohttp's messages quote the client's raw bytes (a malformed header line can hold the
+    internal bearer, a cookie, a longer-than-43 run around a token that scrub() misses), so
+    they keep only the type; a request the client got wrong is its problem, not an error."""
+    if not record.name.startswith("aiohttp."):
+        return {"error": f"{type(error).__name__}: {error}"}
+    fields = {"error": type(error).__name__}
+    if isinstance(error, _CLIENTS_FAULT) and record.levelno > logging.WARNING:
+        fields["level"] = "warning"
+    return fields
 
 
 def setup(service: str, level: str = "INFO") -> None:

@@ -49,6 +49,10 @@ async def read_body(request: web.Request, schema: BodySchema) -> dict[str, str]:
             raw = await request.read()
     except web.HTTPRequestEntityTooLarge:
         raise ApiError(413, "body_too_large", f"the body must be at most {limit} bytes") from None
+    except web.RequestPayloadError:  # e.g. Content-Encoding: gzip over bytes that are not gzip
+        raise ApiError(
+            400, "unreadable_body", "the body could not be decoded; check Content-Encoding"
+        ) from None
     except TimeoutError:
         raise ApiError(
             408, "body_timeout", f"the body did not arrive within {timeout:g} s; send it at once"
@@ -81,7 +85,10 @@ async def internal_auth(request: web.Request, handler: Handler) -> web.StreamRes
             **{"WWW-Authenticate": _REALM},
         )
     expected = request.app[SETTINGS].internal_api_token.get_secret_value().encode()
-    if not hmac.compare_digest(_bearer(header).encode(), expected):
+    # surrogateescape: a non-UTF-8 byte in the header (aiohttp keeps it as a lone surrogate)
+    # must compare as wrong, not raise UnicodeEncodeError and answer 500.
+    offered = _bearer(header).encode("utf-8", "surrogateescape")
+    if not hmac.compare_digest(offered, expected):
         return json_error(
             401,
             "unauthorized",

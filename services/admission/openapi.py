@@ -54,7 +54,7 @@ def _error(description: str, headers: dict[str, Any] | None = None) -> dict[str,
 
 
 _BAD_BODY = {
-    "400": _error("The body is not valid JSON."),
+    "400": _error("The body is not valid JSON, or its Content-Encoding does not decode."),
     "413": _error("The body is larger than RESETGATE_MAX_BODY_BYTES (16 KiB by default)."),
     "408": _error("The body did not arrive within RESETGATE_BODY_TIMEOUT_SECONDS (10 s)."),
     "415": _error("Content-Type is not application/json."),
