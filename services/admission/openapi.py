@@ -203,6 +203,11 @@ def _admission_links() -> dict[str, Any]:
             "operationId": "getAccountOperation",
             "parameters": {"account_id": "$request.body#/account_id"},
         },
+        # A real operation id, so fuzzed tokens reach the constant-time compare, not a 404.
+        "ConsumeToken": {
+            "operationId": "consumeToken",
+            "requestBody": {"operation_id": "$response.body#/operation_id", "token": "x" * 43},
+        },
     }
 
 

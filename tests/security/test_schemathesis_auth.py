@@ -1,0 +1,76 @@
+"""Schemathesis over the whole admission document (all 9 operations: public, internal,
+operational) against the real process, as a caller WITHOUT the bearer and with a WRONG one,
+every check on, positive and negative data, all four phases. tests/admission/test_process.py
+runs the same with the right bearer (its stateful phase follows the document's links from an
+admission to the operation, the account and token consumption).
+
+Afterwards the server's own latency histogram says what every internal route answered: 401,
+and nothing else, whatever schemathesis sent."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from redis.asyncio import Redis
+
+from tests.security.conftest import add_accounts
+from tests.support.processes import Processes
+
+SCHEMATHESIS = Path(sys.executable).with_name("schemathesis")
+
+
+@pytest.mark.parametrize("authorization", [None, "Bearer wrong-token-0123456789abcdef"],
+                         ids=["no-bearer", "wrong-bearer"])  # fmt: skip
+async def test_without_the_bearer_every_internal_answer_is_401_and_nothing_breaks(
+    redis: Redis, stack: Processes, tmp_path: Path, authorization: str | None
+) -> None:
+    await add_accounts(redis, 5)
+    admission = await stack.start("admission", RESETGATE_IP_LIMIT_PER_MINUTE="6000",
+                                  RESETGATE_IP_LIMIT_BURST="100")  # fmt: skip
+    command = [str(SCHEMATHESIS), "run", f"{admission.url}/openapi.json", "--checks", "all",
+               "--max-examples", "60", "--workers", "2", "--request-timeout", "5",
+               "--report", "ndjson", "--report-dir", str(tmp_path)]  # fmt: skip
+    if authorization is not None:
+        command += ["--header", f"Authorization: {authorization}"]
+    run = await asyncio.to_thread(
+        subprocess.run, command, cwd=tmp_path, capture_output=True, text=True, timeout=110
+    )
+    assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-2000:]
+    assert "9/9" in run.stdout  # every operation in the document was selected
+
+    answered = await _statuses_by_route(admission.url)
+    internal = {route: codes for route, codes in answered.items() if route.startswith("/internal/")}
+    assert len(internal) == 4, answered
+    assert all(codes == {"401"} for codes in internal.values()), internal
+    assert not any(code.startswith("5") for codes in answered.values() for code in codes)
+    assert not [r for r in admission.log_records() if r.get("level") == "error"]
+    sent = sum(1 for line in _ndjson(tmp_path) if "ScenarioFinished" in line)
+    print(f"{authorization or 'no bearer'}: {sent} scenarios; answers by route: {answered}")
+
+
+async def _statuses_by_route(url: str) -> dict[str, set[str]]:
+    import aiohttp
+
+    async with aiohttp.ClientSession() as session, session.get(url + "/metrics") as reply:
+        text = await reply.text()
+    answered: dict[str, set[str]] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "resetgate_http_request_duration_seconds_count" and sample.value:
+                answered.setdefault(sample.labels["route"], set()).add(sample.labels["status"])
+    return answered
+
+
+def _ndjson(directory: Path) -> list[str]:
+    lines: list[str] = []
+    for path in directory.glob("**/*.ndjson"):
+        lines.extend(line for line in path.read_text().splitlines() if line.strip())
+    for line in lines[:1]:
+        json.loads(line)  # it is what it claims to be
+    return lines
