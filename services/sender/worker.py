@@ -117,9 +117,11 @@ class Sender:
     async def _run_one(self, job: Job, stop: asyncio.Event) -> None:
         while not self.sending_allowed() and not stop.is_set():
             await sleep_or_stop(stop, 0.5)
-        if not self.sending_allowed() or not await self.runner.pacer.acquire(stop):
-            return  # shutting down: the entry stays pending and is claimed after a lease
         try:
+            # The pacing bucket lives in Redis too: a store error while waiting for a slot
+            # must not escape, or this worker dies and takes the whole sender down with it.
+            if not self.sending_allowed() or not await self.runner.pacer.acquire(stop):
+                return  # shutting down: the entry stays pending and is claimed after a lease
             await self.runner.run(job)
         except ERRORS as error:
             event(

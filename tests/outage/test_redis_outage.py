@@ -1,0 +1,181 @@
+"""Invariant 10 across a Redis outage: every service (admission, two senders, poller,
+router) rides out a Redis restart - and a Redis crash - as the same process.
+
+While Redis is away each service stays alive (/healthz 200, same pid), says it is not ready
+(/readyz 503), admission acknowledges nothing (503, never a 202 it cannot keep), and the
+loops back off instead of spinning. Once Redis is back every service is ready again without
+a restart, the operations admitted before the outage - still queued behind the senders'
+pacing when Redis went away - are all sent, once each, and new admissions, contact forms
+and delivery observation work as before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from services.sandbox.testing import sandbox_stats
+from shared.keys import CONTACT_FORMS
+from tests.chaos.audit import cases_by_event
+from tests.chaos.stack import INTERNAL_TOKEN, SERVICES, Stack, account_id, login, running_stack
+
+BEFORE = 24  # operations admitted just before the outage
+OUTAGE_SECONDS = 5.0
+# A paced sender (4 sends/s shared by both) still has most of BEFORE waiting for a slot
+# when Redis goes away: the path where a store error used to kill the sender's workers.
+PACED = {"sender": {"RESETGATE_PROVIDER_MAX_RATE": "4", "RESETGATE_PROVIDER_BURST": "1"}}
+# Loop errors a service may log during the outage. Each loop backs off (0.1 s doubling to
+# 5 s): about 6 lines per loop for a 5 s outage. A loop retrying without backoff would
+# log hundreds.
+MAX_ERRORS_PER_LOOP = 20
+
+
+async def get(session: aiohttp.ClientSession, url: str) -> int:
+    try:
+        async with session.get(url) as response:
+            return response.status
+    except (aiohttp.ClientError, TimeoutError):
+        return 0
+
+
+async def until_status(stack: Stack, path: str, status: int, timeout: float) -> dict[str, bool]:
+    """Poll every service's ``path`` until each has answered ``status`` once."""
+    seen = dict.fromkeys(SERVICES, False)
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=3)) as session:
+        deadline = time.monotonic() + timeout
+        while not all(seen.values()) and time.monotonic() < deadline:
+            for name in SERVICES:
+                if not seen[name]:
+                    seen[name] = await get(session, stack[name].url + path) == status
+            await asyncio.sleep(0.1)
+    return seen
+
+
+async def internal(stack: Stack, account: str) -> tuple[int, dict[str, Any]]:
+    url = stack.admission_url + "/internal/v1/recovery-operations"
+    body = {"account_id": account, "entry_point": "agent", "actor": "outage-test"}
+    async with (
+        aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as session,
+        session.post(url, json=body, headers={"Authorization": f"Bearer {INTERNAL_TOKEN}"}) as r,
+    ):
+        return r.status, await r.json(content_type=None)
+
+
+async def public(stack: Stack, index: int) -> int:
+    url = stack.admission_url + "/v1/password-resets"
+    async with (
+        aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as session,
+        session.post(url, json={"login": login(index)}) as response,
+    ):
+        return response.status
+
+
+async def states(stack: Stack, ops: list[str]) -> dict[str, str]:
+    async with stack.redis.pipeline(transaction=False) as pipe:
+        for op in ops:
+            pipe.hget(f"rg:{{{op.split('-')[1]}}}:op:{op}", "state")
+        return dict(zip(ops, await pipe.execute(), strict=True))
+
+
+async def until_accepted(stack: Stack, ops: list[str], timeout: float) -> dict[str, str]:
+    deadline = time.monotonic() + timeout
+    while True:
+        now = await states(stack, ops)
+        if all(s == "accepted" for s in now.values()) or time.monotonic() > deadline:
+            return now
+        await asyncio.sleep(0.25)
+
+
+def loop_errors(stack: Stack, name: str) -> Counter[str]:
+    return Counter(r.get("loop", "?") for r in stack[name].log_records()
+                   if r.get("msg") == "loop error; retrying")  # fmt: skip
+
+
+async def admit_before(stack: Stack) -> list[str]:
+    ops = []
+    for i in range(BEFORE):
+        status, body = await internal(stack, account_id(i))
+        assert status == 201, body
+        ops.append(body["operation_id"])
+    return ops
+
+
+async def take_redis_away(stack: Stack, crash: bool) -> None:
+    server = stack.redis_server
+    await asyncio.to_thread(server.stop, crash)
+
+
+async def check_outage(stack: Stack) -> None:
+    not_ready = await until_status(stack, "/readyz", 503, timeout=20)
+    assert all(not_ready.values()), f"/readyz never said 503 during the outage: {not_ready}"
+    alive = await until_status(stack, "/healthz", 200, timeout=10)
+    assert all(alive.values()), f"/healthz failed during the outage: {alive}"
+    assert await public(stack, 0) == 503, "admission acknowledged what it could not store"
+    status, body = await internal(stack, account_id(BEFORE + 1))
+    assert status == 503 and body["error"] == "store_unavailable", body
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("crash", [False, True], ids=["restart", "crash"])
+async def test_invariant_10_every_service_survives_a_redis_outage(
+    tmp_path: Path, crash: bool
+) -> None:
+    async with running_stack(tmp_path, accounts=BEFORE + 10, faults=False, env=PACED) as stack:
+        pids = {name: stack[name].process.pid for name in SERVICES}  # type: ignore[union-attr]
+        before = await admit_before(stack)
+        await stack.redis.xadd(
+            CONTACT_FORMS,
+            {"event_id": "outage-form-before", "topic": "password_reset", "login": login(0)},
+        )
+        await take_redis_away(stack, crash)
+        went_away = time.monotonic()
+        await check_outage(stack)
+        await asyncio.sleep(max(0.0, OUTAGE_SECONDS - (time.monotonic() - went_away)))
+        await stack.redis_server.start_async()
+
+        ready = await until_status(stack, "/readyz", 200, timeout=30)
+        assert all(ready.values()), f"not ready again after the outage: {ready}"
+        now = {name: stack[name].process.pid for name in SERVICES}  # type: ignore[union-attr]
+        exited = [n for n in SERVICES if not stack[n].running]
+        assert not exited and now == pids, f"restarted or exited: {exited}\n" + "\n".join(
+            stack[n].tail(10) for n in exited
+        )
+
+        # Work admitted before the outage finishes after it; new work flows as before.
+        status, body = await internal(stack, account_id(BEFORE + 2))
+        assert status == 201, body
+        after = body["operation_id"]
+        await stack.redis.xadd(CONTACT_FORMS, {"event_id": "outage-form-after",
+                                               "topic": "password_reset",
+                                               "login": login(BEFORE + 3)})  # fmt: skip
+        final = await until_accepted(stack, [*before, after], timeout=90)
+        assert all(s == "accepted" for s in final.values()), Counter(final.values())
+        await _check_after(stack, after)
+        for name in SERVICES:
+            worst = loop_errors(stack, name).most_common(1)
+            assert not worst or worst[0][1] <= MAX_ERRORS_PER_LOOP, (name, worst)
+            assert "worker crashed" not in stack[name].logs(), stack[name].tail(20)
+
+
+async def _check_after(stack: Stack, after: str) -> None:
+    async def observed() -> bool:
+        delivery = await stack.redis.hget(f"rg:{{{after.split('-')[1]}}}:op:{after}", "delivery")
+        cases = await cases_by_event(stack.redis)
+        return delivery == "delivered" and {"outage-form-before", "outage-form-after"} <= set(cases)
+
+    deadline = time.monotonic() + 30
+    while not await observed():
+        assert time.monotonic() < deadline, "poller or router did not resume after the outage"
+        await asyncio.sleep(0.25)
+    stats = await sandbox_stats(stack.provider_url)
+    assert stats["duplicate_sends_total"] == 0
+    assert max(stats["sent_by_operation"].values()) == 1
+    if os.environ.get("OUTAGE_VERBOSE"):
+        print({n: dict(loop_errors(stack, n)) for n in SERVICES})
