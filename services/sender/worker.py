@@ -81,7 +81,7 @@ class Sender:
             )
             for _, entries in reply or []:
                 for entry_id, fields in entries:
-                    await self.jobs.put(Job(partition, entry_id, fields.get("op", "")))
+                    await self._enqueue(partition, entry_id, fields)
             return 0
 
         await resilient(SERVICE, f"read:{partition}", stop, step)
@@ -99,10 +99,28 @@ class Sender:
             )
             for entry_id, fields in reply[1]:
                 if fields:  # a deleted entry comes back without fields
-                    await self.jobs.put(Job(partition, entry_id, fields.get("op", "")))
+                    await self._enqueue(partition, entry_id, fields)
             return lease_ms / 2000
 
         await resilient(SERVICE, f"claim:{partition}", stop, step)
+
+    async def _enqueue(self, partition: int, entry_id: str, fields: dict[str, str]) -> None:
+        """Queue a job; an entry that names no operation of this partition is dropped."""
+        operation_id = fields.get("op", "")
+        try:
+            valid = PartitionKeys.of(operation_id).partition == partition
+        except ValueError:
+            valid = False
+        if valid:
+            await self.jobs.put(Job(partition, entry_id, operation_id))
+            return
+        # Nothing can ever send it; left pending it would be claimed again forever.
+        stream = PartitionKeys(partition).send
+        await self.client.xack(stream, SEND_GROUP, entry_id)
+        await self.client.xdel(stream, entry_id)
+        event(
+            log, logging.ERROR, "malformed send job dropped", partition=partition, entry_id=entry_id
+        )
 
     # -- workers -------------------------------------------------------------------------
     async def work(self, stop: asyncio.Event) -> None:
@@ -130,6 +148,12 @@ class Sender:
                 "attempt interrupted by a store error",
                 operation_id=job.operation_id,
                 error=type(error).__name__,
+            )
+        except Exception:
+            # A bug must cost this one operation (its entry stays pending and is retried
+            # after a lease), never the process: a crashed sender sends nothing at all.
+            log.exception(
+                "attempt failed unexpectedly", extra={"fields": {"operation_id": job.operation_id}}
             )
 
     # -- scheduling and gauges -------------------------------------------------------------

@@ -219,3 +219,15 @@ async def test_expired_token_is_never_sent(stack: Stack) -> None:
         done = await stack.wait_state(op, DONE)
     assert done.state == State.EXPIRED
     assert await emails_for(stack, op) == 0
+
+
+async def test_a_malformed_send_job_is_dropped_and_sending_goes_on(stack: Stack) -> None:
+    op = await stack.admit("acct-after-garbage")
+    stream = PartitionKeys.of(op).send
+    await stack.redis.xadd(stream, {"op": "not-an-operation"})
+    await stack.redis.xadd(stream, {"unexpected": "field"})
+    await stack.redis.xadd(stream, {"op": "op-99-XYZ"})  # another partition's id
+    async with stack.sender():
+        await stack.wait_state(op, {State.ACCEPTED})
+        await wait_for(lambda: _stream_drained(stack, op))
+    assert await emails_for(stack, op) == 1
