@@ -11,6 +11,8 @@ import logging
 import re
 import sys
 import time
+import traceback
+from pathlib import Path
 from typing import Any
 
 from aiohttp.http_exceptions import HttpProcessingError
@@ -62,11 +64,17 @@ def _error_fields(record: logging.LogRecord, error: BaseException) -> dict[str, 
     internal bearer, a cookie, a longer-than-43 run around a token that scrub() misses), so
     they keep only the type; a request the client got wrong is its problem, not an error."""
     if not record.name.startswith("aiohttp."):
-        return {"error": f"{type(error).__name__}: {error}"}
+        return {"error": f"{type(error).__name__}: {error}", "where": _where(error)}
     fields = {"error": type(error).__name__}
     if isinstance(error, _CLIENTS_FAULT) and record.levelno > logging.WARNING:
         fields["level"] = "warning"
     return fields
+
+
+def _where(error: BaseException) -> str:
+    """The innermost frames as file:line (function): where to look, with no values in it."""
+    frames = traceback.extract_tb(error.__traceback__)[-4:]
+    return " <- ".join(f"{Path(f.filename).name}:{f.lineno} ({f.name})" for f in reversed(frames))
 
 
 def setup(service: str, level: str = "INFO") -> None:

@@ -40,5 +40,10 @@ async def resilient(service: str, name: str, stop: asyncio.Event, step: Step) ->
             if not isinstance(error, ProviderUnavailable):
                 metrics.redis_up.labels(service).set(0)
             delay, backoff = backoff, min(backoff * 2, 5.0)
+        except Exception:
+            # A bug in one step must not end the loop (and with it the process, then a crash
+            # loop on the same input): log it loudly and try again later.
+            log.exception("loop step failed unexpectedly", extra={"fields": {"loop": name}})
+            delay, backoff = max(backoff, 1.0), min(backoff * 2, 30.0)
         if delay:
             await sleep_or_stop(stop, delay)
