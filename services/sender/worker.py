@@ -29,11 +29,15 @@ SERVICE = "sender"
 
 async def ensure_groups(client: RedisClient, partitions: int) -> None:
     for p in range(partitions):
-        try:
-            await client.xgroup_create(PartitionKeys(p).send, SEND_GROUP, id="0", mkstream=True)
-        except ResponseError as error:
-            if "BUSYGROUP" not in str(error):
-                raise
+        await ensure_group(client, p)
+
+
+async def ensure_group(client: RedisClient, partition: int) -> None:
+    try:
+        await client.xgroup_create(PartitionKeys(partition).send, SEND_GROUP, id="0", mkstream=True)
+    except ResponseError as error:
+        if "BUSYGROUP" not in str(error):
+            raise
 
 
 class Sender:
@@ -72,13 +76,22 @@ class Sender:
         async def step() -> float:
             if partition in self.state.paused or not self.sending_allowed():
                 return 0.5
-            reply: Any = await self.client.xreadgroup(
-                SEND_GROUP,
-                self.settings.consumer_name,
-                {stream: ">"},
-                count=self.settings.read_batch,
-                block=1000,
-            )
+            try:
+                reply: Any = await self.client.xreadgroup(
+                    SEND_GROUP,
+                    self.settings.consumer_name,
+                    {stream: ">"},
+                    count=self.settings.read_batch,
+                    block=1000,
+                )
+            except ResponseError as error:
+                if "NOGROUP" not in str(error):
+                    raise
+                # Redis came back without its data (no persistence, an empty replica, a
+                # flush): without the group this partition would never be read again.
+                await ensure_group(self.client, partition)
+                event(log, logging.WARNING, "send group re-created", partition=partition)
+                return 0.1
             for _, entries in reply or []:
                 for entry_id, fields in entries:
                     await self._enqueue(partition, entry_id, fields)

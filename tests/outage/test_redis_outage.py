@@ -179,3 +179,23 @@ async def _check_after(stack: Stack, after: str) -> None:
     assert max(stats["sent_by_operation"].values()) == 1
     if os.environ.get("OUTAGE_VERBOSE"):
         print({n: dict(loop_errors(stack, n)) for n in SERVICES})
+
+
+@pytest.mark.timeout(180)
+async def test_services_resume_after_redis_comes_back_without_its_data(tmp_path: Path) -> None:
+    """A Redis that returns empty (no persistence, a failover to an empty replica, a flush):
+    the work it held is gone, but new work must flow - the senders' and the router's
+    consumer groups are re-created instead of failing with NOGROUP forever."""
+    async with running_stack(tmp_path, accounts=4, faults=False) as stack:
+        await stack.redis.flushall()
+        await stack.seed_directory(4)
+        status, body = await internal(stack, account_id(1))
+        assert status == 201, body
+        await stack.redis.xadd(CONTACT_FORMS, {"event_id": "after-flush", "topic":
+                                               "password_reset", "login": login(2)})  # fmt: skip
+        final = await until_accepted(stack, [body["operation_id"]], timeout=30)
+        assert set(final.values()) == {"accepted"}, final
+        deadline = time.monotonic() + 30
+        while "after-flush" not in await cases_by_event(stack.redis):
+            assert time.monotonic() < deadline, "the router did not route after the flush"
+            await asyncio.sleep(0.25)
