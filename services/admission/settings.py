@@ -23,6 +23,10 @@ class AdmissionSettings(PolicySettings):
     wait_replicas: int = Field(default=0, ge=0, le=16)
     wait_timeout_ms: int = Field(default=200, ge=1, le=60_000)
     max_body_bytes: int = Field(default=16384, ge=256, le=1_048_576)
+    # The public answer is held until this long after the request was let through the IP
+    # limit: above the work itself, every kind of login (unknown, new, converged, cooldown)
+    # answers at the same time. 0 turns it off (benchmarks measuring CPU capacity).
+    public_response_floor_ms: int = Field(default=25, ge=0, le=5000)
     # A body must arrive within this long once the headers have: a client that drips it
     # byte by byte would otherwise hold a handler (and a connection) open indefinitely.
     body_timeout_seconds: float = Field(default=10.0, gt=0, le=300)
