@@ -184,11 +184,21 @@ class Router:
         record = dead_letter(entry_id, fields, reason, clock.now_ms())
         await self.client.xadd(CONTACT_FORMS_DEAD, record,  # type: ignore[arg-type]
                                maxlen=self.settings.dead_letter_maxlen, approximate=True)
-        await self.client.xack(CONTACT_FORMS, ROUTER_GROUP, entry_id)
+        await self._consume(entry_id)
         metrics.contact_forms_dead_lettered.labels(reason).inc()
         event(log, logging.WARNING, "contact form dead-lettered", entry_id=entry_id,
               reason=reason)  # fmt: skip
 
     async def _ack(self, form: ContactForm, message: str, **fields: Any) -> None:
-        await self.client.xack(CONTACT_FORMS, ROUTER_GROUP, form.entry_id)
+        await self._consume(form.entry_id)
         event(log, logging.INFO, "contact form " + message, event_id=form.event_id, **fields)
+
+    async def _consume(self, entry_id: str) -> None:
+        """Acknowledge and delete, in one transaction: a form carries what the player typed
+        (addresses, a pasted reset link), which must not outlive its routing in our store.
+        The case or dead letter is written first; a redelivery is recognised by its seen
+        record, not by the entry (one key, so the transaction is fine on Cluster)."""
+        async with self.client.pipeline(transaction=True) as pipe:
+            pipe.xack(CONTACT_FORMS, ROUTER_GROUP, entry_id)
+            pipe.xdel(CONTACT_FORMS, entry_id)
+            await pipe.execute()

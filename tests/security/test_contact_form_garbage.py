@@ -81,7 +81,7 @@ async def test_garbage_forms_are_dead_lettered_and_the_router_keeps_going(
     assert await _settled(redis)
 
     text = repr(dead) + repr(cases) + router.logs()
-    for leaked in (SECRET, "555", "@", "player", login, "a" * 300, "x" * 300):
+    for leaked in (SECRET, "555 0100", "@", "player", login, "a" * 300, "x" * 300):
         assert leaked not in text, leaked
     for label in {reason for *_, reason in GARBAGE}:
         assert await router.metric("resetgate_contact_forms_dead_lettered_total", reason=label)

@@ -123,9 +123,7 @@ async def _ops_created(redis: Redis) -> int:
     return sum([await redis.zcard(key) async for key in redis.scan_iter("rg:{*}:live")])
 
 
-async def test_a_fresh_connection_per_request_buys_nothing(
-    redis: Redis, stack: Processes
-) -> None:
+async def test_a_fresh_connection_per_request_buys_nothing(redis: Redis, stack: Processes) -> None:
     """A fresh connection per request (no keep-alive) changes nothing: the bucket is the
     client address, kept in Redis, so every admission replica shares it."""
     admission: ServiceProcess = await stack.start("admission", **LIMIT_ENV)
