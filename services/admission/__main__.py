@@ -9,10 +9,10 @@ from contextlib import asynccontextmanager
 import aiohttp
 
 from services.admission.app import SERVICE, create_app
-from services.admission.batching import hot_path_client
 from services.admission.settings import AdmissionSettings
 from shared import logging as jsonlog
 from shared.directory import Directory, HttpDirectory, RedisDirectory
+from shared.fastredis import fast_client
 from shared.logging import event
 from shared.redis import RedisClient, connect
 from shared.service import run, serve
@@ -37,7 +37,7 @@ async def main() -> None:
     settings = load(AdmissionSettings)
     jsonlog.setup(SERVICE, settings.log_level)
     client = await connect(settings)
-    hot = hot_path_client(client)
+    hot: RedisClient = fast_client(client)  # the hot path's commands, pipelined (standalone)
     try:
         async with open_directory(settings, hot) as directory:
             event(
@@ -52,6 +52,8 @@ async def main() -> None:
             )
             await serve(SERVICE, settings, create_app(settings, hot, directory), [])
     finally:
+        if hot is not client:
+            await hot.aclose()
         await client.aclose()
 
 

@@ -41,22 +41,28 @@ class Gate:
         self.wait_replicas = wait_replicas
         self.wait_timeout_ms = wait_timeout_ms
         self._node_clients: dict[str, Redis] = {}
+        self._admitter = Admitter(client, settings, keys)
 
     async def admit(self, account_id: str, entry_point: str, actor: str = "") -> Admission:
-        async with self._connection(account_id) as connection:
-            admitter = Admitter(connection, self.settings, self.keys)
-            expected = await _live_or_last(connection, self._account_key(account_id))
-            admission = await admitter.admit(account_id, entry_point, actor, expected=expected)
-            await self._wait(connection)
-        return admission
+        return await self._admit(account_id, entry_point, actor, dry=False)
 
     async def admit_unknown(self, login: str) -> Admission:
         """The same commands, script and WAIT as a known login; writes nothing."""
-        account_id = unknown_account_id(login)
+        return await self._admit(unknown_account_id(login), "public", "", dry=True)
+
+    async def _admit(self, account_id: str, entry_point: str, actor: str, dry: bool) -> Admission:
+        account_key = self._account_key(account_id)
+        if not self.wait_replicas:  # the shared client; no connection to borrow for a WAIT
+            expected = await _live_or_last(self.client, account_key)
+            return await self._admitter.admit(
+                account_id, entry_point, actor, dry=dry, expected=expected
+            )
         async with self._connection(account_id) as connection:
             admitter = Admitter(connection, self.settings, self.keys)
-            expected = await _live_or_last(connection, self._account_key(account_id))
-            admission = await admitter.admit(account_id, "public", dry=True, expected=expected)
+            expected = await _live_or_last(connection, account_key)
+            admission = await admitter.admit(
+                account_id, entry_point, actor, dry=dry, expected=expected
+            )
             await self._wait(connection)
         return admission
 

@@ -16,10 +16,10 @@ import aiohttp
 from aiohttp.test_utils import TestClient, TestServer
 
 from services.admission.app import create_app
-from services.admission.batching import hot_path_client
 from services.admission.settings import AdmissionSettings
 from services.ctl.embedded import free_port
 from shared.directory import Account, Directory, RedisDirectory
+from shared.fastredis import fast_client
 from shared.redis import RedisClient, create_client, ping
 from tests.conftest import TEST_TOKEN_KEYS
 
@@ -61,12 +61,14 @@ async def serving(
     own = client is None
     store = create_client(settings) if client is None else client
     await ping(store)  # as shared.redis.connect does: a Cluster client learns its slots first
-    hot = hot_path_client(store)  # exactly what __main__ hands the app
+    hot: RedisClient = fast_client(store)  # exactly what __main__ hands the app
     app = create_app(settings, hot, directory or RedisDirectory(hot))
     try:
         async with TestClient(TestServer(app, host="127.0.0.1")) as http:
             yield http
     finally:
+        if hot is not store:
+            await hot.aclose()
         if own:
             await store.aclose()
 

@@ -1,0 +1,245 @@
+"""FastRedis against real redis-server processes: shared round trips, per-caller replies and
+errors, reply order under concurrency, script reloads, restarts, pauses and timeouts."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+from redis.asyncio import Redis, RedisCluster
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import DataError, NoScriptError, RedisError, ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from services.ctl.embedded import RedisServer, cleanup_directory, free_port
+from shared.fastredis import FastRedis, fast_client
+from shared.redis import create_client
+from shared.scripts import Script
+from shared.settings import CommonSettings
+
+
+@pytest.fixture
+async def fast(redis: Redis, redis_server: RedisServer) -> AsyncIterator[FastRedis]:
+    inner = create_client(CommonSettings(redis_url=redis_server.url))
+    assert isinstance(inner, Redis)
+    client = FastRedis(inner)
+    yield client
+    await client.aclose()
+    await inner.aclose()
+
+
+@pytest.fixture
+def own_server() -> Iterator[RedisServer]:
+    """A redis-server of this test's own, to stop, restart and pause."""
+    server = RedisServer().start()
+    yield server
+    if server.process is not None and server.process.poll() is None:
+        os.kill(server.process.pid, signal.SIGCONT)
+    server.stop()
+    cleanup_directory(server.directory)
+
+
+@pytest.fixture
+async def own_fast(own_server: RedisServer) -> AsyncIterator[FastRedis]:
+    inner = create_client(CommonSettings(redis_url=own_server.url, redis_timeout_seconds=0.5))
+    assert isinstance(inner, Redis)
+    client = FastRedis(inner)
+    yield client
+    await client.aclose()
+    await inner.aclose()
+
+
+async def test_concurrent_callers_get_their_own_replies_and_errors(fast: FastRedis) -> None:
+    await fast.hset("h", mapping={"a": "1", "b": "2"})
+    await fast.set("s", "x")
+    results = await asyncio.gather(
+        fast.hgetall("h"),
+        fast.get("s"),
+        fast.hmget("h", ["a", "zz"]),
+        fast.incr("s"),  # not an integer: this caller's error only
+        fast.evalsha("0" * 40, 0),
+        fast.zrange("nothing", 0, -1, withscores=True),
+        fast.get("missing"),
+        return_exceptions=True,
+    )
+    assert results[0] == {"a": "1", "b": "2"}
+    assert results[1] == "x"
+    assert results[2] == ["1", None]
+    assert isinstance(results[3], ResponseError)
+    assert isinstance(results[4], NoScriptError)
+    assert results[5] == []
+    assert results[6] is None
+
+
+async def test_replies_match_the_plain_client(fast: FastRedis, redis: Redis) -> None:
+    """Same RESP version, same callbacks: what a caller gets does not depend on the client."""
+    await redis.hset("h", mapping={"a": "1"})
+    await redis.zadd("z", {"m": 1.5})
+    for command in (
+        lambda c: c.hgetall("h"),
+        lambda c: c.zrange("z", 0, -1, withscores=True),
+        lambda c: c.set("k", "v"),
+        lambda c: c.ping(),
+        lambda c: c.exists("h", "nope"),
+        lambda c: c.script_load("return 1"),
+        lambda c: c.info("server"),
+    ):
+        plain, fast_reply = await command(redis), await command(fast)
+        if isinstance(plain, dict) and "uptime_in_seconds" in plain:
+            assert plain.keys() == fast_reply.keys()
+        else:
+            assert fast_reply == plain
+
+
+async def test_replies_keep_their_order_under_concurrency(fast: FastRedis) -> None:
+    """Thousands of interleaved commands from many callers: each reply reaches its caller."""
+
+    async def caller(i: int) -> None:
+        for step in range(20):
+            assert await fast.incr(f"counter:{i}") == step + 1
+            assert await fast.get(f"counter:{i}") == str(step + 1)
+            assert await fast.hmget("missing", [f"f{i}"]) == [None]
+
+    await asyncio.gather(*(caller(i) for i in range(100)))
+    # One counter, many writers in one loop turn: issue order is reply order.
+    assert await asyncio.gather(*(fast.incr("shared") for _ in range(1000))) == list(range(1, 1001))
+
+
+async def test_many_callers_share_one_connection(fast: FastRedis, redis: Redis) -> None:
+    before = int((await redis.info("stats"))["total_connections_received"])
+    await asyncio.gather(*(fast.set(f"k{i}", i) for i in range(500)))
+    assert await redis.dbsize() == 500
+    opened = int((await redis.info("stats"))["total_connections_received"]) - before
+    assert opened <= 1
+
+
+async def test_scripts_reload_after_script_flush(fast: FastRedis, redis: Redis) -> None:
+    gcra = Script("gcra")
+    assert await gcra(fast, ["warm"], [1000, 2]) == [1, 0]
+    await redis.script_flush()
+    replies = await asyncio.gather(*(gcra(fast, [f"k{i}"], [1000, 2]) for i in range(20)))
+    assert replies == [[1, 0]] * 20
+
+
+async def test_bad_arguments_are_data_errors_like_redis_py(fast: FastRedis) -> None:
+    with pytest.raises(DataError):
+        await fast.set("k", None)  # type: ignore[arg-type]
+    bad = fast.hmget("h", [True])  # the error comes on await, as with redis-py
+    with pytest.raises(DataError):
+        await bad
+    assert await fast.ping()  # and the connection is still in step
+
+
+async def test_connection_state_commands_get_their_own_connection(fast: FastRedis) -> None:
+    single = fast.client()
+    assert not isinstance(single, FastRedis)
+    assert await single.wait(0, 10) == 0
+    await single.aclose(close_connection_pool=False)
+    assert await fast.wait(0, 10) == 0  # through the pool, never the shared connection
+    async with fast.pipeline(transaction=True) as pipe:
+        assert await pipe.set("t", "1").get("t").execute() == [True, "1"]
+
+
+async def test_nothing_listening_fails_every_caller_then_backs_off() -> None:
+    inner = create_client(
+        CommonSettings(redis_url=f"redis://127.0.0.1:{free_port()}/0", redis_timeout_seconds=0.5)
+    )
+    assert isinstance(inner, Redis)
+    client = FastRedis(inner)
+    results = await asyncio.gather(client.get("a"), client.get("b"), return_exceptions=True)
+    assert all(isinstance(r, RedisConnectionError) for r in results), results
+    started = time.monotonic()
+    with pytest.raises(RedisConnectionError, match="reconnecting"):
+        await client.get("c")  # inside the backoff: at once, no new connect attempt
+    assert time.monotonic() - started < 0.05
+    await client.aclose()
+    await inner.aclose()
+
+
+async def _traffic(client: FastRedis, seconds: float) -> list[tuple[float, str]]:
+    """One GET every millisecond or so: (time, "ok" or the error's class name)."""
+    outcomes: list[tuple[float, str]] = []
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            await client.get("k")
+            outcomes.append((time.monotonic(), "ok"))
+        except RedisError as error:
+            outcomes.append((time.monotonic(), type(error).__name__))
+        await asyncio.sleep(0.001)
+    return outcomes
+
+
+async def test_a_redis_restart_mid_traffic_fails_calls_then_recovers(
+    own_server: RedisServer, own_fast: FastRedis
+) -> None:
+    gcra = Script("gcra")
+    assert await gcra(own_fast, ["k"], [1000, 5]) == [1, 0]
+    traffic = asyncio.create_task(_traffic(own_fast, 4.0))
+    await asyncio.sleep(0.5)
+    await asyncio.to_thread(own_server.stop, True)  # SIGKILL: connections drop
+    await asyncio.sleep(1.0)
+    await asyncio.to_thread(own_server.start)  # same port, empty script cache
+    outcomes = await traffic
+    kinds = [kind for _, kind in outcomes]
+    assert kinds[0] == "ok"
+    assert "ConnectionError" in kinds
+    assert set(kinds) <= {"ok", "ConnectionError", "TimeoutError"}, set(kinds)
+    assert kinds[-50:] == ["ok"] * 50  # recovered, and stayed recovered
+    assert await gcra(own_fast, ["k2"], [1000, 5]) == [1, 0]  # NOSCRIPT -> load -> retry
+
+
+async def test_a_paused_redis_times_out_instead_of_hanging(
+    own_server: RedisServer, own_fast: FastRedis
+) -> None:
+    assert own_server.process is not None
+    assert await own_fast.ping()
+    os.kill(own_server.process.pid, signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        results = await asyncio.gather(
+            *(own_fast.get(f"k{i}") for i in range(10)), return_exceptions=True
+        )
+        waited = time.monotonic() - started
+        assert all(isinstance(r, RedisTimeoutError) for r in results), results
+        assert 0.4 <= waited < 1.5  # the 0.5 s timeout, not a hang
+        later = await asyncio.gather(own_fast.get("x"), return_exceptions=True)
+        assert isinstance(later[0], RedisTimeoutError | RedisConnectionError)
+    finally:
+        os.kill(own_server.process.pid, signal.SIGCONT)
+    await asyncio.sleep(0.1)
+    for _ in range(50):  # back within the backoff cap
+        try:
+            assert await own_fast.ping()
+            break
+        except RedisError:
+            await asyncio.sleep(0.1)
+    assert await own_fast.set("after", "1")
+    assert await own_fast.get("after") == "1"
+
+
+async def test_a_caller_that_gives_up_leaves_the_connection_in_step(fast: FastRedis) -> None:
+    await fast.set("a", "1")
+    slow = asyncio.ensure_future(fast.get("a"))
+    slow.cancel()
+    assert await asyncio.gather(fast.get("a"), fast.incr("n")) == ["1", 1]
+
+
+def test_only_standalone_tcp_and_unix_clients_are_wrapped() -> None:
+    cluster = RedisCluster(host="127.0.0.1", port=free_port())
+    assert fast_client(cluster) is cluster
+    tls = Redis.from_url(f"rediss://127.0.0.1:{free_port()}/0")
+    assert fast_client(tls) is tls
+
+
+async def test_fast_client_wraps_a_standalone_client(redis_server: RedisServer) -> None:
+    inner = create_client(CommonSettings(redis_url=redis_server.url))
+    client = fast_client(inner)
+    assert isinstance(client, FastRedis)
+    assert await client.ping() is True
+    await client.aclose()
+    await inner.aclose()
