@@ -7,11 +7,8 @@ redis-server (flushed per test by the ``redis`` fixture), with its own environme
 from __future__ import annotations
 
 import asyncio
-import socket
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from redis.asyncio import Redis
@@ -65,60 +62,6 @@ def rss_kib(service: ServiceProcess) -> int:
     status = Path(f"/proc/{service.process.pid}/status").read_text()
     line = next(row for row in status.splitlines() if row.startswith("VmRSS:"))
     return int(line.split()[1])
-
-
-class RawConnection:
-    """A plain TCP socket to a service: for what an HTTP client library would refuse to send."""
-
-    def __init__(self, port: int) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=5)
-
-    def send(self, data: bytes) -> bool:
-        """False once the server has closed (or reset) the connection."""
-        try:
-            self.sock.sendall(data)
-            return True
-        except OSError:
-            return False
-
-    def read_all(self, timeout: float = 5.0) -> bytes:
-        """Everything until the server closes, or what arrived within ``timeout``."""
-        self.sock.settimeout(timeout)
-        chunks = []
-        try:
-            while chunk := self.sock.recv(65536):
-                chunks.append(chunk)
-        except (TimeoutError, ConnectionResetError):
-            pass
-        return b"".join(chunks)
-
-    def closed_by_peer(self, wait: float) -> bool:
-        """True if the server closed within ``wait`` s (reads and drops whatever it answered)."""
-        deadline = time.monotonic() + wait
-        while (left := deadline - time.monotonic()) > 0:
-            self.sock.settimeout(left)
-            try:
-                if not self.sock.recv(65536):
-                    return True
-            except TimeoutError:
-                return False
-            except ConnectionResetError:
-                return True
-        return False
-
-    def close(self) -> None:
-        self.sock.close()
-
-
-def status_of(response: bytes) -> int:
-    """The status code of a raw HTTP response (0 if there is none)."""
-    head = response.split(b"\r\n", 1)[0].split()
-    return int(head[1]) if len(head) >= 2 and head[1].isdigit() else 0
-
-
-async def in_thread(function: Any, *args: Any) -> Any:
-    """Blocking socket work off the event loop (the loop may be serving something)."""
-    return await asyncio.to_thread(function, *args)
 
 
 # Bounds small enough to observe in a test: a connection without a complete request is closed
