@@ -94,16 +94,27 @@ def ledger_problems(operation: Operation, rows: list[dict[str, Any]]) -> list[st
     return problems
 
 
-async def ledgers(redis: Redis, operations: dict[str, Operation]) -> list[str]:
+async def ledgers(redis: Redis, operations: dict[str, Operation]) -> tuple[list[str], Counter[str]]:
+    """(problems, a tally of what the ledgers hold: attempts by outcome, reconciliations)."""
     problems: list[str] = []
+    tally: Counter[str] = Counter()
     ops = list(operations.values())
     for start in range(0, len(ops), CHUNK):
         async with redis.pipeline(transaction=False) as pipe:
             for op in ops[start : start + CHUNK]:
                 pipe.lrange(PartitionKeys.of(op.operation_id).attempts(op.operation_id), 0, -1)
-            for op, rows in zip(ops[start : start + CHUNK], await pipe.execute(), strict=True):
-                problems += ledger_problems(op, [codec.loads(r) for r in rows])
-    return problems
+            for op, raw in zip(ops[start : start + CHUNK], await pipe.execute(), strict=True):
+                rows = [codec.loads(r) for r in raw]
+                problems += ledger_problems(op, rows)
+                tally.update(_tally(rows))
+    return problems, tally
+
+
+def _tally(rows: list[dict[str, Any]]) -> Counter[str]:
+    tally: Counter[str] = Counter(f"attempt_{row.get('outcome')}" for row in rows)
+    tally.update("lease_expired" for row in rows if row.get("reason") == "lease_expired")
+    tally.update(f"reconciled_{row['reconciled']}" for row in rows if row.get("reconciled"))
+    return tally
 
 
 async def cases_by_event(redis: Redis) -> dict[str, list[dict[str, str]]]:

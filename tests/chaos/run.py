@@ -111,8 +111,9 @@ async def _audit(stack: Stack, driver: Driver, monkey: Monkey) -> Verdict:
     redis, acks, record = stack.redis, driver.acks, monkey.record
     operations = await audit.scan_operations(redis)
     cases = await audit.cases_by_event(redis)
+    ledger_problems, ledger_tally = await audit.ledgers(redis, operations)
     verdict = Verdict(
-        ledger_problems=await audit.ledgers(redis, operations),
+        ledger_problems=ledger_problems,
         convergence_problems=audit.convergence_problems(acks, operations, cases),
         unexpected_exits=record.unexpected_exits + record.restart_failures,
         lost=await audit.losses(redis, acks, operations, cases, record.redis_crashed_at),
@@ -133,6 +134,7 @@ async def _audit(stack: Stack, driver: Driver, monkey: Monkey) -> Verdict:
         },
         "operations_in_store": len(operations),
         "states": dict(sorted(states.items())),
+        "ledgers": dict(sorted(ledger_tally.items())),
         "kills": record.kills,
         "redis_down_seconds": round(record.redis_down_seconds, 2),
         "acknowledged_then_lost": {

@@ -82,6 +82,19 @@ def login(index: int) -> str:
     return f"chaos-login-{index}"
 
 
+async def seed_directory(redis: Redis, count: int) -> None:
+    """``count`` accounts (and their logins) in the Redis directory."""
+    for start in range(0, count, 2000):
+        async with redis.pipeline(transaction=False) as pipe:
+            for i in range(start, min(count, start + 2000)):
+                pipe.hset(
+                    keys.directory_account(account_id(i)),
+                    mapping={"email": f"c{i}@example.com", "locale": "en"},
+                )
+                pipe.set(keys.directory_login(login(i)), account_id(i))
+            await pipe.execute()
+
+
 @dataclass
 class Stack:
     redis_server: CrashableRedis
@@ -98,14 +111,7 @@ class Stack:
         return self.processes["admission"].url
 
     async def seed_directory(self, count: int) -> None:
-        """``count`` accounts (and their logins) in the Redis directory."""
-        for start in range(0, count, 2000):
-            async with self.redis.pipeline(transaction=False) as pipe:
-                for i in range(start, min(count, start + 2000)):
-                    pipe.hset(keys.directory_account(account_id(i)),
-                              mapping={"email": f"c{i}@example.com", "locale": "en"})  # fmt: skip
-                    pipe.set(keys.directory_login(login(i)), account_id(i))
-                await pipe.execute()
+        await seed_directory(self.redis, count)
 
     async def ready(self, name: str) -> bool:
         try:
