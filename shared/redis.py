@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 from redis.asyncio import BlockingConnectionPool, Redis, RedisCluster
 from redis.asyncio.retry import Retry
@@ -23,6 +24,7 @@ from shared.settings import CommonSettings
 log = logging.getLogger(__name__)
 
 RedisClient = Redis | RedisCluster
+T = TypeVar("T")
 TRANSIENT_ERRORS = (RedisConnectionError, RedisTimeoutError, ConnectionError, OSError)
 
 
@@ -80,6 +82,31 @@ async def connect(settings: CommonSettings, attempts: int = 30) -> RedisClient:
             await asyncio.sleep(delay)
             delay = min(delay * 2, 2.0)
     raise SystemExit("redis unreachable at start: check RESETGATE_REDIS_URL")
+
+
+async def until_done(step: Callable[[], Awaitable[T]], what: str, attempts: int = 30) -> T:
+    """A startup step against Redis (creating consumer groups, reading control state),
+    retried like :func:`connect`. Redis can go away, or pause writes for a failover, just
+    after it answered connect's PING; that must cost a wait, not an exit."""
+    delay = 0.1
+    for attempt in range(1, attempts + 1):
+        try:
+            return await step()
+        except TRANSIENT_ERRORS as error:
+            if attempt == attempts:
+                break
+            event(
+                log,
+                logging.WARNING,
+                "redis not ready for startup yet",
+                step=what,
+                attempt=attempt,
+                error=type(error).__name__,
+                retry_in_s=round(delay, 2),
+            )
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 2.0)
+    raise SystemExit(f"redis unreachable at start ({what}): check RESETGATE_REDIS_URL")
 
 
 async def ping(client: RedisClient) -> bool:

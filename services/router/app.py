@@ -17,7 +17,7 @@ from shared import settings as settings_module
 from shared.admission import Admitter
 from shared.directory import Directory, HttpDirectory, RedisDirectory
 from shared.loops import resilient
-from shared.redis import RedisClient, connect, ping
+from shared.redis import RedisClient, connect, ping, until_done
 from shared.tokens import parse_keys
 
 SERVICE = "router"
@@ -63,7 +63,7 @@ def health_app(client: RedisClient) -> web.Application:
 
 async def run(settings: RouterSettings) -> None:
     client = await connect(settings)
-    await ensure_group(client)
+    await until_done(lambda: ensure_group(client), "contact form group")
     async with open_directory(settings, client) as directory:
         router = build_router(settings, client, directory)
         await service.serve(SERVICE, settings, health_app(client), workers(router))

@@ -16,7 +16,7 @@ from shared import metrics, service
 from shared import settings as settings_module
 from shared.directory import Directory, HttpDirectory, RedisDirectory
 from shared.provider import HttpProvider
-from shared.redis import RedisClient, connect, ping
+from shared.redis import RedisClient, connect, ping, until_done
 from shared.tokens import parse_keys
 
 
@@ -70,12 +70,12 @@ def health_app(sender: Sender, client: RedisClient) -> web.Application:
 
 async def run(settings: SenderSettings) -> None:
     client = await connect(settings)
-    await ensure_groups(client, settings.partitions)
+    await until_done(lambda: ensure_groups(client, settings.partitions), "send groups")
     metrics.token_ttl.set(settings.token_ttl_seconds)
     connector = aiohttp.TCPConnector(limit=settings.concurrency * 2, ttl_dns_cache=60)
     async with aiohttp.ClientSession(connector=connector) as session:
         sender = build_sender(settings, client, session)
-        await sender.refresh_control()
+        await until_done(sender.refresh_control, "control state")
         await service.serve("sender", settings, health_app(sender, client), workers(sender))
     await client.aclose()
 
