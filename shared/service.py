@@ -71,6 +71,10 @@ def add_operational_routes(app: web.Application, readiness: ReadinessCheck) -> N
 def instrument(service: str) -> Any:
     """Middleware: latency by route template (never the raw path, which may carry ids)."""
 
+    # One labelled child per (route, method, status), looked up once: labels() costs more
+    # than the observation on a hot endpoint.
+    children: dict[tuple[str, str, int], Any] = {}
+
     @web.middleware
     async def middleware(request: web.Request, handler: Any) -> web.StreamResponse:
         loop = asyncio.get_running_loop()
@@ -86,9 +90,12 @@ def instrument(service: str) -> Any:
         finally:
             info = request.match_info.route.resource
             route = info.canonical if info is not None else "unmatched"
-            metrics.http_request_duration.labels(
-                service, route, request.method, str(status)
-            ).observe(loop.time() - started)
+            key = (route, request.method, status)
+            child = children.get(key)
+            if child is None:
+                child = metrics.http_request_duration.labels(service, route, key[1], str(status))
+                children[key] = child
+            child.observe(loop.time() - started)
 
     return middleware
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Any
 
 from aiohttp import web
 
@@ -27,6 +28,7 @@ log = logging.getLogger("services.admission")
 
 RECEIVED_BODY = codec.dumps({"status": "received"})
 _PUBLIC = str(EntryPoint.PUBLIC)
+_COUNTERS: dict[str, Any] = {}
 
 
 def received() -> web.Response:
@@ -42,7 +44,7 @@ async def password_reset(request: web.Request) -> web.Response:
     )
     decision = await app[LIMITER].check(address)
     if not decision.allowed:
-        metrics.admissions.labels(_PUBLIC, "rejected").inc()
+        _count("rejected")
         return json_error(
             429,
             "rate_limited",
@@ -56,9 +58,17 @@ async def password_reset(request: web.Request) -> web.Response:
         await _sleep_until(deadline)  # a 503 must not be quicker for one kind of login either
         raise
     await _sleep_until(deadline)
-    metrics.admissions.labels(_PUBLIC, result).inc()
-    event(log, logging.DEBUG, "public admission", result=result)
+    _count(result)
+    if log.isEnabledFor(logging.DEBUG):
+        event(log, logging.DEBUG, "public admission", result=result)
     return received()
+
+
+def _count(result: str) -> None:
+    counter = _COUNTERS.get(result)
+    if counter is None:  # labels() once per result, not once per request
+        counter = _COUNTERS[result] = metrics.admissions.labels(_PUBLIC, result)
+    counter.inc()
 
 
 async def _admit(app: web.Application, login: str) -> str:
