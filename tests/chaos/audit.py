@@ -53,9 +53,13 @@ async def scan_operations(redis: Redis) -> dict[str, Operation]:
 
 
 async def forms_pending(redis: Redis) -> int:
+    """Forms not yet routed: pending in the group, plus one if any was never read. (The
+    group's lag is not used: the router deletes routed forms, and deletions void it.)"""
     groups = await redis.xinfo_groups(CONTACT_FORMS)
     group: dict[str, Any] = next((g for g in groups if g["name"] == ROUTER_GROUP), {})
-    return int(group.get("pending") or 0) + int(group.get("lag") or 0)
+    stream: dict[str, Any] = await redis.xinfo_stream(CONTACT_FORMS)
+    unread = group.get("last-delivered-id") != stream.get("last-generated-id")
+    return int(group.get("pending") or 0) + int(unread)
 
 
 async def unsettled(redis: Redis) -> dict[str, str]:
