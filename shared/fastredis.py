@@ -98,8 +98,7 @@ class _Protocol(asyncio.Protocol):
         self.outgoing: list[bytes] = []
         self.flush_scheduled = False
         self.written = 0  # commands written so far
-        self.answered = 0  # replies received so far
-        self.marks: deque[tuple[int, float]] = deque()  # (written after a flush, its time)
+        self.marks: deque[tuple[int, float]] = deque()  # (written so far, first write's time)
         self.timer: asyncio.TimerHandle | None = None
         self.closed = False
 
@@ -126,7 +125,13 @@ class _Protocol(asyncio.Protocol):
         self.transport.write(b"".join(batch))
         self.written += len(batch)
         now = self.loop.time()
-        self.marks.append((self.written, now))
+        marks = self.marks
+        if marks and now - marks[-1][1] < self.link.timeout / 8:
+            # One mark per eighth of the timeout, dated by its first write: a few marks,
+            # not one per flush, at the price of a deadline up to an eighth early.
+            marks[-1] = (self.written, marks[-1][1])
+        else:
+            marks.append((self.written, now))
         if self.timer is None:
             self.timer = self.loop.call_at(now + self.link.timeout, self._check_deadline)
 
@@ -134,7 +139,8 @@ class _Protocol(asyncio.Protocol):
         """The oldest unanswered write past the timeout means the link is stuck: abort it."""
         self.timer = None
         marks = self.marks
-        while marks and marks[0][0] <= self.answered:
+        answered = self.written + len(self.outgoing) - len(self.waiting)
+        while marks and marks[0][0] <= answered:
             marks.popleft()
         if not marks:
             return
@@ -158,7 +164,6 @@ class _Protocol(asyncio.Protocol):
                 return
             if isinstance(reply, hiredis.PushNotification):
                 continue  # nothing here subscribes; never a reply to a caller
-            self.answered += 1
             future = waiting.popleft()
             if future.done():  # the caller went away (its request was cancelled)
                 continue
