@@ -31,10 +31,11 @@ async def test_without_the_bearer_every_internal_answer_is_401_and_nothing_break
     redis: Redis, stack: Processes, tmp_path: Path, authorization: str | None
 ) -> None:
     await add_accounts(redis, 5)
-    admission = await stack.start("admission", RESETGATE_IP_LIMIT_PER_MINUTE="6000",
-                                  RESETGATE_IP_LIMIT_BURST="100")  # fmt: skip
+    admission = await stack.start("admission")  # IP limit off: a 429 is not what is tested
+    # One worker: with threads, hypothesis's ast.parse on CPython 3.11 now and then raises a
+    # spurious "AST constructor recursion depth mismatch" (python/cpython#106905).
     command = [str(SCHEMATHESIS), "run", f"{admission.url}/openapi.json", "--checks", "all",
-               "--max-examples", "60", "--workers", "2", "--request-timeout", "5",
+               "--max-examples", "60", "--workers", "1", "--request-timeout", "5",
                "--report", "ndjson", "--report-dir", str(tmp_path)]  # fmt: skip
     if authorization is not None:
         command += ["--header", f"Authorization: {authorization}"]
