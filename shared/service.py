@@ -137,20 +137,23 @@ async def serve(
     tasks = [asyncio.create_task(worker(stop), name=worker.__name__) for worker in workers]
     stopper = asyncio.create_task(stop.wait())
     done, _ = await asyncio.wait([stopper, *tasks], return_when=asyncio.FIRST_COMPLETED)
-    for task in done:
-        if task is not stopper and task.exception() is not None:
-            event(
-                log,
-                logging.ERROR,
-                "worker crashed; shutting down",
-                worker=task.get_name(),
-                error=repr(task.exception()),
-            )
+    failed = [task for task in done if task is not stopper]
+    for task in failed:
+        event(
+            log,
+            logging.ERROR,
+            "worker ended before shutdown; stopping the service",
+            worker=task.get_name(),
+            error=repr(task.exception()),
+        )
     stop.set()
     await _drain(tasks, settings.shutdown_grace_seconds)
     await runner.cleanup()
     stopper.cancel()
     event(log, logging.INFO, "service stopped", service=name)
+    if failed:
+        # Non-zero, so whatever restarts the service (Kubernetes, systemd) sees a failure.
+        raise SystemExit(1)
 
 
 async def _drain(tasks: list[asyncio.Task[None]], grace: float) -> None:
