@@ -39,7 +39,7 @@ def test_schemathesis_finds_no_server_error_and_no_drift_from_the_document(
         run = subprocess.run(
             [str(SCHEMATHESIS), "run", f"{base}/openapi.json", "--checks", "all",
              "--header", f"Authorization: Bearer {INTERNAL_TOKEN}",
-             "--max-examples", "100", "--workers", "2",
+             "--max-examples", "100", "--workers", "1",
              "--request-timeout", "5"],
             cwd=tmp_path, capture_output=True, text=True, timeout=110,
         )  # fmt: skip
