@@ -1,0 +1,48 @@
+"""Bad configuration stops a service at start with one line naming the variable."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+SECRET = "do-not-echo-this-secret-value"
+
+
+@pytest.mark.parametrize(
+    ("service", "env", "named"),
+    [
+        ("sender", {"RESETGATE_TOKEN_KEYS": f"k1{SECRET}"}, "RESETGATE_TOKEN_KEYS"),
+        ("sender", {"RESETGATE_TOKEN_KEYS": f"k1:{SECRET}"}, "RESETGATE_PROVIDER_API_KEY"),
+        ("admission", {"RESETGATE_PARTITIONS": "zero"}, "RESETGATE_PARTITIONS"),
+        (
+            "poller",
+            {
+                "RESETGATE_TOKEN_TTL_SECONDS": "100",
+                "RESETGATE_PROVIDER_API_KEY": "k",
+                "RESETGATE_HORIZON_MARGIN_SECONDS": "200",
+            },
+            "RESETGATE_HORIZON_MARGIN_SECONDS",
+        ),
+        ("router", {"RESETGATE_LOG_LEVEL": "LOUD"}, "RESETGATE_LOG_LEVEL"),
+    ],
+)
+def test_invalid_settings_stop_the_service_with_one_clear_line(
+    service: str, env: dict[str, str], named: str
+) -> None:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("RESETGATE_")}
+    done = subprocess.run(
+        [sys.executable, "-m", f"services.{service}"],
+        env={**clean, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith("invalid configuration:") and named in lines[0]
+    assert SECRET not in done.stderr
