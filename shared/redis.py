@@ -63,36 +63,35 @@ def create_client(settings: CommonSettings) -> RedisClient:
 
 async def connect(settings: CommonSettings, attempts: int = 30) -> RedisClient:
     """Create a client and wait (with a log line per try) until Redis answers."""
-    delay = 0.1
-    for attempt in range(1, attempts + 1):
+
+    async def answering_client() -> RedisClient:
         client = create_client(settings)
         try:
             await client.ping()
-            return client
-        except (RedisError, *TRANSIENT_ERRORS) as error:
+        except BaseException:
             await client.aclose()
-            event(
-                log,
-                logging.WARNING,
-                "redis not reachable yet",
-                attempt=attempt,
-                error=type(error).__name__,
-                retry_in_s=round(delay, 2),
-            )
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 2.0)
-    raise SystemExit("redis unreachable at start: check RESETGATE_REDIS_URL")
+            raise
+        return client
+
+    return await until_done(
+        answering_client, "connect", attempts, errors=(RedisError, *TRANSIENT_ERRORS)
+    )
 
 
-async def until_done(step: Callable[[], Awaitable[T]], what: str, attempts: int = 30) -> T:
-    """A startup step against Redis (creating consumer groups, reading control state),
-    retried like :func:`connect`. Redis can go away, or pause writes for a failover, just
-    after it answered connect's PING; that must cost a wait, not an exit."""
+async def until_done(
+    step: Callable[[], Awaitable[T]],
+    what: str,
+    attempts: int = 30,
+    errors: tuple[type[BaseException], ...] = TRANSIENT_ERRORS,
+) -> T:
+    """A startup step against Redis (connecting, creating consumer groups, reading control
+    state), retried with capped backoff. Redis can go away, or pause writes for a failover,
+    just after it answered a PING; that must cost a wait, not an exit."""
     delay = 0.1
     for attempt in range(1, attempts + 1):
         try:
             return await step()
-        except TRANSIENT_ERRORS as error:
+        except errors as error:
             if attempt == attempts:
                 break
             event(
