@@ -15,9 +15,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import signal
-import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,7 @@ from redis.asyncio import Redis
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from services.ctl.embedded import RedisServer, free_port
+from services.ctl.embedded import RedisServer
 from services.sandbox.testing import (
     SANDBOX_API_KEY,
     run_sandbox_process,
@@ -40,6 +39,7 @@ from shared.provider import HttpProvider
 from shared.reconcile import LookupThrottled, due_ambiguous, reconcile
 from shared.settings import PolicySettings
 from shared.tokens import parse_keys
+from tests.support.processes import Processes, ServiceProcess
 
 TOKEN_KEYS = "bench:benchmark-secret-0123456789abcdef"
 PARTITIONS = 16
@@ -69,28 +69,20 @@ async def seed(client: Redis, n: int, settings: PolicySettings) -> list[str]:
     return ops
 
 
-def start_sender(
-    redis_url: str, provider_url: str, rate: float, name: str, port: int
-) -> subprocess.Popen[bytes]:
-    env = dict(
-        os.environ,
-        RESETGATE_REDIS_URL=redis_url,
-        RESETGATE_PROVIDER_URL=provider_url,
-        RESETGATE_PROVIDER_API_KEY=SANDBOX_API_KEY,
-        RESETGATE_TOKEN_KEYS=TOKEN_KEYS,
-        RESETGATE_PARTITIONS=str(PARTITIONS),
-        RESETGATE_PROVIDER_MAX_RATE=str(rate * CEILING_SHARE),
-        RESETGATE_PROVIDER_BURST="2",
-        RESETGATE_CONCURRENCY="32",
-        RESETGATE_HTTP_PORT=str(port),
-        RESETGATE_LOG_LEVEL="WARNING",
-        RESETGATE_CONSUMER_NAME=name,
-        RESETGATE_BACKOFF_BASE_SECONDS="1",
-        RESETGATE_BACKOFF_CAP_SECONDS="10",
-    )
-    return subprocess.Popen(
-        [sys.executable, "-m", "services.sender"], cwd=ROOT, env=env, stderr=subprocess.DEVNULL
-    )
+def sender_env(redis_url: str, provider_url: str, rate: float) -> dict[str, str]:
+    return {
+        "RESETGATE_REDIS_URL": redis_url,
+        "RESETGATE_PROVIDER_URL": provider_url,
+        "RESETGATE_PROVIDER_API_KEY": SANDBOX_API_KEY,
+        "RESETGATE_TOKEN_KEYS": TOKEN_KEYS,
+        "RESETGATE_PARTITIONS": str(PARTITIONS),
+        "RESETGATE_PROVIDER_MAX_RATE": str(rate * CEILING_SHARE),
+        "RESETGATE_PROVIDER_BURST": "2",
+        "RESETGATE_CONCURRENCY": "32",
+        "RESETGATE_LOG_LEVEL": "WARNING",
+        "RESETGATE_BACKOFF_BASE_SECONDS": "1",
+        "RESETGATE_BACKOFF_CAP_SECONDS": "10",
+    }
 
 
 def cpu_seconds(pid: int) -> float:
@@ -128,19 +120,6 @@ async def live_count(client: Redis) -> int:
         return sum(await pipe.execute())
 
 
-async def wait_ready(ports: list[int]) -> None:
-    async with aiohttp.ClientSession() as session:
-        for port in ports:
-            for _ in range(200):
-                try:
-                    async with session.get(f"http://127.0.0.1:{port}/healthz") as response:
-                        if response.status == 200:
-                            break
-                except aiohttp.ClientError:
-                    pass
-                await asyncio.sleep(0.05)
-
-
 async def drain(
     client: Redis, ops: list[str], provider_url: str, settings: PolicySettings, timeout: float
 ) -> tuple[float, dict[str, int]]:
@@ -168,22 +147,26 @@ async def storm(n: int, rate: float, form: str, drop: float, timeout: float) -> 
             seed=7,
             log_level="WARNING",
         ) as provider_url:
-            ports = [free_port(), free_port()]
-            senders = [
-                start_sender(server.url, provider_url, rate, f"storm-{i}", port)
-                for i, port in enumerate(ports)
-            ]
-            try:
-                # Startup (imports, connecting) is not drain time: start the clock when
-                # both senders answer.
-                await wait_ready(ports)
+            env = sender_env(server.url, provider_url, rate)
+            logs = Path(tempfile.mkdtemp(prefix="rg-storm-"))
+            async with Processes(logs, env) as senders:
+                started = []
+                for i in (1, 2):
+                    name = f"sender-{i}"
+                    started.append(
+                        ServiceProcess(
+                            name,
+                            {**env, "RESETGATE_CONSUMER_NAME": name},
+                            logs,
+                            module="services.sender",
+                        )
+                    )
+                    senders.services[name] = started[-1]
+                # Startup (imports, connecting) is not drain time: the clock starts once
+                # both senders are ready.
+                await asyncio.gather(*(sender.start() for sender in started))
                 elapsed, counts = await drain(client, ops, provider_url, settings, timeout)
-                cpu = sum(cpu_seconds(s.pid) for s in senders)
-            finally:
-                for s in senders:
-                    s.send_signal(signal.SIGTERM)
-                for s in senders:
-                    s.wait(timeout=30)
+                cpu = sum(cpu_seconds(s.process.pid) for s in started if s.process)
             stats = await sandbox_stats(provider_url)
     finally:
         await client.aclose()
