@@ -15,6 +15,7 @@ import aiohttp
 
 from shared import codec
 from shared.model import Outcome
+from shared.rate_signal import RateSignal
 
 MAX_BODY = 64 * 1024
 _PERMANENT = {400, 404, 413, 422}
@@ -30,6 +31,7 @@ class SendResult:
     retry_after: str | None = None
     server_date: str | None = None
     reason: str = ""
+    rate: RateSignal | None = None  # X-RateLimit-* and the like, for the pacer
 
 
 @dataclass(frozen=True, slots=True)
