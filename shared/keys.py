@@ -26,6 +26,8 @@ ROUTER_SEEN_PREFIX = f"{PREFIX}:router:seen:"
 DIRECTORY_LOGIN_PREFIX = "rgdir:login:"  # + normalised login -> account_id
 DIRECTORY_ACCOUNT_PREFIX = "rgdir:acct:"  # + account_id -> hash(email, locale)
 IP_LIMIT_PREFIX = f"{PREFIX}:iplimit:"  # + client ip -> GCRA theoretical arrival time
+# + provider + ":" + sha256(webhook token) -> "1", with a TTL: a signed token honoured once
+WEBHOOK_TOKEN_PREFIX = f"{PREFIX}:webhook-token:"
 
 
 def partition_of(account_id: str, partitions: int) -> int:
@@ -113,6 +115,10 @@ def directory_login(login: str) -> str:
 
 def directory_account(account_id: str) -> str:
     return DIRECTORY_ACCOUNT_PREFIX + account_id
+
+
+def webhook_token(provider: str, digest: str) -> str:
+    return f"{WEBHOOK_TOKEN_PREFIX}{provider}:{digest}"
 
 
 def ip_limit(client_ip: str) -> str:

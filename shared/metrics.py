@@ -109,3 +109,29 @@ routing_latency = Histogram(
     buckets=LAG_BUCKETS,
 )
 redis_up = Gauge("resetgate_redis_up", "1 while Redis answers.", ["service"])
+inbound_events = Counter(
+    "resetgate_inbound_events",
+    "Pushed delivery events received (webhooks, SES queue), by provider and the provider's "
+    "own event name from its table.",
+    ["provider", "kind"],
+)
+inbound_events_dropped = Counter(
+    "resetgate_inbound_events_dropped",
+    "Pushed delivery events counted and dropped, by provider and reason.",
+    ["provider", "reason"],
+)
+inbound_settled = Counter(
+    "resetgate_inbound_settled",
+    "Ambiguous attempts settled as accepted because a pushed event proved the provider had "
+    "the message.",
+    ["provider"],
+)
+webhook_requests = Counter(
+    "resetgate_webhook_requests", "Webhook requests answered, by provider and status.",
+    ["provider", "status"],
+)
+queue_messages = Counter(
+    "resetgate_queue_messages",
+    "SQS messages handled, by result (applied, dead_lettered, returned).",
+    ["provider", "result"],
+)

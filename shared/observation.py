@@ -95,10 +95,15 @@ async def _pipelined(client: Redis, script: Script, calls: list[Call]) -> list[A
     raise AssertionError("unreachable")
 
 
-async def apply_events(client: RedisClient, matches: Sequence[Match], now: int) -> list[Outcome]:
-    """Apply each matched event atomically on its operation (dedupe + precedence in Lua)."""
+async def apply_events(
+    client: RedisClient, matches: Sequence[Match], now: int, *, record: bool = False
+) -> list[Outcome]:
+    """Apply each matched event atomically on its operation (dedupe + precedence in Lua).
+    ``record``: the events were joined by operation id (pushed), so an operation without a
+    provider message id takes the event's."""
     if not matches:
         return []
+    mode = "record" if record else ""
     calls: list[Call] = []
     for match in matches:
         pk = PartitionKeys.of(match.operation_id)
@@ -106,7 +111,7 @@ async def apply_events(client: RedisClient, matches: Sequence[Match], now: int) 
         calls.append(
             (
                 [pk.operation(match.operation_id), pk.observe, pk.messages],
-                [event.message_id, str(event.type), event.occurred_ms, now],
+                [event.message_id, str(event.type), event.occurred_ms, now, mode],
             )
         )
     replies = await _run_many(client, _apply, calls)

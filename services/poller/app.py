@@ -17,6 +17,9 @@ from aiohttp import web
 
 from services.poller.budget import Budget
 from services.poller.feed import Feed, Gate
+from services.poller.inbound.ingest import Ingest
+from services.poller.inbound.queue import SesQueue
+from services.poller.inbound.webhooks import Webhooks
 from services.poller.observer import Observer
 from services.poller.reconciler import Reconciler
 from services.poller.settings import PollerSettings
@@ -68,6 +71,8 @@ class Poller:
     feed: Feed
     reconciler: Reconciler
     leadership: Leadership
+    webhooks: Webhooks | None = None
+    queue: SesQueue | None = None
 
     async def close_step(self) -> float:
         await self.observer.close_windows()
@@ -91,10 +96,13 @@ def build_poller(
                     settings.poll_backoff_cap_seconds)  # fmt: skip
     gate = Gate(provider, budget)
     observer = Observer(client, settings)
+    ingest = Ingest(client, settings)
     return Poller(
         settings, client, gate, observer, Feed(client, gate, observer, settings),
         Reconciler(client, gate, observer, settings),
         Leadership(client, settings.consumer_name, settings.lease_seconds),
+        Webhooks(settings, client, ingest) if settings.webhooks_enabled else None,
+        SesQueue(settings, ingest) if settings.ses_queue_url else None,
     )  # fmt: skip
 
 
@@ -115,7 +123,21 @@ def workers(poller: Poller) -> list[service.Worker]:
     result: list[service.Worker] = [lease]
     for name, step in loops.items():
         result.append(_loop(name, step))
+    # Pushed events are taken by every replica, not only the lease holder: the provider
+    # spreads its requests (and SQS its messages) over them, and applying is idempotent.
+    if poller.webhooks is not None:
+        result.append(_named("webhooks", poller.webhooks.serve))
+    if poller.queue is not None:
+        result.append(_named("ses-queue", poller.queue.serve))
     return result
+
+
+def _named(name: str, worker: service.Worker) -> service.Worker:
+    async def run(stop: asyncio.Event) -> None:
+        await worker(stop)
+
+    run.__name__ = name
+    return run
 
 
 def _loop(name: str, step: Callable[[], Awaitable[float]]) -> service.Worker:
@@ -128,8 +150,11 @@ def _loop(name: str, step: Callable[[], Awaitable[float]]) -> service.Worker:
 
 def health_app(poller: Poller) -> web.Application:
     async def readiness() -> dict[str, bool]:
-        return {"redis": await ping(poller.client),
-                "provider_credentials": poller.gate.credentials_ok}  # fmt: skip
+        checks = {"redis": await ping(poller.client),
+                  "provider_credentials": poller.gate.credentials_ok}  # fmt: skip
+        if poller.webhooks is not None:
+            checks["webhook_listener"] = poller.webhooks.listening.is_set()
+        return checks
 
     app = web.Application()
     service.add_operational_routes(app, readiness)

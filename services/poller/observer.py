@@ -39,6 +39,21 @@ class Tally:
         setattr(self, name, getattr(self, name) + 1)
 
 
+def count(outcomes: Sequence[Outcome], now: int) -> Tally:
+    """Tally applied events and export them (types, duplicates, lag): the pull feed and the
+    pushed events count alike."""
+    tally = Tally()
+    for outcome in outcomes:
+        tally.add(outcome)
+        if outcome.result is Applied.DUPLICATE:
+            metrics.delivery_events_duplicate.inc()
+        elif outcome.result in (Applied.APPLIED, Applied.KEPT):
+            ev = outcome.match.event
+            metrics.delivery_events.labels(str(ev.type)).inc()
+            metrics.observation_lag.observe(max(0, now - ev.occurred_ms) / 1000)
+    return tally
+
+
 class Orphans:
     """Events no operation claims yet, bounded in number and in age."""
 
@@ -103,21 +118,9 @@ class Observer:
         unmatched = [ev for ev in batch if ev.message_id not in mapping]
         now = clock.now_ms()
         outcomes = await observation.apply_events(self.client, matches, now)
-        tally = self._count(outcomes, now)
+        tally = count(outcomes, now)
         tally.duplicate += copies
         tally.held = self.orphans.settle([m.event for m in matches], unmatched)
-        return tally
-
-    def _count(self, outcomes: Sequence[Outcome], now: int) -> Tally:
-        tally = Tally()
-        for outcome in outcomes:
-            tally.add(outcome)
-            if outcome.result is Applied.DUPLICATE:
-                metrics.delivery_events_duplicate.inc()
-            elif outcome.result in (Applied.APPLIED, Applied.KEPT):
-                ev = outcome.match.event
-                metrics.delivery_events.labels(str(ev.type)).inc()
-                metrics.observation_lag.observe(max(0, now - ev.occurred_ms) / 1000)
         return tally
 
     async def close_windows(self) -> int:

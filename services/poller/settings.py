@@ -41,6 +41,50 @@ class PollerSettings(PolicySettings):
     lease_seconds: float = Field(default=15.0, ge=1)
     consumer_name: str = Field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
 
+    # Pushed events (docs/providers.md, "Delivery events"). The webhook listener has its own
+    # port, never admission's; it starts when at least one provider's credential is set, and a
+    # provider without one answers 404.
+    webhook_port: int = Field(default=8081, ge=1, le=65535)
+    webhook_max_body_bytes: int = Field(default=2 * 1024 * 1024, ge=1024, le=32 * 1024 * 1024)
+    # A signed timestamp further than this from our clock is refused (replay or broken clock).
+    webhook_max_age_seconds: int = Field(default=300, ge=10, le=86_400)
+    sendgrid_webhook_public_key: str = ""  # the console's verification key (base64 DER)
+    mailgun_webhook_signing_key: SecretStr = SecretStr("")
+    postmark_webhook_username: SecretStr = SecretStr("")
+    postmark_webhook_password: SecretStr = SecretStr("")
+    postmark_webhook_networks: str = ""  # CIDRs, comma-separated; empty: any source
+    # Amazon SES: the SQS queue subscribed to the configuration set's SNS topic.
+    ses_queue_url: str = ""
+    ses_dead_letter_queue_url: str = ""  # unparseable messages go here (else to the redrive)
+    ses_wait_seconds: int = Field(default=20, ge=0, le=20)  # SQS long poll
+    aws_region: str = "us-east-1"
+    aws_endpoint_url: str = ""  # only for an emulator; credentials come from the AWS chain
+
+    @field_validator("sendgrid_webhook_public_key")
+    @classmethod
+    def _sendgrid_key_loads(cls, value: str) -> str:
+        if value:
+            from services.poller.inbound.sendgrid import load_key
+
+            try:
+                load_key(value)
+            except ValueError as error:
+                raise ValueError(f"not a base64 DER public key ({error})") from None
+        return value
+
+    @field_validator("postmark_webhook_networks")
+    @classmethod
+    def _networks_parse(cls, value: str) -> str:
+        from services.poller.inbound.postmark import networks
+
+        networks(value)  # ValueError names the bad entry
+        return value
+
+    @property
+    def webhooks_enabled(self) -> bool:
+        return bool(self.sendgrid_webhook_public_key or self.mailgun_webhook_signing_key
+                    .get_secret_value() or self.postmark_webhook_password.get_secret_value())
+
     @field_validator("token_keys")
     @classmethod
     def _token_keys_parse(cls, value: SecretStr) -> SecretStr:

@@ -7,6 +7,9 @@
 -- KEYS[3] message map      rg:{p}:msgs      (provider message id -> op id)
 -- ARGV[1] message id       ARGV[2] event type (delivered|deferred|bounced|complained|rejected)
 -- ARGV[3] occurred_at (ms) ARGV[4] now (ms)
+-- ARGV[5] "record" when the caller joined the event by operation id (a pushed event):
+--         an operation with no provider message id yet takes this one (and the message map
+--         learns it); "" for the pull feed, which found the operation through the map.
 --
 -- Returns {code, delivery}:
 --   {"applied", type}      new event; the operation's delivery is now this type
@@ -17,12 +20,17 @@
 local RANK = {unknown=0, deferred=1, delivered=2, bounced=3, rejected=3, complained=4}
 local kind, occurred, now = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 
-local f = redis.call("HMGET", KEYS[1], "operation_id", "delivery", "delivery_event_at")
+local f = redis.call("HMGET", KEYS[1], "operation_id", "delivery", "delivery_event_at",
+  "provider_message_id")
 local id = f[1]
 if not id then
   -- Writing now would resurrect a hash without its TTL: forget the stale mapping instead.
   redis.call("HDEL", KEYS[3], ARGV[1])
   return {"missing", ""}
+end
+if ARGV[5] == "record" and (not f[4] or f[4] == "") then
+  redis.call("HSET", KEYS[1], "provider_message_id", ARGV[1])
+  redis.call("HSET", KEYS[3], ARGV[1], id)
 end
 local current = f[2] or "unknown"
 if RANK[current] == nil then current = "unknown" end

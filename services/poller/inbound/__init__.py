@@ -1,0 +1,1 @@
+"""Pushed delivery events: provider webhooks and the SES queue, joined by operation id."""

@@ -1,0 +1,142 @@
+"""What every provider's pushed event becomes before it touches the store.
+
+A provider's payload names our operation id (the adapters attach it as custom args,
+metadata, a user variable or a message tag), the provider's message id, its own event name
+and when it happened. Each provider module maps its vocabulary through one table to a
+:class:`Meaning`; everything after that (join, settle, apply) is shared by all of them.
+Nothing here keeps an address: parsers read only the fields named below.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from shared.delivery import MAX_ID_LENGTH
+from shared.model import Delivery
+
+OPERATION_ID_FIELD = "operation_id"
+
+
+class Drop(StrEnum):
+    """Why an event was counted and dropped (the ``reason`` label of the drop metric)."""
+
+    MALFORMED = "malformed"  # not the documented shape, or a field of the wrong type
+    UNKNOWN_TYPE = "unknown_type"  # an event name the provider's table does not know
+    IGNORED_TYPE = "ignored_type"  # known, but says nothing about delivery (open, click...)
+    NO_OPERATION = "no_operation"  # no operation id attached (not sent by resetgate)
+    UNKNOWN_OPERATION = "unknown_operation"  # not an operation id, or no such operation
+    OUT_OF_RANGE = "out_of_range"  # dated before the operation existed or in the future
+
+
+class Acceptance(StrEnum):
+    """An event that proves the provider accepted the message but says nothing about
+    delivery (SendGrid ``processed``, Mailgun ``accepted``, SES ``Send``)."""
+
+    ACCEPTED = "accepted"
+
+
+Meaning = Delivery | Acceptance | None  # None: known, ignored
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderEvent:
+    provider: str
+    kind: str  # the provider's event name, from its table (bounded: safe as a label)
+    operation_id: str
+    message_id: str
+    meaning: Delivery | Acceptance
+    occurred_ms: int
+
+
+@dataclass(slots=True)
+class Parsed:
+    events: list[ProviderEvent] = field(default_factory=list)
+    dropped: Counter[Drop] = field(default_factory=Counter)
+
+    def drop(self, reason: Drop) -> None:
+        self.dropped[reason] += 1
+
+
+class Rejected(Exception):
+    """The request as a whole is refused; ``status`` and ``error`` go back to the caller."""
+
+    def __init__(self, status: int, error: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.error = error
+        self.message = message
+
+
+def unauthorized(message: str) -> Rejected:
+    return Rejected(401, "unauthorized", message)
+
+
+def bad_request(message: str) -> Rejected:
+    return Rejected(400, "invalid_payload", message)
+
+
+def text(value: Any) -> str | None:
+    """A usable id: a non-empty string within the store's id bound, else None."""
+    if isinstance(value, str) and 0 < len(value) <= MAX_ID_LENGTH:
+        return value
+    return None
+
+
+def epoch_ms(value: Any) -> int | None:
+    """Unix seconds (int, float or digits) -> ms; None for anything else."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            return None
+    if isinstance(value, int | float) and 0 <= value < 1e11:
+        return int(value * 1000)
+    return None
+
+
+def iso_ms(value: Any) -> int | None:
+    """ISO 8601 with a zone -> ms. Postmark writes seven fractional digits, which
+    ``fromisoformat`` takes since 3.11; a naive time is refused (ambiguous)."""
+    if not isinstance(value, str) or len(value) > 40:
+        return None
+    try:
+        when = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return int(when.timestamp() * 1000) if when.tzinfo is not None else None
+
+
+def add_event(
+    parsed: Parsed, provider: str, kind: str, meaning: Meaning | None, ids: tuple[Any, Any],
+    occurred_ms: int | None,
+) -> None:  # fmt: skip
+    """The shared tail of every parser: ``meaning`` from the provider's table (absent key:
+    unknown type), ``ids`` = (operation id, message id) as found in the payload."""
+    if meaning is None:
+        parsed.drop(Drop.IGNORED_TYPE)
+        return
+    operation_id, message_id = text(ids[0]), text(ids[1])
+    if operation_id is None:
+        parsed.drop(Drop.NO_OPERATION)
+    elif message_id is None or occurred_ms is None:
+        parsed.drop(Drop.MALFORMED)
+    else:
+        parsed.events.append(
+            ProviderEvent(provider, kind, operation_id, message_id, meaning, occurred_ms)
+        )
+
+
+def check_fresh(timestamp: Any, max_age_seconds: float, now_ms: int) -> None:
+    """Raise 401 unless a signed timestamp (Unix seconds) is within ``max_age_seconds`` of
+    now, either way: an old one is a replay, a future one a forgery or a broken clock."""
+    signed = epoch_ms(timestamp)
+    if signed is None:
+        raise unauthorized("the signed timestamp is missing or not Unix seconds")
+    if abs(now_ms - signed) > max_age_seconds * 1000:
+        raise unauthorized("the signed timestamp is too old or in the future")

@@ -1,0 +1,118 @@
+"""Postmark webhooks: delivery, bounce and spam complaint, one JSON record per request.
+
+Postmark signs nothing; it sends the basic-auth credentials written into the webhook URL
+(``https://user:password@host/webhooks/postmark``,
+postmarkapp.com/developer/webhooks/webhooks-overview), compared here in constant time,
+optionally with an allow-list of source networks
+(postmarkapp.com/support/article/800-ips-for-firewalls).
+Records: postmarkapp.com/developer/webhooks/delivery-webhook (``DeliveredAt``),
+/bounce-webhook and /spam-complaint-webhook (``BouncedAt``, ``Type``); ``MessageID`` and
+``Metadata``, ours being ``operation_id``. Bounce types: postmarkapp.com/developer/api/bounce-api.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hmac
+import ipaddress
+from collections.abc import Sequence
+
+from services.poller.inbound.events import (
+    OPERATION_ID_FIELD,
+    Drop,
+    Meaning,
+    Parsed,
+    Rejected,
+    add_event,
+    bad_request,
+    iso_ms,
+    unauthorized,
+)
+from shared import codec
+from shared.model import Delivery
+
+NAME = "postmark"
+
+# Postmark's RecordType (and, for bounces, Type) -> resetgate's.
+TABLE: dict[str, Meaning] = {
+    "Delivery": Delivery.DELIVERED,
+    "SpamComplaint": Delivery.COMPLAINED,
+    "Bounce/HardBounce": Delivery.BOUNCED,
+    "Bounce/BadEmailAddress": Delivery.BOUNCED,
+    "Bounce/Transient": Delivery.DEFERRED,
+    "Bounce/SoftBounce": Delivery.DEFERRED,
+    "Bounce/DnsError": Delivery.DEFERRED,
+    "Bounce/SpamComplaint": Delivery.COMPLAINED,
+    "Bounce/SpamNotification": Delivery.REJECTED,
+    "Bounce/VirusNotification": Delivery.REJECTED,
+    "Bounce/ManuallyDeactivated": Delivery.REJECTED,
+    "Bounce/Blocked": Delivery.REJECTED,
+    "Bounce/SMTPApiError": Delivery.REJECTED,
+    "Bounce/DMARCPolicy": Delivery.REJECTED,
+    "Bounce/TemplateRenderingFailed": Delivery.REJECTED,
+    "Bounce/AutoResponder": None,
+    "Bounce/AddressChange": None,
+    "Bounce/Unsubscribe": None,
+    "Bounce/Subscribe": None,
+    "Bounce/ChallengeVerification": None,
+    "Bounce/OpenRelayTest": None,
+    "Bounce/Unconfirmed": None,
+    "Bounce/InboundError": None,
+    "Bounce/Unknown": None,
+    "Open": None,
+    "Click": None,
+    "SubscriptionChange": None,
+}
+WHEN = {"Delivery": "DeliveredAt", "Bounce": "BouncedAt", "SpamComplaint": "BouncedAt"}
+
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+def networks(spec: str) -> list[Network]:
+    """``"192.0.2.0/24, 2001:db8::/32"`` -> networks (a bare address is a /32 or /128)."""
+    return [ipaddress.ip_network(part.strip()) for part in spec.split(",") if part.strip()]
+
+
+def check_source(peer: str | None, allowed: Sequence[Network]) -> None:
+    """403 unless the TCP peer is inside one of ``allowed`` (empty: anyone)."""
+    if not allowed:
+        return
+    try:
+        address = ipaddress.ip_address((peer or "").strip("[]"))
+    except ValueError:
+        address = None
+    if address is None or not any(address in network for network in allowed):
+        raise Rejected(403, "forbidden", "this source network may not post Postmark events")
+
+
+def check_credentials(header: str | None, expected: bytes) -> None:
+    """401 unless the Basic credentials equal ``user:password``, compared in constant time."""
+    scheme, _, encoded = (header or "").partition(" ")
+    try:
+        given = base64.b64decode(encoded.strip(), validate=True)
+    except (binascii.Error, ValueError):
+        given = b""
+    if scheme.lower() != "basic" or not hmac.compare_digest(given, expected):
+        raise unauthorized("basic-auth credentials are missing or wrong")
+
+
+def parse(body: bytes) -> Parsed:
+    try:
+        record = codec.loads(body)
+    except codec.JSONDecodeError:
+        raise bad_request("the body is not JSON") from None
+    if not isinstance(record, dict):
+        raise bad_request("the body must be one JSON record")
+    parsed = Parsed()
+    kind = record.get("RecordType")
+    if kind == "Bounce":
+        kind = f"Bounce/{record.get('Type')}"
+    if not isinstance(kind, str) or kind not in TABLE:
+        parsed.drop(Drop.UNKNOWN_TYPE if isinstance(kind, str) else Drop.MALFORMED)
+        return parsed
+    metadata = record.get("Metadata")
+    operation_id = metadata.get(OPERATION_ID_FIELD) if isinstance(metadata, dict) else None
+    occurred = iso_ms(record.get(WHEN.get(str(record.get("RecordType")), "")))
+    add_event(parsed, NAME, kind, TABLE[kind], (operation_id, record.get("MessageID")), occurred)
+    return parsed

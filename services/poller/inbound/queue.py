@@ -1,0 +1,127 @@
+"""Amazon SES events from the SQS queue subscribed to the configuration set's SNS topic.
+
+Long polling (``WaitTimeSeconds``), up to ten messages a receive. A message is deleted only
+after its events were applied (or counted and dropped): a poller that dies or a store that
+fails in between leaves it in the queue, and SQS hands it out again after the visibility
+timeout (the dedupe in ``apply_delivery`` makes the second pass harmless). A message that is
+not an SES event at all goes to the dead-letter queue when one is configured; without one it
+is left for the queue's own redrive policy (``maxReceiveCount``) to move.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiobotocore.config import AioConfig
+from aiobotocore.session import get_session
+from botocore.exceptions import BotoCoreError, ClientError
+
+from services.poller.inbound import ses
+from services.poller.inbound.events import Parsed
+from services.poller.inbound.ingest import Ingest
+from services.poller.settings import PollerSettings
+from shared import metrics
+from shared.logging import event
+from shared.loops import resilient
+from shared.provider import ProviderUnavailable
+
+log = logging.getLogger(__name__)
+SERVICE = "poller"
+BATCH = 10  # the most SQS hands out per receive
+
+
+@dataclass(slots=True)
+class Sorted:
+    parsed: Parsed = field(default_factory=Parsed)
+    done: list[dict[str, str]] = field(default_factory=list)  # to delete once applied
+    unparseable: list[dict[str, Any]] = field(default_factory=list)
+
+
+def sort(messages: list[dict[str, Any]]) -> Sorted:
+    """Parse a receive's messages into one batch of events, and the ones that are not events."""
+    result = Sorted()
+    dropped: Counter[Any] = Counter()
+    for message in messages:
+        entry = {"Id": str(len(result.done)), "ReceiptHandle": message["ReceiptHandle"]}
+        try:
+            parsed = ses.parse(str(message.get("Body", "")))
+        except ses.Unparseable:
+            result.unparseable.append(message)
+            continue
+        result.parsed.events += parsed.events
+        dropped.update(parsed.dropped)
+        result.done.append(entry)
+    result.parsed.dropped.update(dropped)
+    return result
+
+
+class SesQueue:
+    def __init__(self, settings: PollerSettings, ingest: Ingest) -> None:
+        self.settings = settings
+        self.ingest = ingest
+
+    def _client(self) -> Any:
+        config = AioConfig(connect_timeout=5, read_timeout=self.settings.ses_wait_seconds + 10,
+                           retries={"max_attempts": 2, "mode": "standard"})  # fmt: skip
+        return get_session().create_client(
+            "sqs", region_name=self.settings.aws_region, config=config,
+            endpoint_url=self.settings.aws_endpoint_url or None,
+        )  # fmt: skip
+
+    async def serve(self, stop: asyncio.Event) -> None:
+        """A worker: receive, apply, delete, until shutdown."""
+        async with self._client() as sqs:
+            await resilient(SERVICE, "ses-queue", stop, lambda: self._step(sqs, stop))
+
+    async def _step(self, sqs: Any, stop: asyncio.Event) -> float:
+        try:
+            messages = await self._receive(sqs, stop)
+            if messages:
+                await self._handle(sqs, messages)
+        except (BotoCoreError, ClientError) as error:
+            # botocore's messages name the queue, never a payload; the type is enough here.
+            raise ProviderUnavailable(f"SQS: {type(error).__name__}") from None
+        return 0.0
+
+    async def _receive(self, sqs: Any, stop: asyncio.Event) -> list[dict[str, Any]]:
+        """One long poll, abandoned at shutdown (what it would have returned stays queued)."""
+        receive = asyncio.ensure_future(sqs.receive_message(
+            QueueUrl=self.settings.ses_queue_url, MaxNumberOfMessages=BATCH,
+            WaitTimeSeconds=self.settings.ses_wait_seconds,
+        ))  # fmt: skip
+        stopping = asyncio.ensure_future(stop.wait())
+        await asyncio.wait([receive, stopping], return_when=asyncio.FIRST_COMPLETED)
+        stopping.cancel()
+        if not receive.done():
+            receive.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await receive
+            return []
+        return list(receive.result().get("Messages", []))
+
+    async def _handle(self, sqs: Any, messages: list[dict[str, Any]]) -> None:
+        batch = sort(messages)
+        await self.ingest.apply(ses.NAME, batch.parsed)  # a store error leaves them queued
+        if batch.done:
+            await sqs.delete_message_batch(QueueUrl=self.settings.ses_queue_url,
+                                           Entries=batch.done)  # fmt: skip
+            metrics.queue_messages.labels(ses.NAME, "applied").inc(len(batch.done))
+        for message in batch.unparseable:
+            await self._dead_letter(sqs, message)
+
+    async def _dead_letter(self, sqs: Any, message: dict[str, Any]) -> None:
+        if not self.settings.ses_dead_letter_queue_url:
+            metrics.queue_messages.labels(ses.NAME, "returned").inc()
+            return  # left for the queue's redrive policy
+        await sqs.send_message(QueueUrl=self.settings.ses_dead_letter_queue_url,
+                               MessageBody=str(message.get("Body", "")))  # fmt: skip
+        await sqs.delete_message(QueueUrl=self.settings.ses_queue_url,
+                                 ReceiptHandle=message["ReceiptHandle"])  # fmt: skip
+        metrics.queue_messages.labels(ses.NAME, "dead_lettered").inc()
+        event(log, logging.WARNING, "unparseable SES queue message dead-lettered",
+              message_id=str(message.get("MessageId", ""))[:64])  # fmt: skip

@@ -1,0 +1,111 @@
+"""SendGrid Event Webhook: a signed JSON array of events.
+
+Signature (twilio.com/docs/sendgrid/for-developers/tracking-events/
+getting-started-event-webhook-security-features): ECDSA P-256 / SHA-256, base64 DER in
+``X-Twilio-Email-Event-Webhook-Signature``, over
+``X-Twilio-Email-Event-Webhook-Timestamp`` followed by the raw body, checked with the
+account's verification key (base64 DER SubjectPublicKeyInfo, as the console shows it).
+Events (twilio.com/docs/sendgrid/for-developers/tracking-events/event): ``event``,
+``timestamp`` (Unix seconds), ``sg_message_id`` (the send's ``X-Message-Id``, then ``.`` and
+a filter suffix), and every custom arg at the top level, ours being ``operation_id``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Any
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.serialization import load_der_public_key
+
+from services.poller.inbound.events import (
+    OPERATION_ID_FIELD,
+    Acceptance,
+    Drop,
+    Meaning,
+    Parsed,
+    add_event,
+    bad_request,
+    epoch_ms,
+    unauthorized,
+)
+from shared import codec
+from shared.model import Delivery
+
+NAME = "sendgrid"
+SIGNATURE_HEADER = "X-Twilio-Email-Event-Webhook-Signature"
+TIMESTAMP_HEADER = "X-Twilio-Email-Event-Webhook-Timestamp"
+
+# SendGrid's event vocabulary -> resetgate's. A bounce's ``type`` refines it: "blocked" is
+# the receiving server refusing the message (not the address), which SendGrid does not retry.
+TABLE: dict[str, Meaning] = {
+    "processed": Acceptance.ACCEPTED,
+    "deferred": Delivery.DEFERRED,
+    "delivered": Delivery.DELIVERED,
+    "bounce": Delivery.BOUNCED,
+    "bounce/blocked": Delivery.REJECTED,
+    "dropped": Delivery.REJECTED,
+    "spamreport": Delivery.COMPLAINED,
+    "open": None,
+    "click": None,
+    "unsubscribe": None,
+    "group_unsubscribe": None,
+    "group_resubscribe": None,
+}
+
+
+def load_key(encoded: str) -> ec.EllipticCurvePublicKey:
+    """The console's verification key (base64 DER); PEM armour is tolerated."""
+    body = "".join(line for line in encoded.strip().splitlines() if "-----" not in line)
+    key = load_der_public_key(base64.b64decode(body, validate=True))
+    if not isinstance(key, ec.EllipticCurvePublicKey):
+        raise ValueError("the SendGrid verification key is not an elliptic-curve public key")
+    return key
+
+
+def verify(
+    key: ec.EllipticCurvePublicKey, signature: str | None, timestamp: str | None, body: bytes
+) -> None:
+    """Raise 401 unless ``signature`` is SendGrid's over ``timestamp + body``."""
+    if not signature or not timestamp:
+        raise unauthorized(f"{SIGNATURE_HEADER} and {TIMESTAMP_HEADER} are required")
+    try:
+        der = base64.b64decode(signature, validate=True)
+        key.verify(der, timestamp.encode() + body, ec.ECDSA(hashes.SHA256()))
+    except (binascii.Error, ValueError, InvalidSignature):
+        raise unauthorized("the signature does not verify") from None
+
+
+def message_id(sg_message_id: Any) -> Any:
+    """``<X-Message-Id>.filter…`` -> the X-Message-Id the send answered with."""
+    return sg_message_id.split(".", 1)[0] if isinstance(sg_message_id, str) else None
+
+
+def parse(body: bytes) -> Parsed:
+    try:
+        rows = codec.loads(body)
+    except codec.JSONDecodeError:
+        raise bad_request("the body is not JSON") from None
+    if not isinstance(rows, list):
+        raise bad_request("the body must be a JSON array of events")
+    parsed = Parsed()
+    for row in rows:
+        _one(parsed, row)
+    return parsed
+
+
+def _one(parsed: Parsed, row: Any) -> None:
+    if not isinstance(row, dict) or not isinstance(row.get("event"), str):
+        parsed.drop(Drop.MALFORMED)
+        return
+    kind = row["event"]
+    if kind == "bounce" and row.get("type") == "blocked":
+        kind = "bounce/blocked"
+    if kind not in TABLE:
+        parsed.drop(Drop.UNKNOWN_TYPE)
+        return
+    ids = (row.get(OPERATION_ID_FIELD), message_id(row.get("sg_message_id")))
+    add_event(parsed, NAME, kind, TABLE[kind], ids, epoch_ms(row.get("timestamp")))

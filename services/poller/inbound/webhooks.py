@@ -1,0 +1,161 @@
+"""The webhook listener: ``POST /webhooks/<provider>`` on the poller's own webhook port.
+
+Each provider is a :class:`Receiver` that authenticates the request (signature, token,
+basic auth) before anything is parsed or applied: a forged, missing or stale credential is a
+401 and touches nothing. A body over the limit is a 413, one that is not the documented
+shape a 400; events the store cannot use (unknown type, unknown operation, absurd date) are
+counted and dropped with a 200, so the provider does not retry them forever. A store outage
+is a 503: the provider retries, and the dedupe makes the retry harmless.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from aiohttp import web
+
+from services.poller.inbound import mailgun, postmark, sendgrid
+from services.poller.inbound.events import Parsed, Rejected, check_fresh
+from services.poller.inbound.ingest import Ingest
+from services.poller.settings import PollerSettings
+from shared import clock, keys, metrics, service
+from shared.logging import event
+from shared.loops import ERRORS
+from shared.redis import RedisClient
+
+log = logging.getLogger(__name__)
+PREFIX = "/webhooks"
+SERVICE = "poller-webhooks"
+
+
+@dataclass(frozen=True, slots=True)
+class Receipt:
+    parsed: Parsed
+    replay_key: str = ""  # remembered before applying; forgotten again if applying fails
+
+
+Receive = Callable[[web.Request, bytes], Awaitable[Receipt]]
+Handler = Callable[[web.Request], Awaitable[web.Response]]
+
+
+def sendgrid_receiver(settings: PollerSettings) -> Receive:
+    key = sendgrid.load_key(settings.sendgrid_webhook_public_key)
+
+    async def receive(request: web.Request, body: bytes) -> Receipt:
+        timestamp = request.headers.get(sendgrid.TIMESTAMP_HEADER)
+        sendgrid.verify(key, request.headers.get(sendgrid.SIGNATURE_HEADER), timestamp, body)
+        check_fresh(timestamp, settings.webhook_max_age_seconds, clock.now_ms())
+        return Receipt(sendgrid.parse(body))
+
+    return receive
+
+
+def mailgun_receiver(settings: PollerSettings, client: RedisClient) -> Receive:
+    key = settings.mailgun_webhook_signing_key.get_secret_value().encode()
+    ttl = settings.webhook_max_age_seconds * 2  # outlives every timestamp still accepted
+
+    async def receive(_: web.Request, body: bytes) -> Receipt:
+        signed = mailgun.decode(body)
+        mailgun.verify(key, signed)
+        check_fresh(signed.timestamp, settings.webhook_max_age_seconds, clock.now_ms())
+        replay_key = keys.webhook_token(mailgun.NAME, mailgun.token_digest(signed))
+        if not await client.set(replay_key, "1", nx=True, ex=ttl):
+            # Mailgun does not retry a 406: a replayed token is refused for good.
+            raise Rejected(406, "replayed", "this signature token was already used")
+        return Receipt(mailgun.parse(signed.event), replay_key)
+
+    return receive
+
+
+def postmark_receiver(settings: PollerSettings) -> Receive:
+    user = settings.postmark_webhook_username.get_secret_value()
+    expected = f"{user}:{settings.postmark_webhook_password.get_secret_value()}".encode()
+    allowed = postmark.networks(settings.postmark_webhook_networks)
+
+    async def receive(request: web.Request, body: bytes) -> Receipt:
+        postmark.check_source(request.remote, allowed)
+        postmark.check_credentials(request.headers.get("Authorization"), expected)
+        return Receipt(postmark.parse(body))
+
+    return receive
+
+
+def receivers(settings: PollerSettings, client: RedisClient) -> dict[str, Receive]:
+    """The providers whose credentials are configured; the others' routes answer 404."""
+    found: dict[str, Receive] = {}
+    if settings.sendgrid_webhook_public_key:
+        found[sendgrid.NAME] = sendgrid_receiver(settings)
+    if settings.mailgun_webhook_signing_key.get_secret_value():
+        found[mailgun.NAME] = mailgun_receiver(settings, client)
+    if settings.postmark_webhook_password.get_secret_value():
+        found[postmark.NAME] = postmark_receiver(settings)
+    return found
+
+
+class Webhooks:
+    def __init__(self, settings: PollerSettings, client: RedisClient, ingest: Ingest) -> None:
+        self.settings = settings
+        self.client = client
+        self.ingest = ingest
+        self.receivers = receivers(settings, client)
+        self.listening = asyncio.Event()
+
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=self.settings.webhook_max_body_bytes,
+                              middlewares=[service.instrument(SERVICE)])  # fmt: skip
+        for name, receive in self.receivers.items():
+            app.router.add_post(f"{PREFIX}/{name}", self._handler(name, receive))
+        return app
+
+    def _handler(self, name: str, receive: Receive) -> Handler:
+        async def handle(request: web.Request) -> web.Response:
+            response = await self._handle(name, receive, request)
+            metrics.webhook_requests.labels(name, str(response.status)).inc()
+            return response
+
+        return handle
+
+    async def _handle(self, name: str, receive: Receive, request: web.Request) -> web.Response:
+        try:
+            body = await request.read()
+            receipt = await receive(request, body)
+        except web.HTTPRequestEntityTooLarge:
+            limit = self.settings.webhook_max_body_bytes
+            return service.json_error(413, "too_large", f"the body exceeds {limit} bytes")
+        except Rejected as rejected:
+            event(log, logging.WARNING, "webhook refused", provider=name,
+                  status=rejected.status, reason=rejected.message)  # fmt: skip
+            return service.json_error(rejected.status, rejected.error, rejected.message)
+        try:
+            result = await self.ingest.apply(name, receipt.parsed)
+        except ERRORS as error:
+            await self._forget(receipt)
+            event(log, logging.WARNING, "webhook not applied; the provider will retry",
+                  provider=name, error=type(error).__name__)  # fmt: skip
+            return service.json_error(503, "unavailable", "the store is unavailable; retry")
+        return service.json_response(result.view())
+
+    async def _forget(self, receipt: Receipt) -> None:
+        if receipt.replay_key:
+            # Else it runs out with its TTL; until then a retry is refused as replayed.
+            with contextlib.suppress(*ERRORS):
+                await self.client.delete(receipt.replay_key)
+
+    async def serve(self, stop: asyncio.Event) -> None:
+        """A worker: listen on the webhook port until shutdown."""
+        runner = web.AppRunner(self.app(), access_log=None, shutdown_timeout=5.0,
+                               **service.http_limits(self.settings))  # fmt: skip
+        await runner.setup()
+        try:
+            site = web.TCPSite(runner, self.settings.http_host, self.settings.webhook_port)
+            await site.start()
+            self.listening.set()
+            event(log, logging.INFO, "webhook listener started", port=self.settings.webhook_port,
+                  providers=sorted(self.receivers))  # fmt: skip
+            await stop.wait()
+        finally:
+            await runner.cleanup()
