@@ -137,7 +137,10 @@ async def serve(
     tasks = [asyncio.create_task(worker(stop), name=worker.__name__) for worker in workers]
     stopper = asyncio.create_task(stop.wait())
     done, _ = await asyncio.wait([stopper, *tasks], return_when=asyncio.FIRST_COMPLETED)
-    failed = [task for task in done if task is not stopper]
+    # A worker that returned after shutdown began (one that only waits for ``stop``, like a
+    # listener) has done what it should; only one that ended first, or raised, has failed.
+    failed = [task for task in done if task is not stopper
+              and (task.exception() is not None or not stop.is_set())]  # fmt: skip
     for task in failed:
         event(
             log,

@@ -109,7 +109,12 @@ class Webhooks:
                               middlewares=[service.instrument(SERVICE)])  # fmt: skip
         for name, receive in self.receivers.items():
             app.router.add_post(f"{PREFIX}/{name}", self._handler(name, receive))
+        app.router.add_route("*", "/{tail:.*}", self._elsewhere)
         return app
+
+    async def _elsewhere(self, _: web.Request) -> web.Response:
+        routes = ", ".join(f"POST {PREFIX}/{name}" for name in sorted(self.receivers))
+        return service.json_error(404, "not_found", f"this port serves only {routes}")
 
     def _handler(self, name: str, receive: Receive) -> Handler:
         async def handle(request: web.Request) -> web.Response:
