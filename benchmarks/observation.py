@@ -12,12 +12,18 @@ operation has observed delivery and prints one row per run:
     .venv/bin/python benchmarks/observation.py                  # N=50000, three runs
     .venv/bin/python benchmarks/observation.py --ops 5000 --runs live-default
     .venv/bin/python benchmarks/observation.py --ops 6000 --send-rate 50 --runs live-default
+
+Pushed events (benchmarks/observation_push.py: the SendGrid webhook, the SES queue):
+
+    .venv/bin/python benchmarks/observation.py --mode webhook --ops 30000 --rate 1000
+    .venv/bin/python benchmarks/observation.py --mode queue --ops 3000 --rate 100
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import sys
 import tempfile
@@ -32,7 +38,9 @@ from redis.asyncio import Redis
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks import observation_push as push
 from services.ctl.embedded import RedisServer, cleanup_directory
+from services.poller.settings import PollerSettings
 from services.sandbox.testing import SANDBOX_API_KEY, reset, run_sandbox_process, sandbox_stats
 from shared import ids
 from shared.keys import PartitionKeys
@@ -52,8 +60,13 @@ class Run:
     per_minute: int
 
 
+_DEFAULTS = PollerSettings.model_fields
 RUNS = {
-    "live-default": Run("live-default", "live", 5.0, 500, 120),
+    "live-default": Run(
+        "live-default", "live", _DEFAULTS["poll_interval_seconds"].default,
+        _DEFAULTS["poll_batch"].default, _DEFAULTS["poll_max_requests_per_minute"].default,
+    ),
+    "live-old-default": Run("live-old-default", "live", 5.0, 500, 120),
     "live-tuned": Run("live-tuned", "live", 1.0, 1000, 600),
     "backlog-tuned": Run("backlog-tuned", "backlog", 1.0, 1000, 600),
 }
@@ -136,15 +149,19 @@ async def lags(redis: Redis, ops: list[str]) -> list[float]:
     return values
 
 
-def poller(redis_url: str, provider_url: str, run: Run, logs: Path) -> ServiceProcess:
-    return ServiceProcess("poller", {
+def poller_env(redis_url: str, provider_url: str, run: Run) -> dict[str, str]:
+    return {
         "RESETGATE_REDIS_URL": redis_url, "RESETGATE_PROVIDER_URL": provider_url,
         "RESETGATE_PROVIDER_API_KEY": SANDBOX_API_KEY, "RESETGATE_PARTITIONS": str(PARTITIONS),
         "RESETGATE_POLL_INTERVAL_SECONDS": str(run.interval),
         "RESETGATE_POLL_BATCH": str(run.batch),
         "RESETGATE_POLL_MAX_REQUESTS_PER_MINUTE": str(run.per_minute),
         "RESETGATE_LOG_LEVEL": "WARNING",
-    }, logs)  # fmt: skip
+    }  # fmt: skip
+
+
+def poller(redis_url: str, provider_url: str, run: Run, logs: Path) -> ServiceProcess:
+    return ServiceProcess("poller", poller_env(redis_url, provider_url, run), logs)
 
 
 async def one_run(
@@ -198,8 +215,46 @@ def report(rows: list[dict[str, Any]]) -> None:
           "recorded); backlog: N events wait in the feed when it starts (catch-up).")
 
 
+async def push_run(
+    args: argparse.Namespace, redis_server: RedisServer, url: str, logs: Path
+) -> None:
+    """Webhook or queue mode: N accepted operations, their events pushed at ``--rate``."""
+    redis = Redis.from_url(redis_server.url, decode_responses=True)
+    await redis.flushall()
+    ops = push.operation_ids(args.ops, PARTITIONS)
+    for start in range(0, len(ops), 5000):
+        await accept(redis, [(op, int(op.split("-")[1]), f"bench-{op}")
+                             for op in ops[start : start + 5000]])  # fmt: skip
+    # The pull feed stays idle (nothing is sent through the sandbox); it polls rarely.
+    env = poller_env(redis_server.url, url, Run("push", "push", 60.0, 1000, 120))
+    if args.mode == "webhook":
+        row = await push.webhook_run(redis, ops, env, logs, args.rate, args.batch)
+        shape = f"SendGrid batches of {args.batch}"
+    else:
+        row = await push.queue_run(redis, ops, env, logs, args.rate, args.wait)
+        shape = f"SES via SNS -> SQS, long poll {args.wait} s"
+    await redis.aclose()
+    lags = row["lags"]
+    print(f"\n{args.mode}: {args.ops} events at {args.rate:g}/s ({shape}); sent in "
+          f"{row['send_seconds']:.1f} s; observed {row['observed']}; non-200 {row['failures']}")
+    print(f"lag p50 {quantile(lags, 50):.3f} s, p99 {quantile(lags, 99):.3f} s, "
+          f"max {max(lags, default=0):.3f} s; poller CPU {row['cpu']:.1f} s "
+          f"({1000 * row['cpu'] / max(1, row['observed']):.3f} s per 1,000 events); "
+          f"load average {os.getloadavg()[0]:.1f}; poller logs in {logs}")
+
+
 async def main(args: argparse.Namespace) -> None:
     logs = Path(tempfile.mkdtemp(prefix="rg-bench-observation-"))
+    if args.mode != "pull":
+        (logs / "redis").mkdir()
+        redis_server = RedisServer(directory=str(logs / "redis")).start()
+        try:
+            async with run_sandbox_process(log_level="WARNING") as url:
+                await push_run(args, redis_server, url, logs)
+        finally:
+            redis_server.stop()
+            cleanup_directory(str(logs / "redis"))
+        return
     (logs / "redis").mkdir()
     redis_server = RedisServer(directory=str(logs / "redis")).start()
     rows = []
@@ -220,7 +275,12 @@ async def main(args: argparse.Namespace) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ops", type=int, default=50_000)
-    parser.add_argument("--runs", nargs="+", default=list(RUNS), choices=list(RUNS))
+    parser.add_argument("--runs", nargs="+", default=["live-default", "live-tuned",
+                        "backlog-tuned"], choices=list(RUNS))  # fmt: skip
+    parser.add_argument("--mode", default="pull", choices=["pull", "webhook", "queue"])
+    parser.add_argument("--rate", type=float, default=1000, help="pushed events/s")
+    parser.add_argument("--batch", type=int, default=50, help="events per webhook POST")
+    parser.add_argument("--wait", type=int, default=20, help="SQS long-poll seconds")
     parser.add_argument("--send-rate", type=float, default=0,
                         help="sends/s in the live runs (default: as fast as the sandbox takes)")
     asyncio.run(main(parser.parse_args()))

@@ -213,3 +213,30 @@ def test_ses_envelope_raw_and_unparseable() -> None:
     no_tags = ses_event("op-1-A", "m", "Delivery", at)
     no_tags["mail"]["tags"] = {}
     assert ses.parse(json.dumps(no_tags)).dropped == {Drop.NO_OPERATION: 1}
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [("sendgrid_webhook_public_key", "not a key"), ("postmark_webhook_networks", "10.0.0.0/33")],
+)
+def test_bad_webhook_settings_name_the_variable(variable: str, value: str) -> None:
+    from pydantic import ValidationError
+
+    from services.poller.settings import PollerSettings
+    from shared.settings import describe_error
+
+    with pytest.raises(ValidationError) as error:
+        PollerSettings(provider_api_key="k", **{variable: value})  # type: ignore[arg-type]
+    assert describe_error(error.value).startswith(
+        f"invalid configuration: RESETGATE_{variable.upper()}: "
+    )
+
+
+def test_listener_starts_only_with_a_credential() -> None:
+    from services.poller.settings import PollerSettings
+
+    assert not PollerSettings(provider_api_key="k").webhooks_enabled
+    signer = SendGridSigner.generate()
+    assert PollerSettings(
+        provider_api_key="k", sendgrid_webhook_public_key=signer.public_key
+    ).webhooks_enabled

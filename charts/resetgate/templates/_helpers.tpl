@@ -200,6 +200,9 @@ with the token keys; the sandbox accepts the provider key.
 - name: RESETGATE_SANDBOX_IDEMPOTENCY_WINDOW_SECONDS
   value: {{ $root.Values.provider.idempotencyWindowSeconds | quote }}
 {{- end }}
+{{- if eq .component "poller" }}
+{{- include "resetgate.webhooks.env" $root }}
+{{- end }}
 {{- with (get $root.Values .component).extraEnv }}
 {{ toYaml . }}
 {{- end }}

@@ -1,0 +1,46 @@
+{{/*
+Pushed delivery events (docs/providers.md, "Delivery events"): the poller's webhook
+listener and its SES queue reader. The listener has its own port, Service, optional Ingress
+and NetworkPolicy, never admission's.
+*/}}
+{{- define "resetgate.webhooks.name" -}}
+{{- printf "%s-webhooks" (include "resetgate.componentName" (dict "root" .root "component" "poller") | trunc 54 | trimSuffix "-") -}}
+{{- end -}}
+
+{{/* The poller's env for pushed events; secrets come from webhooks.existingSecret. */}}
+{{- define "resetgate.webhooks.env" -}}
+{{- $w := .Values.webhooks -}}
+{{- $q := .Values.sesEvents -}}
+{{- if $w.enabled }}
+- name: RESETGATE_WEBHOOK_PORT
+  value: {{ $w.port | quote }}
+- name: RESETGATE_WEBHOOK_MAX_BODY_BYTES
+  value: {{ $w.maxBodyBytes | quote }}
+- name: RESETGATE_WEBHOOK_MAX_AGE_SECONDS
+  value: {{ $w.maxAgeSeconds | quote }}
+- name: RESETGATE_SENDGRID_WEBHOOK_PUBLIC_KEY
+  value: {{ $w.sendgridPublicKey | quote }}
+- name: RESETGATE_POSTMARK_WEBHOOK_NETWORKS
+  value: {{ $w.postmarkNetworks | quote }}
+{{- with $w.existingSecret }}
+{{- range $env, $key := dict "RESETGATE_MAILGUN_WEBHOOK_SIGNING_KEY" $w.secretKeys.mailgunSigningKey "RESETGATE_POSTMARK_WEBHOOK_USERNAME" $w.secretKeys.postmarkUsername "RESETGATE_POSTMARK_WEBHOOK_PASSWORD" $w.secretKeys.postmarkPassword }}
+- name: {{ $env }}
+  valueFrom:
+    secretKeyRef:
+      name: {{ $.Values.webhooks.existingSecret }}
+      key: {{ $key }}
+      optional: true
+{{- end }}
+{{- end }}
+{{- end }}
+{{- if $q.queueUrl }}
+- name: RESETGATE_SES_QUEUE_URL
+  value: {{ $q.queueUrl | quote }}
+- name: RESETGATE_SES_DEAD_LETTER_QUEUE_URL
+  value: {{ $q.deadLetterQueueUrl | quote }}
+- name: RESETGATE_SES_WAIT_SECONDS
+  value: {{ $q.waitSeconds | quote }}
+- name: RESETGATE_AWS_REGION
+  value: {{ $q.region | quote }}
+{{- end }}
+{{- end -}}
