@@ -135,14 +135,20 @@ class Webhooks:
             event(log, logging.WARNING, "webhook refused", provider=name,
                   status=rejected.status, reason=rejected.message)  # fmt: skip
             return service.json_error(rejected.status, rejected.error, rejected.message)
+        except ERRORS as error:  # the replay guard could not reach the store
+            return self._unavailable(name, error)
         try:
             result = await self.ingest.apply(name, receipt.parsed)
         except ERRORS as error:
             await self._forget(receipt)
-            event(log, logging.WARNING, "webhook not applied; the provider will retry",
-                  provider=name, error=type(error).__name__)  # fmt: skip
-            return service.json_error(503, "unavailable", "the store is unavailable; retry")
+            return self._unavailable(name, error)
         return service.json_response(result.view())
+
+    @staticmethod
+    def _unavailable(name: str, error: BaseException) -> web.Response:
+        event(log, logging.WARNING, "webhook not applied; the provider will retry",
+              provider=name, error=type(error).__name__)  # fmt: skip
+        return service.json_error(503, "unavailable", "the store is unavailable; retry")
 
     async def _forget(self, receipt: Receipt) -> None:
         if receipt.replay_key:
