@@ -99,3 +99,14 @@ async def test_ses_events_arrive_through_sns_and_sqs(inbound: Inbound) -> None:
     counts = left["Attributes"]
     assert counts["ApproximateNumberOfMessages"] == "0", "deleted once applied"
     assert counts["ApproximateNumberOfMessagesNotVisible"] == "0"
+
+
+async def test_poller_with_listener_and_queue_stops_cleanly(inbound: Inbound) -> None:
+    """SIGTERM: the listener and the queue reader return once shutdown begins, which is not
+    a failed worker: exit 0 (a worker that died would make it non-zero)."""
+    poller = inbound["poller"]
+    assert await poller.stop() == 0, poller.tail()
+    await poller.start()
+    op, message_id = await inbound.accepted("in-restarted")
+    body = codec.dumps([sendgrid_event(op, message_id, "delivered", time.time())])
+    assert (await inbound.post("sendgrid", body, inbound.signer.headers(body)))[0] == 200
