@@ -66,6 +66,10 @@ RUNS = {
         "live-default", "live", _DEFAULTS["poll_interval_seconds"].default,
         _DEFAULTS["poll_batch"].default, _DEFAULTS["poll_max_requests_per_minute"].default,
     ),
+    "backlog-default": Run(
+        "backlog-default", "backlog", _DEFAULTS["poll_interval_seconds"].default,
+        _DEFAULTS["poll_batch"].default, _DEFAULTS["poll_max_requests_per_minute"].default,
+    ),
     "live-old-default": Run("live-old-default", "live", 5.0, 500, 120),
     "live-tuned": Run("live-tuned", "live", 1.0, 1000, 600),
     "backlog-tuned": Run("backlog-tuned", "backlog", 1.0, 1000, 600),

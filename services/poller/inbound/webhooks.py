@@ -30,6 +30,7 @@ from shared.redis import RedisClient
 log = logging.getLogger(__name__)
 PREFIX = "/webhooks"
 SERVICE = "poller-webhooks"
+BODY_TIMEOUT_SECONDS = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,8 +127,11 @@ class Webhooks:
 
     async def _handle(self, name: str, receive: Receive, request: web.Request) -> web.Response:
         try:
-            body = await request.read()
+            async with asyncio.timeout(BODY_TIMEOUT_SECONDS):  # a dripped body holds nothing long
+                body = await request.read()
             receipt = await receive(request, body)
+        except TimeoutError:
+            return service.json_error(408, "body_timeout", "the body did not arrive in time")
         except web.HTTPRequestEntityTooLarge:
             limit = self.settings.webhook_max_body_bytes
             return service.json_error(413, "too_large", f"the body exceeds {limit} bytes")
