@@ -1,115 +1,207 @@
-"""The storm: N operations admitted in a burst against a provider limited to R sends/s.
+"""The storm, in the deployment's shape: N operations admitted in a burst while the provider
+allows R sends/s, drained by the real senders and poller.
 
-Real processes: a redis-server, the sandbox provider, and two `python -m services.sender`.
-Ambiguous attempts (with --drop) are reconciled by the same code the poller runs.
-Prints one table row per run; targets: drain <= 1.05 x N/R, 429s <= 1% of N,
-zero duplicates, zero lost.
+Real processes, each with its default settings except the ones a scenario names (printed):
+a redis-server, the sandbox provider, `services.admission` (jobs are admitted through its
+internal API by several concurrent clients, for a directory of N accounts), the
+`services.poller`, and 2 (`--senders 4`) `services.sender`. The clock starts at the first
+admission and stops when every operation is terminal. Per scenario it prints drain time,
+ideal time, sends and 429s, duplicates and lost (by the sandbox and by the store), sender
+CPU per 1,000 emails (from /proc) and Redis memory per accepted and per queued operation.
 
-    .venv/bin/python benchmarks/storm.py                      # N=10000, R=200
-    .venv/bin/python benchmarks/storm.py --form rotate
-    .venv/bin/python benchmarks/storm.py --drop 0.02
+    .venv/bin/python benchmarks/storm.py --all                       # N=10000, R=200
+    .venv/bin/python benchmarks/storm.py --scenario ceiling-1.5 -n 2000
+    .venv/bin/python benchmarks/storm.py --scenario restart --senders 4
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import os
+import math
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import aiohttp
+from pydantic import ValidationError
 from redis.asyncio import Redis
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks import storm_audit as audit
 from services.ctl.embedded import RedisServer
-from services.sandbox.testing import (
-    SANDBOX_API_KEY,
-    run_sandbox_process,
-    sandbox_stats,
-)
+from services.sandbox.testing import SANDBOX_API_KEY, run_sandbox_process, sandbox_stats
 from shared import keys
-from shared.admission import Admitter
-from shared.provider import HttpProvider
-from shared.reconcile import LookupThrottled, due_ambiguous, reconcile
 from shared.settings import PolicySettings
-from shared.tokens import parse_keys
 from tests.support.processes import Processes, ServiceProcess
 
-TOKEN_KEYS = "bench:benchmark-secret-0123456789abcdef"
-PARTITIONS = 16
-TERMINAL = {"accepted", "failed", "exhausted", "expired"}
-# The senders' ceiling sits this far under the provider's rate: two equal-rate buckets
-# drift into 429s, and each 429 stops every sender for its (rounded-up) Retry-After.
-CEILING_SHARE = 0.98
+TOKEN_KEYS = "storm:storm-benchmark-secret-0123456789"
+INTERNAL_TOKEN = "storm-internal-token-0123456789"
+PARTITIONS = PolicySettings.model_fields["partitions"].default
+ADMISSION_CLIENTS = 16
+SANDBOX_SEED = 7  # the drop scenario drops the same sends on every run
+SETTLE_SECONDS = 60.0  # after the drain: let the poller record delivery before measuring
 
 
-def policy(redis_url: str) -> PolicySettings:
-    return PolicySettings(redis_url=redis_url, token_keys=TOKEN_KEYS, partitions=PARTITIONS)
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    what: str
+    ceiling_share: float  # RESETGATE_PROVIDER_MAX_RATE / the provider's (peak) rate
+    schedule: str = ""  # sandbox rate schedule "rate:seconds,...,rate"
+    drop: float = 0.0  # sandbox: accept the send, then drop the connection
+    restart: bool = False  # SIGTERM and start again each sender, one by one
 
 
-async def seed(client: Redis, n: int, settings: PolicySettings) -> list[str]:
-    """Directory rows and N admitted operations, in a burst."""
-    async with client.pipeline(transaction=False) as pipe:
-        for i in range(n):
-            pipe.hset(keys.directory_account(f"storm-{i}"), mapping={"email": f"p{i}@example.com"})
-        await pipe.execute()
-    admitter = Admitter(client, settings, parse_keys(TOKEN_KEYS))
-    ops: list[str] = []
-    for start in range(0, n, 500):
-        batch = await asyncio.gather(
-            *(admitter.admit(f"storm-{i}", "public") for i in range(start, min(n, start + 500)))
-        )
-        ops += [a.operation_id for a in batch]
-    return ops
+SCENARIOS = {
+    s.name: s
+    for s in (
+        Scenario("ceiling-1.5", "ceiling 1.5 x the provider's real rate", 1.5),
+        Scenario("ceiling-1.0", "ceiling = the provider's real rate", 1.0),
+        Scenario(
+            "schedule",
+            "provider rate 100 -> 50 -> 100 /s, ceiling 1.5 x 100",
+            1.5,
+            schedule="100:20,50:20,100",
+        ),
+        Scenario("restart", "senders restarted one by one during the storm", 1.0, restart=True),
+        Scenario("drop", "2% of sends accepted, then the connection dropped", 1.0, drop=0.02),
+    )
+}
 
 
-def sender_env(redis_url: str, provider_url: str, rate: float) -> dict[str, str]:
+def parse_schedule(text: str) -> list[tuple[float, float]]:
+    """ "100:20,50:20,100" -> [(100, 20), (50, 20), (100, inf)] (sends/s, seconds)."""
+    phases = []
+    for part in text.split(","):
+        rate, _, seconds = part.partition(":")
+        phases.append((float(rate), float(seconds) if seconds else math.inf))
+    return phases
+
+
+def ideal_seconds(n: int, rate: float, schedule: str) -> float:
+    """N / R, or the time the schedule needs to allow N sends."""
+    if not schedule:
+        return n / rate
+    left, elapsed = float(n), 0.0
+    for phase_rate, seconds in parse_schedule(schedule):
+        if left <= phase_rate * seconds:
+            return elapsed + left / phase_rate
+        left -= phase_rate * seconds
+        elapsed += seconds
+    raise ValueError("the last phase of a schedule must be open-ended")
+
+
+@dataclass
+class Run:
+    scenario: Scenario
+    n: int
+    rate: float
+    senders: int
+    settings: dict[str, str] = field(default_factory=dict)  # the non-default ones
+    admitted_s: float = 0.0
+    drain_s: float = math.nan
+    ideal_s: float = 0.0
+    sends: int = 0
+    throttled: int = 0
+    sandbox_duplicates: int = 0
+    sandbox_lost: int = 0
+    store: audit.StoreCounts = field(default_factory=audit.StoreCounts)
+    cpu_s: float = 0.0
+    emails: int = 0
+    accepted_memory: audit.Memory = field(default_factory=audit.Memory)
+    queued_memory: audit.Memory = field(default_factory=audit.Memory)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ratio(self) -> float:
+        return self.drain_s / self.ideal_s
+
+    @property
+    def cpu_per_1000(self) -> float:
+        return 1000 * self.cpu_s / max(1, self.emails)
+
+
+class SenderFleet:
+    """The sender processes and the CPU they spent since the storm began."""
+
+    def __init__(self, stack: Processes, env: dict[str, str], count: int) -> None:
+        self.senders = [
+            ServiceProcess(f"sender-{i}", env, stack.log_dir, module="services.sender")
+            for i in range(1, count + 1)
+        ]
+        for sender in self.senders:
+            stack.services[sender.name] = sender
+        self.baseline: dict[int, float] = {}
+        self.spent = 0.0  # by processes that have exited
+
+    async def start(self) -> None:
+        await asyncio.gather(*(s.start() for s in self.senders))
+
+    def begin(self) -> None:
+        """The storm begins: start-up CPU so far is not the storm's."""
+        self.baseline = {pid: audit.cpu_seconds(pid) for pid in self.pids()}
+
+    def pids(self) -> list[int]:
+        return [s.process.pid for s in self.senders if s.running and s.process]
+
+    async def restart_one_by_one(self) -> None:
+        for sender in self.senders:
+            assert sender.process is not None
+            pid, before = sender.process.pid, audit.reaped_children_cpu()
+            await sender.stop()
+            self.spent += audit.reaped_children_cpu() - before - self.baseline.pop(pid, 0.0)
+            await sender.start()
+
+    def cpu(self) -> float:
+        running = sum(audit.cpu_seconds(p) - self.baseline.get(p, 0.0) for p in self.pids())
+        return self.spent + running
+
+
+def service_env(redis_url: str, provider_url: str) -> dict[str, str]:
+    """Wiring only (where things are, secrets): every behaviour setting is the default."""
     return {
         "RESETGATE_REDIS_URL": redis_url,
         "RESETGATE_PROVIDER_URL": provider_url,
         "RESETGATE_PROVIDER_API_KEY": SANDBOX_API_KEY,
         "RESETGATE_TOKEN_KEYS": TOKEN_KEYS,
-        "RESETGATE_PARTITIONS": str(PARTITIONS),
-        "RESETGATE_PROVIDER_MAX_RATE": str(rate * CEILING_SHARE),
-        "RESETGATE_PROVIDER_BURST": "2",
-        "RESETGATE_CONCURRENCY": "32",
-        "RESETGATE_LOG_LEVEL": "WARNING",
-        "RESETGATE_BACKOFF_BASE_SECONDS": "1",
-        "RESETGATE_BACKOFF_CAP_SECONDS": "10",
+        "RESETGATE_INTERNAL_API_TOKEN": INTERNAL_TOKEN,
     }
 
 
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+async def seed_directory(client: Redis, n: int) -> None:
+    async with client.pipeline(transaction=False) as pipe:
+        for i in range(n):
+            pipe.hset(keys.directory_account(f"storm-{i}"), mapping={"email": f"p{i}@example.com"})
+        await pipe.execute()
 
 
-async def states(client: Redis, ops: list[str]) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for start in range(0, len(ops), 1000):
-        async with client.pipeline(transaction=False) as pipe:
-            for op in ops[start : start + 1000]:
-                pipe.hget(keys.PartitionKeys.of(op).operation(op), "state")
-            for state in await pipe.execute():
-                counts[state or "missing"] = counts.get(state or "missing", 0) + 1
-    return counts
+async def admit_all(base_url: str, n: int, clients: int) -> list[str]:
+    """POST every account to the internal API from ``clients`` concurrent clients."""
+    ops = [""] * n
+    accounts = iter(range(n))
+    url = f"{base_url}/internal/v1/recovery-operations"
+    headers = {"Authorization": f"Bearer {INTERNAL_TOKEN}"}
 
+    async def client(session: aiohttp.ClientSession) -> None:
+        for i in accounts:  # shared: each client takes the next account
+            body = {"account_id": f"storm-{i}", "entry_point": "automation", "actor": "storm"}
+            async with session.post(url, json=body, headers=headers) as response:
+                reply = await response.json()
+                if response.status != 201:
+                    raise RuntimeError(f"admission answered {response.status}: {reply}")
+                ops[i] = reply["operation_id"]
 
-async def reconcile_ambiguous(
-    client: Redis, provider: HttpProvider, settings: PolicySettings
-) -> None:
-    for p in range(PARTITIONS):
-        for op in await due_ambiguous(client, p, older_than_ms=2000):
-            try:
-                await reconcile(client, provider, settings, op)
-            except LookupThrottled:
-                await asyncio.sleep(1)
+    timeout = aiohttp.ClientTimeout(total=30)
+    connector = aiohttp.TCPConnector(limit=clients)
+    async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session:
+        await asyncio.gather(*(client(session) for _ in range(clients)))
+    return ops
 
 
 async def live_count(client: Redis) -> int:
@@ -117,121 +209,234 @@ async def live_count(client: Redis) -> int:
     async with client.pipeline(transaction=False) as pipe:
         for p in range(PARTITIONS):
             pipe.zcard(keys.PartitionKeys(p).live)
-        return sum(await pipe.execute())
+        return int(sum(await pipe.execute()))
 
 
-async def drain(
-    client: Redis, ops: list[str], provider_url: str, settings: PolicySettings, timeout: float
-) -> tuple[float, dict[str, int]]:
-    started = time.monotonic()
-    async with aiohttp.ClientSession() as session:
-        provider = HttpProvider(session, provider_url, SANDBOX_API_KEY)
-        while time.monotonic() - started < timeout and await live_count(client):
-            await reconcile_ambiguous(client, provider, settings)
-            await asyncio.sleep(0.1)
-    return time.monotonic() - started, await states(client, ops)
+async def wait_until(check: Any, timeout: float, step: float = 0.1) -> bool:
+    """Poll ``check()`` until true or ``timeout`` seconds passed (bounded, always returns)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if await check():
+            return True
+        await asyncio.sleep(step)
+    return False
 
 
-async def storm(n: int, rate: float, form: str, drop: float, timeout: float) -> dict[str, Any]:
+async def queued_sample(client: Redis, ops: list[str], limit: int = 500) -> list[str]:
+    """Up to ``limit`` of ``ops`` still queued (newest first: the last admitted wait longest)."""
+    sample: list[str] = []
+    for op in reversed(ops):
+        if await client.hget(keys.PartitionKeys.of(op).operation(op), "state") == "queued":
+            sample.append(op)
+            if len(sample) == limit:
+                break
+    return sample
+
+
+class Storm:
+    def __init__(self, run: Run, client: Redis, timeout: float) -> None:
+        self.run = run
+        self.client = client
+        self.timeout = timeout
+        self.ops: list[str] = []
+
+    async def admit(self, admission_url: str) -> None:
+        started = time.monotonic()
+        self.ops = await admit_all(admission_url, self.run.n, ADMISSION_CLIENTS)
+        self.run.admitted_s = time.monotonic() - started
+        sample = await queued_sample(self.client, self.ops)
+        self.run.queued_memory = await audit.memory_per_operation(
+            self.client, sample, PARTITIONS, queued=True
+        )
+
+    async def drained(self) -> bool:
+        return len(self.ops) == self.run.n and await live_count(self.client) == 0
+
+    async def storm(self, admission_url: str, fleet: SenderFleet) -> None:
+        run = self.run
+        fleet.begin()
+        started = time.monotonic()
+        admitting = asyncio.create_task(self.admit(admission_url))
+        restarting = asyncio.create_task(self.restarts(fleet)) if run.scenario.restart else None
+        done = await wait_until(self.drained, self.timeout)
+        run.drain_s = time.monotonic() - started if done else math.nan
+        run.cpu_s = fleet.cpu()
+        if not done:
+            run.notes.append(f"not drained within {self.timeout:.0f} s: stopped waiting")
+        for task in (admitting, restarting):
+            if task is not None and not task.done():
+                task.cancel()
+        await asyncio.gather(*(t for t in (admitting, restarting) if t), return_exceptions=True)
+        if admitting.done() and not admitting.cancelled() and admitting.exception():
+            raise admitting.exception()  # type: ignore[misc]
+
+    async def restarts(self, fleet: SenderFleet) -> None:
+        delay = 0.2 * self.run.ideal_s
+        self.run.notes.append(f"senders restarted one by one from {delay:.1f} s into the storm")
+        await asyncio.sleep(delay)
+        begun = time.monotonic()
+        await fleet.restart_one_by_one()
+        self.run.notes.append(f"restarts took {time.monotonic() - begun:.1f} s")
+
+    async def settle(self) -> None:
+        """Wait (bounded) until the poller has seen a definitive event for every acceptance."""
+
+        async def observed() -> bool:
+            async with self.client.pipeline(transaction=False) as pipe:
+                for p in range(PARTITIONS):
+                    pipe.zcard(keys.PartitionKeys(p).observe)
+                return sum(await pipe.execute()) == 0
+
+        if not await wait_until(observed, SETTLE_SECONDS, step=0.5):
+            self.run.notes.append("some deliveries not yet observed when memory was measured")
+
+    async def audit(self, provider_url: str, memory_before: int) -> None:
+        run = self.run
+        stats = await sandbox_stats(provider_url)
+        run.sends = stats["requests_by_route"].get("POST /email/send", 0)
+        run.throttled = stats["send_throttled_total"]
+        run.emails = stats["emails_sent_total"]
+        run.sandbox_duplicates, run.sandbox_lost = audit.sandbox_counts(stats, self.ops)
+        run.store = await audit.store_counts(self.client, self.ops)
+        await self.settle()
+        run.accepted_memory = await audit.memory_per_operation(
+            self.client, run.store.one_attempt, PARTITIONS, queued=False
+        )
+        delta = await audit.used_memory(self.client) - memory_before
+        run.accepted_memory.used_memory_delta = delta / run.n
+
+
+def sandbox_overrides(scenario: Scenario, rate: float) -> dict[str, Any]:
+    overrides: dict[str, Any] = {"send_rate_per_second": rate, "seed": SANDBOX_SEED}
+    if scenario.schedule:
+        overrides["send_rate_schedule"] = scenario.schedule
+    if scenario.drop:
+        overrides["drop_probability"] = scenario.drop
+    return overrides
+
+
+def ceiling(scenario: Scenario, rate: float) -> float:
+    peak = max(r for r, _ in parse_schedule(scenario.schedule)) if scenario.schedule else rate
+    return round(scenario.ceiling_share * peak, 3)
+
+
+async def storm(run: Run, timeout: float) -> Run:
+    scenario = run.scenario
+    sandbox = sandbox_overrides(scenario, run.rate)
+    sender_env = {"RESETGATE_PROVIDER_MAX_RATE": str(ceiling(scenario, run.rate))}
+    run.settings = {**sender_env, **{f"sandbox {k}": str(v) for k, v in sandbox.items()}}
+    run.ideal_s = ideal_seconds(run.n, run.rate, scenario.schedule)
     server = RedisServer().start()
-    client = Redis.from_url(server.url, decode_responses=True, max_connections=1000)
-    settings = policy(server.url)
+    client = Redis.from_url(server.url, decode_responses=True)
     try:
-        ops = await seed(client, n, settings)
-        async with run_sandbox_process(
-            send_rate_per_second=rate,
-            send_burst=int(max(2, rate / 20)),
-            retry_after_form=form,
-            drop_probability=drop,
-            delivered_delay_seconds=60,
-            seed=7,
-            log_level="WARNING",
-        ) as provider_url:
-            env = sender_env(server.url, provider_url, rate)
-            logs = Path(tempfile.mkdtemp(prefix="rg-storm-"))
-            async with Processes(logs, env) as senders:
-                started = []
-                for i in (1, 2):
-                    name = f"sender-{i}"
-                    started.append(
-                        ServiceProcess(
-                            name,
-                            {**env, "RESETGATE_CONSUMER_NAME": name},
-                            logs,
-                            module="services.sender",
-                        )
-                    )
-                    senders.services[name] = started[-1]
-                # Startup (imports, connecting) is not drain time: the clock starts once
-                # both senders are ready.
-                await asyncio.gather(*(sender.start() for sender in started))
-                elapsed, counts = await drain(client, ops, provider_url, settings, timeout)
-                cpu = sum(cpu_seconds(s.process.pid) for s in started if s.process)
-            stats = await sandbox_stats(provider_url)
+        await seed_directory(client, run.n)
+        async with run_sandbox_process(**sandbox, log_level="WARNING") as provider_url:
+            env = service_env(server.url, provider_url)
+            logs = Path(tempfile.mkdtemp(prefix=f"rg-storm-{scenario.name}-"))
+            run.notes.append(f"service logs in {logs}")
+            async with Processes(logs, env) as stack:
+                admission = await stack.start("admission")
+                await stack.start("poller")
+                fleet = SenderFleet(stack, {**env, **sender_env}, run.senders)
+                await fleet.start()
+                before = await audit.used_memory(client)
+                work = Storm(run, client, timeout)
+                await work.storm(admission.url, fleet)
+                await work.audit(provider_url, before)
     finally:
         await client.aclose()
         server.stop()
-    accepted = counts.get("accepted", 0)
-    return {
-        "n": n,
-        "rate": rate,
-        "form": form,
-        "drop": drop,
-        "drain_s": elapsed,
-        "ideal_s": n / rate,
-        "ratio": elapsed / (n / rate),
-        "requests": stats["requests_by_route"].get("POST /email/send", 0),
-        "throttled": stats["send_throttled_total"],
-        "emails": stats["emails_sent_total"],
-        "duplicates": stats["duplicate_sends_total"],
-        "accepted": accepted,
-        "exhausted": counts.get("exhausted", 0),
-        "failed": counts.get("failed", 0),
-        "lost": n - sum(v for k, v in counts.items() if k in TERMINAL),
-        "review": counts.get("review", 0),
-        "cpu_s": cpu,
-    }
+    return run
 
 
-def print_table(rows: list[dict[str, Any]]) -> None:
-    head = (
-        f"{'N':>6} {'R/s':>5} {'retry-after':<13} {'drop':>5} {'drain s':>8} {'ideal s':>8} "
-        f"{'ratio':>6} {'sends':>6} {'429s':>5} {'429 %N':>6} {'dups':>4} {'exh':>4} "
-        f"{'lost':>4} {'cpu s':>6}"
+def report(run: Run) -> None:
+    s, m, q = run.store, run.accepted_memory, run.queued_memory
+    print(f"\n== {run.scenario.name}: {run.scenario.what}")
+    print(
+        f"   N={run.n} R={run.rate:g}/s senders={run.senders}; non-default settings: "
+        + ", ".join(f"{k}={v}" for k, v in run.settings.items())
     )
-    print(head)
-    for r in rows:
+    print(
+        f"   admitted in {run.admitted_s:.1f} s ({run.n / run.admitted_s:.0f}/s, "
+        f"{ADMISSION_CLIENTS} clients)"
+    )
+    print(f"   drain {run.drain_s:.1f} s, ideal {run.ideal_s:.1f} s, ratio {run.ratio:.3f}")
+    print(f"   sends {run.sends}, 429s {run.throttled} ({100 * run.throttled / run.n:.2f} % of N)")
+    print(
+        f"   duplicates: sandbox {run.sandbox_duplicates}, store {s.duplicates}; "
+        f"lost: sandbox {run.sandbox_lost}, store {s.lost}; states {dict(s.states)}"
+    )
+    print(f"   sender CPU {run.cpu_s:.1f} s = {run.cpu_per_1000:.2f} CPU-s per 1,000 emails")
+    print(
+        f"   Redis per accepted operation ({m.operations} with a one-attempt ledger): "
+        f"{m.total:.0f} B = {audit.describe(m)}; used_memory delta / N "
+        f"{m.used_memory_delta:.0f} B"
+    )
+    print(
+        f"   Redis per queued operation ({q.operations} sampled as admission ended): "
+        f"{q.total:.0f} B = {audit.describe(q)}"
+    )
+    if run.admitted_s > 0.5 * run.ideal_s:
+        print("   WARNING: admission took over half the ideal time; it may be the bottleneck")
+    for note in run.notes:
+        print(f"   note: {note}")
+
+
+def summary(runs: list[Run]) -> None:
+    print(
+        f"\n{'scenario':<12} {'N':>6} {'drain s':>8} {'ideal s':>8} {'ratio':>6} "
+        f"{'sends':>6} {'429s':>5} {'429 %N':>6} {'dup s/st':>8} {'lost s/st':>9} "
+        f"{'CPU/1k':>6} {'B/accepted':>10} {'B/queued':>8}"
+    )
+    for r in runs:
         print(
-            f"{r['n']:>6} {r['rate']:>5.0f} {r['form']:<13} {r['drop']:>5.2f} "
-            f"{r['drain_s']:>8.1f} {r['ideal_s']:>8.1f} {r['ratio']:>6.3f} {r['requests']:>6} "
-            f"{r['throttled']:>5} {100 * r['throttled'] / r['n']:>6.2f} {r['duplicates']:>4} "
-            f"{r['exhausted']:>4} {r['lost']:>4} {r['cpu_s']:>6.1f}"
+            f"{r.scenario.name:<12} {r.n:>6} {r.drain_s:>8.1f} {r.ideal_s:>8.1f} "
+            f"{r.ratio:>6.3f} {r.sends:>6} {r.throttled:>5} {100 * r.throttled / r.n:>6.2f} "
+            f"{r.sandbox_duplicates:>3}/{r.store.duplicates:<4} "
+            f"{r.sandbox_lost:>4}/{r.store.lost:<4} {r.cpu_per_1000:>6.2f} "
+            f"{r.accepted_memory.total:>10.0f} {r.queued_memory.total:>8.0f}"
         )
 
 
+def run_scenario(name: str, args: argparse.Namespace) -> Run | None:
+    run = Run(SCENARIOS[name], args.n, args.rate, args.senders)
+    timeout = args.timeout or max(
+        120.0, 5 * ideal_seconds(args.n, args.rate, run.scenario.schedule)
+    )
+    try:
+        return asyncio.run(storm(run, timeout))
+    except ValidationError as error:
+        if run.scenario.schedule and "send_rate_schedule" in str(error):
+            print(
+                f"\n== {name}: SKIPPED: this sandbox has no RESETGATE_SANDBOX_SEND_RATE_SCHEDULE "
+                "setting yet (the rate schedule comes with the new pacer work)"
+            )
+            return None
+        raise
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("-n", type=int, default=10_000)
-    parser.add_argument("--rate", type=float, default=200.0)
-    parser.add_argument("--form", default="delay-seconds")
-    parser.add_argument("--drop", type=float, default=0.0)
-    parser.add_argument("--timeout", type=float, default=600.0)
-    parser.add_argument("--all", action="store_true", help="the three standard runs")
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("-n", type=int, default=10_000, help="operations (default 10000)")
+    parser.add_argument("--rate", type=float, default=200.0, help="provider sends/s (200)")
+    parser.add_argument("--senders", type=int, default=2, help="sender processes (2)")
+    parser.add_argument("--scenario", action="append", choices=sorted(SCENARIOS), default=[])
+    parser.add_argument("--all", action="store_true", help="every scenario, in order")
     parser.add_argument(
-        "--ceiling-share",
+        "--timeout",
         type=float,
-        default=CEILING_SHARE,
-        help="RESETGATE_PROVIDER_MAX_RATE as a share of the provider's rate",
+        default=0.0,
+        help="give up waiting for the drain (default 5 x ideal, at least 120 s)",
     )
     args = parser.parse_args()
-    globals()["CEILING_SHARE"] = args.ceiling_share
-    runs = (
-        [("delay-seconds", 0.0), ("rotate", 0.0), ("delay-seconds", 0.02)]
-        if args.all
-        else [(args.form, args.drop)]
-    )
-    rows = [asyncio.run(storm(args.n, args.rate, form, drop, args.timeout)) for form, drop in runs]
-    print_table(rows)
+    names = list(SCENARIOS) if args.all else args.scenario or ["ceiling-1.5"]
+    runs = []
+    for name in names:
+        run = run_scenario(name, args)
+        if run is not None:
+            report(run)
+            runs.append(run)
+    summary(runs)
 
 
 if __name__ == "__main__":

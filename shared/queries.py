@@ -49,7 +49,7 @@ def operation_partition(operation_id: str, partitions: int) -> int | None:
     return partition if partition < partitions else None
 
 
-def _decode_ledger(operation_id: str, rows: list[str]) -> list[Attempt]:
+def decode_ledger(operation_id: str, rows: list[str]) -> list[Attempt]:
     ledger = []
     for row in rows:
         try:
@@ -83,7 +83,7 @@ async def find_operation(
     operation = _operation(raw)
     if operation is None:
         return None
-    return OperationDetail(operation, _decode_ledger(operation_id, rows))
+    return OperationDetail(operation, decode_ledger(operation_id, rows))
 
 
 async def account_operation_id(client: RedisClient, account_id: str, partitions: int) -> str | None:
