@@ -65,7 +65,7 @@ async def store_counts(client: Redis, ops: list[str]) -> StoreCounts:
                 pipe.lrange(pk.attempts(op), 0, -1)
             replies = await pipe.execute()
         for op, raw, rows in zip(chunk, replies[::2], replies[1::2], strict=True):
-            state = Operation.from_hash(raw).state if raw else "missing"
+            state = Operation.from_hash(op, raw).state if raw else "missing"
             counts.states[str(state)] += 1
             accepted = _accepted_attempts(rows, op)
             counts.duplicates += accepted > 1
@@ -91,10 +91,9 @@ class Memory:
     ledger: float = 0.0
     account: float = 0.0
     observation: float = 0.0  # message map + observe zset entries, shared per partition
-    indexes: float = 0.0  # live/due/ambiguous indexes and the send stream, shared
+    indexes: float = 0.0  # the send stream and the live index, shared
     fields: float = 0.0
     encodings: Counter[str] = field(default_factory=Counter)
-    used_memory_delta: float = 0.0
 
     @property
     def total(self) -> float:
@@ -111,7 +110,7 @@ async def _usage(client: Redis, keys: list[str]) -> list[int]:
     return sizes
 
 
-async def _shared(client: Redis, partitions: int, names: tuple[str, ...]) -> int:
+async def shared_memory(client: Redis, partitions: int, names: tuple[str, ...]) -> int:
     keys = [getattr(PartitionKeys(p), name) for p in range(partitions) for name in names]
     return sum(await _usage(client, keys))
 
@@ -131,13 +130,18 @@ async def _hash_shape(client: Redis, keys: list[str], memory: Memory) -> None:
     memory.encodings.update(str(e) for e in replies[1::2])
 
 
+QUEUED_SHARED = ("send", "live")
+ACCEPTED_SHARED = ("messages", "observe")
+
+
 async def memory_per_operation(
-    client: Redis, ops: list[str], partitions: int, *, queued: bool
+    client: Redis, ops: list[str], partitions: int, *, queued: bool, baseline: int = 0
 ) -> Memory:
     """Per operation in ``ops``: its own keys in full, the shared structures' share.
 
-    ``queued``: the operations are waiting to be sent (the send stream and live index are
-    theirs to share); else they are accepted (the observation entries are theirs).
+    ``queued``: the operations are waiting to be sent (the send streams and live indexes,
+    less their ``baseline`` size when empty, are shared by every live operation); else they
+    are accepted (the observation entries are theirs).
     """
     memory = Memory(operations=len(ops))
     if not ops:
@@ -152,10 +156,12 @@ async def memory_per_operation(
     if queued:
         # The stream and the index are shared by every live operation, not just the sample.
         live = sum([await client.zcard(PartitionKeys(p).live) for p in range(partitions)])
-        memory.indexes = await _shared(client, partitions, ("send", "live")) / max(1, live)
+        grown = await shared_memory(client, partitions, QUEUED_SHARED) - baseline
+        memory.indexes = grown / max(1, live)
         return memory
     memory.ledger = await _per_key(client, [PartitionKeys.of(op).attempts(op) for op in ops])
-    memory.observation = await _shared(client, partitions, ("messages", "observe")) / len(ops)
+    shared = await shared_memory(client, partitions, ACCEPTED_SHARED)
+    memory.observation = shared / len(ops)
     return memory
 
 
@@ -167,10 +173,6 @@ async def _account_ids(client: Redis, ops: list[str]) -> list[str]:
                 pipe.hget(PartitionKeys.of(op).operation(op), "account_id")
             ids += [str(a) for a in await pipe.execute() if a]
     return ids
-
-
-async def used_memory(client: Redis) -> int:
-    return int((await client.info("memory"))["used_memory"])
 
 
 def describe(memory: Memory) -> str:

@@ -106,7 +106,7 @@ async def apply_events(client: RedisClient, matches: Sequence[Match], now: int) 
         calls.append(
             (
                 [pk.operation(match.operation_id), pk.observe, pk.messages],
-                [event.message_id, str(event.type), event.occurred_ms, now],
+                [event.message_id, str(event.type), event.occurred_ms, now, match.operation_id],
             )
         )
     replies = await _run_many(client, _apply, calls)

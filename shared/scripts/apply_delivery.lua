@@ -6,7 +6,7 @@
 -- KEYS[2] observe zset     rg:{p}:observe   (accepted op -> observation window end, ms)
 -- KEYS[3] message map      rg:{p}:msgs      (provider message id -> op id)
 -- ARGV[1] message id       ARGV[2] event type (delivered|deferred|bounced|complained|rejected)
--- ARGV[3] occurred_at (ms) ARGV[4] now (ms)
+-- ARGV[3] occurred_at (ms) ARGV[4] now (ms)      ARGV[5] operation id
 --
 -- Returns {code, delivery}:
 --   {"applied", type}      new event; the operation's delivery is now this type
@@ -17,9 +17,9 @@
 local RANK = {unknown=0, deferred=1, delivered=2, bounced=3, rejected=3, complained=4}
 local kind, occurred, now = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 
-local f = redis.call("HMGET", KEYS[1], "operation_id", "delivery", "delivery_event_at")
-local id = f[1]
-if not id then
+local f = redis.call("HMGET", KEYS[1], "state", "delivery", "delivery_event_at")
+local id = ARGV[5]
+if not f[1] then
   -- Writing now would resurrect a hash without its TTL: forget the stale mapping instead.
   redis.call("HDEL", KEYS[3], ARGV[1])
   return {"missing", ""}
@@ -27,9 +27,10 @@ end
 local current = f[2] or "unknown"
 if RANK[current] == nil then current = "unknown" end
 
--- The event's identity lives on the operation itself, so it expires with it.
-local seen = "evt:" .. ARGV[1] .. ":" .. kind .. ":" .. ARGV[3]
-if redis.call("HSETNX", KEYS[1], seen, now) == 0 then return {"duplicate", current} end
+-- The event's identity lives on the operation itself, so it expires with it; as a 64-bit
+-- digest, so a provider's long message ids never push the hash out of listpack encoding.
+local seen = "evt:" .. string.sub(redis.sha1hex(ARGV[1] .. ":" .. kind .. ":" .. ARGV[3]), 1, 16)
+if redis.call("HSETNX", KEYS[1], seen, 1) == 0 then return {"duplicate", current} end
 
 local current_at = tonumber(f[3] or "0") or 0
 -- Higher rank wins; within a rank (bounced/rejected, or the same type again) the later

@@ -44,10 +44,12 @@ async def scan_operations(redis: Redis) -> dict[str, Operation]:
     operations: dict[str, Operation] = {}
     for start in range(0, len(found), CHUNK):
         async with redis.pipeline(transaction=False) as pipe:
-            for key in found[start : start + CHUNK]:
-                pipe.hmget(key, ["operation_id", "state", "account_id", "attempts"])
-            for op_id, state, account, attempts in await pipe.execute():
-                if op_id:
+            chunk = found[start : start + CHUNK]
+            for key in chunk:
+                pipe.hmget(key, ["state", "account_id", "attempts"])
+            for key, (state, account, attempts) in zip(chunk, await pipe.execute(), strict=True):
+                if state:  # the key is rg:{p}:op:<operation id>
+                    op_id = key.rsplit(":", 1)[1]
                     operations[op_id] = Operation(op_id, state, account, int(attempts or 0))
     return operations
 
@@ -136,8 +138,7 @@ async def cases_by_event(redis: Redis) -> dict[str, list[dict[str, str]]]:
 
 async def public_operation(redis: Redis, account: str, known: dict[str, Operation]) -> bool:
     pk = PartitionKeys(partition_of(account, PARTITIONS))
-    live, last = await redis.hmget(pk.account(account), ["live", "last"])
-    return (live or last or "") in known
+    return (await redis.hget(pk.account(account), "last") or "") in known
 
 
 @dataclass
