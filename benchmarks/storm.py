@@ -2,8 +2,8 @@
 allows R sends/s, drained by the real senders and poller.
 
 Real processes, each with its default settings except the ones a scenario names (printed):
-a redis-server, the sandbox provider, `services.admission` (jobs are admitted through its
-internal API by several concurrent clients, for a directory of N accounts), the
+a redis-server, the sandbox provider, 2 `services.admission` replicas (jobs are admitted
+through their internal API by 64 concurrent clients, for a directory of N accounts), the
 `services.poller`, and 2 (`--senders 4`) `services.sender`. The clock starts at the first
 admission and stops when every operation is terminal. Per scenario it prints drain time,
 ideal time, sends and 429s, duplicates and lost (by the sandbox and by the store), sender
@@ -109,14 +109,15 @@ async def seed_directory(client: Redis, n: int) -> None:
         await pipe.execute()
 
 
-async def admit_all(base_url: str, n: int, clients: int) -> list[str]:
-    """POST every account to the internal API from ``clients`` concurrent clients."""
+async def admit_all(base_urls: list[str], n: int, clients: int) -> list[str]:
+    """POST every account to the internal API from ``clients`` concurrent clients, spread
+    over the admission replicas."""
     ops = [""] * n
     accounts = iter(range(n))
-    url = f"{base_url}/internal/v1/recovery-operations"
     headers = {"Authorization": f"Bearer {INTERNAL_TOKEN}"}
 
-    async def client(session: aiohttp.ClientSession) -> None:
+    async def client(session: aiohttp.ClientSession, base_url: str) -> None:
+        url = f"{base_url}/internal/v1/recovery-operations"
         for i in accounts:  # shared: each client takes the next account
             body = {"account_id": f"storm-{i}", "entry_point": "automation", "actor": "storm"}
             async with session.post(url, json=body, headers=headers) as response:
@@ -128,7 +129,9 @@ async def admit_all(base_url: str, n: int, clients: int) -> list[str]:
     timeout = aiohttp.ClientTimeout(total=30)
     connector = aiohttp.TCPConnector(limit=clients)
     async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session:
-        await asyncio.gather(*(client(session) for _ in range(clients)))
+        await asyncio.gather(
+            *(client(session, base_urls[i % len(base_urls)]) for i in range(clients))
+        )
     return ops
 
 
@@ -169,9 +172,9 @@ class Storm:
         self.ops: list[str] = []
         self.empty_streams = 0  # bytes of the send streams and live indexes before the storm
 
-    async def admit(self, admission_url: str) -> None:
+    async def admit(self, admission_urls: list[str]) -> None:
         started = time.monotonic()
-        self.ops = await admit_all(admission_url, self.run.n, ADMISSION_CLIENTS)
+        self.ops = await admit_all(admission_urls, self.run.n, ADMISSION_CLIENTS)
         self.run.admitted_s = time.monotonic() - started
         sample = await queued_sample(self.client, self.ops)
         self.run.queued_memory = await audit.memory_per_operation(
@@ -181,11 +184,11 @@ class Storm:
     async def drained(self) -> bool:
         return len(self.ops) == self.run.n and await live_count(self.client) == 0
 
-    async def storm(self, admission_url: str, fleet: SenderFleet) -> None:
+    async def storm(self, admission_urls: list[str], fleet: SenderFleet) -> None:
         run = self.run
         fleet.begin()
         started = time.monotonic()
-        admitting = asyncio.create_task(self.admit(admission_url))
+        admitting = asyncio.create_task(self.admit(admission_urls))
         restarting = asyncio.create_task(self.restarts(fleet)) if run.scenario.restart else None
         done = await wait_until(self.drained, self.timeout)
         run.drain_s = time.monotonic() - started if done else math.nan
@@ -248,7 +251,12 @@ async def storm(run: Run, timeout: float) -> Run:
             logs = Path(tempfile.mkdtemp(prefix=f"rg-storm-{scenario.name}-"))
             run.notes.append(f"service logs in {logs}")
             async with Processes(logs, env) as stack:
-                admission = await stack.start("admission")
+                admissions = [
+                    ServiceProcess(f"admission-{i}", env, logs, module="services.admission")
+                    for i in range(1, run.admissions + 1)
+                ]
+                stack.services.update({a.name: a for a in admissions})
+                await asyncio.gather(*(a.start() for a in admissions))
                 await stack.start("poller")
                 fleet = SenderFleet(stack, {**env, **sender_env}, run.senders)
                 await fleet.start()
@@ -256,7 +264,7 @@ async def storm(run: Run, timeout: float) -> Run:
                 work.empty_streams = await audit.shared_memory(
                     client, PARTITIONS, audit.QUEUED_SHARED
                 )
-                await work.storm(admission.url, fleet)
+                await work.storm([a.url for a in admissions], fleet)
                 await work.audit(provider_url)
     finally:
         await client.aclose()
@@ -265,7 +273,7 @@ async def storm(run: Run, timeout: float) -> Run:
 
 
 def run_scenario(name: str, args: argparse.Namespace) -> Run | None:
-    run = Run(SCENARIOS[name], args.n, args.rate, args.senders)
+    run = Run(SCENARIOS[name], args.n, args.rate, args.senders, args.admissions)
     timeout = args.timeout or max(
         120.0, 5 * ideal_seconds(args.n, args.rate, run.scenario.schedule)
     )
@@ -286,6 +294,7 @@ def main() -> None:
     parser.add_argument("-n", type=int, default=10_000, help="operations (default 10000)")
     parser.add_argument("--rate", type=float, default=200.0, help="provider sends/s (200)")
     parser.add_argument("--senders", type=int, default=2, help="sender processes (2)")
+    parser.add_argument("--admissions", type=int, default=2, help="admission processes (2)")
     parser.add_argument("--scenario", action="append", choices=sorted(SCENARIOS), default=[])
     parser.add_argument("--all", action="store_true", help="every scenario, in order")
     parser.add_argument(

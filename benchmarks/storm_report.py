@@ -8,7 +8,7 @@ from typing import Any
 
 from benchmarks import storm_audit as audit
 
-ADMISSION_CLIENTS = 16
+ADMISSION_CLIENTS = 64
 SANDBOX_SEED = 7  # the drop scenario drops the same sends on every run
 
 
@@ -67,6 +67,7 @@ class Run:
     n: int
     rate: float
     senders: int
+    admissions: int = 2
     settings: dict[str, str] = field(default_factory=dict)  # the non-default ones
     admitted_s: float = 0.0
     drain_s: float = math.nan
@@ -116,7 +117,7 @@ def report(run: Run) -> None:
     )
     print(
         f"   admitted in {run.admitted_s:.1f} s ({run.n / run.admitted_s:.0f}/s, "
-        f"{ADMISSION_CLIENTS} clients)"
+        f"{ADMISSION_CLIENTS} clients, {run.admissions} admission processes)"
     )
     print(f"   drain {run.drain_s:.1f} s, ideal {run.ideal_s:.1f} s, ratio {run.ratio:.3f}")
     print(f"   sends {run.sends}, 429s {run.throttled} ({100 * run.throttled / run.n:.2f} % of N)")
