@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import math
+import os
 import sys
 import tempfile
 import time
@@ -52,6 +53,7 @@ from tests.support.processes import Processes, ServiceProcess
 TOKEN_KEYS = "storm:storm-benchmark-secret-0123456789"
 INTERNAL_TOKEN = "storm-internal-token-0123456789"
 PARTITIONS = PolicySettings.model_fields["partitions"].default
+STARTUP_SECONDS = 90.0  # a loaded machine starts a Python service slowly
 SETTLE_SECONDS = 60.0  # after the drain: let the poller record delivery before measuring
 
 
@@ -69,7 +71,7 @@ class SenderFleet:
         self.spent = 0.0  # by processes that have exited
 
     async def start(self) -> None:
-        await asyncio.gather(*(s.start() for s in self.senders))
+        await asyncio.gather(*(s.start(STARTUP_SECONDS) for s in self.senders))
 
     def begin(self) -> None:
         """The storm begins: start-up CPU so far is not the storm's."""
@@ -84,7 +86,7 @@ class SenderFleet:
             pid, before = sender.process.pid, audit.reaped_children_cpu()
             await sender.stop()
             self.spent += audit.reaped_children_cpu() - before - self.baseline.pop(pid, 0.0)
-            await sender.start()
+            await sender.start(STARTUP_SECONDS)
 
     def cpu(self) -> float:
         running = sum(audit.cpu_seconds(p) - self.baseline.get(p, 0.0) for p in self.pids())
@@ -187,12 +189,14 @@ class Storm:
     async def storm(self, admission_urls: list[str], fleet: SenderFleet) -> None:
         run = self.run
         fleet.begin()
+        load_at_start = os.getloadavg()[0]
         started = time.monotonic()
         admitting = asyncio.create_task(self.admit(admission_urls))
         restarting = asyncio.create_task(self.restarts(fleet)) if run.scenario.restart else None
         done = await wait_until(self.drained, self.timeout)
         run.drain_s = time.monotonic() - started if done else math.nan
         run.cpu_s = fleet.cpu()
+        run.load = (load_at_start, os.getloadavg()[0])
         if not done:
             run.notes.append(f"not drained within {self.timeout:.0f} s: stopped waiting")
         for task in (admitting, restarting):
@@ -227,6 +231,7 @@ class Storm:
         stats = await sandbox_stats(provider_url)
         run.sends = stats["requests_by_route"].get("POST /email/send", 0)
         run.throttled = stats["send_throttled_total"]
+        run.dropped = stats["dropped_connections_total"]
         run.emails = stats["emails_sent_total"]
         run.sandbox_duplicates, run.sandbox_lost = audit.sandbox_counts(stats, self.ops)
         run.store = await audit.store_counts(self.client, self.ops)
@@ -246,7 +251,9 @@ async def storm(run: Run, timeout: float) -> Run:
     client = Redis.from_url(server.url, decode_responses=True)
     try:
         await seed_directory(client, run.n)
-        async with run_sandbox_process(**sandbox, log_level="WARNING") as provider_url:
+        async with run_sandbox_process(
+            STARTUP_SECONDS, **sandbox, log_level="WARNING"
+        ) as provider_url:
             env = service_env(server.url, provider_url)
             logs = Path(tempfile.mkdtemp(prefix=f"rg-storm-{scenario.name}-"))
             run.notes.append(f"service logs in {logs}")
@@ -256,8 +263,8 @@ async def storm(run: Run, timeout: float) -> Run:
                     for i in range(1, run.admissions + 1)
                 ]
                 stack.services.update({a.name: a for a in admissions})
-                await asyncio.gather(*(a.start() for a in admissions))
-                await stack.start("poller")
+                await asyncio.gather(*(a.start(STARTUP_SECONDS) for a in admissions))
+                await stack.start("poller", STARTUP_SECONDS)
                 fleet = SenderFleet(stack, {**env, **sender_env}, run.senders)
                 await fleet.start()
                 work = Storm(run, client, timeout)

@@ -74,6 +74,7 @@ class Run:
     ideal_s: float = 0.0
     sends: int = 0
     throttled: int = 0
+    dropped: int = 0  # sends the sandbox accepted, then dropped the connection of
     sandbox_duplicates: int = 0
     sandbox_lost: int = 0
     store: audit.StoreCounts = field(default_factory=audit.StoreCounts)
@@ -82,6 +83,7 @@ class Run:
     accepted_memory: audit.Memory = field(default_factory=audit.Memory)
     queued_memory: audit.Memory = field(default_factory=audit.Memory)
     notes: list[str] = field(default_factory=list)
+    load: tuple[float, float] = (0.0, 0.0)  # the machine's 1-minute load average, start/end
 
     @property
     def ratio(self) -> float:
@@ -119,8 +121,14 @@ def report(run: Run) -> None:
         f"   admitted in {run.admitted_s:.1f} s ({run.n / run.admitted_s:.0f}/s, "
         f"{ADMISSION_CLIENTS} clients, {run.admissions} admission processes)"
     )
-    print(f"   drain {run.drain_s:.1f} s, ideal {run.ideal_s:.1f} s, ratio {run.ratio:.3f}")
-    print(f"   sends {run.sends}, 429s {run.throttled} ({100 * run.throttled / run.n:.2f} % of N)")
+    print(
+        f"   drain {run.drain_s:.1f} s, ideal {run.ideal_s:.1f} s, ratio {run.ratio:.3f} "
+        f"(load average {run.load[0]:.1f} at the start, {run.load[1]:.1f} at the end)"
+    )
+    print(
+        f"   sends {run.sends}, 429s {run.throttled} ({100 * run.throttled / run.n:.2f} % of N), "
+        f"accepted then dropped {run.dropped}"
+    )
     print(
         f"   duplicates: sandbox {run.sandbox_duplicates}, store {s.duplicates}; "
         f"lost: sandbox {run.sandbox_lost}, store {s.lost}; states {dict(s.states)}"

@@ -224,12 +224,14 @@ class Operation:
 
 
 # The attempt ledger stores each row as a JSON array in this order (a value at its default,
-# "" or 0, is null; trailing nulls are cut): about a third of the same row as an object.
+# "" or 0, is null; trailing nulls are cut): less than half the same row as an object.
 # The scripts get the positions rendered from this tuple (shared/scripts, "-- @ledger").
-# A row's number is its position in the ledger, so it is not stored.
+# ``number`` is the attempt count it used, not its position: a refunded attempt (no email
+# could have left) gives its number to the next one.
 LEDGER_FIELDS: tuple[str, ...] = (
     "attempt_id",
     "started_at",
+    "number",
     "consumer",
     "outcome",
     "ended_at",
@@ -266,12 +268,13 @@ class Attempt:
         return cls(**{k: raw[k] for k in cls.__slots__ if k in raw})
 
     @classmethod
-    def decode(cls, row: str | bytes, number: int) -> Attempt:
-        """One stored row (the ``number``-th, from 1) -> Attempt; raises ValueError if bad."""
+    def decode(cls, row: str | bytes, position: int) -> Attempt:
+        """One stored row (the ``position``-th, from 1, for a row that lacks its number)
+        -> Attempt; raises ValueError if it is not a row."""
         raw = codec.loads(row)
         if isinstance(raw, dict):  # a row written before the compact encoding
-            return cls.from_dict({"number": number, **raw})
+            return cls.from_dict({"number": position, **raw})
         if not isinstance(raw, list):
             raise ValueError("an attempt row is a JSON array")
         values = {name: v for name, v in zip(LEDGER_FIELDS, raw, strict=False) if v is not None}
-        return cls.from_dict({**values, "number": number})
+        return cls.from_dict({"number": position, **values})

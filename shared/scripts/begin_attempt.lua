@@ -75,6 +75,7 @@ redis.call("HSET", KEYS[1], "state", "attempting", "attempt_id", ARGV[2],
 redis.call("HDEL", KEYS[1], "next_attempt_at")
 local row = {}
 row[LEDGER.attempt_id] = ARGV[2]; row[LEDGER.started_at] = now
-row[LEDGER.consumer] = ARGV[5]; row[LEDGER.outcome] = "in_flight"
+row[LEDGER.number] = attempts; row[LEDGER.consumer] = ARGV[5]
+row[LEDGER.outcome] = "in_flight"
 redis.call("RPUSH", KEYS[2], ledger_encode(row))
 return {"begin", attempts, f[6], f[7], f[8] or "", f[5]}

@@ -13,15 +13,14 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from redis.asyncio import Redis
 
 from services.sandbox.testing import sandbox_stats, sent_emails
-from shared import codec
 from shared.keys import CONTACT_FORMS, ROUTER_GROUP, SUPPORT_CASES, PartitionKeys, partition_of
-from shared.model import TERMINAL, State
+from shared.model import TERMINAL, Attempt, State
 from tests.chaos.driver import Acks
 from tests.chaos.stack import PARTITIONS, account_id
 
@@ -110,7 +109,7 @@ async def ledgers(redis: Redis, operations: dict[str, Operation]) -> tuple[list[
             for op in ops[start : start + CHUNK]:
                 pipe.lrange(PartitionKeys.of(op.operation_id).attempts(op.operation_id), 0, -1)
             for op, raw in zip(ops[start : start + CHUNK], await pipe.execute(), strict=True):
-                rows = [codec.loads(r) for r in raw]
+                rows = [asdict(Attempt.decode(r, i)) for i, r in enumerate(raw, 1)]
                 problems += ledger_problems(op, rows)
                 tally.update(_tally(rows))
     return problems, tally
