@@ -203,6 +203,8 @@ class Storm:
             if task is not None and not task.done():
                 task.cancel()
         await asyncio.gather(*(t for t in (admitting, restarting) if t), return_exceptions=True)
+        if restarting is not None and not restarting.cancelled() and restarting.exception():
+            run.notes.append(f"a restart failed: {restarting.exception()!r}")
         if admitting.done() and not admitting.cancelled() and admitting.exception():
             raise admitting.exception()  # type: ignore[misc]
 
