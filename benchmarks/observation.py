@@ -77,12 +77,12 @@ RUNS = {
 
 
 def operation_fields(op: str, partition: int, message_id: str, now: int) -> dict[str, Any]:
+    """An accepted operation's hash as the scripts write it (id, partition and creation
+    time live in the id; delivery "unknown" is the default, not stored)."""
     return {
-        "operation_id": op, "account_id": f"bench-{op}", "partition": partition,
-        "state": "accepted", "created_at": now, "token_kid": "bench",
+        "account_id": f"bench-{op}", "state": "accepted", "token_kid": "bench",
         "token_expires_at": now + 3_600_000, "horizon_at": now + 3_480_000, "attempts": 1,
-        "delivery": "unknown", "provider": "http", "provider_message_id": message_id,
-        "accepted_at": now,
+        "provider": "http", "provider_message_id": message_id,
     }  # fmt: skip
 
 

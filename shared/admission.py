@@ -93,7 +93,6 @@ class Admitter:
                     self.keys.current_kid,
                     expires,
                     horizon_at,
-                    partition,
                     "1" if dry else "0",
                     actor[:128],
                     self.settings.provider_name,

@@ -19,9 +19,22 @@ def ulid(now_ms: int | None = None) -> str:
     return "".join(reversed(chars))
 
 
+def ulid_ms(value: str) -> int:
+    """The milliseconds a ULID was made at (its first 10 characters)."""
+    ms = 0
+    for char in value[:10]:
+        ms = ms * 32 + _CROCKFORD.index(char)
+    return ms
+
+
 def operation_id(partition: int, now_ms: int | None = None) -> str:
     """``op-<partition>-<ulid>``: the partition travels with the id."""
     return f"op-{partition}-{ulid(now_ms)}"
+
+
+def operation_created_ms(operation_id: str) -> int:
+    """When the operation was created: its id carries it, so the store need not."""
+    return ulid_ms(operation_id.rsplit("-", 1)[-1])
 
 
 def attempt_id() -> str:

@@ -10,6 +10,10 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from shared import codec
+from shared.ids import operation_created_ms
+from shared.keys import partition_of_operation
+
 
 class State(StrEnum):
     QUEUED = "queued"
@@ -112,9 +116,38 @@ def _int(value: Any) -> int:
     return int(value) if value not in (None, "", b"") else 0
 
 
+# Stored only when set: a missing field reads as 0 or "" (the scripts write nothing at its
+# default and delete a field that returns to it), which keeps the hash small and listpack.
+_INT_FIELDS = (
+    "token_expires_at",
+    "horizon_at",
+    "attempts",
+    "next_attempt_at",
+    "token_consumed_at",
+    "last_status",
+    "delivery_observed_at",
+    "observation_closed_at",
+    "replays",
+)
+_TEXT_FIELDS = (
+    "last_outcome",
+    "retry_after_source",
+    "reason",
+    "provider",
+    "provider_message_id",
+    "recipient_digest",
+    "template_revision",
+)
+
+
 @dataclass(slots=True)
 class Operation:
-    """The non-secret operation hash, decoded. No address, token or URL lives here."""
+    """The non-secret operation hash, decoded. No address, token or URL lives here.
+
+    Not stored, because derivable: ``operation_id`` (the key), ``partition`` and
+    ``created_at`` (both in the id, ``op-<p>-<ulid>``), and a fresh operation's
+    ``next_attempt_at`` (it is due from its creation).
+    """
 
     operation_id: str
     account_id: str
@@ -127,7 +160,6 @@ class Operation:
     attempts: int = 0
     next_attempt_at: int = 0
     token_consumed_at: int = 0
-    cooldown_until: int = 0
     last_status: int = 0
     last_outcome: str = ""
     retry_after_source: str = ""
@@ -143,51 +175,26 @@ class Operation:
     entry_points: dict[str, int] = field(default_factory=dict)
 
     @classmethod
-    def from_hash(cls, raw: dict[str, str]) -> Operation:
-        counts = {k[3:]: int(v) for k, v in raw.items() if k.startswith("ep:")}
-        ints = {
-            name: _int(raw.get(name))
-            for name in (
-                "partition",
-                "created_at",
-                "token_expires_at",
-                "horizon_at",
-                "attempts",
-                "next_attempt_at",
-                "token_consumed_at",
-                "cooldown_until",
-                "last_status",
-                "delivery_observed_at",
-                "observation_closed_at",
-                "replays",
-            )
-        }
-        texts = {
-            name: raw.get(name, "")
-            for name in (
-                "last_outcome",
-                "retry_after_source",
-                "reason",
-                "provider",
-                "provider_message_id",
-                "recipient_digest",
-                "template_revision",
-            )
-        }
+    def from_hash(cls, operation_id: str, raw: dict[str, str]) -> Operation:
+        """Decode the hash stored under ``operation_id`` (raises ValueError if malformed)."""
         operation = cls(
-            operation_id=raw["operation_id"],
+            operation_id=operation_id,
             account_id=raw["account_id"],
-            partition=ints.pop("partition"),
+            partition=partition_of_operation(operation_id),
             state=State(raw["state"]),
-            created_at=ints.pop("created_at"),
+            created_at=operation_created_ms(operation_id),
             token_kid=raw.get("token_kid", ""),
-            token_expires_at=ints.pop("token_expires_at"),
-            horizon_at=ints.pop("horizon_at"),
+            token_expires_at=0,
+            horizon_at=0,
             delivery=Delivery(raw.get("delivery") or Delivery.UNKNOWN),
-            entry_points=counts,
+            entry_points={k[3:]: int(v) for k, v in raw.items() if k.startswith("ep:")},
         )
-        for name, value in (*ints.items(), *texts.items()):
-            setattr(operation, name, value)
+        for name in _INT_FIELDS:
+            setattr(operation, name, _int(raw.get(name)))
+        for name in _TEXT_FIELDS:
+            setattr(operation, name, raw.get(name, ""))
+        if operation.state is State.QUEUED and not operation.next_attempt_at:
+            operation.next_attempt_at = operation.created_at
         return operation
 
     def public_view(self) -> dict[str, Any]:
@@ -216,6 +223,28 @@ class Operation:
         }
 
 
+# The attempt ledger stores each row as a JSON array in this order (a value at its default,
+# "" or 0, is null; trailing nulls are cut): less than half the same row as an object.
+# The scripts get the positions rendered from this tuple (shared/scripts, "-- @ledger").
+# ``number`` is the attempt count it used, not its position: a refunded attempt (no email
+# could have left) gives its number to the next one.
+LEDGER_FIELDS: tuple[str, ...] = (
+    "attempt_id",
+    "started_at",
+    "number",
+    "consumer",
+    "outcome",
+    "ended_at",
+    "http_status",
+    "decision",
+    "reason",
+    "retry_at",
+    "retry_after_source",
+    "reconciled",
+    "reconciled_at",
+)
+
+
 @dataclass(slots=True)
 class Attempt:
     """One row of the append-only attempt ledger."""
@@ -237,3 +266,15 @@ class Attempt:
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> Attempt:
         return cls(**{k: raw[k] for k in cls.__slots__ if k in raw})
+
+    @classmethod
+    def decode(cls, row: str | bytes, position: int) -> Attempt:
+        """One stored row (the ``position``-th, from 1, for a row that lacks its number)
+        -> Attempt; raises ValueError if it is not a row."""
+        raw = codec.loads(row)
+        if isinstance(raw, dict):  # a row written before the compact encoding
+            return cls.from_dict({"number": position, **raw})
+        if not isinstance(raw, list):
+            raise ValueError("an attempt row is a JSON array")
+        values = {name: v for name, v in zip(LEDGER_FIELDS, raw, strict=False) if v is not None}
+        return cls.from_dict({"number": position, **values})

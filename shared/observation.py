@@ -111,7 +111,14 @@ async def apply_events(
         calls.append(
             (
                 [pk.operation(match.operation_id), pk.observe, pk.messages],
-                [event.message_id, str(event.type), event.occurred_ms, now, mode],
+                [
+                    event.message_id,
+                    str(event.type),
+                    event.occurred_ms,
+                    now,
+                    match.operation_id,
+                    mode,
+                ],
             )
         )
     replies = await _run_many(client, _apply, calls)

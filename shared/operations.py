@@ -9,7 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from shared import codec
 from shared.keys import PartitionKeys, provider_pacing
 from shared.model import Attempt, Operation
 from shared.redis import RedisClient
@@ -65,7 +64,7 @@ async def begin_attempt(
     reply = await _begin(
         client,
         [pk.operation(operation_id), pk.attempts(operation_id), pk.send, pk.ambiguous, pk.live],
-        [now, attempt_id, lease_ms, max_attempts, consumer, entry_id, retention_ms],
+        [now, attempt_id, lease_ms, max_attempts, consumer, entry_id, retention_ms, operation_id],
     )
     code = BeginCode(reply[0])
     if code is BeginCode.BEGIN:
@@ -128,6 +127,7 @@ async def finalise_attempt(
             "1" if result.refund else "0",
             retention_ms,
             result.decision,
+            operation_id,
         ],
     )
     return bool(reply[0] == "ok")
@@ -204,7 +204,7 @@ async def resolve_ambiguous(
             pk.messages,
             pk.observe,
         ],
-        [now, decision, message_id, observe_until, reason, retention_ms],
+        [now, decision, message_id, observe_until, reason, retention_ms, operation_id],
     )
     return reply[0] == "ok", str(reply[1])
 
@@ -217,16 +217,18 @@ async def hold(
     reply = await _hold(
         client,
         [pk.operation(operation_id), pk.send, pk.due, pk.ambiguous, pk.review],
-        [action, now, reason[:200]],
+        [action, now, reason[:200], operation_id],
     )
     return reply[0] == "ok", str(reply[1])
 
 
 async def load_operation(client: RedisClient, operation_id: str) -> Operation | None:
     raw = await client.hgetall(keys_for(operation_id).operation(operation_id))
-    return Operation.from_hash({str(k): str(v) for k, v in raw.items()}) if raw else None
+    if not raw:
+        return None
+    return Operation.from_hash(operation_id, {str(k): str(v) for k, v in raw.items()})
 
 
 async def load_attempts(client: RedisClient, operation_id: str) -> list[Attempt]:
     rows = await client.lrange(keys_for(operation_id).attempts(operation_id), 0, -1)
-    return [Attempt.from_dict(codec.loads(row)) for row in rows]
+    return [Attempt.decode(row, number) for number, row in enumerate(rows, 1)]

@@ -12,7 +12,6 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from shared import codec
 from shared.keys import PartitionKeys, partition_of, partition_of_operation
 from shared.logging import event
 from shared.model import Attempt, Operation
@@ -49,22 +48,22 @@ def operation_partition(operation_id: str, partitions: int) -> int | None:
     return partition if partition < partitions else None
 
 
-def _decode_ledger(operation_id: str, rows: list[str]) -> list[Attempt]:
+def decode_ledger(operation_id: str, rows: list[str]) -> list[Attempt]:
     ledger = []
-    for row in rows:
+    for number, row in enumerate(rows, 1):
         try:
-            ledger.append(Attempt.from_dict(codec.loads(row)))
+            ledger.append(Attempt.decode(row, number))
         except (ValueError, KeyError, TypeError):
             # Show what can be shown; a bad row is a bug elsewhere, not a reason to 500.
             event(log, logging.WARNING, "unreadable attempt row", operation_id=operation_id)
     return ledger
 
 
-def _operation(raw: dict[str, str]) -> Operation | None:
-    if not raw or "operation_id" not in raw or "state" not in raw:
+def _operation(operation_id: str, raw: dict[str, str]) -> Operation | None:
+    if not raw or "state" not in raw:
         return None
     try:
-        return Operation.from_hash(raw)
+        return Operation.from_hash(operation_id, raw)
     except (ValueError, KeyError):
         return None
 
@@ -80,17 +79,17 @@ async def find_operation(
     pipe.hgetall(pk.operation(operation_id))
     pipe.lrange(pk.attempts(operation_id), 0, -1)
     raw, rows = await pipe.execute()
-    operation = _operation(raw)
+    operation = _operation(operation_id, raw)
     if operation is None:
         return None
-    return OperationDetail(operation, _decode_ledger(operation_id, rows))
+    return OperationDetail(operation, decode_ledger(operation_id, rows))
 
 
 async def account_operation_id(client: RedisClient, account_id: str, partitions: int) -> str | None:
-    """The account's live operation, else its last one, else None."""
+    """The account's last operation (its live one, if it has one), else None."""
     pk = PartitionKeys(partition_of(account_id, partitions))
-    live, last = await client.hmget(pk.account(account_id), ["live", "last"])
-    return str(live or last) if (live or last) else None
+    last = await client.hget(pk.account(account_id), "last")
+    return str(last) if last else None
 
 
 def _row(operation: Operation, max_attempts: int, now_ms: int) -> dict[str, Any]:
@@ -131,8 +130,8 @@ async def oldest_live(
     for _, operation_id, partition in oldest:
         pipe.hgetall(PartitionKeys(partition).operation(operation_id))
     rows = []
-    for raw in await pipe.execute():
-        operation = _operation(raw)
+    for (_, operation_id, _), raw in zip(oldest, await pipe.execute(), strict=True):
+        operation = _operation(operation_id, raw)
         if operation is not None:  # an index entry whose hash is gone is not an operation
             rows.append(_row(operation, max_attempts, now_ms))
     return rows

@@ -53,13 +53,13 @@ class Gate:
     async def _admit(self, account_id: str, entry_point: str, actor: str, dry: bool) -> Admission:
         account_key = self._account_key(account_id)
         if not self.wait_replicas:  # the shared client; no connection to borrow for a WAIT
-            expected = await _live_or_last(self.client, account_key)
+            expected = await _last_operation(self.client, account_key)
             return await self._admitter.admit(
                 account_id, entry_point, actor, dry=dry, expected=expected
             )
         async with self._connection(account_id) as connection:
             admitter = Admitter(connection, self.settings, self.keys)
-            expected = await _live_or_last(connection, account_key)
+            expected = await _last_operation(connection, account_key)
             admission = await admitter.admit(
                 account_id, entry_point, actor, dry=dry, expected=expected
             )
@@ -111,11 +111,11 @@ class Gate:
         self._node_clients.clear()
 
 
-async def _live_or_last(client: RedisClient, account_key: str) -> str:
+async def _last_operation(client: RedisClient, account_key: str) -> str:
     """Read first, so every admission - unknown, new, converged, cooldown - costs the same
     commands: without it a converging one pays an extra "retry" round trip (a timing tell)."""
-    live, last = await client.hmget(account_key, ["live", "last"])
-    return str(live or last or "")
+    (last,) = await client.hmget(account_key, ["last"])
+    return str(last or "")
 
 
 def _node_url(url: str, host: str, port: int | str) -> str:

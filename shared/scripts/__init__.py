@@ -12,13 +12,42 @@ from typing import Any
 
 from redis.exceptions import NoScriptError
 
+from shared.model import LEDGER_FIELDS
 from shared.redis import RedisClient
+
+LEDGER_MARKER = "-- @ledger\n"
+
+
+def ledger_prelude() -> str:
+    """What a script that reads or writes ledger rows gets in place of ``-- @ledger``:
+    the row positions from shared/model.py and the row codec (array, nulls for defaults)."""
+    positions = ", ".join(f"{name}={i}" for i, name in enumerate(LEDGER_FIELDS, 1))
+    return f"""-- ledger rows (rendered from shared/model.py LEDGER_FIELDS)
+local LEDGER = {{{positions}}}
+local function ledger_decode(raw)
+  local row = cjson.decode(raw)
+  if row[1] ~= nil then return row end
+  local compact = {{}}  -- a row written as a JSON object, before the compact encoding
+  for name, i in pairs(LEDGER) do compact[i] = row[name] end
+  return compact
+end
+local function ledger_encode(row)
+  local last = 0
+  for i = 1, {len(LEDGER_FIELDS)} do
+    local v = row[i]
+    if v == nil or v == cjson.null or v == "" or v == 0 then row[i] = cjson.null else last = i end
+  end
+  for i = last + 1, {len(LEDGER_FIELDS)} do row[i] = nil end
+  return cjson.encode(row)
+end
+"""
 
 
 class Script:
     def __init__(self, name: str) -> None:
         self.name = name
-        self.source = resources.files(__package__).joinpath(f"{name}.lua").read_text()
+        source = resources.files(__package__).joinpath(f"{name}.lua").read_text()
+        self.source = source.replace(LEDGER_MARKER, ledger_prelude())
         self.sha = hashlib.sha1(self.source.encode(), usedforsecurity=False).hexdigest()
 
     async def __call__(

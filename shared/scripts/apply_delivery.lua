@@ -6,8 +6,8 @@
 -- KEYS[2] observe zset     rg:{p}:observe   (accepted op -> observation window end, ms)
 -- KEYS[3] message map      rg:{p}:msgs      (provider message id -> op id)
 -- ARGV[1] message id       ARGV[2] event type (delivered|deferred|bounced|complained|rejected)
--- ARGV[3] occurred_at (ms) ARGV[4] now (ms)
--- ARGV[5] "record" when the caller joined the event by operation id (a pushed event):
+-- ARGV[3] occurred_at (ms) ARGV[4] now (ms)      ARGV[5] operation id
+-- ARGV[6] "record" when the caller joined the event by operation id (a pushed event):
 --         an operation with no provider message id yet takes this one (and the message map
 --         learns it); "" for the pull feed, which found the operation through the map.
 --
@@ -20,24 +20,25 @@
 local RANK = {unknown=0, deferred=1, delivered=2, bounced=3, rejected=3, complained=4}
 local kind, occurred, now = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 
-local f = redis.call("HMGET", KEYS[1], "operation_id", "delivery", "delivery_event_at",
+local f = redis.call("HMGET", KEYS[1], "state", "delivery", "delivery_event_at",
   "provider_message_id")
-local id = f[1]
-if not id then
+local id = ARGV[5]
+if not f[1] then
   -- Writing now would resurrect a hash without its TTL: forget the stale mapping instead.
   redis.call("HDEL", KEYS[3], ARGV[1])
   return {"missing", ""}
 end
-if ARGV[5] == "record" and (not f[4] or f[4] == "") then
+if ARGV[6] == "record" and (not f[4] or f[4] == "") then
   redis.call("HSET", KEYS[1], "provider_message_id", ARGV[1])
   redis.call("HSET", KEYS[3], ARGV[1], id)
 end
 local current = f[2] or "unknown"
 if RANK[current] == nil then current = "unknown" end
 
--- The event's identity lives on the operation itself, so it expires with it.
-local seen = "evt:" .. ARGV[1] .. ":" .. kind .. ":" .. ARGV[3]
-if redis.call("HSETNX", KEYS[1], seen, now) == 0 then return {"duplicate", current} end
+-- The event's identity lives on the operation itself, so it expires with it; as a 64-bit
+-- digest, so a provider's long message ids never push the hash out of listpack encoding.
+local seen = "evt:" .. string.sub(redis.sha1hex(ARGV[1] .. ":" .. kind .. ":" .. ARGV[3]), 1, 16)
+if redis.call("HSETNX", KEYS[1], seen, 1) == 0 then return {"duplicate", current} end
 
 local current_at = tonumber(f[3] or "0") or 0
 -- Higher rank wins; within a rank (bounced/rejected, or the same type again) the later

@@ -3,13 +3,13 @@
 -- fencing token finalise_attempt checks.
 --
 -- KEYS[1] operation hash   rg:{p}:op:<id>
--- KEYS[2] attempt ledger   rg:{p}:op:<id>:attempts   (list of JSON rows, append-only)
+-- KEYS[2] attempt ledger   rg:{p}:op:<id>:attempts   (list of compact rows, append-only)
 -- KEYS[3] send stream      rg:{p}:send
 -- KEYS[4] ambiguous index  rg:{p}:ambiguous
 -- KEYS[5] live index       rg:{p}:live
 -- ARGV[1] now (ms)         ARGV[2] attempt id     ARGV[3] lease (ms)
 -- ARGV[4] max attempts     ARGV[5] consumer       ARGV[6] stream entry id ("" = none)
--- ARGV[7] retention of a finished operation (ms)
+-- ARGV[7] retention of a finished operation (ms)    ARGV[8] operation id
 --
 -- Returns {code, detail...}:
 --   {"begin", attempts, account_id, token_kid, template_revision, horizon_at} - go and send
@@ -18,8 +18,8 @@
 --   {"ambiguous"}       - the previous holder's lease ran out mid-attempt; entry acked
 --   {"expired"} / {"exhausted", reason} - terminal now; entry acked
 --   {"missing"}         - no such operation; entry acked
-local now = tonumber(ARGV[1])
-local id = redis.call("HGET", KEYS[1], "operation_id")
+-- @ledger
+local now, id = tonumber(ARGV[1]), ARGV[8]
 
 local function ack()
   if ARGV[6] ~= "" then
@@ -29,27 +29,29 @@ local function ack()
 end
 
 local function finish(state, reason)
-  redis.call("HSET", KEYS[1], "state", state, "reason", reason, "next_attempt_at", 0)
+  redis.call("HSET", KEYS[1], "state", state, "reason", reason)
+  redis.call("HDEL", KEYS[1], "next_attempt_at")
   redis.call("ZREM", KEYS[5], id)
   redis.call("PEXPIRE", KEYS[1], ARGV[7])
   redis.call("PEXPIRE", KEYS[2], ARGV[7])
   ack()
 end
 
-if not id then ack() return {"missing"} end
 local f = redis.call("HMGET", KEYS[1], "state", "lease_until", "token_expires_at", "attempts",
   "horizon_at", "account_id", "token_kid", "template_revision", "token_consumed_at")
 local state = f[1]
+if not state then ack() return {"missing"} end
 
 if state == "attempting" then
   if now < tonumber(f[2] or "0") then return {"busy"} end
   -- The holder died between writing the attempt and finalising it: outcome unknown.
   local last = redis.call("LINDEX", KEYS[2], -1)
   if last then
-    local row = cjson.decode(last)
-    if row.outcome == "in_flight" then
-      row.outcome = "ambiguous"; row.ended_at = now; row.reason = "lease_expired"
-      redis.call("LSET", KEYS[2], -1, cjson.encode(row))
+    local row = ledger_decode(last)
+    if row[LEDGER.outcome] == "in_flight" then
+      row[LEDGER.outcome] = "ambiguous"; row[LEDGER.ended_at] = now
+      row[LEDGER.reason] = "lease_expired"
+      redis.call("LSET", KEYS[2], -1, ledger_encode(row))
     end
   end
   redis.call("HSET", KEYS[1], "state", "ambiguous", "reason", "lease_expired",
@@ -69,7 +71,11 @@ if now >= tonumber(f[5]) then finish("exhausted", "horizon") return {"exhausted"
 
 attempts = attempts + 1
 redis.call("HSET", KEYS[1], "state", "attempting", "attempt_id", ARGV[2],
-  "lease_until", now + tonumber(ARGV[3]), "attempts", attempts, "next_attempt_at", 0)
-redis.call("RPUSH", KEYS[2], cjson.encode({attempt_id = ARGV[2], started_at = now,
-  outcome = "in_flight", consumer = ARGV[5], number = attempts}))
+  "lease_until", now + tonumber(ARGV[3]), "attempts", attempts)
+redis.call("HDEL", KEYS[1], "next_attempt_at")
+local row = {}
+row[LEDGER.attempt_id] = ARGV[2]; row[LEDGER.started_at] = now
+row[LEDGER.number] = attempts; row[LEDGER.consumer] = ARGV[5]
+row[LEDGER.outcome] = "in_flight"
+redis.call("RPUSH", KEYS[2], ledger_encode(row))
 return {"begin", attempts, f[6], f[7], f[8] or "", f[5]}

@@ -25,6 +25,5 @@ redis.call("HSET", KEYS[1], "token_consumed_at", now)
 if op[1] ~= "accepted" and op[1] ~= "failed" and op[1] ~= "exhausted" and op[1] ~= "expired" then
   redis.call("HSET", KEYS[1], "state", "accepted", "reason", "token_consumed")
 end
-if redis.call("HGET", KEYS[2], "live") == ARGV[2] then redis.call("HDEL", KEYS[2], "live") end
 redis.call("ZREM", KEYS[3], ARGV[2])
 return {"consumed"}

@@ -10,27 +10,35 @@
 -- ARGV[9] retry-after source ("" = n/a)              ARGV[10] provider message id
 -- ARGV[11] observation window end (ms)               ARGV[12] "1" = refund the attempt
 -- ARGV[13] retention of a finished operation (ms)    ARGV[14] decision (for the ledger)
+-- ARGV[15] operation id
 --
 -- Returns {"ok"} or {"fenced"} (the lease was lost; someone else owns the operation now,
 -- nothing written and the entry is not acked).
+-- @ledger
 local TERMINAL = {accepted=1, failed=1, exhausted=1, expired=1}
-local f = redis.call("HMGET", KEYS[1], "state", "attempt_id", "operation_id")
+local f = redis.call("HMGET", KEYS[1], "state", "attempt_id")
 if f[1] ~= "attempting" or f[2] ~= ARGV[1] then return {"fenced"} end
-local id, now, state = f[3], tonumber(ARGV[2]), ARGV[6]
+local id, now, state = ARGV[15], tonumber(ARGV[2]), ARGV[6]
 
 local last = redis.call("LINDEX", KEYS[2], -1)
 if last then
-  local row = cjson.decode(last)
-  if row.attempt_id == ARGV[1] then
-    row.outcome = ARGV[4]; row.ended_at = now; row.http_status = tonumber(ARGV[5])
-    row.decision = ARGV[14]; row.retry_at = tonumber(ARGV[7]); row.reason = ARGV[8]
-    row.retry_after_source = ARGV[9]
-    redis.call("LSET", KEYS[2], -1, cjson.encode(row))
+  local row = ledger_decode(last)
+  if row[LEDGER.attempt_id] == ARGV[1] then
+    row[LEDGER.outcome] = ARGV[4]; row[LEDGER.ended_at] = now
+    row[LEDGER.http_status] = tonumber(ARGV[5]); row[LEDGER.decision] = ARGV[14]
+    row[LEDGER.retry_at] = tonumber(ARGV[7]); row[LEDGER.reason] = ARGV[8]
+    row[LEDGER.retry_after_source] = ARGV[9]
+    redis.call("LSET", KEYS[2], -1, ledger_encode(row))
   end
 end
 
-redis.call("HSET", KEYS[1], "state", state, "last_status", ARGV[5], "last_outcome", ARGV[4],
-  "reason", ARGV[8], "next_attempt_at", ARGV[7], "lease_until", 0, "attempt_id", "")
+-- A field back at its default is deleted, not written (shared/model.py reads it so).
+redis.call("HSET", KEYS[1], "state", state, "last_status", ARGV[5], "last_outcome", ARGV[4])
+redis.call("HDEL", KEYS[1], "lease_until", "attempt_id")
+if ARGV[8] ~= "" then redis.call("HSET", KEYS[1], "reason", ARGV[8])
+else redis.call("HDEL", KEYS[1], "reason") end
+if tonumber(ARGV[7]) > 0 then redis.call("HSET", KEYS[1], "next_attempt_at", ARGV[7])
+else redis.call("HDEL", KEYS[1], "next_attempt_at") end
 if ARGV[9] ~= "" then redis.call("HSET", KEYS[1], "retry_after_source", ARGV[9]) end
 if ARGV[12] == "1" then redis.call("HINCRBY", KEYS[1], "attempts", -1) end
 
@@ -42,7 +50,8 @@ elseif state == "ambiguous" then
   redis.call("HSET", KEYS[1], "ambiguous_at", now)
   redis.call("ZADD", KEYS[5], now, id)
 elseif state == "accepted" then
-  redis.call("HSET", KEYS[1], "provider_message_id", ARGV[10], "accepted_at", now)
+  -- When it was accepted is the attempt's ended_at in the ledger.
+  redis.call("HSET", KEYS[1], "provider_message_id", ARGV[10])
   redis.call("HSET", KEYS[7], ARGV[10], id)
   redis.call("ZADD", KEYS[8], tonumber(ARGV[11]), id)
 end

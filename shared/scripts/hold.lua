@@ -4,10 +4,10 @@
 -- KEYS[1] operation hash   KEYS[2] send stream   KEYS[3] due zset
 -- KEYS[4] ambiguous index  KEYS[5] review index
 -- ARGV[1] "quarantine" | "release"   ARGV[2] now (ms)   ARGV[3] reason / actor note
+-- ARGV[4] operation id
 -- Returns {"ok", previous_state} or {"refused", state} when the state does not allow it
 -- ("attempting" cannot be quarantined: wait for the attempt to finish).
-local f = redis.call("HMGET", KEYS[1], "state", "operation_id")
-local state, id = f[1], f[2]
+local state, id = redis.call("HGET", KEYS[1], "state"), ARGV[4]
 if not state then return {"refused", "missing"} end
 if ARGV[1] == "quarantine" then
   local ok = {queued=1, deferred=1, ambiguous=1, review=1}
@@ -16,7 +16,8 @@ if ARGV[1] == "quarantine" then
   redis.call("ZREM", KEYS[4], id)
   redis.call("ZREM", KEYS[5], id)
   redis.call("HSET", KEYS[1], "state", "quarantined", "reason", ARGV[3],
-    "quarantined_from", state, "next_attempt_at", 0)
+    "quarantined_from", state)
+  redis.call("HDEL", KEYS[1], "next_attempt_at")
   return {"ok", state}
 end
 if state ~= "quarantined" and state ~= "review" then return {"refused", state} end

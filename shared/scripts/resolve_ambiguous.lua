@@ -6,24 +6,26 @@
 -- KEYS[7] message map      KEYS[8] observe zset
 -- ARGV[1] now (ms)   ARGV[2] "accepted" | "replay" | "review"   ARGV[3] message id
 -- ARGV[4] observation window end (ms)   ARGV[5] reason   ARGV[6] retention (ms)
+-- ARGV[7] operation id
 -- Returns {"ok", state} or {"stale", state} when the operation is no longer ambiguous.
-local now, decision = tonumber(ARGV[1]), ARGV[2]
-local f = redis.call("HMGET", KEYS[1], "state", "operation_id")
-local id = f[2]
-if f[1] ~= "ambiguous" then
-  if id then redis.call("ZREM", KEYS[4], id) end
-  return {"stale", f[1] or ""}
+-- @ledger
+local now, decision, id = tonumber(ARGV[1]), ARGV[2], ARGV[7]
+local state = redis.call("HGET", KEYS[1], "state")
+if state ~= "ambiguous" then
+  redis.call("ZREM", KEYS[4], id)
+  return {"stale", state or ""}
 end
 redis.call("ZREM", KEYS[4], id)
 local last = redis.call("LINDEX", KEYS[2], -1)
 if last then
-  local row = cjson.decode(last)
-  row.reconciled = decision; row.reconciled_at = now
-  redis.call("LSET", KEYS[2], -1, cjson.encode(row))
+  local row = ledger_decode(last)
+  row[LEDGER.reconciled] = decision; row[LEDGER.reconciled_at] = now
+  redis.call("LSET", KEYS[2], -1, ledger_encode(row))
 end
 if decision == "accepted" then
+  -- When it was accepted is the ledger row's reconciled_at.
   redis.call("HSET", KEYS[1], "state", "accepted", "reason", ARGV[5],
-    "provider_message_id", ARGV[3], "accepted_at", now)
+    "provider_message_id", ARGV[3])
   redis.call("HSET", KEYS[7], ARGV[3], id)
   redis.call("ZADD", KEYS[8], tonumber(ARGV[4]), id)
   redis.call("ZREM", KEYS[6], id)
@@ -31,7 +33,7 @@ if decision == "accepted" then
   redis.call("PEXPIRE", KEYS[2], ARGV[6])
 elseif decision == "replay" then
   redis.call("HINCRBY", KEYS[1], "replays", 1)
-  redis.call("HSET", KEYS[1], "state", "queued", "reason", ARGV[5])
+  redis.call("HSET", KEYS[1], "state", "queued", "reason", ARGV[5], "next_attempt_at", now)
   redis.call("XADD", KEYS[3], "*", "op", id)
 else
   redis.call("HSET", KEYS[1], "state", "review", "reason", ARGV[5])

@@ -56,7 +56,6 @@ async def test_the_oldest_live_operations_across_partitions_one_row_each(
     for rank, (op, (_, account)) in enumerate(zip(created, ACCOUNTS, strict=True)):
         pk = PartitionKeys(partition_of(account.account_id, 4))
         await redis.zadd(pk.live, {op: 1_000 + rank})
-        await redis.hset(pk.operation(op), "created_at", 1_000 + rank)
     done = PartitionKeys(partition_of("acct-0", 4))
     await redis.zrem(done.live, created[0])  # terminal: no longer live
     reply = await api.get("/internal/v1/recovery-operations?oldest=3", headers=BEARER)

@@ -13,15 +13,14 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from redis.asyncio import Redis
 
 from services.sandbox.testing import sandbox_stats, sent_emails
-from shared import codec
 from shared.keys import CONTACT_FORMS, ROUTER_GROUP, SUPPORT_CASES, PartitionKeys, partition_of
-from shared.model import TERMINAL, State
+from shared.model import TERMINAL, Attempt, State
 from tests.chaos.driver import Acks
 from tests.chaos.stack import PARTITIONS, account_id
 
@@ -44,10 +43,12 @@ async def scan_operations(redis: Redis) -> dict[str, Operation]:
     operations: dict[str, Operation] = {}
     for start in range(0, len(found), CHUNK):
         async with redis.pipeline(transaction=False) as pipe:
-            for key in found[start : start + CHUNK]:
-                pipe.hmget(key, ["operation_id", "state", "account_id", "attempts"])
-            for op_id, state, account, attempts in await pipe.execute():
-                if op_id:
+            chunk = found[start : start + CHUNK]
+            for key in chunk:
+                pipe.hmget(key, ["state", "account_id", "attempts"])
+            for key, (state, account, attempts) in zip(chunk, await pipe.execute(), strict=True):
+                if state:  # the key is rg:{p}:op:<operation id>
+                    op_id = key.rsplit(":", 1)[1]
                     operations[op_id] = Operation(op_id, state, account, int(attempts or 0))
     return operations
 
@@ -108,7 +109,7 @@ async def ledgers(redis: Redis, operations: dict[str, Operation]) -> tuple[list[
             for op in ops[start : start + CHUNK]:
                 pipe.lrange(PartitionKeys.of(op.operation_id).attempts(op.operation_id), 0, -1)
             for op, raw in zip(ops[start : start + CHUNK], await pipe.execute(), strict=True):
-                rows = [codec.loads(r) for r in raw]
+                rows = [asdict(Attempt.decode(r, i)) for i, r in enumerate(raw, 1)]
                 problems += ledger_problems(op, rows)
                 tally.update(_tally(rows))
     return problems, tally
@@ -136,8 +137,7 @@ async def cases_by_event(redis: Redis) -> dict[str, list[dict[str, str]]]:
 
 async def public_operation(redis: Redis, account: str, known: dict[str, Operation]) -> bool:
     pk = PartitionKeys(partition_of(account, PARTITIONS))
-    live, last = await redis.hmget(pk.account(account), ["live", "last"])
-    return (live or last or "") in known
+    return (await redis.hget(pk.account(account), "last") or "") in known
 
 
 @dataclass

@@ -25,8 +25,7 @@ async def test_observation_scripts_and_pipelines_on_a_cluster(
     for p in range(PARTITIONS):  # 16 hash tags: spread over all three masters
         op, message = ids.operation_id(p), f"msg-{p}"
         pk = PartitionKeys(p)
-        await cluster_client.hset(pk.operation(op), mapping={"operation_id": op,
-                                                             "state": "accepted"})  # fmt: skip
+        await cluster_client.hset(pk.operation(op), mapping={"state": "accepted"})
         await cluster_client.hset(pk.messages, message, op)
         await cluster_client.zadd(pk.observe, {op: now - 1 if p % 2 else now + 60_000})
         ops[message] = op

@@ -27,8 +27,7 @@ async def accepted_op(redis: Redis, message_id: str, window_end: int = T0 + 10**
     """An accepted operation as finalise_attempt leaves it (only the fields read here)."""
     op = ids.operation_id(1)
     pk = PartitionKeys.of(op)
-    await redis.hset(pk.operation(op), mapping={"operation_id": op, "state": "accepted",
-                                               "delivery": "unknown",
+    await redis.hset(pk.operation(op), mapping={"state": "accepted",
                                                "provider_message_id": message_id})  # fmt: skip
     await redis.hset(pk.messages, message_id, op)
     await redis.zadd(pk.observe, {op: window_end})
@@ -119,7 +118,7 @@ async def test_window_closes_with_delivery_unknown(redis: Redis) -> None:
     op = await accepted_op(redis, "msg-1", window_end=T0)
     assert await close_due(redis, 1, now=T0 + 1) == 1
     raw = await redis.hgetall(PartitionKeys.of(op).operation(op))
-    assert raw["delivery"] == "unknown"
+    assert "delivery" not in raw  # still unknown: nothing is fabricated
     assert raw["observation_closed_at"] == str(T0 + 1)
     assert raw["state"] == "accepted"
     assert await redis.zscore(PartitionKeys.of(op).observe, op) is None

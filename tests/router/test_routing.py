@@ -74,7 +74,7 @@ async def test_no_operation_yet_admission_creates_exactly_one(desk: Desk) -> Non
         (case,) = await desk.wait_cases(1)
     assert (case["admission"], case["state"], case["attached"]) == ("created", "queued", "true")
     pk = PartitionKeys(partition_of("acct-new", 4))
-    assert await desk.redis.hget(pk.account("acct-new"), "live") == case["operation_id"]
+    assert await desk.redis.hget(pk.account("acct-new"), "last") == case["operation_id"]
     assert await send_jobs(desk) == 1
 
 

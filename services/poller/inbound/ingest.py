@@ -22,6 +22,7 @@ from services.poller.inbound.events import Drop, Parsed, ProviderEvent
 from services.poller.observer import Tally, count
 from shared import clock, metrics, observation
 from shared.delivery import DeliveryEvent
+from shared.ids import operation_created_ms
 from shared.keys import PartitionKeys, partition_of_operation
 from shared.logging import event as log_event
 from shared.model import Delivery
@@ -95,11 +96,11 @@ class Ingest:
             return {}
         pipe = self.client.pipeline(transaction=False)
         for operation_id in ids:
-            pipe.hmget(PartitionKeys.of(operation_id).operation(operation_id),
-                       ["state", "created_at"])  # fmt: skip
-        rows = await pipe.execute()
-        return {op: Known(str(state), int(created or 0))
-                for op, (state, created) in zip(ids, rows, strict=True) if state}  # fmt: skip
+            pipe.hget(PartitionKeys.of(operation_id).operation(operation_id), "state")
+        states = await pipe.execute()
+        # The creation time is part of the id; the hash does not repeat it.
+        return {op: Known(str(state), operation_created_ms(op))
+                for op, state in zip(ids, states, strict=True) if state}  # fmt: skip
 
     @staticmethod
     def _usable(ev: ProviderEvent, known: dict[str, Known], now: int, result: Result) -> bool:
@@ -133,4 +134,3 @@ class Ingest:
                 metrics.reconciliations.labels("accepted").inc()
                 log_event(log, logging.INFO, "ambiguous attempt settled by a delivery event",
                           operation_id=operation_id, provider=provider)  # fmt: skip
-

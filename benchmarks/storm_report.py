@@ -1,0 +1,165 @@
+"""Scenarios of the storm benchmark and how a run is reported (see benchmarks/storm.py)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from benchmarks import storm_audit as audit
+
+ADMISSION_CLIENTS = 64
+SANDBOX_SEED = 7  # the drop scenario drops the same sends on every run
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    what: str
+    ceiling_share: float  # RESETGATE_PROVIDER_MAX_RATE / the provider's (peak) rate
+    schedule: str = ""  # sandbox rate schedule "rate:seconds,...,rate"
+    drop: float = 0.0  # sandbox: accept the send, then drop the connection
+    restart: bool = False  # SIGTERM and start again each sender, one by one
+
+
+SCENARIOS = {
+    s.name: s
+    for s in (
+        Scenario("ceiling-1.5", "ceiling 1.5 x the provider's real rate", 1.5),
+        Scenario("ceiling-1.0", "ceiling = the provider's real rate", 1.0),
+        Scenario(
+            "schedule",
+            "provider rate 100 -> 50 -> 100 /s, ceiling 1.5 x 100",
+            1.5,
+            schedule="100:20,50:20,100",
+        ),
+        Scenario("restart", "senders restarted one by one during the storm", 1.0, restart=True),
+        Scenario("drop", "2% of sends accepted, then the connection dropped", 1.0, drop=0.02),
+    )
+}
+
+
+def parse_schedule(text: str) -> list[tuple[float, float]]:
+    """ "100:20,50:20,100" -> [(100, 20), (50, 20), (100, inf)] (sends/s, seconds)."""
+    phases = []
+    for part in text.split(","):
+        rate, _, seconds = part.partition(":")
+        phases.append((float(rate), float(seconds) if seconds else math.inf))
+    return phases
+
+
+def ideal_seconds(n: int, rate: float, schedule: str) -> float:
+    """N / R, or the time the schedule needs to allow N sends."""
+    if not schedule:
+        return n / rate
+    left, elapsed = float(n), 0.0
+    for phase_rate, seconds in parse_schedule(schedule):
+        if left <= phase_rate * seconds:
+            return elapsed + left / phase_rate
+        left -= phase_rate * seconds
+        elapsed += seconds
+    raise ValueError("the last phase of a schedule must be open-ended")
+
+
+@dataclass
+class Run:
+    scenario: Scenario
+    n: int
+    rate: float
+    senders: int
+    admissions: int = 2
+    settings: dict[str, str] = field(default_factory=dict)  # the non-default ones
+    admitted_s: float = 0.0
+    drain_s: float = math.nan
+    ideal_s: float = 0.0
+    sends: int = 0
+    throttled: int = 0
+    dropped: int = 0  # sends the sandbox accepted, then dropped the connection of
+    sandbox_duplicates: int = 0
+    sandbox_lost: int = 0
+    store: audit.StoreCounts = field(default_factory=audit.StoreCounts)
+    cpu_s: float = 0.0
+    emails: int = 0
+    accepted_memory: audit.Memory = field(default_factory=audit.Memory)
+    queued_memory: audit.Memory = field(default_factory=audit.Memory)
+    notes: list[str] = field(default_factory=list)
+    load: tuple[float, float] = (0.0, 0.0)  # the machine's 1-minute load average, start/end
+
+    @property
+    def ratio(self) -> float:
+        return self.drain_s / self.ideal_s
+
+    @property
+    def cpu_per_1000(self) -> float:
+        return 1000 * self.cpu_s / max(1, self.emails)
+
+
+def sandbox_overrides(scenario: Scenario, rate: float) -> dict[str, Any]:
+    overrides: dict[str, Any] = {"seed": SANDBOX_SEED}
+    if scenario.schedule:  # the schedule replaces the one rate
+        overrides["send_rate_schedule"] = scenario.schedule
+    else:
+        overrides["send_rate_per_second"] = rate
+    if scenario.drop:
+        overrides["drop_probability"] = scenario.drop
+    return overrides
+
+
+def ceiling(scenario: Scenario, rate: float) -> float:
+    peak = max(r for r, _ in parse_schedule(scenario.schedule)) if scenario.schedule else rate
+    return round(scenario.ceiling_share * peak, 3)
+
+
+def report(run: Run) -> None:
+    s, m, q = run.store, run.accepted_memory, run.queued_memory
+    print(f"\n== {run.scenario.name}: {run.scenario.what}")
+    print(
+        f"   N={run.n} R={run.scenario.schedule or f'{run.rate:g}'}/s senders={run.senders}; "
+        "non-default settings: " + ", ".join(f"{k}={v}" for k, v in run.settings.items())
+    )
+    print(
+        f"   admitted in {run.admitted_s:.1f} s ({run.n / run.admitted_s:.0f}/s, "
+        f"{ADMISSION_CLIENTS} clients, {run.admissions} admission processes)"
+    )
+    print(
+        f"   drain {run.drain_s:.1f} s, ideal {run.ideal_s:.1f} s, ratio {run.ratio:.3f} "
+        f"(load average {run.load[0]:.1f} at the start, {run.load[1]:.1f} at the end)"
+    )
+    print(
+        f"   sends {run.sends}, 429s {run.throttled} ({100 * run.throttled / run.n:.2f} % of N), "
+        f"accepted then dropped {run.dropped}"
+    )
+    print(
+        f"   duplicates: sandbox {run.sandbox_duplicates}, store {s.duplicates}; "
+        f"lost: sandbox {run.sandbox_lost}, store {s.lost}; states {dict(s.states)}"
+    )
+    print(f"   sender CPU {run.cpu_s:.1f} s = {run.cpu_per_1000:.2f} CPU-s per 1,000 emails")
+    print(
+        f"   Redis per accepted operation ({m.operations} with a one-attempt ledger): "
+        f"{m.total:.0f} B = {audit.describe(m)}"
+    )
+    print(
+        f"   Redis per queued operation ({q.operations} sampled as admission ended): "
+        f"{q.total:.0f} B = {audit.describe(q)}"
+    )
+    print("   (MEMORY USAGE: key name, object and dict entry; not the ~24 B TTL entry per key)")
+    if run.admitted_s > 0.5 * run.ideal_s:
+        print("   WARNING: admission took over half the ideal time; it may be the bottleneck")
+    for note in run.notes:
+        print(f"   note: {note}")
+
+
+def summary(runs: list[Run]) -> None:
+    print(
+        f"\n{'scenario':<12} {'N':>6} {'drain s':>8} {'ideal s':>8} {'ratio':>6} "
+        f"{'sends':>6} {'429s':>5} {'429 %N':>6} {'dup s/st':>8} {'lost s/st':>9} "
+        f"{'CPU/1k':>6} {'B/accepted':>10} {'B/queued':>8}"
+    )
+    for r in runs:
+        print(
+            f"{r.scenario.name:<12} {r.n:>6} {r.drain_s:>8.1f} {r.ideal_s:>8.1f} "
+            f"{r.ratio:>6.3f} {r.sends:>6} {r.throttled:>5} {100 * r.throttled / r.n:>6.2f} "
+            f"{r.sandbox_duplicates:>3}/{r.store.duplicates:<4} "
+            f"{r.sandbox_lost:>4}/{r.store.lost:<4} {r.cpu_per_1000:>6.2f} "
+            f"{r.accepted_memory.total:>10.0f} {r.queued_memory.total:>8.0f}"
+        )
