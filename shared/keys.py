@@ -26,6 +26,10 @@ ROUTER_SEEN_PREFIX = f"{PREFIX}:router:seen:"
 DIRECTORY_LOGIN_PREFIX = "rgdir:login:"  # + normalised login -> account_id
 DIRECTORY_ACCOUNT_PREFIX = "rgdir:acct:"  # + account_id -> hash(email, locale)
 IP_LIMIT_PREFIX = f"{PREFIX}:iplimit:"  # + client ip -> GCRA theoretical arrival time
+# Operator actions (quarantine, release, pause, resume) with their actor: a capped stream.
+AUDIT = f"{PREFIX}:audit"
+# + sha256(console session id) -> hash(actor, roles, expires_at); the id itself is never stored.
+CONSOLE_SESSION_PREFIX = f"{PREFIX}:console:session:"
 
 
 def partition_of(account_id: str, partitions: int) -> int:
@@ -117,3 +121,7 @@ def directory_account(account_id: str) -> str:
 
 def ip_limit(client_ip: str) -> str:
     return IP_LIMIT_PREFIX + client_ip
+
+
+def console_session(session_hash: str) -> str:
+    return CONSOLE_SESSION_PREFIX + session_hash

@@ -9,11 +9,12 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import logging
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
 from shared import codec
-from shared.keys import PartitionKeys, partition_of, partition_of_operation
+from shared.keys import SUPPORT_CASES, PartitionKeys, partition_of, partition_of_operation
 from shared.logging import event
 from shared.model import Attempt, Operation
 from shared.redis import RedisClient
@@ -86,11 +87,19 @@ async def find_operation(
     return OperationDetail(operation, _decode_ledger(operation_id, rows))
 
 
-async def account_operation_id(client: RedisClient, account_id: str, partitions: int) -> str | None:
-    """The account's live operation, else its last one, else None."""
+async def account_operations(
+    client: RedisClient, account_id: str, partitions: int
+) -> tuple[str, str]:
+    """The account's live and last operation ids ("" where there is none)."""
     pk = PartitionKeys(partition_of(account_id, partitions))
     live, last = await client.hmget(pk.account(account_id), ["live", "last"])
-    return str(live or last) if (live or last) else None
+    return str(live or ""), str(last or "")
+
+
+async def account_operation_id(client: RedisClient, account_id: str, partitions: int) -> str | None:
+    """The account's live operation, else its last one, else None."""
+    live, last = await account_operations(client, account_id, partitions)
+    return live or last or None
 
 
 def _row(operation: Operation, max_attempts: int, now_ms: int) -> dict[str, Any]:
@@ -136,3 +145,67 @@ async def oldest_live(
         if operation is not None:  # an index entry whose hash is gone is not an operation
             rows.append(_row(operation, max_attempts, now_ms))
     return rows
+
+
+async def oldest_per_partition(
+    client: RedisClient, partitions: int, max_attempts: int, now_ms: int
+) -> list[dict[str, Any] | None]:
+    """Each partition's oldest live operation (None where it has none), in partition order."""
+    pipe = client.pipeline(transaction=False)
+    for partition in range(partitions):
+        pipe.zrange(PartitionKeys(partition).live, 0, 0)
+    firsts = await pipe.execute()
+    pipe = client.pipeline(transaction=False)
+    for partition, members in enumerate(firsts):
+        pipe.hgetall(PartitionKeys(partition).operation(members[0] if members else "-"))
+    rows: list[dict[str, Any] | None] = []
+    for raw in await pipe.execute():
+        operation = _operation(raw)
+        rows.append(_row(operation, max_attempts, now_ms) if operation else None)
+    return rows
+
+
+async def held_for_review(client: RedisClient, partitions: int) -> list[dict[str, Any]]:
+    """Operations held for a person, oldest first."""
+    rows: list[dict[str, Any]] = []
+    for p in range(partitions):
+        members: Any = await client.zrange(PartitionKeys(p).review, 0, -1, withscores=True)
+        rows += [
+            {"operation_id": op_id, "partition": p, "since": int(since)} for op_id, since in members
+        ]
+    rows.sort(key=lambda r: r["since"])
+    return rows
+
+
+# Stream ids are the Redis server's clock, the times we compare them with are ours.
+CLOCK_SKEW_MS = 60_000
+CASE_SCAN_PAGE = 500
+CASE_SCAN_PAGES = 40
+
+
+async def scan_cases(
+    client: RedisClient, since_ms: int
+) -> AsyncIterator[tuple[str, dict[str, str]]]:
+    """Support cases written at or after ``since_ms`` (minus skew), oldest first, at most
+    ``CASE_SCAN_PAGES`` pages: the stream holds up to a million cases and has no index."""
+    start = f"{max(0, since_ms - CLOCK_SKEW_MS)}-0"
+    for _ in range(CASE_SCAN_PAGES):
+        entries: Any = await client.xrange(SUPPORT_CASES, start, "+", count=CASE_SCAN_PAGE)
+        for entry_id, fields in entries:
+            yield str(entry_id), dict(fields or {})
+        if len(entries) < CASE_SCAN_PAGE:
+            return
+        start = "(" + str(entries[-1][0])
+
+
+async def operation_cases(
+    client: RedisClient, operation: Operation, limit: int = 50
+) -> list[dict[str, str]]:
+    """The support cases attached to or raised about ``operation`` (ids and states only)."""
+    found = []
+    async for _, fields in scan_cases(client, operation.created_at):
+        if fields.get("operation_id") == operation.operation_id:
+            found.append(fields)
+            if len(found) >= limit:
+                break
+    return found
