@@ -150,7 +150,7 @@ def _pause_action(partition: int, paused: bool, can_act: bool) -> Markup:
 
 def _sending(r: dict[str, Any]) -> str:
     if r["draining"]:
-        return "draining"
+        return f"paused, draining ({r['in_flight']} in flight)"
     return "paused" if r["paused"] else "yes"
 
 
