@@ -11,6 +11,7 @@ second case, and a crash between claim and case does not lose one.
 
 from __future__ import annotations
 
+from contextlib import aclosing
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -62,7 +63,8 @@ async def write_case(client: RedisClient, fields: dict[str, str], maxlen: int) -
 
 async def find_case(client: RedisClient, case_id: str, since_ms: int) -> str | None:
     """The stream entry of ``case_id`` written at or after ``since_ms`` (minus skew)."""
-    async for entry_id, fields in scan_cases(client, since_ms):
-        if fields.get("case_id") == case_id:
-            return entry_id
+    async with aclosing(scan_cases(client, since_ms)) as entries:
+        async for entry_id, fields in entries:
+            if fields.get("case_id") == case_id:
+                return entry_id
     return None

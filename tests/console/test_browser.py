@@ -31,8 +31,8 @@ from tests.console.helpers import forbidden_texts, scan
 from tests.support.processes import Processes
 
 TOKEN = "browser-internal-token-0123456789"
-STORM = 160  # operations admitted at once
-RATE = 25  # the sandbox's sends/s; the sender's ceiling is far above it, so 429s come
+STORM = 200  # operations admitted at once
+RATE = 20  # the sandbox's sends/s; the sender's ceiling is far above it, so 429s come
 pytestmark = pytest.mark.timeout(180)
 
 
@@ -103,7 +103,8 @@ async def stack(redis: Redis, redis_server: Any, tmp_path: Path) -> AsyncIterato
             processes.add(
                 "sender",
                 RESETGATE_PROVIDER_MAX_RATE="200",
-                RESETGATE_CONCURRENCY="8",
+                RESETGATE_CONCURRENCY="4",
+                RESETGATE_READ_BATCH="2",
                 RESETGATE_PROMOTE_INTERVAL_SECONDS="0.1",
             )
             processes.add("router", RESETGATE_BLOCK_MS="100")
@@ -167,7 +168,10 @@ def _partition_row(pages: Pages, partition: int) -> str:
 
 
 async def _still_waiting(stack: Stack, partition: int | None = None) -> str:
-    for op in reversed(stack.operations):
+    # The newest of the storm for choosing a partition; the oldest of a paused partition, so
+    # it is the first sent once the partition resumes.
+    order = stack.operations if partition is not None else list(reversed(stack.operations))
+    for op in order:
         if partition is not None and PartitionKeys.of(op).partition != partition:
             continue
         if await stack.state(op) in ("queued", "deferred"):

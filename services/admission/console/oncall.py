@@ -30,34 +30,40 @@ OLDEST_LIMIT = 20
 AUDIT_FIELDS = ("actor", "action", "target", "result", "reason")
 
 
-def _share_of_horizon(row_: dict[str, Any], horizon_ms: int) -> str:
-    span = horizon_ms - row_["created_at"]
+def _share_of_horizon(r: dict[str, Any]) -> str:
+    """How much of the time from creation to the delivery horizon is already spent."""
+    span = r["horizon_at"] - r["created_at"]
     if span <= 0:
         return "-"
-    return f"{min(999, round(100 * row_['age_seconds'] * 1000 / span))} %"
+    share = min(999.0, 100 * r["age_seconds"] * 1000 / span)
+    return f"{share:.1f} %" if share < 10 else f"{share:.0f} %"
 
 
-def _operation_cells(r: dict[str, Any], horizons: dict[str, int], now: int) -> list[object]:
+def _operation_cells(r: dict[str, Any], now: int) -> list[object]:
     return [
         r["state"],
         seconds(r["age_seconds"]),
-        _share_of_horizon(r, horizons.get(r["operation_id"], 0)),
+        _share_of_horizon(r),
         r["remaining_attempts"],
         r["last_status"] or "-",
         relative(r["next_attempt_at"], now),
     ]
 
 
-async def _horizons(request: web.Request, rows: list[dict[str, Any]]) -> dict[str, int]:
-    """Each row's delivery horizon (the oldest-rows query leaves it out)."""
-    client = request.app[REDIS]
-    partitions = request.app[SETTINGS].partitions
-    found = {}
-    for r in rows:
-        detail = await queries.find_operation(client, r["operation_id"], partitions)
-        if detail is not None:
-            found[r["operation_id"]] = detail.operation.horizon_at
-    return found
+async def _oldest_eligible(request: web.Request, now: int) -> list[dict[str, Any]]:
+    settings = request.app[SETTINGS]
+    rows = await queries.oldest_live(
+        request.app[REDIS], settings.partitions, OLDEST_LIMIT * 4, settings.max_attempts, now
+    )
+    return [r for r in rows if r["state"] not in queries.HELD][:OLDEST_LIMIT]
+
+
+def _partition_row(partition: int, paused: bool, r: dict[str, Any] | None, now: int) -> Markup:
+    pause = "paused" if paused else "no"
+    if r is None:
+        return row(partition, pause, "none", "-", "-", "-", "-", "-", "-")
+    op = link(operation_href(r["operation_id"]), r["operation_id"])
+    return row(partition, pause, op, *_operation_cells(r, now))
 
 
 async def _live_fragment(request: web.Request) -> Markup:
@@ -68,34 +74,19 @@ async def _live_fragment(request: web.Request) -> Markup:
     per_partition = await queries.oldest_per_partition(
         client, settings.partitions, settings.max_attempts, now
     )
-    overall = await queries.oldest_live(
-        client, settings.partitions, OLDEST_LIMIT, settings.max_attempts, now
-    )
-    horizons = await _horizons(request, [r for r in per_partition if r] + overall)
-    partition_rows = []
-    for partition, r in enumerate(per_partition):
-        paused = "paused" if partition in state.paused else "no"
-        if r is None:
-            partition_rows.append(row(partition, paused, "none", "-", "-", "-", "-", "-", "-"))
-            continue
-        partition_rows.append(
-            row(
-                partition,
-                paused,
-                link(operation_href(r["operation_id"]), r["operation_id"]),
-                *_operation_cells(r, horizons, now),
-            )
-        )
+    partition_rows = [
+        _partition_row(p, p in state.paused, r, now) for p, r in enumerate(per_partition)
+    ]
     overall_rows = [
         row(
             link(operation_href(r["operation_id"]), r["operation_id"]),
             r["partition"],
-            *_operation_cells(r, horizons, now),
+            *_operation_cells(r, now),
         )
-        for r in overall
+        for r in await _oldest_eligible(request, now)
     ]
     if not overall_rows:
-        overall_rows = [Markup('<tr><td colspan="8">No live operation.</td></tr>')]
+        overall_rows = [Markup('<tr><td colspan="8">No eligible operation.</td></tr>')]
     return render(
         "oldest_live",
         partitions=join(partition_rows),

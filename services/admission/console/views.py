@@ -173,7 +173,7 @@ def _operation_values(operation: Operation, max_attempts: int, now: int) -> dict
         "operation_id": operation.operation_id,
         "account": link(account_href(operation.account_id), operation.account_id),
         "state": str(operation.state),
-        "reason": f"({operation.reason})" if operation.reason else "",
+        "reason": f"({operation.reason})" if operation.reason not in ("", operation.state) else "",
         "partition": operation.partition,
         "created": relative(operation.created_at, now),
         "attempts": operation.attempts,
