@@ -269,6 +269,17 @@ async def test_console_in_chromium_during_a_storm(
     pages.click("Release…")
     pages.submit()
     assert await stack.state(waiting) == "queued"
+
+    # The oldest page, while the paused partition still waits: it refreshes itself
+    # (console.js) without a reload.
+    pages.open("/console/oldest")
+    assert waiting in driver.find_element(By.ID, "live").text
+    pages.shot("oldest")
+    WebDriverWait(driver, 12).until(
+        lambda d: "Refreshed at" in d.find_element(By.ID, "refreshed").text
+    )
+    pages.check()
+
     pages.open(f"/console/partitions/{partition}/resume")
     pages.submit()
     pages.open(f"/console/operations/{waiting}")
@@ -276,13 +287,6 @@ async def test_console_in_chromium_during_a_storm(
     sent = (await sandbox_stats(stack.provider, operation_id=waiting))["sent_by_operation"]
     assert sent[waiting] == 1
 
-    # The oldest page refreshes itself (console.js), without a reload.
-    pages.open("/console/oldest")
-    pages.shot("oldest")
-    WebDriverWait(driver, 12).until(
-        lambda d: "Refreshed at" in d.find_element(By.ID, "refreshed").text
-    )
-    pages.check()
     pages.open("/console/providers")
     throttled = driver.find_element(By.XPATH, "//section[1]//tbody/tr/td[5]").text
     assert int(throttled) > 0  # the storm's 429s, counted by the pacer

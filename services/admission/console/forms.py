@@ -150,12 +150,19 @@ async def _after_hold(request: web.Request, outcome: actions.Outcome, done: str)
     )
 
 
+async def _reason(request: web.Request) -> str:
+    form = await request.post()
+    return str(form.get("reason", "")).strip()
+
+
+def _no_reason(request: web.Request, title: str) -> web.Response:
+    return message(request, 422, title, "Give a reason.", request.path)
+
+
 async def quarantine(request: web.Request) -> web.Response:
     principal = _actor(request)
-    form = await request.post()
-    reason = str(form.get("reason", "")).strip()
-    if not reason:
-        return message(request, 422, "Quarantine", "Give a reason.", request.path)
+    if not (reason := await _reason(request)):
+        return _no_reason(request, "Quarantine")
     outcome = await actions.quarantine(
         request.app[REDIS], request.match_info["operation_id"], principal.actor, reason
     )
@@ -203,10 +210,8 @@ async def confirm_resume(request: web.Request) -> web.Response:
 
 async def pause(request: web.Request) -> web.Response:
     principal = _actor(request)
-    form = await request.post()
-    reason = str(form.get("reason", "")).strip()
-    if not reason:
-        return message(request, 422, "Pause partition", "Give a reason.", request.path)
+    if not (reason := await _reason(request)):
+        return _no_reason(request, "Pause partition")
     await actions.pause(request.app[REDIS], [_partition(request)], principal.actor, reason)
     raise web.HTTPSeeOther("/console/providers?result=paused")
 
