@@ -75,3 +75,15 @@ def scan(page: str, forbidden: Iterable[str]) -> list[str]:
 async def get_text(http: TestClient[Any, Any], path: str, headers: dict[str, str]) -> str:
     response: aiohttp.ClientResponse = await http.get(path, headers=headers)
     return await response.text()
+
+
+_INPUT_ID = re.compile(r'<input\b(?![^>]*type="(?:hidden|checkbox)")[^>]*\bid="([^"]+)"')
+_INPUT = re.compile(r'<input\b(?![^>]*type="(?:hidden|checkbox)")[^>]*>')
+
+
+def unlabelled(page: str) -> list[str]:
+    """Visible inputs without a <label for=…> (a checkbox is labelled by wrapping it)."""
+    ids = _INPUT_ID.findall(page)
+    missing = [i for i in ids if f'<label for="{i}"' not in page]
+    without_id = len(_INPUT.findall(page)) - len(ids)
+    return missing + ["<input> without an id"] * without_id

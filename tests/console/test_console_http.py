@@ -20,6 +20,7 @@ from tests.console.helpers import (
     get_text,
     scan,
     sign_in,
+    unlabelled,
 )
 
 PROXY = {"console_proxy_user_header": "X-Forwarded-User", "console_act_groups": "oncall"}
@@ -210,3 +211,13 @@ async def test_no_page_renders_a_login_an_address_or_a_token(
         for path in paths:
             page = await get_text(http, path, headers)
             assert scan(page, forbidden) == [], path
+            assert unlabelled(page) == [], path
+
+
+async def test_an_expired_session_is_refused(redis: Redis, redis_server: Any) -> None:
+    async with console(console_settings(redis_server.url)) as http:
+        headers = await sign_in(http)
+        (key,) = [k async for k in redis.scan_iter(CONSOLE_SESSION_PREFIX + "*")]
+        await redis.hset(key, "expires_at", 1)  # as if its time ran out before its TTL did
+        response = await http.get("/console/oldest", headers=headers, allow_redirects=False)
+        assert response.status == 303 and response.headers["Location"] == "/console/sign-in"

@@ -4,6 +4,7 @@ refused without the act role, and recorded with the actor by ``shared.actions``.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 
 from aiohttp import web
@@ -14,7 +15,10 @@ from services.admission.console.html import Markup, render
 from services.admission.console.pages import csrf_of, message, notice, page
 from services.admission.console.views import QUARANTINABLE, RELEASABLE, operation_href
 from shared import actions, queries
+from shared.logging import event
 from shared.model import State
+
+log = logging.getLogger("services.admission.console")
 
 
 # -- sign-in -------------------------------------------------------------------------------
@@ -38,8 +42,10 @@ async def sign_in(request: web.Request) -> web.StreamResponse:
     form = await request.post()
     token = str(form.get("token", ""))
     if not token or not auth.token_matches(request.app[SETTINGS], token):
+        event(log, logging.WARNING, "console sign-in refused")
         return _sign_in_page(request, 401, notice("That token is not valid.", bad=True))
-    session_id, _ = await auth.open_session(request.app, str(form.get("name", "")))
+    session_id, principal = await auth.open_session(request.app, str(form.get("name", "")))
+    event(log, logging.INFO, "console sign-in", actor=principal.actor, via="token")
     response = web.HTTPSeeOther("/console/")
     auth.set_cookie(response, request.app[SETTINGS], session_id)
     raise response
