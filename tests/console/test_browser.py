@@ -199,7 +199,6 @@ def _find(pages: Pages, query: str) -> None:
 async def test_console_in_chromium_during_a_storm(
     driver: webdriver.Chrome, stack: Stack, token_keys: Any, tmp_path: Path
 ) -> None:
-    started = time.monotonic()
     await stack.storm(STORM)
     login, account = stack.accounts[0]
     first = stack.operations[0]
@@ -293,4 +292,3 @@ async def test_console_in_chromium_during_a_storm(
     pages.open("/console/")
     pages.shot("find")
     assert pages.scanned >= 15
-    assert time.monotonic() - started < 60
