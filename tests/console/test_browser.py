@@ -31,7 +31,8 @@ from tests.console.helpers import forbidden_texts, scan
 from tests.support.processes import Processes
 
 TOKEN = "browser-internal-token-0123456789"
-STORM = 200  # operations admitted at once
+STORM = 240  # operations admitted at once
+PARTITIONS = 4
 RATE = 20  # the sandbox's sends/s; the sender's ceiling is far above it, so 429s come
 pytestmark = pytest.mark.timeout(180)
 
@@ -92,7 +93,7 @@ async def stack(redis: Redis, redis_server: Any, tmp_path: Path) -> AsyncIterato
             "RESETGATE_INTERNAL_API_TOKEN": TOKEN,
             "RESETGATE_PROVIDER_URL": provider,
             "RESETGATE_PROVIDER_API_KEY": SANDBOX_API_KEY,
-            "RESETGATE_PARTITIONS": "4",
+            "RESETGATE_PARTITIONS": str(PARTITIONS),
             "RESETGATE_IP_LIMIT_PER_MINUTE": "0",
             "RESETGATE_SHUTDOWN_GRACE_SECONDS": "3",
         }
@@ -167,6 +168,14 @@ def _partition_row(pages: Pages, partition: int) -> str:
     return str(pages.driver.find_element(By.XPATH, xpath).text)
 
 
+async def _throttled_once(stack: Stack) -> str:
+    for op in stack.operations:
+        rows = await stack.redis.lrange(PartitionKeys.of(op).attempts(op), 0, -1)
+        if any('"throttled"' in r for r in rows):
+            return op
+    raise AssertionError("the storm deferred no operation")
+
+
 async def _still_waiting(stack: Stack, partition: int | None = None) -> str:
     # The newest of the storm for choosing a partition; the oldest of a paused partition, so
     # it is the first sent once the partition resumes.
@@ -227,6 +236,15 @@ async def test_console_in_chromium_during_a_storm(
     pages = Pages(driver, stack, shots, forbidden)
     _sign_in(pages)
 
+    # Pause another partition early in the storm; it drains, then stands paused (below).
+    partition = (PartitionKeys.of(first).partition + 1) % PARTITIONS
+    pages.open(f"/console/partitions/{partition}/pause")
+    pages.driver.find_element(By.ID, "reason").send_keys("watching a bounce spike")
+    pages.submit()
+    assert "Paused." in driver.page_source
+    row = _partition_row(pages, partition)
+    assert "paused" in row and "console:maria" in row
+
     # Find by account id, then open its operation; read its timeline while the storm runs.
     _find(pages, account.account_id)
     assert pages.heading() == "Account"
@@ -236,20 +254,15 @@ async def test_console_in_chromium_during_a_storm(
     pages.wait_for("case-")  # the router's support case, attached
     text = driver.find_element(By.TAG_NAME, "main").text
     assert "public" in text and "contact_form" in text and "agent" in text
-    pages.shot("operation")
-    storm_left = sum([await stack.state(op) != "accepted" for op in stack.operations])
+    elsewhere = [op for op in stack.operations if PartitionKeys.of(op).partition != partition]
+    storm_left = sum([await stack.state(op) != "accepted" for op in elsewhere])
     assert storm_left > 0, "the storm was over before the timeline was read"
 
-    # Pause the partition of an operation still waiting; see it drain, then stand paused.
-    partition = PartitionKeys.of(await _still_waiting(stack)).partition
-    pages.open(f"/console/partitions/{partition}/pause")
-    pages.driver.find_element(By.ID, "reason").send_keys("watching a bounce spike")
-    pages.submit()
-    assert "Paused." in driver.page_source
+    # The paused partition drains (attempts a sender had already taken finish), then stands.
+    pages.open("/console/providers")
     row = _partition_row(pages, partition)
-    assert "paused" in row and "console:maria" in row
     deadline = time.monotonic() + 20
-    while "draining" in row:  # attempts a sender had already taken finish first
+    while "draining" in row:
         assert time.monotonic() < deadline, row
         await asyncio.sleep(0.3)
         pages.open("/console/providers")
@@ -285,6 +298,13 @@ async def test_console_in_chromium_during_a_storm(
     pages.wait_for("<td>accepted</td>", timeout=40)
     sent = (await sandbox_stats(stack.provider, operation_id=waiting))["sent_by_operation"]
     assert sent[waiting] == 1
+
+    # An operation the storm deferred: its timeline shows the 429, the Retry-After and its source.
+    retried = await _throttled_once(stack)
+    pages.open(f"/console/operations/{retried}")
+    cells = driver.find_element(By.XPATH, "//tbody/tr[td[4]='throttled']").text
+    assert "429" in cells and "delta" in cells  # Retry-After as delay-seconds
+    pages.shot("operation")
 
     pages.open("/console/providers")
     throttled = driver.find_element(By.XPATH, "//section[1]//tbody/tr/td[5]").text
