@@ -4,6 +4,7 @@ provider name."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 from urllib.parse import quote
 
@@ -74,10 +75,26 @@ def _last_answer(operation: Operation) -> str:
     if not operation.last_outcome:
         return "no attempt finished yet"
     status = operation.last_status or "no HTTP status"
-    source = (
-        f"; Retry-After from {operation.retry_after_source}" if operation.retry_after_source else ""
-    )
-    return f"{operation.last_outcome} ({status}){source}"
+    source = operation.retry_after_source
+    why = f"; last schedule from {SOURCES.get(source, source)}" if source else ""
+    return f"{operation.last_outcome} ({status}){why}"
+
+
+# What each Retry-After source (shared.retry_after.Source) means to a person reading it.
+SOURCES = {
+    "delta": "Retry-After in seconds",
+    "date": "Retry-After as an HTTP date",
+    "absent": "no Retry-After: backoff",
+    "invalid": "unreadable Retry-After: backoff",
+}
+_RETRY_AT = re.compile(r"^retry at (\d{12,14})$")
+
+
+def _decision(attempt: Attempt) -> Markup:
+    """The sender's decision, with its "retry at <ms>" shown as a time."""
+    text = attempt.decision or attempt.reason or "-"
+    match = _RETRY_AT.match(text)
+    return Markup(f"retry at {when(int(match.group(1)))}") if match else escape(text)
 
 
 def _retry_after(attempt: Attempt) -> str:
@@ -108,9 +125,9 @@ def _timeline(ledger: list[Attempt]) -> Markup:
             a.outcome,
             a.http_status or "-",
             _retry_after(a),
-            a.retry_after_source or "-",
+            SOURCES.get(a.retry_after_source, a.retry_after_source or "-"),
             when(a.retry_at),
-            a.decision or a.reason or "-",
+            _decision(a),
             _fencing(a),
         )
         for a in ledger
