@@ -35,7 +35,7 @@ from tests.support.processes import Processes
 TOKEN = "browser-internal-token-0123456789"
 STORM = 240  # operations admitted at once
 PARTITIONS = 4
-RATE = 12  # the sandbox's sends/s; the sender's ceiling (16/s) is above it, so 429s come
+RATE = 12  # the sandbox's sends/s; the sender's ceiling (24/s) is twice that, so 429s come
 pytestmark = pytest.mark.timeout(180)
 
 
@@ -105,7 +105,7 @@ async def stack(redis: Redis, redis_server: Any, tmp_path: Path) -> AsyncIterato
             )
             processes.add(
                 "sender",
-                RESETGATE_PROVIDER_MAX_RATE="16",
+                RESETGATE_PROVIDER_MAX_RATE="24",
                 RESETGATE_CONCURRENCY="4",
                 RESETGATE_READ_BATCH="2",
                 RESETGATE_PROMOTE_INTERVAL_SECONDS="0.1",
