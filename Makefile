@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: setup run test lint typecheck chart-lint unit test-cluster test-slow bench clean
+.PHONY: setup run test lint typecheck chart-lint chromium unit test-cluster test-slow bench clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -26,7 +26,11 @@ lint: setup
 typecheck: setup
 	$(BIN)/mypy
 
-unit: setup
+# The console's browser tests drive Debian's chromium through its chromedriver.
+chromium:
+	tools/install-chromium.sh
+
+unit: setup chromium
 	$(BIN)/python -m pytest
 
 chart-lint: setup

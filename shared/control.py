@@ -7,7 +7,8 @@ pause takes effect everywhere within about a second and survives restarts.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from shared import clock, codec
 from shared.keys import CONTROL
@@ -18,6 +19,8 @@ from shared.redis import RedisClient
 class ControlState:
     paused: frozenset[int]
     auth_paused: dict[str, dict[str, object]]
+    # partition -> {"since": ms, "reason": text}: who paused it and why, for on-call's views
+    paused_notes: dict[int, dict[str, Any]] = field(default_factory=dict)
 
 
 def key_fingerprint(api_key: str) -> str:
@@ -27,11 +30,20 @@ def key_fingerprint(api_key: str) -> str:
 
 async def read(client: RedisClient) -> ControlState:
     raw = await client.hgetall(CONTROL)
-    paused = frozenset(int(str(k)[7:]) for k in raw if str(k).startswith("paused:"))
+    notes = {int(str(k)[7:]): _note(v) for k, v in raw.items() if str(k).startswith("paused:")}
+    paused = frozenset(notes)
     auth = {
         str(k)[12:]: codec.loads(v) for k, v in raw.items() if str(k).startswith("auth_paused:")
     }
-    return ControlState(paused, auth)
+    return ControlState(paused, auth, notes)
+
+
+def _note(raw: bytes | str) -> dict[str, Any]:
+    try:
+        value = codec.loads(raw)
+    except codec.JSONDecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 async def pause_partitions(client: RedisClient, partitions: list[int], reason: str) -> None:

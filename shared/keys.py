@@ -28,6 +28,10 @@ DIRECTORY_ACCOUNT_PREFIX = "rgdir:acct:"  # + account_id -> hash(email, locale)
 IP_LIMIT_PREFIX = f"{PREFIX}:iplimit:"  # + client ip -> GCRA theoretical arrival time
 # + provider + ":" + sha256(webhook token) -> "1", with a TTL: a signed token honoured once
 WEBHOOK_TOKEN_PREFIX = f"{PREFIX}:webhook-token:"
+# Operator actions (quarantine, release, pause, resume) with their actor: a capped stream.
+AUDIT = f"{PREFIX}:audit"
+# + sha256(console session id) -> hash(actor, roles, expires_at); the id itself is never stored.
+CONSOLE_SESSION_PREFIX = f"{PREFIX}:console:session:"
 
 
 def partition_of(account_id: str, partitions: int) -> int:
@@ -123,3 +127,7 @@ def webhook_token(provider: str, digest: str) -> str:
 
 def ip_limit(client_ip: str) -> str:
     return IP_LIMIT_PREFIX + client_ip
+
+
+def console_session(session_hash: str) -> str:
+    return CONSOLE_SESSION_PREFIX + session_hash

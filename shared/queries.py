@@ -9,12 +9,14 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import logging
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
 
-from shared.keys import PartitionKeys, partition_of, partition_of_operation
+from shared.keys import SUPPORT_CASES, PartitionKeys, partition_of, partition_of_operation
 from shared.logging import event
-from shared.model import Attempt, Operation
+from shared.model import Attempt, Operation, State
 from shared.redis import RedisClient
 
 log = logging.getLogger(__name__)
@@ -100,6 +102,7 @@ def _row(operation: Operation, max_attempts: int, now_ms: int) -> dict[str, Any]
         "state": str(operation.state),
         "created_at": operation.created_at,
         "age_seconds": round(max(0, now_ms - operation.created_at) / 1000, 3),
+        "horizon_at": operation.horizon_at,
         "attempts": operation.attempts,
         "remaining_attempts": remaining_attempts(operation, max_attempts),
         "next_attempt_at": operation.next_attempt_at or None,
@@ -135,3 +138,77 @@ async def oldest_live(
         if operation is not None:  # an index entry whose hash is gone is not an operation
             rows.append(_row(operation, max_attempts, now_ms))
     return rows
+
+
+# Live but held for a person: not waiting to be sent, so not "eligible" on on-call's views.
+HELD: frozenset[State] = frozenset({State.QUARANTINED, State.REVIEW})
+_SCAN_EACH = 20  # a partition's oldest live entries looked at for its oldest eligible one
+
+
+async def oldest_per_partition(
+    client: RedisClient, partitions: int, max_attempts: int, now_ms: int
+) -> list[dict[str, Any] | None]:
+    """Each partition's oldest eligible operation (live and not held; None where it has none
+    among its oldest few), in partition order."""
+    pipe = client.pipeline(transaction=False)
+    for partition in range(partitions):
+        pipe.zrange(PartitionKeys(partition).live, 0, _SCAN_EACH - 1)
+    heads = await pipe.execute()
+    pipe = client.pipeline(transaction=False)
+    for partition, members in enumerate(heads):
+        for operation_id in members:
+            pipe.hgetall(PartitionKeys(partition).operation(operation_id))
+    hashes = iter(await pipe.execute())
+    rows: list[dict[str, Any] | None] = []
+    for members in heads:
+        found = [_operation(op_id, next(hashes)) for op_id in members]
+        first = next((op for op in found if op is not None and op.state not in HELD), None)
+        rows.append(_row(first, max_attempts, now_ms) if first else None)
+    return rows
+
+
+async def held_for_review(client: RedisClient, partitions: int) -> list[dict[str, Any]]:
+    """Operations held for a person, oldest first."""
+    rows: list[dict[str, Any]] = []
+    for p in range(partitions):
+        members: Any = await client.zrange(PartitionKeys(p).review, 0, -1, withscores=True)
+        rows += [
+            {"operation_id": op_id, "partition": p, "since": int(since)} for op_id, since in members
+        ]
+    rows.sort(key=lambda r: r["since"])
+    return rows
+
+
+# Stream ids are the Redis server's clock, the times we compare them with are ours.
+CLOCK_SKEW_MS = 60_000
+CASE_SCAN_PAGE = 500
+CASE_SCAN_PAGES = 40
+
+
+async def scan_cases(
+    client: RedisClient, since_ms: int
+) -> AsyncGenerator[tuple[str, dict[str, str]], None]:
+    """Support cases written at or after ``since_ms`` (minus skew), oldest first, at most
+    ``CASE_SCAN_PAGES`` pages: the stream holds up to a million cases and has no index."""
+    start = f"{max(0, since_ms - CLOCK_SKEW_MS)}-0"
+    for _ in range(CASE_SCAN_PAGES):
+        entries: Any = await client.xrange(SUPPORT_CASES, start, "+", count=CASE_SCAN_PAGE)
+        for entry_id, fields in entries:
+            yield str(entry_id), dict(fields or {})
+        if len(entries) < CASE_SCAN_PAGE:
+            return
+        start = "(" + str(entries[-1][0])
+
+
+async def operation_cases(
+    client: RedisClient, operation: Operation, limit: int = 50
+) -> list[dict[str, str]]:
+    """The support cases attached to or raised about ``operation`` (ids and states only)."""
+    found = []
+    async with aclosing(scan_cases(client, operation.created_at)) as entries:
+        async for _, fields in entries:
+            if fields.get("operation_id") == operation.operation_id:
+                found.append(fields)
+                if len(found) >= limit:
+                    break
+    return found

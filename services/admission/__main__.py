@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 import aiohttp
 
 from services.admission.app import SERVICE, create_app
+from services.admission.console.app import console_worker
 from services.admission.settings import AdmissionSettings
 from shared import logging as jsonlog
 from shared.directory import Directory, HttpDirectory, RedisDirectory
@@ -49,8 +50,14 @@ async def main() -> None:
                 wait_replicas=settings.wait_replicas,
                 ip_limit_per_minute=settings.ip_limit_per_minute,
                 directory="http" if settings.directory_url else "redis",
+                console=settings.console_port is not None,
             )
-            await serve(SERVICE, settings, create_app(settings, hot, directory), [])
+            # The console (when configured): its own listener, and the plain client, so its
+            # occasional scans never queue behind the public hot path's pipelined link.
+            workers = (
+                [console_worker(settings, client)] if settings.console_port is not None else []
+            )
+            await serve(SERVICE, settings, create_app(settings, hot, directory), workers)
     finally:
         if hot is not client:
             await hot.aclose()

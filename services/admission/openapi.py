@@ -123,6 +123,7 @@ def _oldest_row() -> dict[str, Any]:
             "state": _STR,
             "created_at": _INT,
             "age_seconds": {"type": "number"},
+            "horizon_at": _INT,
             "attempts": _INT,
             "remaining_attempts": _INT,
             "next_attempt_at": _NULL_INT,

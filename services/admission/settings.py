@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from pydantic import Field, SecretStr, field_validator
 
+from services.admission.console.settings import ConsoleSettings
 from shared.settings import PolicySettings
 
 
-class AdmissionSettings(PolicySettings):
+class AdmissionSettings(PolicySettings, ConsoleSettings):
     # Required here: admission records the key id each operation's token is derived with.
     token_keys: SecretStr
     # Required: an internal API that silently accepted an empty token would be open.

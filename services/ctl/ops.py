@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import getpass
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -15,11 +16,10 @@ from typing import Any
 
 from pydantic import Field
 
-from shared import clock, codec, control, queries
-from shared.keys import SEND_GROUP, PartitionKeys, provider_pacing
-from shared.operations import hold
+from shared import actions, clock, codec, control, queries
 from shared.redis import RedisClient, create_client
 from shared.settings import CommonSettings, load
+from shared.status import describe_auth, in_flight, partitions_status, provider_status
 
 
 class OpsSettings(CommonSettings):
@@ -108,19 +108,13 @@ async def show(client: RedisClient, settings: OpsSettings, args: argparse.Namesp
 
 async def status(client: RedisClient, settings: OpsSettings, args: argparse.Namespace) -> int:
     state = await control.read(client)
-    pacing = await client.hgetall(provider_pacing(settings.provider_name))
-    rows = [await _partition_status(client, p, state) for p in range(settings.partitions)]
-    summary = {
-        "provider": settings.provider_name,
-        "pacing": pacing,
-        "auth_paused": state.auth_paused,
-        "partitions": rows,
-    }
-    blocked = int(float(pacing.get("blocked_until", 0) or 0))
+    provider = await provider_status(client, settings.provider_name, state)
+    rows = await partitions_status(client, settings.partitions, state)
+    summary = {**provider.view(), "partitions": rows}
     lines = [
-        f"provider {settings.provider_name}: rate={float(pacing.get('rate', 0) or 0):.1f}/s "
-        f"blocked_until={_when(blocked if blocked > clock.now_ms() else None)} "
-        f"auth={'PAUSED ' + codec.dumps_str(state.auth_paused) if state.auth_paused else 'ok'}",
+        f"provider {provider.name}: rate={provider.rate:.1f}/s "
+        f"blocked_until={_when(provider.blocked_until)} 429s={provider.throttled_total} "
+        f"auth={describe_auth(provider)}",
         f"{'P':>3} {'PAUSED':<6} {'SEND':>6} {'INFLIGHT':>8} {'DUE':>6} {'AMBIG':>5} "
         f"{'REVIEW':>6} {'LIVE':>6}",
     ]
@@ -133,48 +127,25 @@ async def status(client: RedisClient, settings: OpsSettings, args: argparse.Name
     return 0
 
 
-async def _partition_status(
-    client: RedisClient, partition: int, state: control.ControlState
-) -> dict[str, Any]:
-    pk = PartitionKeys(partition)
-    pipe = client.pipeline(transaction=False)
-    pipe.xlen(pk.send)
-    pipe.zcard(pk.due)
-    pipe.zcard(pk.ambiguous)
-    pipe.zcard(pk.review)
-    pipe.zcard(pk.live)
-    send, due, ambiguous, review, live = await pipe.execute()
-    return {
-        "partition": partition,
-        "paused": partition in state.paused,
-        "send": send,
-        "in_flight": await _in_flight(client, partition),
-        "due": due,
-        "ambiguous": ambiguous,
-        "review": review,
-        "live": live,
-    }
-
-
-async def _in_flight(client: RedisClient, partition: int) -> int:
-    try:
-        pending = await client.xpending(PartitionKeys(partition).send, SEND_GROUP)
-    except Exception:
-        return 0
-    return int(pending.get("pending") or 0) if pending else 0
-
-
 # -- switches ------------------------------------------------------------------------------
+def _actor() -> str:
+    """Who ran the command, for the audit record (the login of the shell, not a player)."""
+    try:
+        return "cli:" + getpass.getuser()
+    except (KeyError, OSError):  # no passwd entry (a container's arbitrary uid)
+        return "cli"
+
+
 async def pause(client: RedisClient, settings: OpsSettings, args: argparse.Namespace) -> int:
     partitions = _partitions(args, settings)
-    await control.pause_partitions(client, partitions, args.reason)
+    await actions.pause(client, partitions, _actor(), args.reason)
     print(f"paused {len(partitions)} partition(s): {partitions}; senders stop within ~1 s")
     return 0
 
 
 async def resume(client: RedisClient, settings: OpsSettings, args: argparse.Namespace) -> int:
     partitions = _partitions(args, settings)
-    await control.resume_partitions(client, partitions)
+    await actions.resume(client, partitions, _actor())
     print(f"resumed {len(partitions)} partition(s): {partitions}")
     return 0
 
@@ -182,10 +153,10 @@ async def resume(client: RedisClient, settings: OpsSettings, args: argparse.Name
 async def drain(client: RedisClient, settings: OpsSettings, args: argparse.Namespace) -> int:
     """Pause, then wait until nothing of the partition is in flight."""
     partitions = _partitions(args, settings)
-    await control.pause_partitions(client, partitions, "drain")
+    await actions.pause(client, partitions, _actor(), "drain")
     deadline = time.monotonic() + args.timeout
     while True:
-        busy = {p: await _in_flight(client, p) for p in partitions}
+        busy = {p: await in_flight(client, p) for p in partitions}
         if not any(busy.values()):
             print(f"drained {partitions}: paused, nothing in flight")
             return 0
@@ -195,23 +166,22 @@ async def drain(client: RedisClient, settings: OpsSettings, args: argparse.Names
         await asyncio.sleep(0.5)
 
 
-async def _hold(client: RedisClient, args: argparse.Namespace, action: str, reason: str) -> int:
-    done, state = await hold(client, args.operation_id, action, now=clock.now_ms(), reason=reason)
-    if not done:
-        print(f"refused: operation is {state or 'missing'}", file=sys.stderr)
+def _held(args: argparse.Namespace, outcome: actions.Outcome, target: str) -> int:
+    if not outcome.done:
+        print(f"refused: operation is {outcome.state}", file=sys.stderr)
         return 1
-    print(
-        f"{args.operation_id}: {state} -> {'quarantined' if action == 'quarantine' else 'queued'}"
-    )
+    print(f"{args.operation_id}: {outcome.state} -> {target}")
     return 0
 
 
 async def quarantine(client: RedisClient, _: OpsSettings, args: argparse.Namespace) -> int:
-    return await _hold(client, args, "quarantine", f"quarantined: {args.reason}")
+    outcome = await actions.quarantine(client, args.operation_id, _actor(), args.reason)
+    return _held(args, outcome, "quarantined")
 
 
 async def release(client: RedisClient, _: OpsSettings, args: argparse.Namespace) -> int:
-    return await _hold(client, args, "release", "released by operator")
+    outcome = await actions.release(client, args.operation_id, _actor())
+    return _held(args, outcome, "queued")
 
 
 async def provider_resume(
@@ -224,13 +194,7 @@ async def provider_resume(
 
 
 async def review_list(client: RedisClient, settings: OpsSettings, args: argparse.Namespace) -> int:
-    rows: list[dict[str, Any]] = []
-    for p in range(settings.partitions):
-        members: Any = await client.zrange(PartitionKeys(p).review, 0, -1, withscores=True)
-        rows += [
-            {"operation_id": op_id, "partition": p, "since": int(since)} for op_id, since in members
-        ]
-    rows.sort(key=lambda r: r["since"])
+    rows = await queries.held_for_review(client, settings.partitions)
     lines = [
         f"{r['operation_id']:<36} p{r['partition']:<3} since {_when(r['since'])}" for r in rows
     ]

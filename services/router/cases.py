@@ -11,19 +11,16 @@ second case, and a crash between claim and case does not lose one.
 
 from __future__ import annotations
 
+from contextlib import aclosing
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
 
 from shared.keys import ROUTER_SEEN_PREFIX, SUPPORT_CASES
+from shared.queries import scan_cases
 from shared.redis import RedisClient
 from shared.scripts import Script
 
 _claim = Script("route_claim")
-# Stream ids are the Redis server's clock; the claim time is ours. Look this far back.
-CLOCK_SKEW_MS = 60_000
-SCAN_PAGE = 500
-SCAN_PAGES = 40
 
 
 class ClaimCode(StrEnum):
@@ -66,13 +63,8 @@ async def write_case(client: RedisClient, fields: dict[str, str], maxlen: int) -
 
 async def find_case(client: RedisClient, case_id: str, since_ms: int) -> str | None:
     """The stream entry of ``case_id`` written at or after ``since_ms`` (minus skew)."""
-    start = f"{max(0, since_ms - CLOCK_SKEW_MS)}-0"
-    for _ in range(SCAN_PAGES):
-        entries: Any = await client.xrange(SUPPORT_CASES, start, "+", count=SCAN_PAGE)
-        for entry_id, fields in entries:
-            if fields and fields.get("case_id") == case_id:
-                return str(entry_id)
-        if len(entries) < SCAN_PAGE:
-            return None
-        start = "(" + str(entries[-1][0])
+    async with aclosing(scan_cases(client, since_ms)) as entries:
+        async for entry_id, fields in entries:
+            if fields.get("case_id") == case_id:
+                return entry_id
     return None

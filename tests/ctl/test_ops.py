@@ -14,7 +14,7 @@ from services.ctl.embedded import RedisServer
 from shared import codec
 from shared.admission import Admitter
 from shared.control import read as read_control
-from shared.keys import PartitionKeys
+from shared.keys import AUDIT, PartitionKeys
 from shared.operations import load_operation
 from shared.settings import PolicySettings
 from shared.tokens import TokenKeys
@@ -95,6 +95,12 @@ async def test_quarantine_and_release_keep_the_operation_id(
     released = await load_operation(redis, op)
     assert released is not None and released.state == "queued"
     assert await redis.xlen(PartitionKeys.of(op).send) == 2  # admission's job + the release
+    # Each action, done or refused, is recorded with who ran it (the console records its own).
+    audit = [fields for _, fields in await redis.xrange(AUDIT)]
+    assert [(a["action"], a["result"]) for a in audit] == [
+        ("quarantine", "done"), ("quarantine", "refused:quarantined"), ("release", "done"),
+    ]  # fmt: skip
+    assert all(a["actor"].startswith("cli") for a in audit)
 
 
 async def test_drain_returns_once_nothing_is_in_flight(redis_server: RedisServer) -> None:

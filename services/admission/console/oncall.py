@@ -1,0 +1,207 @@
+"""On-call pages: the oldest eligible operations (refreshed live) and the providers and
+partitions. One row per operation or per partition, never an average."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from aiohttp import web
+
+from services.admission.console.context import REDIS, SETTINGS
+from services.admission.console.html import (
+    Markup,
+    escape,
+    join,
+    link,
+    relative,
+    render,
+    row,
+    seconds,
+    table,
+    when,
+)
+from services.admission.console.pages import notice, page, principal_of
+from services.admission.console.views import operation_href
+from shared import actions, clock, control, queries
+from shared.status import partitions_status, provider_status
+
+OLDEST_LIMIT = 20
+AUDIT_FIELDS = ("actor", "action", "target", "result", "reason")
+
+
+def _share_of_horizon(r: dict[str, Any]) -> str:
+    """How much of the time from creation to the delivery horizon is already spent."""
+    span = r["horizon_at"] - r["created_at"]
+    if span <= 0:
+        return "-"
+    share = min(999.0, 100 * r["age_seconds"] * 1000 / span)
+    return f"{share:.1f} %" if share < 10 else f"{share:.0f} %"
+
+
+def _operation_cells(r: dict[str, Any], now: int) -> list[object]:
+    return [
+        r["state"],
+        seconds(r["age_seconds"]),
+        _share_of_horizon(r),
+        r["remaining_attempts"],
+        r["last_status"] or "-",
+        relative(r["next_attempt_at"], now),
+    ]
+
+
+async def _oldest_eligible(request: web.Request, now: int) -> list[dict[str, Any]]:
+    settings = request.app[SETTINGS]
+    rows = await queries.oldest_live(
+        request.app[REDIS], settings.partitions, OLDEST_LIMIT * 4, settings.max_attempts, now
+    )
+    return [r for r in rows if r["state"] not in queries.HELD][:OLDEST_LIMIT]
+
+
+def _partition_row(partition: int, paused: bool, r: dict[str, Any] | None, now: int) -> Markup:
+    pause = "paused" if paused else "no"
+    if r is None:
+        return row(partition, pause, "none", "-", "-", "-", "-", "-", "-")
+    op = link(operation_href(r["operation_id"]), r["operation_id"])
+    return row(partition, pause, op, *_operation_cells(r, now))
+
+
+async def _live_fragment(request: web.Request) -> Markup:
+    settings = request.app[SETTINGS]
+    client = request.app[REDIS]
+    now = clock.now_ms()
+    state = await control.read(client)
+    per_partition = await queries.oldest_per_partition(
+        client, settings.partitions, settings.max_attempts, now
+    )
+    partition_rows = [
+        _partition_row(p, p in state.paused, r, now) for p, r in enumerate(per_partition)
+    ]
+    overall_rows = [
+        row(
+            link(operation_href(r["operation_id"]), r["operation_id"]),
+            r["partition"],
+            *_operation_cells(r, now),
+        )
+        for r in await _oldest_eligible(request, now)
+    ]
+    if not overall_rows:
+        overall_rows = [Markup('<tr><td colspan="8">No eligible operation.</td></tr>')]
+    return render(
+        "oldest_live",
+        partitions=join(partition_rows),
+        overall=join(overall_rows),
+        limit=OLDEST_LIMIT,
+        review=_review(await queries.held_for_review(client, settings.partitions)),
+    )
+
+
+def _review(rows: list[dict[str, Any]]) -> Markup:
+    if not rows:
+        return notice("Nothing is held for review.")
+    items = [
+        Markup(
+            f"<li>{link(operation_href(r['operation_id']), r['operation_id'])} "
+            f"(partition {escape(r['partition'])}, since {when(r['since'])})</li>"
+        )
+        for r in rows[:OLDEST_LIMIT]
+    ]
+    return Markup(f"<ul>{join(items)}</ul>")
+
+
+async def oldest(request: web.Request) -> web.Response:
+    now = time.strftime("%H:%M:%S UTC", time.gmtime())
+    body = render("oldest", live=await _live_fragment(request), now=now)
+    return page(request, "Oldest eligible operations", body)
+
+
+async def oldest_live(request: web.Request) -> web.Response:
+    """The refreshed part of the oldest page, for console.js."""
+    return web.Response(
+        text=await _live_fragment(request), content_type="text/html", charset="utf-8"
+    )
+
+
+# -- providers and partitions --------------------------------------------------------------
+def _credentials(auth: dict[str, Any] | None) -> Markup:
+    if not auth:
+        return Markup("accepted")
+    return Markup(
+        f"<strong>rejected</strong> ({escape(auth.get('status', '?'))}) since "
+        f"{when(int(auth.get('since') or 0))}; sending paused"
+    )
+
+
+def _pause_action(partition: int, paused: bool, can_act: bool) -> Markup:
+    if not can_act:
+        return Markup("-")
+    verb = "resume" if paused else "pause"
+    return link(f"/console/partitions/{partition}/{verb}", f"{verb.capitalize()}…")
+
+
+def _sending(r: dict[str, Any]) -> str:
+    if r["draining"]:
+        return f"paused, draining ({r['in_flight']} in flight)"
+    return "paused" if r["paused"] else "yes"
+
+
+def _paused_by(r: dict[str, Any]) -> Markup:
+    if not r["paused"]:
+        return Markup("-")
+    return Markup(
+        f"{escape(r['paused_reason'] or 'no reason given')}, since {when(r['paused_since'])}"
+    )
+
+
+def _audit(entries: list[dict[str, Any]]) -> Markup:
+    if not entries:
+        return notice("No operator action recorded yet.")
+    rows = [
+        row(when(int(e.get("at") or 0)), *(e.get(f) or "-" for f in AUDIT_FIELDS)) for e in entries
+    ]
+    return table(("When", "Who", "Action", "Target", "Result", "Reason"), rows)
+
+
+async def providers(request: web.Request) -> web.Response:
+    settings = request.app[SETTINGS]
+    client = request.app[REDIS]
+    principal = principal_of(request)
+    can_act = principal is not None and principal.can_act
+    now = clock.now_ms()
+    state = await control.read(client)
+    provider = await provider_status(client, settings.provider_name, state)
+    rows = await partitions_status(client, settings.partitions, state)
+    provider_row = row(
+        provider.name,
+        _credentials(provider.auth_paused),
+        f"{provider.rate:.1f} sends/s",
+        relative(provider.blocked_until, now),
+        provider.throttled_total,
+        relative(provider.last_throttled_at, now),
+        sum(r["ambiguous"] for r in rows),
+        sum(r["review"] for r in rows),
+        sum(1 for r in rows if r["paused"]),
+    )
+    partition_rows = [
+        row(
+            r["partition"],
+            provider.name,
+            _sending(r),
+            _paused_by(r),
+            r["send"],
+            r["in_flight"],
+            r["due"],
+            r["ambiguous"],
+            r["review"],
+            r["live"],
+            _pause_action(r["partition"], r["paused"], can_act),
+        )
+        for r in rows
+    ]
+    body = render(
+        "providers",
+        providers=provider_row,
+        partitions=join(partition_rows),
+        audit=_audit(await actions.recent(client)),
+    )
+    return page(request, "Providers and partitions", body)

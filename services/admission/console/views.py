@@ -1,0 +1,268 @@
+"""The read pages: find, one operation, one account. Every value is escaped by the
+templates; nothing shown comes from outside the operation store except the configured
+provider name."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+from urllib.parse import quote
+
+from aiohttp import web
+
+from services.admission.console.context import REDIS, SETTINGS, Principal
+from services.admission.console.html import (
+    Markup,
+    escape,
+    join,
+    link,
+    relative,
+    render,
+    row,
+    seconds,
+    table,
+    when,
+)
+from services.admission.console.pages import csrf_of, message, notice, page, principal_of
+from services.admission.schemas import valid_account_id
+from shared import clock, queries
+from shared.model import LIVE, Attempt, Delivery, Operation, State
+
+QUARANTINABLE = frozenset({State.QUEUED, State.DEFERRED, State.AMBIGUOUS, State.REVIEW})
+RELEASABLE = frozenset({State.QUARANTINED, State.REVIEW})
+
+
+def operation_href(operation_id: str) -> str:
+    return "/console/operations/" + quote(operation_id, safe="")
+
+
+def account_href(account_id: str) -> str:
+    return "/console/accounts/" + quote(account_id, safe="")
+
+
+async def home(request: web.Request) -> web.Response:
+    return page(request, "Find an operation", render("home", csrf=csrf_of(request)))
+
+
+async def find(request: web.Request) -> web.StreamResponse:
+    """POST, so what was typed never lands in an address bar, a proxy log or history."""
+    form = await request.post()
+    query = str(form.get("q", "")).strip()
+    partitions = request.app[SETTINGS].partitions
+    if queries.operation_partition(query, partitions) is not None:
+        raise web.HTTPSeeOther(operation_href(query))
+    if "@" not in query and valid_account_id(query):
+        raise web.HTTPSeeOther(account_href(query))
+    # Not echoed: it may be an address or a login someone pasted.
+    return message(
+        request,
+        422,
+        "Find an operation",
+        "Enter an account id or an operation id (op-…); nothing else is searched.",
+    )
+
+
+# -- one operation -------------------------------------------------------------------------
+def _delivery(operation: Operation) -> Markup:
+    if operation.delivery is Delivery.UNKNOWN:
+        closed = operation.observation_closed_at
+        why = "observation window closed" if closed else "no delivery event seen yet"
+        return Markup(f'<span class="unknown">unknown</span> ({escape(why)})')
+    return Markup(f"{escape(operation.delivery)}, observed {when(operation.delivery_observed_at)}")
+
+
+def _last_answer(operation: Operation) -> str:
+    if not operation.last_outcome:
+        return "no attempt finished yet"
+    status = operation.last_status or "no HTTP status"
+    source = operation.retry_after_source
+    why = f"; last schedule from {SOURCES.get(source, source)}" if source else ""
+    return f"{operation.last_outcome} ({status}){why}"
+
+
+# What each Retry-After source (shared.retry_after.Source) means to a person reading it.
+SOURCES = {
+    "delta": "Retry-After in seconds",
+    "date": "Retry-After as an HTTP date",
+    "absent": "no Retry-After: backoff",
+    "invalid": "unreadable Retry-After: backoff",
+}
+_RETRY_AT = re.compile(r"^retry at (\d{12,14})$")
+
+
+def _decision(attempt: Attempt) -> Markup:
+    """The sender's decision, with its "retry at <ms>" shown as a time."""
+    text = attempt.decision or attempt.reason or "-"
+    match = _RETRY_AT.match(text)
+    return Markup(f"retry at {when(int(match.group(1)))}") if match else escape(text)
+
+
+def _retry_after(attempt: Attempt) -> str:
+    if not attempt.retry_at or not attempt.ended_at:
+        return "-"
+    return seconds((attempt.retry_at - attempt.ended_at) / 1000)
+
+
+def _fencing(attempt: Attempt) -> Markup:
+    parts = [Markup(f"<code>{escape(attempt.attempt_id)}</code>")]
+    if attempt.consumer:
+        parts.append(escape(f"held by {attempt.consumer}"))
+    if attempt.reason == "lease_expired":
+        parts.append(escape("lease ran out: fenced off, settled as ambiguous"))
+    if attempt.reconciled:
+        parts.append(escape(f"reconciled: {attempt.reconciled}"))
+    return join(parts, "<br>")
+
+
+def _timeline(ledger: list[Attempt]) -> Markup:
+    if not ledger:
+        return notice("No attempt yet.")
+    rows = [
+        row(
+            a.number or "-",
+            when(a.started_at),
+            when(a.ended_at),
+            a.outcome,
+            a.http_status or "-",
+            _retry_after(a),
+            SOURCES.get(a.retry_after_source, a.retry_after_source or "-"),
+            when(a.retry_at),
+            _decision(a),
+            _fencing(a),
+        )
+        for a in ledger
+    ]
+    return render("timeline", rows=join(rows))
+
+
+def _entry_points(operation: Operation) -> Markup:
+    if not operation.entry_points:
+        return notice("None recorded.")
+    rows = [row(name, count) for name, count in sorted(operation.entry_points.items())]
+    return table(("Entry point", "Requests"), rows)
+
+
+CASE_COLUMNS = ("Case", "Queue", "Priority", "Topic", "State when routed", "Routed")
+
+
+def _case_row(case: dict[str, str]) -> Markup:
+    fields = ("case_id", "queue", "priority", "topic", "state")
+    return row(*(case.get(f) or "-" for f in fields), when(int(case.get("routed_at") or 0)))
+
+
+def _cases(cases: list[dict[str, str]]) -> Markup:
+    if not cases:
+        return notice("No support case mentions this operation.")
+    return table(CASE_COLUMNS, [_case_row(c) for c in cases])
+
+
+def _actions(operation: Operation, principal: Principal) -> Markup:
+    base = operation_href(operation.operation_id)
+    links = []
+    if operation.state in QUARANTINABLE:
+        links.append(link(base + "/quarantine", "Quarantine…"))
+    if operation.state is State.QUARANTINED:
+        links.append(link(base + "/release", "Release…"))
+    if operation.state is State.REVIEW:
+        links.append(link(base + "/release", "Release from review…"))
+    if not links:
+        return Markup("")
+    if not principal.can_act:
+        return notice("Actions need the act role; you can read only.")
+    heading = Markup(
+        '<section class="actions" aria-labelledby="actions-h"><h2 id="actions-h">Actions</h2>'
+    )
+    return Markup(f"{heading}<p>{join(links, ' · ')}</p></section>")
+
+
+def _horizon(operation: Operation, now: int) -> Markup:
+    return relative(operation.horizon_at, now)
+
+
+async def _provider(request: web.Request, operation: Operation) -> str:
+    if operation.provider:
+        return operation.provider
+    return f"{request.app[SETTINGS].provider_name} (the partition's provider; not attempted yet)"
+
+
+def _operation_values(operation: Operation, max_attempts: int, now: int) -> dict[str, Any]:
+    return {
+        "operation_id": operation.operation_id,
+        "account": link(account_href(operation.account_id), operation.account_id),
+        "state": str(operation.state),
+        "reason": f"({operation.reason})" if operation.reason not in ("", operation.state) else "",
+        "partition": operation.partition,
+        "created": relative(operation.created_at, now),
+        "attempts": operation.attempts,
+        "max_attempts": max_attempts,
+        "remaining": queries.remaining_attempts(operation, max_attempts),
+        "next_attempt": relative(operation.next_attempt_at, now),
+        "last_answer": _last_answer(operation),
+        "horizon": _horizon(operation, now),
+        "token_expires": relative(operation.token_expires_at, now),
+        "token_used": when(operation.token_consumed_at)
+        if operation.token_consumed_at
+        else "not used",
+        "delivery": _delivery(operation),
+    }
+
+
+async def operation_page(request: web.Request) -> web.Response:
+    settings = request.app[SETTINGS]
+    client = request.app[REDIS]
+    detail = await queries.find_operation(
+        client, request.match_info["operation_id"], settings.partitions
+    )
+    if detail is None:
+        return message(
+            request, 404, "No such operation", "There is no recovery operation with this id."
+        )
+    operation = detail.operation
+    principal = principal_of(request)
+    assert principal is not None  # the auth middleware let the request through
+    body = render(
+        "operation",
+        **_operation_values(operation, settings.max_attempts, clock.now_ms()),
+        provider=await _provider(request, operation),
+        actions=_actions(operation, principal),
+        timeline=_timeline(detail.ledger),
+        entry_points=_entry_points(operation),
+        cases=_cases(await queries.operation_cases(client, operation)),
+    )
+    return page(request, "Recovery operation", body)
+
+
+# -- one account ---------------------------------------------------------------------------
+async def account_page(request: web.Request) -> web.Response:
+    """The account's live and last operation. The directory is never asked, so the page is
+    the same whether or not an account with this id exists."""
+    account_id = request.match_info["account_id"]
+    if "@" in account_id or not valid_account_id(account_id):
+        return message(request, 422, "Account", "This is not an account id.")
+    settings = request.app[SETTINGS]
+    client = request.app[REDIS]
+    operation_id = await queries.account_operation_id(client, account_id, settings.partitions)
+    detail = (
+        await queries.find_operation(client, operation_id, settings.partitions)
+        if operation_id
+        else None
+    )
+    rows = []
+    if detail is not None:
+        op = detail.operation
+        rows.append(
+            row(
+                "live" if op.state in LIVE else "last",
+                link(operation_href(op.operation_id), op.operation_id),
+                op.state,
+                when(op.created_at),
+                op.attempts,
+                op.delivery,
+            )
+        )
+    if rows:
+        columns = ("Which", "Operation", "State", "Created", "Attempts", "Delivery")
+        body = table(columns, rows, f"Recovery operations on record for account id {account_id}")
+    else:
+        body = notice(f"No recovery operation on record for account id {account_id}.")
+    return page(request, "Account", body)

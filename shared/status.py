@@ -1,0 +1,108 @@
+"""Where each partition and the provider stand: what ``resetgate ops status`` prints and the
+console's providers page shows. Read-only; one row per partition, never an average."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from shared import clock, codec, control
+from shared.keys import SEND_GROUP, PartitionKeys, provider_pacing
+from shared.redis import RedisClient
+
+
+async def in_flight(client: RedisClient, partition: int) -> int:
+    """Send jobs of the partition a sender has read and not yet acknowledged."""
+    try:
+        pending = await client.xpending(PartitionKeys(partition).send, SEND_GROUP)
+    except Exception:  # no stream or no group yet: nothing is in flight
+        return 0
+    return int(pending.get("pending") or 0) if pending else 0
+
+
+def _pause_note(state: control.ControlState, partition: int) -> dict[str, Any]:
+    note = state.paused_notes.get(partition)
+    return note if note is not None else {}
+
+
+async def partition_status(
+    client: RedisClient, partition: int, state: control.ControlState
+) -> dict[str, Any]:
+    pk = PartitionKeys(partition)
+    pipe = client.pipeline(transaction=False)
+    pipe.xlen(pk.send)
+    pipe.zcard(pk.due)
+    pipe.zcard(pk.ambiguous)
+    pipe.zcard(pk.review)
+    pipe.zcard(pk.live)
+    send, due, ambiguous, review, live = await pipe.execute()
+    busy = await in_flight(client, partition)
+    paused = partition in state.paused
+    note = _pause_note(state, partition)
+    return {
+        "partition": partition,
+        "paused": paused,
+        "paused_since": note.get("since"),
+        "paused_reason": note.get("reason"),
+        # Paused with attempts still finishing: senders stop taking new work, these settle.
+        "draining": paused and busy > 0,
+        "send": send,
+        "in_flight": busy,
+        "due": due,
+        "ambiguous": ambiguous,
+        "review": review,
+        "live": live,
+    }
+
+
+async def partitions_status(
+    client: RedisClient, partitions: int, state: control.ControlState
+) -> list[dict[str, Any]]:
+    return [await partition_status(client, p, state) for p in range(partitions)]
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderStatus:
+    name: str
+    rate: float  # sends/s the shared bucket allows right now
+    blocked_until: int | None  # ms; set while a 429's Retry-After holds every sender
+    throttled_total: int  # 429s recorded by the pacer since the store began
+    last_throttled_at: int | None
+    auth_paused: dict[str, Any] | None  # credentials rejected: since, status, key fingerprint
+
+    def view(self) -> dict[str, Any]:
+        return {
+            "provider": self.name,
+            "rate": self.rate,
+            "blocked_until": self.blocked_until,
+            "throttled_total": self.throttled_total,
+            "last_throttled_at": self.last_throttled_at,
+            "auth_paused": self.auth_paused,
+        }
+
+
+def _number(raw: dict[Any, Any], name: str) -> float:
+    try:
+        return float(raw.get(name) or 0)
+    except ValueError:
+        return 0.0
+
+
+async def provider_status(
+    client: RedisClient, provider: str, state: control.ControlState
+) -> ProviderStatus:
+    pacing = await client.hgetall(provider_pacing(provider))
+    blocked = int(_number(pacing, "blocked_until"))
+    last = int(_number(pacing, "last_throttled_at"))
+    return ProviderStatus(
+        name=provider,
+        rate=_number(pacing, "rate"),
+        blocked_until=blocked if blocked > clock.now_ms() else None,
+        throttled_total=int(_number(pacing, "throttled_total")),
+        last_throttled_at=last or None,
+        auth_paused=state.auth_paused.get(provider),
+    )
+
+
+def describe_auth(status: ProviderStatus) -> str:
+    return "PAUSED " + codec.dumps_str(status.auth_paused) if status.auth_paused else "ok"

@@ -1,0 +1,319 @@
+"""The console in a real headless Chromium against real processes (sandbox provider under a
+storm, admission with its console listener, a sender and the router): find an operation,
+read its timeline while the storm runs, pause a partition, quarantine and release one of its
+operations, watch the oldest page refresh itself; every rendered page is scanned for a login,
+an address or a token. Screenshots go to ``RESETGATE_CONSOLE_SCREENSHOTS`` (the committed
+ones: ``docs/console/``) or to the test's temporary directory."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from redis.asyncio import Redis
+from selenium import webdriver
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webelement import WebElement
+from selenium.webdriver.support.expected_conditions import staleness_of
+from selenium.webdriver.support.ui import WebDriverWait
+
+from services.ctl.embedded import free_port
+from services.sandbox.testing import SANDBOX_API_KEY, run_sandbox_process, sandbox_stats
+from shared.directory import Account, RedisDirectory
+from shared.keys import CONTACT_FORMS, PartitionKeys
+from tests.conftest import TEST_TOKEN_KEYS
+from tests.console import browser as chromium
+from tests.console.helpers import forbidden_texts, scan
+from tests.support.processes import Processes
+
+TOKEN = "browser-internal-token-0123456789"
+STORM = 240  # operations admitted at once
+PARTITIONS = 4
+RATE = 12  # the sandbox's sends/s; the sender's ceiling (24/s) is twice that, so 429s come
+pytestmark = pytest.mark.timeout(180)
+
+
+@pytest.fixture(scope="module")
+def driver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[webdriver.Chrome]:
+    chromium.install()
+    browser = chromium.start(tmp_path_factory.mktemp("chromium-profile"))
+    yield browser
+    browser.quit()
+
+
+class Stack:
+    def __init__(self, processes: Processes, console_url: str, redis: Redis, provider: str):
+        self.processes = processes
+        self.console = console_url
+        self.redis = redis
+        self.provider = provider
+        self.accounts: list[tuple[str, Account]] = []
+        self.operations: list[str] = []
+
+    async def internal(self, path: str, body: dict[str, str]) -> Any:
+        url = self.processes["admission"].url + path
+        async with (
+            aiohttp.ClientSession() as session,
+            session.post(url, json=body, headers={"Authorization": f"Bearer {TOKEN}"}) as response,
+        ):
+            return await response.json()
+
+    async def storm(self, count: int) -> None:
+        directory = RedisDirectory(self.redis)
+        for i in range(count):
+            account = Account(f"acct-b{i:03d}", f"player{i:03d}@mail.example")
+            await directory.add(f"login-b{i:03d}", account)
+            self.accounts.append((f"login-b{i:03d}", account))
+        replies = await asyncio.gather(*(
+            self.internal("/internal/v1/recovery-operations",
+                          {"account_id": a.account_id, "entry_point": "agent", "actor": "t"})
+            for _, a in self.accounts
+        ))  # fmt: skip
+        self.operations = [r["operation_id"] for r in replies]
+
+    async def state(self, operation_id: str) -> str:
+        return str(
+            await self.redis.hget(PartitionKeys.of(operation_id).operation(operation_id), "state")
+        )
+
+
+@pytest.fixture
+async def stack(redis: Redis, redis_server: Any, tmp_path: Path) -> AsyncIterator[Stack]:
+    async with run_sandbox_process(
+        send_rate_per_second=RATE, delivered_delay_seconds=1.0
+    ) as provider:
+        port = free_port()
+        base = {
+            "RESETGATE_REDIS_URL": redis_server.url,
+            "RESETGATE_TOKEN_KEYS": TEST_TOKEN_KEYS,
+            "RESETGATE_INTERNAL_API_TOKEN": TOKEN,
+            "RESETGATE_PROVIDER_URL": provider,
+            "RESETGATE_PROVIDER_API_KEY": SANDBOX_API_KEY,
+            "RESETGATE_PARTITIONS": str(PARTITIONS),
+            "RESETGATE_IP_LIMIT_PER_MINUTE": "0",
+            "RESETGATE_SHUTDOWN_GRACE_SECONDS": "3",
+        }
+        async with Processes(tmp_path, base) as processes:
+            processes.add(
+                "admission", RESETGATE_CONSOLE_PORT=str(port), RESETGATE_CONSOLE_HOST="127.0.0.1"
+            )
+            processes.add(
+                "sender",
+                RESETGATE_PROVIDER_MAX_RATE="24",
+                RESETGATE_CONCURRENCY="4",
+                RESETGATE_READ_BATCH="2",
+                RESETGATE_PROMOTE_INTERVAL_SECONDS="0.1",
+            )
+            processes.add("router", RESETGATE_BLOCK_MS="100")
+            await asyncio.gather(*(processes.start(n) for n in processes.services))
+            yield Stack(processes, f"http://127.0.0.1:{port}", redis, provider)
+
+
+def _shots() -> Path | None:
+    where = os.environ.get("RESETGATE_CONSOLE_SCREENSHOTS")
+    return Path(where) if where else None
+
+
+class Pages:
+    """The browser, plus what every visited page must not contain."""
+
+    def __init__(self, driver: webdriver.Chrome, stack: Stack, shots: Path, forbidden: list[str]):
+        self.driver = driver
+        self.stack = stack
+        self.shots = shots
+        self.forbidden = forbidden
+        self.scanned = 0
+
+    def open(self, path: str) -> None:
+        self.driver.get(self.stack.console + path)
+        self.check()
+
+    def check(self) -> None:
+        found = scan(self.driver.page_source, self.forbidden)
+        assert found == [], f"{self.driver.current_url} renders {found}"
+        self.scanned += 1
+
+    def follow(self, element: WebElement) -> None:
+        """Click and wait for the next page (a click returns before it has loaded)."""
+        old = self.driver.find_element(By.TAG_NAME, "html")
+        element.click()
+        WebDriverWait(self.driver, 20).until(staleness_of(old))
+        self.check()
+
+    def click(self, text: str) -> None:
+        self.follow(self.driver.find_element(By.LINK_TEXT, text))
+
+    def submit(self, selector: str = "button[type=submit].danger") -> None:
+        self.follow(self.driver.find_element(By.CSS_SELECTOR, selector))
+
+    def heading(self) -> str:
+        return str(self.driver.find_element(By.TAG_NAME, "h1").text)
+
+    def shot(self, name: str) -> None:
+        self.driver.save_screenshot(str(self.shots / f"{name}.png"))
+
+    def wait_for(self, text: str, timeout: float = 20, reload: bool = True) -> None:
+        deadline = time.monotonic() + timeout
+        while text not in self.driver.page_source:
+            assert time.monotonic() < deadline, (
+                f"{text!r} never showed on {self.driver.current_url}"
+            )
+            time.sleep(0.3)
+            if reload:
+                self.driver.refresh()
+        self.check()
+
+
+def _partition_row(pages: Pages, partition: int) -> str:
+    xpath = f"//section[2]//tbody/tr[td[1]='{partition}']"
+    return str(pages.driver.find_element(By.XPATH, xpath).text)
+
+
+async def _throttled_once(stack: Stack) -> str:
+    for op in stack.operations:
+        rows = await stack.redis.lrange(PartitionKeys.of(op).attempts(op), 0, -1)
+        if any('"throttled"' in r for r in rows):
+            return op
+    raise AssertionError("the storm deferred no operation")
+
+
+async def _still_waiting(stack: Stack, partition: int | None = None) -> str:
+    # The newest of the storm for choosing a partition; the oldest of a paused partition, so
+    # it is the first sent once the partition resumes.
+    order = stack.operations if partition is not None else list(reversed(stack.operations))
+    for op in order:
+        if partition is not None and PartitionKeys.of(op).partition != partition:
+            continue
+        if await stack.state(op) in ("queued", "deferred"):
+            return op
+    raise AssertionError("no operation of the storm is still waiting")
+
+
+def _sign_in(pages: Pages) -> None:
+    pages.open("/console/providers")
+    assert pages.heading() == "Sign in"  # no credentials: sent to sign in, nothing shown
+    pages.driver.find_element(By.ID, "name").send_keys("maria")
+    pages.driver.find_element(By.ID, "token").send_keys(TOKEN)
+    pages.submit("main button[type=submit]")
+    assert pages.heading() == "Find an operation"
+
+
+def _find(pages: Pages, query: str) -> None:
+    pages.open("/console/")
+    pages.driver.find_element(By.ID, "q").send_keys(query)
+    pages.submit("main button[type=submit]")
+
+
+async def test_console_in_chromium_during_a_storm(
+    driver: webdriver.Chrome, stack: Stack, token_keys: Any, tmp_path: Path
+) -> None:
+    await stack.storm(STORM)
+    login, account = stack.accounts[0]
+    first = stack.operations[0]
+    # The same player also clicked resend and wrote to support: both converge on `first`.
+    async with aiohttp.ClientSession() as session:
+        await session.post(
+            stack.processes["admission"].url + "/v1/password-resets", json={"login": login}
+        )
+    await stack.redis.xadd(
+        CONTACT_FORMS,
+        {
+            "event_id": "evt-b1",
+            "topic": "password_reset",
+            "login": login,
+            "submitted_at": "2026-01-01T00:00:00Z",
+        },
+    )
+    shots = _shots() or tmp_path
+    shots.mkdir(parents=True, exist_ok=True)
+    forbidden = forbidden_texts(
+        [lg for lg, _ in stack.accounts],
+        [a.email for _, a in stack.accounts],
+        token_keys,
+        stack.operations,
+    )
+    pages = Pages(driver, stack, shots, forbidden)
+    _sign_in(pages)
+
+    # Pause another partition early in the storm; it drains, then stands paused (below).
+    partition = (PartitionKeys.of(first).partition + 1) % PARTITIONS
+    pages.open(f"/console/partitions/{partition}/pause")
+    pages.driver.find_element(By.ID, "reason").send_keys("watching a bounce spike")
+    pages.submit()
+    assert "Paused." in driver.page_source
+    row = _partition_row(pages, partition)
+    assert "paused" in row and "console:maria" in row
+
+    # Find by account id, then open its operation; read its timeline while the storm runs.
+    _find(pages, account.account_id)
+    assert pages.heading() == "Account"
+    pages.click(first)
+    assert pages.heading() == "Recovery operation"
+    pages.wait_for("<td>accepted</td>")  # a finished attempt in the timeline
+    elsewhere = [op for op in stack.operations if PartitionKeys.of(op).partition != partition]
+    storm_left = sum([await stack.state(op) != "accepted" for op in elsewhere])
+    assert storm_left > 0, "the storm was over before the timeline was read"
+    pages.wait_for("case-")  # the router's support case, attached
+    text = driver.find_element(By.TAG_NAME, "main").text
+    assert "public" in text and "contact_form" in text and "agent" in text
+
+    # The paused partition drains (attempts a sender had already taken finish), then stands.
+    pages.open("/console/providers")
+    row = _partition_row(pages, partition)
+    deadline = time.monotonic() + 20
+    while "draining" in row:
+        assert time.monotonic() < deadline, row
+        await asyncio.sleep(0.3)
+        pages.open("/console/providers")
+        row = _partition_row(pages, partition)
+    pages.shot("providers")
+    waiting = await _still_waiting(stack, partition)
+
+    # Quarantine the waiting operation, then release it, each behind a confirmation.
+    _find(pages, waiting)
+    pages.click("Quarantine…")
+    assert pages.heading() == "Quarantine"
+    driver.find_element(By.ID, "reason").send_keys("player asked to hold")
+    pages.submit()
+    assert await stack.state(waiting) == "quarantined"
+    assert "quarantined by console:maria" in driver.page_source
+    pages.click("Release…")
+    pages.submit()
+    assert await stack.state(waiting) == "queued"
+
+    # The oldest page, while the paused partition still waits: it refreshes itself
+    # (console.js) without a reload.
+    pages.open("/console/oldest")
+    assert waiting in driver.find_element(By.ID, "live").text
+    pages.shot("oldest")
+    WebDriverWait(driver, 12).until(
+        lambda d: "Refreshed at" in d.find_element(By.ID, "refreshed").text
+    )
+    pages.check()
+
+    pages.open(f"/console/partitions/{partition}/resume")
+    pages.submit()
+    pages.open(f"/console/operations/{waiting}")
+    pages.wait_for("<td>accepted</td>", timeout=40)
+    sent = (await sandbox_stats(stack.provider, operation_id=waiting))["sent_by_operation"]
+    assert sent[waiting] == 1
+
+    # An operation the storm deferred: its timeline shows the 429, the Retry-After and its source.
+    retried = await _throttled_once(stack)
+    pages.open(f"/console/operations/{retried}")
+    cells = driver.find_element(By.XPATH, "//tbody/tr[td[4]='throttled']").text
+    assert "429" in cells and "Retry-After in seconds" in cells
+    pages.shot("operation")
+
+    pages.open("/console/providers")
+    throttled = driver.find_element(By.XPATH, "//section[1]//tbody/tr/td[5]").text
+    assert int(throttled) > 0  # the storm's 429s, counted by the pacer
+    pages.open("/console/")
+    pages.shot("find")
+    assert pages.scanned >= 15
