@@ -7,7 +7,17 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from helmchart import BASE, CORE, Helm, Manifest, config_data, deployments, name_of, of_kind
+from helmchart import (
+    BASE,
+    CORE,
+    Helm,
+    Manifest,
+    config_data,
+    container,
+    deployments,
+    name_of,
+    of_kind,
+)
 
 
 def redis_egress_ports(helm: Helm, values: dict[str, Any]) -> dict[str, set[int]]:
@@ -189,3 +199,21 @@ def test_the_shutdown_fits_the_termination_grace_period(helm: Helm) -> None:
         helm.template({"shutdownGraceSeconds": 10, "terminationGracePeriodSeconds": 21})
     )
     assert short["RESETGATE_SHUTDOWN_GRACE_SECONDS"] == "10"
+
+
+# --- Redis guidance --------------------------------------------------------------------------
+
+
+def test_the_dev_redis_never_evicts_and_the_rules_ticket_one_that_does(helm: Helm) -> None:
+    docs = helm.template({"redis.url": "", "devRedis.enabled": True})
+    args = container(deployments(docs)["redis"])["args"]
+    assert args[args.index("--maxmemory-policy") + 1] == "noeviction"
+    monitoring = {
+        "metrics.prometheusRule.enabled": True,
+        "metrics.runbookBaseUrl": "https://x.test/rb",
+    }
+    (rule,) = of_kind(helm.template(monitoring), "PrometheusRule").values()
+    (unsafe,) = [r for g in rule["spec"]["groups"] for r in g["rules"]
+                 if r.get("alert") == "RedisEvictionPolicyUnsafe"]  # fmt: skip
+    assert "resetgate_redis_maxmemory_policy" in unsafe["expr"]
+    assert unsafe["labels"]["severity"] == "ticket"
