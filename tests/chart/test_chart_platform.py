@@ -217,3 +217,25 @@ def test_the_dev_redis_never_evicts_and_the_rules_ticket_one_that_does(helm: Hel
                  if r.get("alert") == "RedisEvictionPolicyUnsafe"]  # fmt: skip
     assert "resetgate_redis_maxmemory_policy" in unsafe["expr"]
     assert unsafe["labels"]["severity"] == "ticket"
+
+
+def test_helm_lint_strict_passes_with_every_platform_value(helm: Helm) -> None:
+    values = {
+        **BASE,
+        "redis.url": "rediss://redis.data.svc:6380/0",
+        "metrics.serviceMonitor.enabled": True,
+        "metrics.prometheusRule.enabled": True,
+        "metrics.dashboard.enabled": True,
+        "metrics.runbookBaseUrl": "https://git.example.test/resetgate/blob/main/docs/runbook.md",
+        "ingress.enabled": True,
+        "ingress.host": "reset.example.test",
+        "ingress.tls.clusterIssuer": "letsencrypt",
+        "admission.service.type": "LoadBalancer",
+        "admission.service.externalTrafficPolicy": "Local",
+        "priorityClassName": "resetgate-critical",
+        "extraVolumes": [{"name": "ca", "configMap": {"name": "ca"}}],
+        "extraVolumeMounts": [{"name": "ca", "mountPath": "/etc/ca"}],
+    }
+    done = helm.lint(values)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Fail:" not in done.stdout + done.stderr
