@@ -47,10 +47,15 @@ def test_prometheus_rule_is_the_tested_rules_file_for_this_release(helm: Helm) -
 
 
 def test_prometheus_rule_selector_can_be_set(helm: Helm) -> None:
-    selector = 'namespace="prod",cluster="eu1"'
+    selector = 'namespace=~"prod|prod-eu"'
     docs = helm.template({**MONITORING, "metrics.prometheusRule.selector": selector})
     (rule,) = of_kind(docs, "PrometheusRule").values()
     assert rule["spec"]["groups"] == expected_groups(selector)
+    # a matcher on another label would never match the recorded series (they keep only
+    # namespace), so the alerts built on them would never fire: refused
+    for bad in ('namespace="prod",cluster="eu1"', 'cluster="eu1"', "namespace=prod"):
+        error = helm.template_error({**BASE, **MONITORING, "metrics.prometheusRule.selector": bad})
+        assert "must be one matcher on namespace" in error, bad
 
 
 def test_alert_links_are_absolute_and_required(helm: Helm) -> None:

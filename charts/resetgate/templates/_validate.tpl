@@ -90,7 +90,13 @@ resetgate: ingress.enabled needs ingress.host, the name players' clients call.
 
 {{- define "resetgate.validate.monitoring" -}}
 {{- $m := .Values.metrics -}}
-{{- if and (or $m.prometheusRule.enabled $m.dashboard.enabled) (not $m.runbookBaseUrl) -}}
+{{- $selector := $m.prometheusRule.selector -}}
+{{- if and $selector (not (regexMatch "^namespace(=|!=|=~|!~)\"[^\"]*\"$" $selector)) -}}
+resetgate: metrics.prometheusRule.selector must be one matcher on namespace (e.g. namespace="prod" or
+namespace=~"prod|prod-eu"), got {{ $selector }}. The rules keep only namespace through their
+aggregations, so a matcher on any other label would never match the recorded series and the
+alerts built on them would stay silent.
+{{- else if and (or $m.prometheusRule.enabled $m.dashboard.enabled) (not $m.runbookBaseUrl) -}}
 resetgate: metrics.prometheusRule / metrics.dashboard link every alert to its runbook section, so set
 metrics.runbookBaseUrl to the absolute URL of docs/runbook.md as responders open it
 (e.g. https://git.example.com/team/resetgate/blob/main/docs/runbook.md).
