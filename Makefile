@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: setup run test lint typecheck chart-lint chromium unit test-cluster test-slow bench clean
+.PHONY: setup run test lint typecheck chart-lint chart-readme chromium unit test-cluster test-slow bench clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -38,11 +38,15 @@ chart-lint: setup
 	  $$HELM lint --strict charts/resetgate -f charts/resetgate/values-dev.yaml && \
 	  $$HELM lint --strict charts/resetgate -f charts/resetgate/values-prod-like.yaml
 
+# charts/resetgate/README.md's tables are what tools/chart-readme.sh generates from values.yaml.
+chart-readme:
+	tools/chart-readme.sh --check
+
 # The end-to-end suite and the sender suite again, on a 3-master Redis Cluster.
 test-cluster: setup
 	RESETGATE_TEST_REDIS=cluster $(BIN)/python -m pytest tests/e2e tests/sender
 
-test: lint typecheck chart-lint unit test-cluster
+test: lint typecheck chart-lint chart-readme unit test-cluster
 
 test-slow: setup
 	$(BIN)/python -m pytest -m slow

@@ -19,6 +19,7 @@ from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from shared.logging import event
+from shared.redis_policy import check_eviction_policy
 from shared.settings import CommonSettings
 
 log = logging.getLogger(__name__)
@@ -73,9 +74,11 @@ async def connect(settings: CommonSettings, attempts: int = 30) -> RedisClient:
             raise
         return client
 
-    return await until_done(
+    client = await until_done(
         answering_client, "connect", attempts, errors=(RedisError, *TRANSIENT_ERRORS)
     )
+    await check_eviction_policy(client)
+    return client
 
 
 async def until_done(

@@ -129,6 +129,7 @@ async def serve(
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    metrics.export_only(name)
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=5.0, **http_limits(settings))
     await runner.setup()
     site = web.TCPSite(runner, settings.http_host, settings.http_port)

@@ -54,6 +54,9 @@ def create_app(
     app[OPENAPI] = codec.dumps(document())
     app.cleanup_ctx.append(_gate_lifecycle)
     metrics.token_ttl.set(settings.token_ttl_seconds)
+    # Redis answered before the app was built; the readiness probe keeps this current. The
+    # series must exist from the start: AdmissionUnavailable pages on its absence.
+    metrics.redis_up.labels(SERVICE).set(1)
 
     async def readiness() -> dict[str, bool]:
         up = await ping(client)

@@ -20,7 +20,7 @@ from prometheus_client.metrics import MetricWrapperBase
 ROOT = Path(__file__).resolve().parents[2]
 RULES_FILE = ROOT / "charts" / "resetgate" / "files" / "alerts.rules.yml"
 RUNBOOK = ROOT / "docs" / "runbook.md"
-DASHBOARD = ROOT / "dashboards" / "resetgate.json"
+DASHBOARD = ROOT / "charts" / "resetgate" / "files" / "dashboard.json"
 INSTALLER = ROOT / "tools" / "install-prometheus.sh"
 UNIT_TESTS = sorted((ROOT / "tests" / "alerts").glob("*.test.yml"))
 
@@ -62,6 +62,34 @@ def run_promtool(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [promtool, *args], capture_output=True, text=True, timeout=120, cwd=ROOT, check=False
     )
+
+
+# The rules file's stand-in for the release's label matchers, and what the tests put there:
+# the chart renders metrics.prometheusRule.selector (default namespace="<release namespace>")
+# the same way (tests/chart/test_chart_monitoring.py holds the two to one another).
+SELECTOR_PLACEHOLDER = 'release_selector=""'
+TEST_SELECTOR = 'namespace="prod"'
+
+
+def render_rules(selector: str = TEST_SELECTOR) -> str:
+    """The rules file with the release's label matchers in every selector."""
+    return RULES_FILE.read_text().replace(SELECTOR_PLACEHOLDER, selector)
+
+
+def promtool_unit_tests(
+    paths: list[Path], workdir: Path, selector: str = TEST_SELECTOR
+) -> subprocess.CompletedProcess[str]:
+    """`promtool test rules` for ``paths`` against the rules rendered with ``selector``."""
+    rendered = workdir / "alerts.rules.yml"
+    rendered.write_text(render_rules(selector))
+    copies = []
+    for path in paths:
+        document = yaml.safe_load(path.read_text())
+        document["rule_files"] = [str(rendered)]
+        copy = workdir / path.name
+        copy.write_text(yaml.safe_dump(document, sort_keys=False))
+        copies.append(str(copy))
+    return run_promtool("test", "rules", *copies)
 
 
 def exported_metric_names() -> set[str]:

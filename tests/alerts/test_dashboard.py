@@ -27,6 +27,8 @@ GRAFANA_VARIABLES = {
     "$__range": "1h",
     "${partition}": ".*",
     "$partition": ".*",
+    "$namespace": "prod",
+    "$release": ".*",
 }
 # The questions the dashboard has to answer, by the series that answer them.
 REQUIRED = {
@@ -39,6 +41,7 @@ REQUIRED = {
     "queue depth": "resetgate_queue_depth",
     "reconciliations": "resetgate_reconciliations_total",
     "support cases": "resetgate_support_cases_total",
+    "admission error rate": "resetgate_http_request_duration_seconds_count",
 }
 
 
@@ -96,7 +99,9 @@ def test_template_variables_query_exported_metrics() -> None:
     exported = exported_metric_names()
     for variable in dashboard()["templating"]["list"]:
         if variable["type"] == "query":
-            match = re.fullmatch(r"label_values\((\w+), *(\w+)\)", variable["definition"])
+            match = re.fullmatch(
+                r"label_values\((\w+)(?:\{[^}]*\})?, *(\w+)\)", variable["definition"]
+            )
             assert match, variable["name"]
             assert match.group(1) in exported, variable["name"]
 
@@ -107,6 +112,27 @@ def test_the_panels_on_call_needs_are_there() -> None:
     assert not missing
     share = [expr for _, expr in queries() if 'outcome="throttled"' in expr and "/" in expr]
     assert share, "no 429 share panel (throttled / all attempts)"
+
+
+def test_every_query_reads_one_release() -> None:
+    # In a shared Prometheus a panel without the namespace (and, for scraped series, the
+    # release) matchers would add prod and staging together.
+    names = {variable["name"] for variable in dashboard()["templating"]["list"]}
+    assert {"namespace", "release"} <= names
+    for title, expr in queries():
+        for name in metric_names(expand(expr)):
+            for match in re.finditer(rf"(?<![\w:]){re.escape(name)}(\{{[^}}]*\}})?", expr):
+                matchers = match.group(1) or ""
+                assert 'namespace="$namespace"' in matchers, f"{title}: {name}"
+                if ":" not in name:  # recorded series are aggregated by namespace only
+                    assert 'release=~"$release"' in matchers, f"{title}: {name}"
+
+
+def test_admission_error_rate_is_shown() -> None:
+    share = [
+        expr for _, expr in queries() if 'service="admission"' in expr and 'status=~"5.."' in expr
+    ]
+    assert share and all("/" in expr for expr in share)
 
 
 def test_queue_age_is_shown_per_partition() -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ import yaml
 from tests.alerts.promql import (
     RULES_FILE,
     RUNBOOK,
+    SELECTOR_PLACEHOLDER,
     UNIT_TESTS,
     alert_rules,
     ensure_binary,
@@ -21,7 +23,9 @@ from tests.alerts.promql import (
     github_anchors,
     load_rules,
     metric_names,
+    promtool_unit_tests,
     recorded_names,
+    render_rules,
     run_promtool,
 )
 
@@ -33,6 +37,11 @@ PAGES = {
     "SendersStalled",
     "ProviderCredentialsRejected",
     "AmbiguousAttemptsRising",
+    # the silent failures: nothing would page on player harm because nothing is measured
+    "SendersGone",
+    "AdmissionUnavailable",
+    "AdmissionErrorsHigh",
+    "RedisDown",
 }
 NOT_PAGES = {
     "ProviderThrottlingHigh": "warning",
@@ -40,6 +49,7 @@ NOT_PAGES = {
     "BouncesRising": "ticket",
     "ContactFormsDeadLettered": "ticket",
     "AlertInputsMissing": "warning",
+    "RedisEvictionPolicyUnsafe": "ticket",
 }
 # Alerts built on per-partition metrics must name the partition they fire for.
 PARTITIONED = {"OperationsExhausted", "OldestEligibleAgeHigh", "SendersStalled",
@@ -57,15 +67,46 @@ def unit_test_cases() -> dict[str, list[dict[str, Any]]]:
     return cases
 
 
-def test_promtool_check_rules_passes() -> None:
-    result = run_promtool("check", "rules", str(RULES_FILE))
+def test_promtool_check_rules_passes(tmp_path: Path) -> None:
+    # As written (one release per Prometheus) and as the chart renders it.
+    rendered = tmp_path / "rendered.rules.yml"
+    rendered.write_text(render_rules())
+    result = run_promtool("check", "rules", str(RULES_FILE), str(rendered))
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_promtool_unit_tests_pass() -> None:
+def test_promtool_unit_tests_pass(tmp_path: Path) -> None:
     assert UNIT_TESTS, "no tests/alerts/*.test.yml found"
-    result = run_promtool("test", "rules", *(str(path) for path in UNIT_TESTS))
+    result = promtool_unit_tests(UNIT_TESTS, tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_shared_prometheus_pages_without_a_release_selector(tmp_path: Path) -> None:
+    # The rules as written (selector matching every series) still keep releases apart,
+    # because every aggregation keeps `namespace`: prod's stall pages while staging sends.
+    (shared,) = [path for path in UNIT_TESTS if path.name == "shared.test.yml"]
+    result = promtool_unit_tests([shared], tmp_path, 'release_selector=""')
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_every_selector_carries_the_release_selector() -> None:
+    # A selector without it would read every release's series in a shared Prometheus.
+    for rule in load_rules():
+        for name in metric_names(rule["expr"]):
+            pattern = rf'(?<![\w:"]){re.escape(name)}(\{{[^}}]*\}})?'
+            for match in re.finditer(pattern, rule["expr"]):
+                matchers = match.group(1) or ""
+                assert SELECTOR_PLACEHOLDER in matchers, (
+                    f"{rule.get('alert') or rule.get('record')}: {name} without the selector"
+                )
+
+
+def test_every_alert_fires_with_its_namespace() -> None:
+    # Pages from a shared Prometheus must say which release they are about.
+    for name, cases in unit_test_cases().items():
+        for case in cases:
+            for alert in case.get("exp_alerts") or []:
+                assert alert["exp_labels"].get("namespace") == "prod", name
 
 
 def test_unit_tests_load_the_shipped_rules_file() -> None:

@@ -12,10 +12,16 @@ def scaled_object(helm: Helm, values: dict[str, Any]) -> dict[str, Any]:
     return dict(only["spec"])
 
 
+SCALED = [c for c in CORE if c != "poller"]
+
+
 def test_hpa_targets_its_deployment_and_owns_the_replica_count(helm: Helm) -> None:
-    docs = helm.template({f"{c}.autoscaling.enabled": True for c in CORE})
+    docs = helm.template({f"{c}.autoscaling.enabled": True for c in SCALED})
     hpas = of_kind(docs, "HorizontalPodAutoscaler")
+    assert set(hpas) == {name_of(c) for c in SCALED}
     for component, deployment in deployments(docs).items():
+        if component not in SCALED:
+            continue
         target = hpas[name_of(component)]["spec"]["scaleTargetRef"]
         assert target == {
             "apiVersion": "apps/v1",
@@ -24,6 +30,14 @@ def test_hpa_targets_its_deployment_and_owns_the_replica_count(helm: Helm) -> No
         }
         # a rendered replica count would undo the autoscaler on every upgrade
         assert "replicas" not in deployment["spec"]
+
+
+def test_the_poller_has_no_autoscaler(helm: Helm) -> None:
+    # Only the lease holder polls: more replicas would not poll faster, so the chart offers
+    # no HPA for it and the schema refuses the value.
+    done = helm.lint({**BASE, "poller.autoscaling.enabled": True})
+    assert done.returncode != 0
+    assert "autoscaling" in done.stdout + done.stderr
 
 
 def test_no_autoscaler_by_default(helm: Helm) -> None:

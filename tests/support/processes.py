@@ -40,6 +40,11 @@ def child_env(base: dict[str, str]) -> dict[str, str]:
 class ServiceProcess:
     """One ``python -m services.<module>`` child process."""
 
+    # The interpreter and working directory: this checkout's by default; tests/image runs
+    # the services from a replayed image install instead.
+    python: str = sys.executable
+    cwd: Path = PROJECT_ROOT
+
     def __init__(
         self, name: str, env: dict[str, str], log_dir: Path, *, module: str | None = None,
         ready_path: str = "/readyz", port: int | None = None,
@@ -67,7 +72,7 @@ class ServiceProcess:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("ab") as log:
             self.process = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", self.module, cwd=PROJECT_ROOT, env=child_env(self.env),
+                self.python, "-m", self.module, cwd=self.cwd, env=child_env(self.env),
                 stdout=log, stderr=log, start_new_session=True,
             )  # fmt: skip
         await self.wait_ready(timeout)

@@ -112,9 +112,14 @@ admission sender poller router
 {{- include "resetgate.coreComponents" . }}{{ if .Values.sandbox.enabled }} sandbox{{ end }}
 {{- end -}}
 
-{{/* Image reference: a digest pins it; otherwise the tag, defaulting to appVersion. */}}
+{{/*
+Image reference: a digest pins it (repository:tag@digest keeps the tag readable, as skaffold
+passes it; the runtime pulls by digest); otherwise the tag, defaulting to appVersion.
+*/}}
 {{- define "resetgate.image" -}}
-{{- if .Values.image.digest -}}
+{{- if and .Values.image.digest .Values.image.tag -}}
+{{- printf "%s:%s@%s" .Values.image.repository .Values.image.tag .Values.image.digest -}}
+{{- else if .Values.image.digest -}}
 {{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
 {{- else -}}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
@@ -209,14 +214,42 @@ with the token keys; the sandbox accepts the provider key.
 {{- end -}}
 
 {{/*
+host:port of the Redis the services use, when the chart can see its URL (empty when it sits
+in redis.existingSecret). redis-py's default port is 6379 for redis:// and rediss:// alike.
+*/}}
+{{- define "resetgate.redisHostPort" -}}
+{{- if or .Values.devRedis.enabled (and .Values.redis.url (not .Values.redis.existingSecret)) -}}
+{{- $host := (urlParse (include "resetgate.redisUrl" .)).host -}}
+{{- if regexMatch ":[0-9]+$" $host }}{{ $host }}{{ else }}{{ printf "%s:6379" $host }}{{ end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Redis TCP ports for the NetworkPolicy, as a JSON list: the values, else the URL's port. */}}
+{{- define "resetgate.redisPorts" -}}
+{{- if .Values.networkPolicy.redis.ports -}}
+{{- toJson .Values.networkPolicy.redis.ports -}}
+{{- else -}}
+{{- $hostPort := default "redis:6379" (include "resetgate.redisHostPort" .) -}}
+{{- list (last (splitList ":" $hostPort) | int) | toJson -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
 host:port KEDA dials. KEDA takes no URL, so it is derived from the Redis the services
 use (when the chart can see it) unless keda.redis.address says otherwise.
 */}}
 {{- define "resetgate.keda.address" -}}
-{{- if .Values.keda.redis.address -}}
-{{- .Values.keda.redis.address -}}
-{{- else if or .Values.devRedis.enabled (and .Values.redis.url (not .Values.redis.existingSecret)) -}}
-{{- $host := (urlParse (include "resetgate.redisUrl" .)).host -}}
-{{- if contains ":" $host }}{{ $host }}{{ else }}{{ printf "%s:6379" $host }}{{ end -}}
+{{- default (include "resetgate.redisHostPort" .) .Values.keda.redis.address -}}
+{{- end -}}
+
+{{/*
+X-Forwarded-For hops admission trusts: config.trustedProxyHops when set, else the Ingress's
+when the chart renders one, else nothing (the service default: trust only the TCP peer).
+*/}}
+{{- define "resetgate.trustedProxyHops" -}}
+{{- if not (kindIs "invalid" .Values.config.trustedProxyHops) -}}
+{{- .Values.config.trustedProxyHops -}}
+{{- else if .Values.ingress.enabled -}}
+{{- .Values.ingress.proxyHops -}}
 {{- end -}}
 {{- end -}}

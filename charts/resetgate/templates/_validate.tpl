@@ -64,9 +64,48 @@ keda.redis.authenticationRef.
 {{- end -}}
 {{- end -}}
 
+{{/*
+Stopping a pod: the preStop sleep runs first, then SIGTERM starts the service's shutdown
+grace; Kubernetes kills whatever is left when terminationGracePeriodSeconds (counted from
+the start of preStop) runs out, so work in flight would be cut instead of handed back.
+*/}}
+{{- define "resetgate.validate.grace" -}}
+{{- $period := int .Values.terminationGracePeriodSeconds -}}
+{{- range $component := splitList " " (include "resetgate.components" .) -}}
+{{- $preStop := int (dig "preStopSleepSeconds" 0 (get $.Values $component)) -}}
+{{- $needed := add $preStop (int $.Values.shutdownGraceSeconds) -}}
+{{- if le $period $needed }}
+resetgate: {{ $component }} needs {{ $preStop }} s preStop sleep + {{ $.Values.shutdownGraceSeconds }} s shutdownGraceSeconds = {{ $needed }} s, but
+terminationGracePeriodSeconds is {{ $period }}: Kubernetes would kill it mid-shutdown. Raise terminationGracePeriodSeconds
+above {{ $needed }} or lower the other two.
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "resetgate.validate.ingress" -}}
+{{- if and .Values.ingress.enabled (not .Values.ingress.host) -}}
+resetgate: ingress.enabled needs ingress.host, the name players' clients call.
+{{- end -}}
+{{- end -}}
+
+{{- define "resetgate.validate.monitoring" -}}
+{{- $m := .Values.metrics -}}
+{{- $selector := $m.prometheusRule.selector -}}
+{{- if and $selector (not (regexMatch "^namespace(=|!=|=~|!~)\"[^\"]*\"$" $selector)) -}}
+resetgate: metrics.prometheusRule.selector must be one matcher on namespace (e.g. namespace="prod" or
+namespace=~"prod|prod-eu"), got {{ $selector }}. The rules keep only namespace through their
+aggregations, so a matcher on any other label would never match the recorded series and the
+alerts built on them would stay silent.
+{{- else if and (or $m.prometheusRule.enabled $m.dashboard.enabled) (not $m.runbookBaseUrl) -}}
+resetgate: metrics.prometheusRule / metrics.dashboard link every alert to its runbook section, so set
+metrics.runbookBaseUrl to the absolute URL of docs/runbook.md as responders open it
+(e.g. https://git.example.com/team/resetgate/blob/main/docs/runbook.md).
+{{- end -}}
+{{- end -}}
+
 {{- define "resetgate.validateValues" -}}
 {{- $messages := list -}}
-{{- range $check := list "secrets" "redis" "devRedis" "provider" "autoscaling" -}}
+{{- range $check := list "secrets" "redis" "devRedis" "provider" "autoscaling" "grace" "ingress" "monitoring" -}}
 {{- $m := include (printf "resetgate.validate.%s" $check) $ | trim -}}
 {{- if $m -}}{{- $messages = append $messages $m -}}{{- end -}}
 {{- end -}}
