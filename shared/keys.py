@@ -10,6 +10,8 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
+from shared.ids import valid_operation_id
+
 PREFIX = "rg"
 SEND_GROUP = "senders"
 ROUTER_GROUP = "router"
@@ -35,11 +37,11 @@ def partition_of(account_id: str, partitions: int) -> int:
 
 
 def partition_of_operation(operation_id: str) -> int:
-    """Operation ids carry their partition (``op-<p>-<ulid>``), so lookups need no index."""
-    parts = operation_id.split("-")
-    if len(parts) != 3 or parts[0] != "op" or not parts[1].isdigit():
+    """Operation ids carry their partition (``op-<p>-<ulid>``), so lookups need no index.
+    Anything else (``op-8-<ulid>:attempts`` names another key) is a ValueError."""
+    if not valid_operation_id(operation_id):
         raise ValueError("not a resetgate operation id")
-    return int(parts[1])
+    return int(operation_id.split("-", 2)[1])
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,14 +8,14 @@ from contextlib import asynccontextmanager
 
 import aiohttp
 
-from services.admission.app import SERVICE, create_app
+from services.admission.app import SERVICE, create_app, readiness
 from services.admission.settings import AdmissionSettings
 from shared import logging as jsonlog
 from shared.directory import Directory, HttpDirectory, RedisDirectory
 from shared.fastredis import fast_client
 from shared.logging import event
 from shared.redis import RedisClient, connect
-from shared.service import run, serve
+from shared.service import Operational, operational, run, serve
 from shared.settings import load
 
 log = logging.getLogger("services.admission")
@@ -36,6 +36,11 @@ async def open_directory(
 async def main() -> None:
     settings = load(AdmissionSettings)
     jsonlog.setup(SERVICE, settings.log_level)
+    async with operational(SERVICE, settings) as ops:
+        await _run(settings, ops)
+
+
+async def _run(settings: AdmissionSettings, ops: Operational) -> None:
     client = await connect(settings)
     hot: RedisClient = fast_client(client)  # the hot path's commands, pipelined (standalone)
     try:
@@ -50,7 +55,9 @@ async def main() -> None:
                 ip_limit_per_minute=settings.ip_limit_per_minute,
                 directory="http" if settings.directory_url else "redis",
             )
-            await serve(SERVICE, settings, create_app(settings, hot, directory), [])
+            ops.ready_when(readiness(hot))
+            app = create_app(settings, hot, directory)
+            await serve(SERVICE, settings, [], public=(app, settings.http_port))
     finally:
         if hot is not client:
             await hot.aclose()

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from pydantic import Field, SecretStr, field_validator
 
-from shared.settings import PolicySettings
+from shared.settings import METRICS_PORTS, PolicySettings
 
 
 class AdmissionSettings(PolicySettings):
+    http_port: int = Field(default=8080, ge=0, le=65535)  # the API; nothing operational
+    metrics_port: int = Field(default=METRICS_PORTS["admission"], ge=0, le=65535)
     # Required here: admission records the key id each operation's token is derived with.
     token_keys: SecretStr
     # Required: an internal API that silently accepted an empty token would be open.

@@ -13,7 +13,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import aiohttp
-from aiohttp import web
 
 from services.poller.budget import Budget
 from services.poller.feed import Feed, Gate
@@ -126,22 +125,22 @@ def _loop(name: str, step: Callable[[], Awaitable[float]]) -> service.Worker:
     return loop
 
 
-def health_app(poller: Poller) -> web.Application:
-    async def readiness() -> dict[str, bool]:
+def readiness(poller: Poller) -> service.ReadinessCheck:
+    async def check() -> dict[str, bool]:
         return {"redis": await ping(poller.client),
                 "provider_credentials": poller.gate.credentials_ok}  # fmt: skip
 
-    app = web.Application()
-    service.add_operational_routes(app, readiness)
-    return app
+    return check
 
 
 async def run(settings: PollerSettings) -> None:
-    client = await connect(settings)
-    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=8)) as session:
-        poller = build_poller(settings, client, session)
-        await service.serve(SERVICE, settings, health_app(poller), workers(poller))
-    await client.aclose()
+    async with service.operational(SERVICE, settings) as ops:
+        client = await connect(settings)
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=8)) as session:
+            poller = build_poller(settings, client, session)
+            ops.ready_when(readiness(poller))
+            await service.serve(SERVICE, settings, workers(poller))
+        await client.aclose()
 
 
 def main() -> None:

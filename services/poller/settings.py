@@ -7,10 +7,11 @@ import socket
 
 from pydantic import Field, SecretStr, field_validator
 
-from shared.settings import PolicySettings
+from shared.settings import METRICS_PORTS, PolicySettings
 
 
 class PollerSettings(PolicySettings):
+    metrics_port: int = Field(default=METRICS_PORTS["poller"], ge=0, le=65535)
     # The poller never derives a token (a replay reuses the operation; the sender derives
     # its token), so it neither needs nor checks RESETGATE_TOKEN_KEYS.
     token_keys: SecretStr = SecretStr("")

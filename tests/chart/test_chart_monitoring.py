@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import yaml
-from helmchart import CHART, Helm, of_kind
+from helmchart import CHART, CORE, Helm, of_kind
 
 RULES_FILE = CHART / "files" / "alerts.rules.yml"
 
@@ -41,11 +41,14 @@ def test_service_monitor_scrapes_the_four_services(helm: Helm) -> None:
         }
     ]
     assert spec["endpoints"] == [
-        {"port": "http", "path": "/metrics", "interval": "30s", "scrapeTimeout": "10s"}
+        {"port": "metrics", "path": "/metrics", "interval": "30s", "scrapeTimeout": "10s"}
     ]
-    # every Service it selects names its port http
-    for service in of_kind(docs, "Service").values():
-        assert service["spec"]["ports"][0]["name"] == "http"
+    # every Service it selects has the metrics port; only admission's also has the API
+    for name, service in of_kind(docs, "Service").items():
+        if service["metadata"]["labels"]["app.kubernetes.io/component"] not in CORE:
+            continue  # the sandbox and the dev Redis are not scraped
+        ports = [p["name"] for p in service["spec"]["ports"]]
+        assert ports == (["http", "metrics"] if name.endswith("admission") else ["metrics"])
 
 
 def test_no_operator_objects_by_default(helm: Helm) -> None:
