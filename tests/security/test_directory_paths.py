@@ -18,6 +18,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 from redis.asyncio import Redis
 
+from shared.directory import DirectoryError, HttpDirectory
 from shared.keys import CONTACT_FORMS, CONTACT_FORMS_DEAD, SUPPORT_CASES
 from tests.security.conftest import BEARER
 from tests.support.processes import Processes
@@ -92,3 +93,28 @@ async def test_the_internal_api_refuses_an_account_id_of_another_shape(
                 assert reply.status == 422, account_id
                 assert (await reply.json())["error"] == "invalid_field"
     assert directory.paths == []
+
+
+@pytest.mark.parametrize("status", [301, 302, 303, 307, 308])
+async def test_the_directory_client_follows_no_redirect(
+    studio: tuple[Studio, str], status: int
+) -> None:
+    """A 3xx from the directory is an error (503 directory_unavailable at the edge), and the
+    host it names never hears from us."""
+    elsewhere, target = studio
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", _redirect(status, target))
+    async with TestServer(app, host="127.0.0.1") as server, aiohttp.ClientSession() as session:
+        directory = HttpDirectory(session, str(server.make_url("")), timeout=2)
+        with pytest.raises(DirectoryError, match=str(status)):
+            await directory.get_account("acct-1")
+        with pytest.raises(DirectoryError, match=str(status)):
+            await directory.lookup_login("player@example.com")
+    assert elsewhere.paths == []
+
+
+def _redirect(status: int, target: str) -> Any:
+    async def handler(_: web.Request) -> web.Response:
+        return web.Response(status=status, headers={"Location": target + "/accounts/acct-1"})
+
+    return handler
