@@ -109,3 +109,13 @@ routing_latency = Histogram(
     buckets=LAG_BUCKETS,
 )
 redis_up = Gauge("resetgate_redis_up", "1 while Redis answers.", ["service"])
+advised_wait_capped = Counter(
+    "resetgate_advised_wait_capped",
+    "Provider-advised waits (Retry-After) longer than RESETGATE_MAX_ADVISED_WAIT_SECONDS, "
+    "cut to it.",
+    ["loop"],
+)
+poller_last_success = Gauge(
+    "resetgate_poller_last_success_timestamp_seconds",
+    "Unix time of the poller's last successful events page or lookup (its start until then).",
+)

@@ -54,6 +54,10 @@ class PolicySettings(CommonSettings):
     horizon_margin_seconds: int = Field(default=120, ge=0)
     ambiguous_policy: Literal["replay", "review"] = "replay"
     observation_window_seconds: int = Field(default=7200, ge=1)
+    # The longest wait a provider's Retry-After can impose on a loop (the poller's requests,
+    # the sender's provider-wide block); beyond it we ask again. One absurd answer must not
+    # silence a loop for days.
+    max_advised_wait_seconds: float = Field(default=900.0, gt=0, le=86400)
     retention_seconds: int = Field(default=30 * 24 * 3600, ge=3600)
 
     @model_validator(mode="after")

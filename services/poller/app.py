@@ -67,11 +67,19 @@ class Poller:
     feed: Feed
     reconciler: Reconciler
     leadership: Leadership
+    pending_observations: int = 0
 
     async def close_step(self) -> float:
         await self.observer.close_windows()
-        await self.observer.publish_pending()
+        self.pending_observations = await self.observer.publish_pending()
         return self.settings.close_interval_seconds
+
+    def stalled(self) -> bool:
+        """The lease holder has work waiting on the provider (delivery events, lookups) and
+        no events page or lookup succeeded for RESETGATE_POLL_STALL_SECONDS."""
+        waiting = self.pending_observations + self.reconciler.waiting
+        too_long = self.gate.stalled_for() > self.settings.poll_stall_seconds
+        return self.leadership.active and waiting > 0 and too_long
 
     async def gc_step(self) -> float:
         await self.observer.collect_garbage()
@@ -88,7 +96,7 @@ def build_poller(
     )  # fmt: skip
     budget = Budget(settings.poll_max_requests_per_minute, settings.poll_burst,
                     settings.poll_backoff_cap_seconds)  # fmt: skip
-    gate = Gate(provider, budget)
+    gate = Gate(provider, budget, settings.max_advised_wait_seconds)
     observer = Observer(client, settings)
     return Poller(
         settings, client, gate, observer, Feed(client, gate, observer, settings),
@@ -128,7 +136,8 @@ def _loop(name: str, step: Callable[[], Awaitable[float]]) -> service.Worker:
 def readiness(poller: Poller) -> service.ReadinessCheck:
     async def check() -> dict[str, bool]:
         return {"redis": await ping(poller.client),
-                "provider_credentials": poller.gate.credentials_ok}  # fmt: skip
+                "provider_credentials": poller.gate.credentials_ok,
+                "provider_answering": not poller.stalled()}  # fmt: skip
 
     return check
 

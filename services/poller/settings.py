@@ -40,6 +40,9 @@ class PollerSettings(PolicySettings):
     orphan_max: int = Field(default=10_000, ge=0)
     gc_interval_seconds: float = Field(default=60.0, gt=0)
     lease_seconds: float = Field(default=15.0, ge=1)
+    # With work waiting on the provider and no events page or lookup succeeding for this
+    # long, the lease holder says it is not ready (and PollerStalled pages).
+    poll_stall_seconds: float = Field(default=600.0, ge=1)
     consumer_name: str = Field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
 
     @field_validator("token_keys")

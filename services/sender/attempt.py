@@ -19,6 +19,7 @@ from services.sender.settings import SenderSettings
 from shared import clock, control, ids, metrics, retry_after
 from shared.directory import Directory, DirectoryError
 from shared.logging import event
+from shared.loops import cap_advised_wait
 from shared.model import Outcome, State
 from shared.operations import (
     BeginCode,
@@ -197,7 +198,11 @@ class AttemptRunner:
             # a second, so a short jittered backoff can never turn into hammering.
             advised = final.retry_after_source in ("delta", "date")
             floor = now if advised else now + 1000
-            await self.pacer.throttled(max(final.retry_at, floor))
+            # The operation keeps its own retry time (the horizon bounds it); the block on
+            # every replica is capped, so one absurd Retry-After cannot stop all sending.
+            wait_s = (max(final.retry_at, floor) - now) / 1000
+            wait_s = cap_advised_wait(wait_s, self.settings.max_advised_wait_seconds, "sender")
+            await self.pacer.throttled(now + int(wait_s * 1000))
         elif result.outcome is Outcome.ACCEPTED:
             await self.pacer.succeeded()
         elif result.outcome is Outcome.AUTH:

@@ -33,6 +33,7 @@ PAGES = {
     "SendersStalled",
     "ProviderCredentialsRejected",
     "AmbiguousAttemptsRising",
+    "PollerStalled",
 }
 NOT_PAGES = {
     "ProviderThrottlingHigh": "warning",
