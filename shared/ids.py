@@ -15,6 +15,9 @@ _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 ACCOUNT_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
 OPERATION_ID_PATTERN = r"^op-[0-9]{1,4}-[0-9A-Z]{26}$"
 ACCOUNT_ID_RULE = "1-128 of A-Z a-z 0-9 . _ : -, starting with a letter or digit"
+# Who acted ("agent:maria", "job:nightly-sweep"), stored on the operation as last_actor: a
+# name, never an address or a URL (no "@", no "/"), so nothing personal lands in the store.
+ACTOR_PATTERN = r"^[A-Za-z0-9._:-]{0,128}$"
 
 
 def matches(pattern: str, value: str) -> bool:

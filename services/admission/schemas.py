@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from shared.ids import ACCOUNT_ID_PATTERN, OPERATION_ID_PATTERN, matches
+from shared.ids import ACCOUNT_ID_PATTERN, ACTOR_PATTERN, OPERATION_ID_PATTERN, matches
 from shared.model import EntryPoint
 
 TOKEN_PATTERN = r"^[A-Za-z0-9_-]{1,128}$"  # noqa: S105 - a shape, not a secret
@@ -125,10 +125,12 @@ RECOVERY_OPERATION = BodySchema(
         Field("entry_point", "Who asks.", enum=tuple(str(e) for e in EntryPoint), example="agent"),
         Field(
             "actor",
-            "Who acted (agent name, job name); recorded on the operation.",
+            "Who acted (agent name, job name); recorded on the operation. A name, never an "
+            "address or a URL.",
             required=False,
             min_length=0,
             max_length=128,
+            pattern=ACTOR_PATTERN,
             example="agent:ann",
         ),
     ),

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from services.poller.budget import Budget
 from services.poller.observer import Observer
 from services.poller.settings import PollerSettings
-from shared import metrics, retry_after
+from shared import clock, metrics, retry_after
 from shared.delivery import DeliveryEvent, parse_event
 from shared.keys import POLLER_CURSOR
 from shared.logging import event
@@ -91,7 +91,8 @@ def parse_page(body: dict[str, object]) -> tuple[list[DeliveryEvent], int, str] 
     rows, cursor = body.get("data"), body.get("next")
     if not isinstance(rows, list) or not isinstance(cursor, str):
         return None
-    events = [ev for ev in map(parse_event, rows) if ev is not None]
+    now = clock.now_ms()
+    events = [ev for ev in (parse_event(row, now) for row in rows) if ev is not None]
     if len(events) < len(rows):
         event(log, logging.WARNING, "unusable events skipped", count=len(rows) - len(events))
     return events, len(rows), cursor

@@ -13,6 +13,7 @@ import logging
 from services.poller.feed import Gate
 from services.poller.observer import Observer
 from services.poller.settings import PollerSettings
+from shared import clock
 from shared.delivery import parse_event
 from shared.logging import event
 from shared.operations import load_operation
@@ -94,8 +95,9 @@ class Reconciler:
         if answer is not None and answer.status == 200:
             self.gate.succeeded()
             rows = answer.body.get("events")
-            events = [ev for ev in map(parse_event, rows if isinstance(rows, list) else [])
-                      if ev is not None]  # fmt: skip
+            now = clock.now_ms()
+            parsed = (parse_event(row, now) for row in (rows if isinstance(rows, list) else []))
+            events = [ev for ev in parsed if ev is not None]
             await self.observer.observe(events)
             self.to_read.pop(operation_id, None)
             return 0.0
