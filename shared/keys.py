@@ -25,6 +25,10 @@ POLLER_CURSOR = f"{PREFIX}:poller:cursor"
 POLLER_LEASE = f"{PREFIX}:poller:lease"  # the one poller replica allowed to call the provider
 # + event_id -> hash(case_id, status claimed|written, claimed_at), with a TTL
 ROUTER_SEEN_PREFIX = f"{PREFIX}:router:seen:"
+# + contact-form entry id -> hash of the routed fields only, while the form is being routed
+# (the entry itself is deleted from rg:contact-forms as soon as it is read: services/router)
+ROUTER_FORM_PREFIX = f"{PREFIX}:router:form:"
+ROUTER_RETRY = f"{PREFIX}:router:retry"  # zset: entry id -> when to try routing it again (ms)
 DIRECTORY_LOGIN_PREFIX = "rgdir:login:"  # + normalised login -> account_id
 DIRECTORY_ACCOUNT_PREFIX = "rgdir:acct:"  # + account_id -> hash(email, locale)
 IP_LIMIT_PREFIX = f"{PREFIX}:iplimit:"  # + client ip -> GCRA theoretical arrival time
