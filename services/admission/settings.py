@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 
 from shared.settings import METRICS_PORTS, PolicySettings
 
@@ -32,6 +32,15 @@ class AdmissionSettings(PolicySettings):
     # A body must arrive within this long once the headers have: a client that drips it
     # byte by byte would otherwise hold a handler (and a connection) open indefinitely.
     body_timeout_seconds: float = Field(default=10.0, gt=0, le=300)
+
+    @model_validator(mode="after")
+    def _ports_apart(self) -> AdmissionSettings:
+        if self.metrics_port == self.http_port != 0:
+            raise ValueError(
+                "RESETGATE_METRICS_PORT must differ from RESETGATE_HTTP_PORT: the operational "
+                "routes (/metrics tells admission results) must not share the API's port"
+            )
+        return self
 
     @field_validator("internal_api_token")
     @classmethod
