@@ -29,8 +29,12 @@ SECRET = "do-not-echo-this-secret-value"
         ("router", {"RESETGATE_LOG_LEVEL": "LOUD"}, "RESETGATE_LOG_LEVEL"),
         (
             "admission",
-            {"RESETGATE_TOKEN_KEYS": f"k1:{SECRET}", "RESETGATE_INTERNAL_API_TOKEN": SECRET,
-             "RESETGATE_HTTP_PORT": "9000", "RESETGATE_METRICS_PORT": "9000"},
+            {
+                "RESETGATE_TOKEN_KEYS": f"k1:{SECRET}",
+                "RESETGATE_INTERNAL_API_TOKEN": SECRET,
+                "RESETGATE_HTTP_PORT": "9000",
+                "RESETGATE_METRICS_PORT": "9000",
+            },
             "RESETGATE_METRICS_PORT",
         ),
     ],
