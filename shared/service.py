@@ -118,11 +118,28 @@ class Operational:
 
 @contextlib.asynccontextmanager
 async def operational(name: str, settings: CommonSettings) -> AsyncIterator[Operational]:
-    """The operational listener for the whole life of the process."""
+    """The operational listener for the whole life of the process. SIGTERM before the service
+    is serving (still waiting for Redis, say) ends the start cleanly; :func:`serve` installs
+    its own handlers for the graceful shutdown."""
     listener = Operational(name, settings)
     await listener.start()
+    starting = asyncio.current_task()
+    stopped: list[int] = []
+
+    def stop_starting(sig: int) -> None:
+        stopped.append(sig)
+        if starting is not None:
+            starting.cancel()
+
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop_starting, sig)
     try:
         yield listener
+    except asyncio.CancelledError:
+        if not stopped:
+            raise
+        event(log, logging.INFO, "service stopped while starting", service=name)
     finally:
         await listener.close()
 

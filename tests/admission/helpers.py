@@ -123,7 +123,7 @@ def admission_process(
         )
     base = f"http://127.0.0.1:{port}"
     try:
-        _wait_healthy(f"http://127.0.0.1:{ops_port}", process)
+        _wait_ready(f"http://127.0.0.1:{ops_port}", process)
         yield base, process
     finally:
         if process.poll() is None:
@@ -135,7 +135,7 @@ def admission_process(
                 process.wait()
 
 
-def _wait_healthy(base: str, process: subprocess.Popen[bytes], timeout: float = 15.0) -> None:
+def _wait_ready(base: str, process: subprocess.Popen[bytes], timeout: float = 15.0) -> None:
     import urllib.request
 
     deadline = time.monotonic() + timeout
@@ -143,9 +143,9 @@ def _wait_healthy(base: str, process: subprocess.Popen[bytes], timeout: float = 
         if process.poll() is not None:
             raise RuntimeError(f"admission exited with {process.returncode}")
         try:
-            with urllib.request.urlopen(base + "/healthz", timeout=0.5) as response:
+            with urllib.request.urlopen(base + "/readyz", timeout=0.5) as response:
                 if response.status == 200:
                     return
         except OSError:
             time.sleep(0.05)
-    raise RuntimeError("admission did not become healthy")
+    raise RuntimeError("admission did not become ready")

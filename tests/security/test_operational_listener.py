@@ -87,3 +87,13 @@ async def _poll(url: str, status: int, within: float = 20.0) -> bool:
             except aiohttp.ClientError:
                 pass
             await asyncio.sleep(0.1)
+
+
+async def test_sigterm_while_waiting_for_redis_ends_the_start_cleanly(tmp_path: Path) -> None:
+    """The process is visible (alive) before it is serving, so it may be stopped then too: a
+    clean exit, not a death by signal."""
+    env = base_env(f"redis://127.0.0.1:{free_port()}/0", RESETGATE_LOG_LEVEL="INFO")
+    service = ServiceProcess("admission", env, tmp_path)
+    await _launch(service)
+    assert await service.stop(timeout=10) == 0
+    assert "service stopped while starting" in service.logs()
