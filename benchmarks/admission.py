@@ -136,7 +136,7 @@ def wait_healthy(url: str, process: subprocess.Popen[bytes], timeout: float = 20
     raise SystemExit(f"{url} did not come up")
 
 
-def start_admission(redis_url: str, port: int) -> subprocess.Popen[bytes]:
+def start_admission(redis_url: str, port: int, ops_port: int) -> subprocess.Popen[bytes]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RESETGATE_")}
     env.update(
         RESETGATE_REDIS_URL=redis_url,
@@ -144,6 +144,7 @@ def start_admission(redis_url: str, port: int) -> subprocess.Popen[bytes]:
         RESETGATE_INTERNAL_API_TOKEN="benchmark-internal-token",
         RESETGATE_HTTP_HOST="127.0.0.1",
         RESETGATE_HTTP_PORT=str(port),
+        RESETGATE_METRICS_PORT=str(ops_port),
         RESETGATE_TRUSTED_PROXY_HOPS="1",
         RESETGATE_LOG_LEVEL="WARNING",
         # The response floor (timing: security.md) holds answers without using CPU; with it,
@@ -151,7 +152,7 @@ def start_admission(redis_url: str, port: int) -> subprocess.Popen[bytes]:
         RESETGATE_PUBLIC_RESPONSE_FLOOR_MS="0",
     )
     process = subprocess.Popen([sys.executable, "-m", "services.admission"], cwd=ROOT, env=env)
-    wait_healthy(f"http://127.0.0.1:{port}/healthz", process)
+    wait_healthy(f"http://127.0.0.1:{ops_port}/readyz", process)
     return process
 
 
@@ -280,7 +281,8 @@ def round_trips(base: str, redis_url: str) -> dict[str, float]:
 
 
 def print_mix(port: int) -> None:
-    """What the load amounted to: admissions by result, from the service's own /metrics."""
+    """What the load amounted to: admissions by result, from the service's own /metrics
+    (``port``: its operational listener)."""
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics") as response:
         text = response.read().decode()
     pattern = r'resetgate_admissions_total\{entry_point="public",result="(\w+)"\} ([\d.e+]+)'
@@ -349,9 +351,10 @@ def main() -> None:
         script = work / "mix.lua"
         script.write_text(WRK_SCRIPT % {"accounts": ACCOUNTS, "hot": HOT})
         ports = {FLOOR: free_port(), ADMISSION: free_port(), REFERENCE: free_port()}
+        ops_port = free_port()
         processes = {
             FLOOR: (start_floor(ports[FLOOR]), ports[FLOOR]),
-            ADMISSION: (start_admission(server.url, ports[ADMISSION]), ports[ADMISSION]),
+            ADMISSION: (start_admission(server.url, ports[ADMISSION], ops_port), ports[ADMISSION]),
             REFERENCE: (start_floor(ports[REFERENCE], server.url), ports[REFERENCE]),
         }
         for process, _ in processes.values():
@@ -364,7 +367,7 @@ def main() -> None:
                 wrk(url, script, 3 if round_ == 0 else 1, args.connections, load_cpus)  # warm-up
                 runs[name].append(measure(url, process.pid, script, args, client, load_cpus))
         report(runs, args, server_cpus, load_cpus)
-        print_mix(ports[ADMISSION])
+        print_mix(ops_port)
         reset_store(client)  # so "new" logins are new
         trips = round_trips(f"http://127.0.0.1:{ports[ADMISSION]}", server.url)
         print("\nRedis round trips per public admission (client commands, MONITOR):")

@@ -33,6 +33,10 @@ PRECEDENCE: dict[Delivery, int] = {
 DEFINITIVE: frozenset[Delivery] = frozenset(d for d, rank in PRECEDENCE.items() if rank >= 2)
 EVENT_TYPES: frozenset[str] = frozenset(str(d) for d in Delivery if d is not Delivery.UNKNOWN)
 MAX_ID_LENGTH = 256
+# The window an event time must fall in to be believed: a provider's clock may run a little
+# ahead of ours; nothing we still hold is older than a year (retention is 30 days).
+MAX_CLOCK_SKEW_MS = 10 * 60 * 1000
+MAX_EVENT_AGE_MS = 366 * 24 * 3600 * 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +65,14 @@ def parse_rfc3339_ms(value: str) -> int | None:
     return int(when.timestamp() * 1000)
 
 
-def parse_event(raw: Any) -> DeliveryEvent | None:
+def plausible(occurred_ms: int, now_ms: int) -> bool:
+    """An event time a provider could mean: not beyond clock skew in the future, not older
+    than anything we could still hold (year 9999 would outrank every later event; year 1
+    would never count)."""
+    return now_ms - MAX_EVENT_AGE_MS <= occurred_ms <= now_ms + MAX_CLOCK_SKEW_MS
+
+
+def parse_event(raw: Any, now_ms: int) -> DeliveryEvent | None:
     """A feed row -> event, or None when it cannot be used (logged and counted by callers)."""
     if not isinstance(raw, dict):
         return None
@@ -71,7 +82,7 @@ def parse_event(raw: Any) -> DeliveryEvent | None:
     if kind not in EVENT_TYPES or not isinstance(occurred, str):
         return None
     occurred_ms = parse_rfc3339_ms(occurred)
-    if occurred_ms is None:
+    if occurred_ms is None or not plausible(occurred_ms, now_ms):
         return None
     event_id = raw.get("event_id")
     return DeliveryEvent(

@@ -12,10 +12,13 @@ import csv
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
+from urllib.parse import quote
 
 import aiohttp
+from yarl import URL
 
 from shared import keys
+from shared.ids import valid_account_id
 from shared.redis import RedisClient
 
 
@@ -68,17 +71,28 @@ class RedisDirectory:
 
 
 class HttpDirectory:
-    """``GET {url}/accounts/lookup?login=…`` and ``GET {url}/accounts/{id}``: 200 JSON or 404."""
+    """``GET {url}/accounts/lookup?login=…`` and ``GET {url}/accounts/{id}``: 200 JSON or 404.
+
+    Every path segment is percent-encoded and the URL is sent as built (no normalising), an
+    id that is not an account id's shape is never sent, and a redirect is an error, never
+    followed: a value a player chose must not pick the directory route, and a 3xx must not
+    send our request somewhere else.
+    """
 
     def __init__(self, session: aiohttp.ClientSession, base_url: str, timeout: float) -> None:
         self.session = session
         self.base_url = base_url.rstrip("/")
         self.timeout = aiohttp.ClientTimeout(total=timeout)
 
-    async def _get(self, path: str, params: dict[str, str] | None = None) -> Account | None:
+    def url(self, *segments: str, query: dict[str, str] | None = None) -> URL:
+        path = "".join("/" + quote(segment, safe="") for segment in segments)
+        url = URL(self.base_url + path, encoded=True)
+        return url.update_query(query) if query else url
+
+    async def _get(self, url: URL) -> Account | None:
         try:
             async with self.session.get(
-                self.base_url + path, params=params, timeout=self.timeout
+                url, timeout=self.timeout, allow_redirects=False
             ) as response:
                 if response.status == 404:
                     return None
@@ -94,10 +108,12 @@ class HttpDirectory:
             raise DirectoryError("directory answered malformed JSON") from None
 
     async def lookup_login(self, login: str) -> Account | None:
-        return await self._get("/accounts/lookup", {"login": login})
+        return await self._get(self.url("accounts", "lookup", query={"login": login}))
 
     async def get_account(self, account_id: str) -> Account | None:
-        return await self._get(f"/accounts/{account_id}")
+        if not valid_account_id(account_id):
+            return None  # no account has this id; it must not become a path
+        return await self._get(self.url("accounts", account_id))
 
 
 class ImportError_(ValueError):

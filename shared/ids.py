@@ -2,10 +2,37 @@
 
 from __future__ import annotations
 
+import re
 import secrets
 import time
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+# The shapes every edge checks (internal API, contact forms, CLI, the OpenAPI document), as
+# JSON Schema patterns. An account id starts with a letter or digit: ``.`` and ``..`` (and
+# anything else a URL or a path would read as a step) are never account ids, and the id goes
+# into the directory's URL and into Redis keys.
+ACCOUNT_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
+OPERATION_ID_PATTERN = r"^op-[0-9]{1,4}-[0-9A-Z]{26}$"
+ACCOUNT_ID_RULE = "1-128 of A-Z a-z 0-9 . _ : -, starting with a letter or digit"
+# Who acted ("agent:maria", "job:nightly-sweep"), stored on the operation as last_actor: a
+# name, never an address or a URL (no "@", no "/"), so nothing personal lands in the store.
+ACTOR_PATTERN = r"^[A-Za-z0-9._:-]{0,128}$"
+
+
+def matches(pattern: str, value: str) -> bool:
+    """``value`` has the JSON Schema ``pattern``'s shape (whole string, ASCII only)."""
+    # JSON Schema's ``$`` does not match before a trailing newline; Python's does.
+    body = pattern.removeprefix("^").removesuffix("$")
+    return re.fullmatch(body, value, re.ASCII) is not None
+
+
+def valid_account_id(value: str) -> bool:
+    return matches(ACCOUNT_ID_PATTERN, value)
+
+
+def valid_operation_id(value: str) -> bool:
+    return matches(OPERATION_ID_PATTERN, value)
 
 
 def ulid(now_ms: int | None = None) -> str:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
+from shared.ids import valid_operation_id
+
 PREFIX = "rg"
 SEND_GROUP = "senders"
 ROUTER_GROUP = "router"
@@ -23,6 +25,10 @@ POLLER_CURSOR = f"{PREFIX}:poller:cursor"
 POLLER_LEASE = f"{PREFIX}:poller:lease"  # the one poller replica allowed to call the provider
 # + event_id -> hash(case_id, status claimed|written, claimed_at), with a TTL
 ROUTER_SEEN_PREFIX = f"{PREFIX}:router:seen:"
+# + contact-form entry id -> hash of the routed fields only, while the form is being routed
+# (the entry itself is deleted from rg:contact-forms as soon as it is read: services/router)
+ROUTER_FORM_PREFIX = f"{PREFIX}:router:form:"
+ROUTER_RETRY = f"{PREFIX}:router:retry"  # zset: entry id -> when to try routing it again (ms)
 DIRECTORY_LOGIN_PREFIX = "rgdir:login:"  # + normalised login -> account_id
 DIRECTORY_ACCOUNT_PREFIX = "rgdir:acct:"  # + account_id -> hash(email, locale)
 IP_LIMIT_PREFIX = f"{PREFIX}:iplimit:"  # + client ip -> GCRA theoretical arrival time
@@ -41,11 +47,11 @@ def partition_of(account_id: str, partitions: int) -> int:
 
 
 def partition_of_operation(operation_id: str) -> int:
-    """Operation ids carry their partition (``op-<p>-<ulid>``), so lookups need no index."""
-    parts = operation_id.split("-")
-    if len(parts) != 3 or parts[0] != "op" or not parts[1].isdigit():
+    """Operation ids carry their partition (``op-<p>-<ulid>``), so lookups need no index.
+    Anything else (``op-8-<ulid>:attempts`` names another key) is a ValueError."""
+    if not valid_operation_id(operation_id):
         raise ValueError("not a resetgate operation id")
-    return int(parts[1])
+    return int(operation_id.split("-", 2)[1])
 
 
 @dataclass(frozen=True, slots=True)

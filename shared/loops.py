@@ -21,6 +21,17 @@ ERRORS = (RedisError, ProviderUnavailable, *TRANSIENT_ERRORS)
 Step = Callable[[], Awaitable[float]]
 
 
+def cap_advised_wait(seconds: float, maximum: float, loop: str) -> float:
+    """``seconds`` as the provider advised, but never more than ``maximum`` (counted and
+    logged: a provider asking for longer is news for whoever reads the dashboard)."""
+    if seconds <= maximum:
+        return seconds
+    metrics.advised_wait_capped.labels(loop).inc()
+    event(log, logging.WARNING, "provider advised a wait beyond the maximum; capped",
+          loop=loop, advised_s=round(seconds), capped_to_s=maximum)  # fmt: skip
+    return maximum
+
+
 async def resilient(service: str, name: str, stop: asyncio.Event, step: Step) -> None:
     """Run ``step`` until ``stop``; it returns how long to wait before it runs again."""
     backoff = 0.1

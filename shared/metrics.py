@@ -116,6 +116,17 @@ routing_latency = Histogram(
     buckets=LAG_BUCKETS,
 )
 redis_up = Gauge("resetgate_redis_up", "1 while Redis answers.", ["service"])
+advised_wait_capped = Counter(
+    "resetgate_advised_wait_capped",
+    "Provider-advised waits (Retry-After) longer than RESETGATE_MAX_ADVISED_WAIT_SECONDS, "
+    "cut to it.",
+    ["loop"],
+)
+poller_last_success = Gauge(
+    "resetgate_poller_last_success_timestamp_seconds",
+    "Unix time of the poller's last successful events page or lookup (its start until then).",
+)
+
 inbound_events = Counter(
     "resetgate_inbound_events",
     "Pushed delivery events received (webhooks, SES queue), by provider and the provider's "
@@ -157,11 +168,13 @@ OWNERS: dict[str, tuple[MetricWrapperBase, ...]] = {
         send_attempts, provider_throttled, retry_after_source, operations_exhausted,
         operations_terminal, ambiguous_attempts, pacing_rate, pacing_blocked_until,
         provider_auth_paused, oldest_eligible_age, queue_depth, partition_paused, token_ttl,
+        advised_wait_capped,
     ),
     "poller": (
         delivery_events, delivery_events_duplicate, observation_lag, observation_pending,
         reconciliations, reconciliation_lag, poll_requests, poll_throttled,
         inbound_events, inbound_events_dropped, inbound_settled, webhook_requests, queue_messages,
+        advised_wait_capped, poller_last_success,
     ),
     "router": (admissions, support_cases, routing_latency, contact_forms_dead_lettered),
 }  # fmt: skip

@@ -37,12 +37,17 @@ class LookupThrottled(Exception):
     server_date: str | None
 
 
-def _found_message_id(body: dict[str, object]) -> str:
+def _found_message_id(body: dict[str, object], idempotency_key: str) -> str:
+    """The id of the row sent with exactly our key: a row for another key (a provider that
+    matches loosely, or a proxy's cache) would mark our operation accepted for someone else's
+    email."""
     data = body.get("data")
     if not isinstance(data, list):
         raise ProviderUnavailable("lookup answered without a data list")
     for row in data:
-        if isinstance(row, dict) and isinstance(row.get("id"), str) and row["id"]:
+        if not isinstance(row, dict) or row.get("idempotency_key") != idempotency_key:
+            continue
+        if isinstance(row.get("id"), str) and row["id"]:
             return str(row["id"])
     return ""
 
@@ -56,7 +61,7 @@ async def lookup(provider: HttpProvider, operation_id: str) -> str:
         raise LookupThrottled(result.retry_after, result.server_date)
     if result.status != 200:
         raise ProviderUnavailable(f"lookup answered {result.status}")
-    return _found_message_id(result.body)
+    return _found_message_id(result.body, operation_id)
 
 
 async def reconcile(

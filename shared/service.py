@@ -1,5 +1,12 @@
 """The lifecycle every service shares: HTTP endpoints, background loops, graceful shutdown.
 
+Two listeners: the public one (admission's API only) and the operational one on
+``RESETGATE_METRICS_PORT`` (``/healthz``, ``/readyz``, ``/metrics``) in every service. What the
+operational routes tell (admission counts by result, for one) would enumerate accounts if a
+game client could read it, so they are never on the public listener. The operational
+listener starts with the process, before Redis answers: liveness is true from the start and
+readiness says "not yet" until the service has its store.
+
 A worker is ``async def loop(stop: asyncio.Event) -> None`` that returns soon after ``stop``
 is set. SIGTERM sets it; loops get ``shutdown_grace_seconds`` (shorter than the pod's
 terminationGracePeriodSeconds) to finish what is in flight, then are cancelled.
@@ -11,7 +18,7 @@ import asyncio
 import contextlib
 import logging
 import signal
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import Any
 
 from aiohttp import web
@@ -55,17 +62,87 @@ async def readyz(request: web.Request) -> web.Response:
     return json_response({"ready": ready, "checks": checks}, 200 if ready else 503)
 
 
+class Readiness:
+    """The service's readiness check, "not started" until the service hands it one."""
+
+    def __init__(self) -> None:
+        self.check: ReadinessCheck | None = None
+
+    async def __call__(self) -> dict[str, bool]:
+        if self.check is None:
+            return {"started": False}
+        return await self.check()
+
+
 async def metrics_view(_: web.Request) -> web.Response:
     response = web.Response(body=generate_latest())
     response.headers["Content-Type"] = CONTENT_TYPE_LATEST
     return response
 
 
-def add_operational_routes(app: web.Application, readiness: ReadinessCheck) -> None:
+def operational_app(name: str, readiness: ReadinessCheck) -> web.Application:
+    """``/healthz``, ``/readyz`` and ``/metrics``: for the operational listener only."""
+    app = web.Application(middlewares=[instrument(name)])
     app[READINESS] = readiness
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics_view)
+    return app
+
+
+class Operational:
+    """The operational listener: started before anything waits for Redis."""
+
+    def __init__(self, name: str, settings: CommonSettings) -> None:
+        self.name = name
+        self.settings = settings
+        self.readiness = Readiness()
+        self.runner = web.AppRunner(
+            operational_app(name, self.readiness), access_log=None, shutdown_timeout=1.0,
+            **http_limits(settings),
+        )  # fmt: skip
+
+    def ready_when(self, check: ReadinessCheck) -> None:
+        """From now on ``/readyz`` answers what ``check`` says."""
+        self.readiness.check = check
+
+    async def start(self) -> None:
+        await self.runner.setup()
+        port = self.settings.metrics_port
+        await web.TCPSite(self.runner, self.settings.http_host, port).start()
+        event(log, logging.INFO, "operational listener started", service=self.name, port=port)
+
+    async def close(self) -> None:
+        await self.runner.cleanup()
+
+
+@contextlib.asynccontextmanager
+async def operational(name: str, settings: CommonSettings) -> AsyncIterator[Operational]:
+    """The operational listener for the whole life of the process. SIGTERM before the service
+    is serving (still waiting for Redis, say) ends the start cleanly; :func:`serve` installs
+    its own handlers for the graceful shutdown."""
+    metrics.export_only(name)
+    listener = Operational(name, settings)
+    await listener.start()
+    starting = asyncio.current_task()
+    stopped: list[int] = []
+
+    def stop_starting(sig: int) -> None:
+        stopped.append(sig)
+        if starting is not None:
+            starting.cancel()
+
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop_starting, sig)
+    try:
+        yield listener
+    except asyncio.CancelledError:
+        if not stopped:
+            raise
+        event(log, logging.INFO, "service stopped while starting", service=name)
+    finally:
+        await listener.close()
 
 
 def instrument(service: str) -> Any:
@@ -122,19 +199,15 @@ def http_limits(settings: CommonSettings) -> dict[str, Any]:
 
 
 async def serve(
-    name: str, settings: CommonSettings, app: web.Application, workers: list[Worker]
-) -> None:
-    """Run ``app`` on the service port and every worker until SIGTERM, then shut down."""
+    name: str, settings: CommonSettings, workers: list[Worker],
+    public: tuple[web.Application, int] | None = None,
+) -> None:  # fmt: skip
+    """Run every worker (and ``public``, an app and its port) until SIGTERM, then shut down."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    metrics.export_only(name)
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=5.0, **http_limits(settings))
-    await runner.setup()
-    site = web.TCPSite(runner, settings.http_host, settings.http_port)
-    await site.start()
-    event(log, logging.INFO, "service started", service=name, port=settings.http_port)
+    runner = await _start_public(name, settings, public)
     tasks = [asyncio.create_task(worker(stop), name=worker.__name__) for worker in workers]
     stopper = asyncio.create_task(stop.wait())
     done, _ = await asyncio.wait([stopper, *tasks], return_when=asyncio.FIRST_COMPLETED)
@@ -152,12 +225,27 @@ async def serve(
         )
     stop.set()
     await _drain(tasks, settings.shutdown_grace_seconds)
-    await runner.cleanup()
+    if runner is not None:
+        await runner.cleanup()
     stopper.cancel()
     event(log, logging.INFO, "service stopped", service=name)
     if failed:
         # Non-zero, so whatever restarts the service (Kubernetes, systemd) sees a failure.
         raise SystemExit(1)
+
+
+async def _start_public(
+    name: str, settings: CommonSettings, public: tuple[web.Application, int] | None
+) -> web.AppRunner | None:
+    if public is None:
+        event(log, logging.INFO, "service started", service=name)
+        return None
+    app, port = public
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=5.0, **http_limits(settings))
+    await runner.setup()
+    await web.TCPSite(runner, settings.http_host, port).start()
+    event(log, logging.INFO, "service started", service=name, port=port)
+    return runner
 
 
 async def _drain(tasks: list[asyncio.Task[None]], grace: float) -> None:

@@ -14,6 +14,9 @@ from pydantic import Field, SecretStr, ValidationError, field_validator, model_v
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 ENV_PREFIX = "RESETGATE_"
+# The operational listener's default port per service (``resetgate up`` keeps these when it
+# runs admission's API on 8080).
+METRICS_PORTS = {"admission": 8081, "sender": 8082, "poller": 8083, "router": 8084}
 
 
 class CommonSettings(BaseSettings):
@@ -27,7 +30,9 @@ class CommonSettings(BaseSettings):
     redis_max_connections: int = Field(default=64, ge=2, le=10000)
     partitions: int = Field(default=16, ge=1, le=1024)
     http_host: str = "0.0.0.0"
-    http_port: int = Field(default=8080, ge=0, le=65535)
+    # /healthz, /readyz and /metrics, never on a public port. Each service has its own default
+    # (METRICS_PORTS), so the four can run side by side on one machine unconfigured.
+    metrics_port: int = Field(default=0, ge=0, le=65535)
     # How long a connection may go without a complete request, idle or dribbling its headers
     # (aiohttp has no separate header timeout; its default is an hour). Keep it above the idle
     # timeout of the proxy in front (ingress-nginx and AWS ALB: 60 s), or that proxy may reuse
@@ -49,6 +54,10 @@ class PolicySettings(CommonSettings):
     horizon_margin_seconds: int = Field(default=120, ge=0)
     ambiguous_policy: Literal["replay", "review"] = "replay"
     observation_window_seconds: int = Field(default=7200, ge=1)
+    # The longest wait a provider's Retry-After can impose on a loop (the poller's requests,
+    # the sender's provider-wide block); beyond it we ask again. One absurd answer must not
+    # silence a loop for days.
+    max_advised_wait_seconds: float = Field(default=900.0, gt=0, le=86400)
     retention_seconds: int = Field(default=30 * 24 * 3600, ge=3600)
 
     @model_validator(mode="after")

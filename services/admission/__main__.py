@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 
 import aiohttp
 
-from services.admission.app import SERVICE, create_app
+from services.admission.app import SERVICE, create_app, readiness
 from services.admission.console.app import console_worker
 from services.admission.settings import AdmissionSettings
 from shared import logging as jsonlog
@@ -16,7 +16,7 @@ from shared.directory import Directory, HttpDirectory, RedisDirectory
 from shared.fastredis import fast_client
 from shared.logging import event
 from shared.redis import RedisClient, connect
-from shared.service import run, serve
+from shared.service import Operational, operational, run, serve
 from shared.settings import load
 
 log = logging.getLogger("services.admission")
@@ -37,6 +37,11 @@ async def open_directory(
 async def main() -> None:
     settings = load(AdmissionSettings)
     jsonlog.setup(SERVICE, settings.log_level)
+    async with operational(SERVICE, settings) as ops:
+        await _run(settings, ops)
+
+
+async def _run(settings: AdmissionSettings, ops: Operational) -> None:
     client = await connect(settings)
     hot: RedisClient = fast_client(client)  # the hot path's commands, pipelined (standalone)
     try:
@@ -52,12 +57,14 @@ async def main() -> None:
                 directory="http" if settings.directory_url else "redis",
                 console=settings.console_port is not None,
             )
+            ops.ready_when(readiness(hot))
+            app = create_app(settings, hot, directory)
             # The console (when configured): its own listener, and the plain client, so its
             # occasional scans never queue behind the public hot path's pipelined link.
             workers = (
                 [console_worker(settings, client)] if settings.console_port is not None else []
             )
-            await serve(SERVICE, settings, create_app(settings, hot, directory), workers)
+            await serve(SERVICE, settings, workers, public=(app, settings.http_port))
     finally:
         if hot is not client:
             await hot.aclose()

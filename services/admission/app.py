@@ -25,7 +25,7 @@ from services.admission.settings import AdmissionSettings
 from shared import codec, metrics
 from shared.directory import Directory
 from shared.redis import RedisClient, ping
-from shared.service import add_operational_routes, instrument
+from shared.service import ReadinessCheck, instrument
 from shared.tokens import parse_keys
 
 SERVICE = "admission"
@@ -57,17 +57,21 @@ def create_app(
     # Redis answered before the app was built; the readiness probe keeps this current. The
     # series must exist from the start: AdmissionUnavailable pages on its absence.
     metrics.redis_up.labels(SERVICE).set(1)
-
-    async def readiness() -> dict[str, bool]:
-        up = await ping(client)
-        metrics.redis_up.labels(SERVICE).set(1 if up else 0)
-        return {"redis": up}
-
-    add_operational_routes(app, readiness)
     app.router.add_post("/v1/password-resets", password_reset)
     internal.add_routes(app)
     app.router.add_get("/openapi.json", openapi_json)
     return app
+
+
+def readiness(client: RedisClient) -> ReadinessCheck:
+    """What ``/readyz`` on the operational listener asks once admission has its store."""
+
+    async def check() -> dict[str, bool]:
+        up = await ping(client)
+        metrics.redis_up.labels(SERVICE).set(1 if up else 0)
+        return {"redis": up}
+
+    return check
 
 
 async def _gate_lifecycle(app: web.Application) -> AsyncIterator[None]:

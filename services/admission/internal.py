@@ -6,14 +6,10 @@ from aiohttp import web
 
 from services.admission.context import DIRECTORY, GATE, REDIS, SETTINGS, TOKEN_KEYS
 from services.admission.http import read_body
-from services.admission.schemas import (
-    CONSUME_TOKEN,
-    RECOVERY_OPERATION,
-    ApiError,
-    valid_account_id,
-)
+from services.admission.schemas import CONSUME_TOKEN, RECOVERY_OPERATION, ApiError
 from services.admission.tokens import ConsumeResult, consume
 from shared import clock, metrics, queries
+from shared.ids import valid_account_id, valid_operation_id
 from shared.service import json_response
 
 DEFAULT_OLDEST = 20
@@ -56,9 +52,10 @@ async def create_operation(request: web.Request) -> web.Response:
 
 async def get_operation(request: web.Request) -> web.Response:
     settings = request.app[SETTINGS]
-    detail = await queries.find_operation(
-        request.app[REDIS], request.match_info["operation_id"], settings.partitions
-    )
+    operation_id = request.match_info["operation_id"]
+    detail = None
+    if valid_operation_id(operation_id):  # anything else is no key of ours (404, as documented)
+        detail = await queries.find_operation(request.app[REDIS], operation_id, settings.partitions)
     if detail is None:
         raise ApiError(404, "unknown_operation", "no such recovery operation")
     return json_response(detail.view(settings.max_attempts))

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from services.admission.schemas import BODIES, OPERATION_ID_PATTERN, BodySchema
+from services.admission.schemas import BODIES, BodySchema
 from shared import queries
+from shared.ids import OPERATION_ID_PATTERN
 from shared.model import Delivery, State
 
 _JSON = "application/json"
@@ -157,13 +158,6 @@ def _schemas() -> dict[str, Any]:
                     "status": {"type": "string", "enum": ["consumed"]},
                     "operation_id": _STR,
                     "account_id": _STR,
-                }
-            ),
-            "Health": _object({"status": _STR}),
-            "Ready": _object(
-                {
-                    "ready": {"type": "boolean"},
-                    "checks": {"type": "object", "additionalProperties": {"type": "boolean"}},
                 }
             ),
         }
@@ -316,6 +310,8 @@ def _internal_paths() -> dict[str, Any]:
 
 
 def _operational_paths() -> dict[str, Any]:
+    # /healthz, /readyz and /metrics are not here: they are served on the operational
+    # listener (RESETGATE_METRICS_PORT), never next to the API (docs/api.md).
     def get(operation_id: str, responses: dict[str, Any]) -> dict[str, Any]:
         return {
             "get": {
@@ -327,23 +323,6 @@ def _operational_paths() -> dict[str, Any]:
         }
 
     return {
-        "/healthz": get("healthz", {"200": _reply("The process is alive.", "Health")}),
-        "/readyz": get(
-            "readyz",
-            {
-                "200": _reply("Redis answers.", "Ready"),
-                "503": _reply("Redis does not answer.", "Ready"),
-            },
-        ),
-        "/metrics": get(
-            "metrics",
-            {
-                "200": {
-                    "description": "Prometheus text format.",
-                    "content": {"text/plain": {"schema": _STR}},
-                }
-            },
-        ),
         "/openapi.json": get(
             "openapi",
             {

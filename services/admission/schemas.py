@@ -8,14 +8,12 @@ instead of being silently ignored.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
+from shared.ids import ACCOUNT_ID_PATTERN, ACTOR_PATTERN, OPERATION_ID_PATTERN, matches
 from shared.model import EntryPoint
 
-ACCOUNT_ID_PATTERN = r"^[A-Za-z0-9._:-]{1,128}$"
-OPERATION_ID_PATTERN = r"^op-[0-9]{1,4}-[0-9A-Z]{26}$"
 TOKEN_PATTERN = r"^[A-Za-z0-9_-]{1,128}$"  # noqa: S105 - a shape, not a secret
 
 
@@ -27,11 +25,6 @@ class ApiError(Exception):
         self.status = status
         self.error = error
         self.message = message
-
-
-def _matches(pattern: str, value: str) -> bool:
-    # JSON Schema's ``$`` does not match before a trailing newline; Python's does.
-    return re.fullmatch(pattern.removeprefix("^").removesuffix("$"), value) is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +69,7 @@ class Field:
                 "invalid_field",
                 f"field '{self.name}' must be {self.min_length} to {self.max_length} characters",
             )
-        if self.pattern is not None and not _matches(self.pattern, value):
+        if self.pattern is not None and not matches(self.pattern, value):
             raise ApiError(422, "invalid_field", f"field '{self.name}' must match {self.pattern}")
         return value
 
@@ -132,10 +125,12 @@ RECOVERY_OPERATION = BodySchema(
         Field("entry_point", "Who asks.", enum=tuple(str(e) for e in EntryPoint), example="agent"),
         Field(
             "actor",
-            "Who acted (agent name, job name); recorded on the operation.",
+            "Who acted (agent name, job name); recorded on the operation. A name, never an "
+            "address or a URL.",
             required=False,
             min_length=0,
             max_length=128,
+            pattern=ACTOR_PATTERN,
             example="agent:ann",
         ),
     ),
@@ -154,11 +149,3 @@ CONSUME_TOKEN = BodySchema(
     ),
 )
 BODIES = (PASSWORD_RESET, RECOVERY_OPERATION, CONSUME_TOKEN)
-
-
-def valid_account_id(value: str) -> bool:
-    return _matches(ACCOUNT_ID_PATTERN, value)
-
-
-def valid_operation_id(value: str) -> bool:
-    return _matches(OPERATION_ID_PATTERN, value)

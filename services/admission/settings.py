@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 
 from services.admission.console.settings import ConsoleSettings
-from shared.settings import PolicySettings
+from shared.settings import METRICS_PORTS, PolicySettings
 
 
 class AdmissionSettings(PolicySettings, ConsoleSettings):
+    http_port: int = Field(default=8080, ge=0, le=65535)  # the API; nothing operational
+    metrics_port: int = Field(default=METRICS_PORTS["admission"], ge=0, le=65535)
     # Required here: admission records the key id each operation's token is derived with.
     token_keys: SecretStr
     # Required: an internal API that silently accepted an empty token would be open.
@@ -31,6 +33,15 @@ class AdmissionSettings(PolicySettings, ConsoleSettings):
     # A body must arrive within this long once the headers have: a client that drips it
     # byte by byte would otherwise hold a handler (and a connection) open indefinitely.
     body_timeout_seconds: float = Field(default=10.0, gt=0, le=300)
+
+    @model_validator(mode="after")
+    def _ports_apart(self) -> AdmissionSettings:
+        if self.metrics_port == self.http_port != 0:
+            raise ValueError(
+                "RESETGATE_METRICS_PORT must differ from RESETGATE_HTTP_PORT: the operational "
+                "routes (/metrics tells admission results) must not share the API's port"
+            )
+        return self
 
     @field_validator("internal_api_token")
     @classmethod

@@ -13,8 +13,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from services.admission.schemas import valid_account_id
-from shared.directory import Account, ImportError_, RedisDirectory, read_csv
+from shared.directory import Account, ImportError_, RedisDirectory, normalise_login, read_csv
+from shared.ids import ACCOUNT_ID_RULE, valid_account_id
 from shared.redis import connect
 from shared.settings import CommonSettings, load
 
@@ -41,10 +41,18 @@ def _fail(message: str) -> int:
 
 
 def check_rows(rows: Sequence[tuple[str, Account]], line_numbers: Sequence[int]) -> str | None:
-    """The first problem read_csv does not catch (an account id we could not route), or None."""
-    for (_, account), number in zip(rows, line_numbers, strict=True):
+    """The first problem read_csv does not catch, or None: an account id we could not route,
+    or two logins that are one directory key once normalised (``straße`` and ``STRASSE``),
+    for different accounts: the second would silently take over the first."""
+    seen: dict[str, tuple[int, str]] = {}
+    for (login, account), number in zip(rows, line_numbers, strict=True):
         if not valid_account_id(account.account_id):
-            return f"line {number}: account_id must be 1-128 of A-Z a-z 0-9 . _ : -"
+            return f"line {number}: account_id must be {ACCOUNT_ID_RULE}"
+        key = normalise_login(login)
+        first = seen.setdefault(key, (number, account.account_id))
+        if first[1] != account.account_id:
+            return (f"line {number}: its login is line {first[0]}'s once normalised (case "
+                    "folded), for another account; a login must name one account")  # fmt: skip
     return None
 
 
@@ -101,7 +109,7 @@ def add_command(args: argparse.Namespace) -> int:
     if not login:
         return _fail("login must not be empty")
     if not valid_account_id(account_id):
-        return _fail("account_id must be 1-128 of A-Z a-z 0-9 . _ : -")
+        return _fail(f"account_id must be {ACCOUNT_ID_RULE}")
     if "@" not in email:
         return _fail("the email argument holds no address")
     asyncio.run(_write([(login, Account(account_id, email, args.locale.strip() or "en"))]))

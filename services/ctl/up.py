@@ -32,7 +32,7 @@ DEMO_ACCOUNTS = [
 @dataclass
 class Child:
     name: str
-    port: int
+    port: int  # where it is probed: the operational listener (the sandbox: its only port)
     process: subprocess.Popen[bytes]
 
 
@@ -51,8 +51,9 @@ def _base_env(redis_url: str, sandbox_port: int) -> dict[str, str]:
     return env
 
 
-def _start(name: str, port: int, env: dict[str, str], logs: Path) -> Child:
-    child_env = dict(env, RESETGATE_HTTP_PORT=str(port))
+def _start(name: str, port: int, env: dict[str, str], logs: Path, **extra: str) -> Child:
+    """``port``: the operational listener (RESETGATE_METRICS_PORT); the sandbox's only one."""
+    child_env = dict(env, RESETGATE_METRICS_PORT=str(port), **extra)
     log = (logs / f"{name}.log").open("ab")
     # A session of its own: Ctrl-C reaches `resetgate up`, which stops children in order.
     process = subprocess.Popen(
@@ -104,10 +105,11 @@ def _stop(children: list[Child]) -> None:
 
 
 def _banner(env: dict[str, str], children: list[Child], logs: Path) -> str:
-    admission = next(c for c in children if c.name == "admission")
-    base = f"http://127.0.0.1:{admission.port}"
-    lines = ["resetgate is up:"]
-    lines += [f"  {c.name:<10} http://127.0.0.1:{c.port}" for c in children]
+    base = f"http://127.0.0.1:{env['RESETGATE_HTTP_PORT']}"
+    lines = ["resetgate is up:", f"  {'api':<10} {base}  (admission)"]
+    lines += [f"  {c.name:<10} http://127.0.0.1:{c.port}"
+              + ("" if c.name == "sandbox" else "  (/healthz /readyz /metrics)")
+              for c in children]  # fmt: skip
     lines += [
         f"  redis      {env['RESETGATE_REDIS_URL']}",
         f"  logs       {logs}/",
@@ -134,14 +136,16 @@ def up(args: argparse.Namespace) -> int:
         redis_url = redis_server.start().url
     env = _base_env(redis_url, args.port + 10)
     env["RESETGATE_UP_DIR"] = str(logs)
+    env["RESETGATE_HTTP_PORT"] = str(args.port)  # admission's API
     children: list[Child] = []
     try:
         _seed_accounts(env)
-        sandbox = _start("sandbox", args.port + 10, env, logs)
+        sandbox = _start("sandbox", args.port + 10, env, logs)  # its port: SANDBOX_PORT
         children.append(sandbox)
         _wait_ready(sandbox, "/healthz")
+        # Operational listeners on the next ports: 8081-8084, their own defaults, for 8080.
         for offset, name in enumerate(n for n in SERVICES if find_spec(f"services.{n}")):
-            children.append(_start(name, args.port + offset, env, logs))
+            children.append(_start(name, args.port + 1 + offset, env, logs))
         for child in children[1:]:
             _wait_ready(child, "/readyz")
         print(_banner(env, children, logs), flush=True)
@@ -166,7 +170,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--port",
         type=int,
         default=8080,
-        help="admission's port; sender, poller, router take the next ones, the sandbox port + 10",
+        help="admission's API port; the services' /metrics, /readyz take the next four, "
+        "the sandbox port + 10",
     )
     parser.add_argument("--dir", default=".run", help="logs and the embedded Redis' data")
     parser.set_defaults(handler=up)

@@ -13,7 +13,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import aiohttp
-from aiohttp import web
 
 from services.poller.budget import Budget
 from services.poller.feed import Feed, Gate
@@ -73,11 +72,19 @@ class Poller:
     leadership: Leadership
     webhooks: Webhooks | None = None
     queue: SesQueue | None = None
+    pending_observations: int = 0
 
     async def close_step(self) -> float:
         await self.observer.close_windows()
-        await self.observer.publish_pending()
+        self.pending_observations = await self.observer.publish_pending()
         return self.settings.close_interval_seconds
+
+    def stalled(self) -> bool:
+        """The lease holder has work waiting on the provider (delivery events, lookups) and
+        no events page or lookup succeeded for RESETGATE_POLL_STALL_SECONDS."""
+        waiting = self.pending_observations + self.reconciler.waiting
+        too_long = self.gate.stalled_for() > self.settings.poll_stall_seconds
+        return self.leadership.active and waiting > 0 and too_long
 
     async def gc_step(self) -> float:
         await self.observer.collect_garbage()
@@ -94,7 +101,7 @@ def build_poller(
     )  # fmt: skip
     budget = Budget(settings.poll_max_requests_per_minute, settings.poll_burst,
                     settings.poll_backoff_cap_seconds)  # fmt: skip
-    gate = Gate(provider, budget)
+    gate = Gate(provider, budget, settings.max_advised_wait_seconds)
     observer = Observer(client, settings)
     ingest = Ingest(client, settings)
     return Poller(
@@ -148,25 +155,26 @@ def _loop(name: str, step: Callable[[], Awaitable[float]]) -> service.Worker:
     return loop
 
 
-def health_app(poller: Poller) -> web.Application:
-    async def readiness() -> dict[str, bool]:
+def readiness(poller: Poller) -> service.ReadinessCheck:
+    async def check() -> dict[str, bool]:
         checks = {"redis": await ping(poller.client),
-                  "provider_credentials": poller.gate.credentials_ok}  # fmt: skip
+                  "provider_credentials": poller.gate.credentials_ok,
+                  "provider_answering": not poller.stalled()}  # fmt: skip
         if poller.webhooks is not None:
             checks["webhook_listener"] = poller.webhooks.listening.is_set()
         return checks
 
-    app = web.Application()
-    service.add_operational_routes(app, readiness)
-    return app
+    return check
 
 
 async def run(settings: PollerSettings) -> None:
-    client = await connect(settings)
-    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=8)) as session:
-        poller = build_poller(settings, client, session)
-        await service.serve(SERVICE, settings, health_app(poller), workers(poller))
-    await client.aclose()
+    async with service.operational(SERVICE, settings) as ops:
+        client = await connect(settings)
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=8)) as session:
+            poller = build_poller(settings, client, session)
+            ops.ready_when(readiness(poller))
+            await service.serve(SERVICE, settings, workers(poller))
+        await client.aclose()
 
 
 def main() -> None:

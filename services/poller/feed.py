@@ -9,16 +9,18 @@ harmless. Every call goes through :class:`Gate`: the request budget, the metrics
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
 from services.poller.budget import Budget
 from services.poller.observer import Observer
 from services.poller.settings import PollerSettings
-from shared import metrics, retry_after
+from shared import clock, metrics, retry_after
 from shared.delivery import DeliveryEvent, parse_event
 from shared.keys import POLLER_CURSOR
 from shared.logging import event
+from shared.loops import cap_advised_wait
 from shared.provider import HttpProvider, PollResult, ProviderUnavailable
 from shared.redis import RedisClient
 
@@ -28,10 +30,27 @@ log = logging.getLogger(__name__)
 class Gate:
     """Budget, metrics and 429 handling shared by every provider call the poller makes."""
 
-    def __init__(self, provider: HttpProvider, budget: Budget) -> None:
+    def __init__(
+        self, provider: HttpProvider, budget: Budget, max_wait: float,
+        clock: Callable[[], float] = time.time,
+    ) -> None:  # fmt: skip
         self.provider = provider
         self.budget = budget
+        self.max_wait = max_wait
         self.credentials_ok = True
+        self.clock = clock
+        # Until a first success, the process start: a poller that never gets one is as
+        # stalled as one that stopped getting them.
+        self.last_success = clock()
+        metrics.poller_last_success.set(self.last_success)
+
+    def succeeded(self) -> None:
+        """An events page or a lookup answered usefully: the poller is not stalled."""
+        self.last_success = self.clock()
+        metrics.poller_last_success.set(self.last_success)
+
+    def stalled_for(self) -> float:
+        return self.clock() - self.last_success
 
     async def call(
         self, route: str, request: Callable[[], Awaitable[PollResult]]
@@ -52,6 +71,8 @@ class Gate:
     def throttled(self, header: str | None, server_date: str | None) -> float:
         advice = retry_after.parse(header, datetime.now(UTC), server_date)
         delay = advice.delay_ms / 1000 if advice.delay_ms is not None else None
+        if delay is not None:
+            delay = cap_advised_wait(delay, self.max_wait, "poller")
         wait = self.budget.throttled(delay)
         event(log, logging.INFO, "provider throttled polling; waiting", source=advice.source,
               wait_s=round(wait, 3))  # fmt: skip
@@ -70,7 +91,8 @@ def parse_page(body: dict[str, object]) -> tuple[list[DeliveryEvent], int, str] 
     rows, cursor = body.get("data"), body.get("next")
     if not isinstance(rows, list) or not isinstance(cursor, str):
         return None
-    events = [ev for ev in map(parse_event, rows) if ev is not None]
+    now = clock.now_ms()
+    events = [ev for ev in (parse_event(row, now) for row in rows) if ev is not None]
     if len(events) < len(rows):
         event(log, logging.WARNING, "unusable events skipped", count=len(rows) - len(events))
     return events, len(rows), cursor
@@ -106,6 +128,7 @@ class Feed:
             event(log, logging.WARNING, "events feed answered unusably", status=answer.status)
             return idle
         events, rows, next_cursor = page
+        self.gate.succeeded()
         tally = await self.observer.observe(events)
         if next_cursor != cursor:
             await self.client.set(POLLER_CURSOR, next_cursor)

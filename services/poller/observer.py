@@ -137,10 +137,12 @@ class Observer:
                   count=closed)  # fmt: skip
         return closed
 
-    async def publish_pending(self) -> None:
+    async def publish_pending(self) -> int:
+        """Export the accepted operations awaiting a delivery event; returns how many."""
         counts = await observation.pending(self.client, self.settings.partitions, clock.now_ms())
         for partition, count in enumerate(counts):
             metrics.observation_pending.labels(str(partition)).set(count)
+        return sum(counts)
 
     async def collect_garbage(self) -> int:
         """One HSCAN step per partition over the message map; drops entries of operations

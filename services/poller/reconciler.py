@@ -13,6 +13,7 @@ import logging
 from services.poller.feed import Gate
 from services.poller.observer import Observer
 from services.poller.settings import PollerSettings
+from shared import clock
 from shared.delivery import parse_event
 from shared.logging import event
 from shared.operations import load_operation
@@ -35,14 +36,17 @@ class Reconciler:
         self.observer = observer
         self.settings = settings
         self.to_read: dict[str, int] = {}  # operation id -> failed reads so far
+        self.waiting = 0  # ambiguous attempts due for a lookup at the last step
 
     async def step(self) -> float:
         grace_ms = int(self.settings.reconcile_grace_seconds * 1000)
-        for partition in range(self.settings.partitions):
-            for operation_id in await due_ambiguous(self.client, partition, older_than_ms=grace_ms):
-                wait = await self._reconcile(operation_id)
-                if wait:
-                    return wait
+        due = [await due_ambiguous(self.client, p, older_than_ms=grace_ms)
+               for p in range(self.settings.partitions)]  # fmt: skip
+        self.waiting = sum(map(len, due))
+        for operation_id in (op for ops in due for op in ops):
+            wait = await self._reconcile(operation_id)
+            if wait:
+                return wait
         return await self._read_messages() or self.settings.reconcile_interval_seconds
 
     async def _reconcile(self, operation_id: str) -> float:
@@ -59,6 +63,7 @@ class Reconciler:
                   operation_id=operation_id, error=str(error))  # fmt: skip
             return self.settings.reconcile_interval_seconds
         self.gate.budget.answered()
+        self.gate.succeeded()
         if decision is Resolution.ACCEPTED:
             self._remember(operation_id)
         return 0.0
@@ -88,9 +93,11 @@ class Reconciler:
         if isinstance(answer, float):
             return answer
         if answer is not None and answer.status == 200:
+            self.gate.succeeded()
             rows = answer.body.get("events")
-            events = [ev for ev in map(parse_event, rows if isinstance(rows, list) else [])
-                      if ev is not None]  # fmt: skip
+            now = clock.now_ms()
+            parsed = (parse_event(row, now) for row in (rows if isinstance(rows, list) else []))
+            events = [ev for ev in parsed if ev is not None]
             await self.observer.observe(events)
             self.to_read.pop(operation_id, None)
             return 0.0

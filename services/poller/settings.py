@@ -7,10 +7,11 @@ import socket
 
 from pydantic import Field, SecretStr, field_validator
 
-from shared.settings import PolicySettings
+from shared.settings import METRICS_PORTS, PolicySettings
 
 
 class PollerSettings(PolicySettings):
+    metrics_port: int = Field(default=METRICS_PORTS["poller"], ge=0, le=65535)
     # The poller never derives a token (a replay reuses the operation; the sender derives
     # its token), so it neither needs nor checks RESETGATE_TOKEN_KEYS.
     token_keys: SecretStr = SecretStr("")
@@ -41,6 +42,9 @@ class PollerSettings(PolicySettings):
     orphan_max: int = Field(default=10_000, ge=0)
     gc_interval_seconds: float = Field(default=60.0, gt=0)
     lease_seconds: float = Field(default=15.0, ge=1)
+    # With work waiting on the provider and no events page or lookup succeeding for this
+    # long, the lease holder says it is not ready (and PollerStalled pages).
+    poll_stall_seconds: float = Field(default=600.0, ge=1)
     consumer_name: str = Field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
 
     # Pushed events (docs/providers.md, "Delivery events"). The webhook listener has its own

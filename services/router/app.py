@@ -7,7 +7,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
 import aiohttp
-from aiohttp import web
 
 from services.router.settings import RouterSettings
 from services.router.worker import Router, ensure_group
@@ -50,24 +49,24 @@ def _loop(name: str, step: Callable[[], Awaitable[float]]) -> service.Worker:
     return loop
 
 
-def health_app(client: RedisClient) -> web.Application:
-    async def readiness() -> dict[str, bool]:
+def readiness(client: RedisClient) -> service.ReadinessCheck:
+    async def check() -> dict[str, bool]:
         up = await ping(client)
         metrics.redis_up.labels(SERVICE).set(int(up))
         return {"redis": up}
 
-    app = web.Application()
-    service.add_operational_routes(app, readiness)
-    return app
+    return check
 
 
 async def run(settings: RouterSettings) -> None:
-    client = await connect(settings)
-    await until_done(lambda: ensure_group(client), "contact form group")
-    async with open_directory(settings, client) as directory:
-        router = build_router(settings, client, directory)
-        await service.serve(SERVICE, settings, health_app(client), workers(router))
-    await client.aclose()
+    async with service.operational(SERVICE, settings) as ops:
+        client = await connect(settings)
+        await until_done(lambda: ensure_group(client), "contact form group")
+        async with open_directory(settings, client) as directory:
+            router = build_router(settings, client, directory)
+            ops.ready_when(readiness(client))
+            await service.serve(SERVICE, settings, workers(router))
+        await client.aclose()
 
 
 def main() -> None:

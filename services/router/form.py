@@ -13,15 +13,15 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from shared.ids import valid_account_id
 from shared.logging import scrub
 
 MAX_FIELD = 256
 ROUTED_FIELDS = ("event_id", "topic", "login", "account_id", "submitted_at")
 _EVENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}", re.ASCII)
 _TOPIC = re.compile(r"[a-z0-9][a-z0-9_.-]{0,63}", re.ASCII)
-# The shape of an account id (as the admission API accepts it) and of a field name: whatever
-# does not fit may be anything a player typed, so it is dropped rather than copied.
-_ACCOUNT_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}", re.ASCII)
+# The shape of a field name: whatever does not fit may be anything a player typed, so it is
+# dropped rather than copied (an account id likewise: shared.ids).
 _FIELD_NAME = re.compile(r"[A-Za-z0-9_.:-]{1,32}", re.ASCII)
 
 
@@ -102,6 +102,8 @@ def parse_form(
     login, account_id = fields.get("login", "").strip(), fields.get("account_id", "").strip()
     if topic in account_topics and not (login or account_id):
         raise Malformed("missing_identity")
+    if topic in account_topics and account_id and not valid_account_id(account_id):
+        raise Malformed("bad_account_id")  # e.g. "../../admin": never a directory path
     # A missing or odd timestamp does not stop a player's request: the entry's time stands in.
     submitted = parse_submitted(fields.get("submitted_at", "")) or entry_ms(entry_id)
     return ContactForm(entry_id, event_id, topic, login, account_id, submitted)
@@ -109,7 +111,7 @@ def parse_form(
 
 def account_id_or_blank(value: str) -> str:
     """An unverified account id as a case may carry it: its shape, or nothing."""
-    return scrub(value) if _ACCOUNT_ID.fullmatch(value) else ""
+    return scrub(value) if valid_account_id(value) else ""
 
 
 def dead_letter(entry_id: str, fields: dict[str, str], reason: str, now_ms: int) -> dict[str, str]:

@@ -7,12 +7,13 @@ import socket
 
 from pydantic import Field, SecretStr, field_validator
 
-from shared.settings import PolicySettings
+from shared.settings import METRICS_PORTS, PolicySettings
 
 DEFAULT_ACCOUNT_TOPICS = "account_access,password_reset,login_problem,hacked_account"
 
 
 class RouterSettings(PolicySettings):
+    metrics_port: int = Field(default=METRICS_PORTS["router"], ge=0, le=65535)
     # Required: admission records the key id each new operation's token is derived with.
     token_keys: SecretStr
     directory_url: str = ""

@@ -29,7 +29,14 @@ from services.router.settings import RouterSettings
 from shared import clock, ids, metrics
 from shared.admission import AdmissionConflict, Admitter
 from shared.directory import Directory, DirectoryError
-from shared.keys import CONTACT_FORMS, CONTACT_FORMS_DEAD, ROUTER_GROUP, PartitionKeys
+from shared.keys import (
+    CONTACT_FORMS,
+    CONTACT_FORMS_DEAD,
+    ROUTER_FORM_PREFIX,
+    ROUTER_GROUP,
+    ROUTER_RETRY,
+    PartitionKeys,
+)
 from shared.logging import event
 from shared.loops import ERRORS
 from shared.model import EntryPoint
@@ -88,7 +95,8 @@ class Router:
         return 0.0
 
     async def claim_step(self) -> float:
-        """Entries whose router died, or that hit a directory outage, are retried here."""
+        """Forms whose routing failed (a directory outage) or whose router died are retried
+        here: entries read but not yet taken over, then taken-over forms that are due."""
         reply: Any = await self.client.execute_command(
             "XAUTOCLAIM", CONTACT_FORMS, ROUTER_GROUP, self.settings.consumer_name,
             self.idle_ms, "0-0", "COUNT", 100, **_UNDECODED,
@@ -96,8 +104,14 @@ class Router:
         for entry_id, fields in reply[1]:
             if fields:
                 await self.handle(_entry_id(entry_id), fields)
-            elif entry_id is not None:  # deleted from the stream while pending: nothing to route
-                await self.client.xack(CONTACT_FORMS, ROUTER_GROUP, _entry_id(entry_id))
+            elif entry_id is not None:  # Redis 6.2: deleted while pending, nothing to route
+                await self._consume(_entry_id(entry_id))
+        now = clock.now_ms()
+        for due in await self.client.zrangebyscore(ROUTER_RETRY, "-inf", now, 0, 100):
+            entry_id = str(due)
+            # Pushed back first, so another router does not take the same form meanwhile.
+            await self.client.zadd(ROUTER_RETRY, {entry_id: now + self.idle_ms}, xx=True)
+            await self.resume(entry_id)
         return self.settings.claim_idle_seconds / 2
 
     # -- one entry -------------------------------------------------------------------------
@@ -110,17 +124,48 @@ class Router:
         except Malformed as bad:
             await self._dead_letter(entry_id, fields, bad.reason)
             return
+        await self._take_over(form)
+        await self._route_or_retry(form)
+
+    async def resume(self, entry_id: str) -> None:
+        """Route a form taken over earlier; forget it if its fields are gone (their TTL)."""
+        kept = await self.client.hgetall(ROUTER_FORM_PREFIX + entry_id)
+        if not kept:
+            await self._consume(entry_id)
+            return
+        raw = {str(k): str(v) for k, v in kept.items()}
+        form = ContactForm(entry_id, raw["event_id"], raw["topic"], raw["login"],
+                           raw["account_id"], int(raw["submitted_ms"]))  # fmt: skip
+        await self._route_or_retry(form)
+
+    async def _take_over(self, form: ContactForm) -> None:
+        """Keep only what routing needs under our own key, then acknowledge and delete the
+        entry. XDEL only marks an entry: its bytes, free text included, are freed once every
+        entry of its stream node is gone, so a form left in the stream for a retry kept its
+        neighbours' text in Redis (and in RDB files, AOF rewrites, replica syncs). Taken over
+        at read, a node is freed as soon as the forms around it have been read."""
+        key = ROUTER_FORM_PREFIX + form.entry_id
+        async with self.client.pipeline(transaction=False) as pipe:
+            pipe.hset(key, mapping={"event_id": form.event_id, "topic": form.topic,
+                                    "login": form.login, "account_id": form.account_id,
+                                    "submitted_ms": str(form.submitted_ms)})  # fmt: skip
+            pipe.pexpire(key, self.ttl_ms)
+            pipe.zadd(ROUTER_RETRY, {form.entry_id: clock.now_ms() + self.idle_ms})
+            await pipe.execute()
+        await self._consume_entry(form.entry_id)
+
+    async def _route_or_retry(self, form: ContactForm) -> None:
         try:
             await self._route(form)
         except (DirectoryError, AdmissionConflict, *ERRORS) as error:
-            # Left pending: claim_step retries it after claim_idle_seconds.
+            # Kept under our key: claim_step retries it after claim_idle_seconds.
             event(log, logging.WARNING, "contact form not routed yet; will retry",
                   event_id=form.event_id, error=type(error).__name__)  # fmt: skip
         except Exception as error:  # one bad form must not stop the router
             # Retrying a form that trips a bug would crash-loop the router on it: park it.
-            event(log, logging.ERROR, "contact form could not be routed", entry_id=entry_id,
-                  error=type(error).__name__)  # fmt: skip
-            await self._dead_letter(entry_id, fields, "routing_error")
+            event(log, logging.ERROR, "contact form could not be routed",
+                  entry_id=form.entry_id, error=type(error).__name__)  # fmt: skip
+            await self._dead_letter(form.entry_id, _routed_fields(form), "routing_error")
 
     async def _route(self, form: ContactForm) -> None:
         claim = await cases.claim(
@@ -194,11 +239,26 @@ class Router:
         event(log, logging.INFO, "contact form " + message, event_id=form.event_id, **fields)
 
     async def _consume(self, entry_id: str) -> None:
+        """The form is done with (case or dead letter written first): the entry, if it is
+        still there, and the routed fields kept for it. A redelivery is recognised by its
+        seen record, not by the entry."""
+        await self._consume_entry(entry_id)
+        async with self.client.pipeline(transaction=False) as pipe:
+            pipe.delete(ROUTER_FORM_PREFIX + entry_id)
+            pipe.zrem(ROUTER_RETRY, entry_id)
+            await pipe.execute()
+
+    async def _consume_entry(self, entry_id: str) -> None:
         """Acknowledge and delete, in one transaction: a form carries what the player typed
-        (addresses, a pasted reset link), which must not outlive its routing in our store.
-        The case or dead letter is written first; a redelivery is recognised by its seen
-        record, not by the entry (one key, so the transaction is fine on Cluster)."""
+        (addresses, a pasted reset link), which must not outlive its reading in our store
+        (one key, so the transaction is fine on Cluster)."""
         async with self.client.pipeline(transaction=True) as pipe:
             pipe.xack(CONTACT_FORMS, ROUTER_GROUP, entry_id)
             pipe.xdel(CONTACT_FORMS, entry_id)
             await pipe.execute()
+
+
+def _routed_fields(form: ContactForm) -> dict[str, str]:
+    """What a dead letter may look at of a taken-over form (it keeps shaped values only)."""
+    return {"event_id": form.event_id, "topic": form.topic,
+            "submitted_at": str(form.submitted_ms)}  # fmt: skip

@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 
 import aiohttp
-from aiohttp import web
 
 from services.sender.attempt import AttemptRunner
 from services.sender.pacer import Pacer
@@ -18,6 +17,8 @@ from shared.directory import Directory, HttpDirectory, RedisDirectory
 from shared.provider import HttpProvider
 from shared.redis import RedisClient, connect, ping, until_done
 from shared.tokens import parse_keys
+
+SERVICE = "sender"
 
 
 def build_sender(
@@ -59,30 +60,30 @@ def workers(sender: Sender) -> list[service.Worker]:
     return loops
 
 
-def health_app(sender: Sender, client: RedisClient) -> web.Application:
-    async def readiness() -> dict[str, bool]:
+def readiness(sender: Sender, client: RedisClient) -> service.ReadinessCheck:
+    async def check() -> dict[str, bool]:
         return {"redis": await ping(client), "provider_credentials": sender.sending_allowed()}
 
-    app = web.Application()
-    service.add_operational_routes(app, readiness)
-    return app
+    return check
 
 
 async def run(settings: SenderSettings) -> None:
-    client = await connect(settings)
-    await until_done(lambda: ensure_groups(client, settings.partitions), "send groups")
-    metrics.token_ttl.set(settings.token_ttl_seconds)
-    connector = aiohttp.TCPConnector(limit=settings.concurrency * 2, ttl_dns_cache=60)
-    async with aiohttp.ClientSession(connector=connector) as session:
-        sender = build_sender(settings, client, session)
-        await until_done(sender.refresh_control, "control state")
-        await service.serve("sender", settings, health_app(sender, client), workers(sender))
-    await client.aclose()
+    async with service.operational(SERVICE, settings) as ops:
+        client = await connect(settings)
+        await until_done(lambda: ensure_groups(client, settings.partitions), "send groups")
+        metrics.token_ttl.set(settings.token_ttl_seconds)
+        connector = aiohttp.TCPConnector(limit=settings.concurrency * 2, ttl_dns_cache=60)
+        async with aiohttp.ClientSession(connector=connector) as session:
+            sender = build_sender(settings, client, session)
+            await until_done(sender.refresh_control, "control state")
+            ops.ready_when(readiness(sender, client))
+            await service.serve(SERVICE, settings, workers(sender))
+        await client.aclose()
 
 
 def main() -> None:
     settings = settings_module.load(SenderSettings)
-    rglogging.setup("sender", settings.log_level)
+    rglogging.setup(SERVICE, settings.log_level)
     service.run(lambda: run(settings))
 
 

@@ -19,6 +19,7 @@ from services.sender.settings import SenderSettings
 from shared import clock, control, ids, metrics, retry_after
 from shared.directory import Directory, DirectoryError
 from shared.logging import event
+from shared.loops import cap_advised_wait
 from shared.model import Outcome, State
 from shared.operations import (
     BeginCode,
@@ -108,6 +109,8 @@ class AttemptRunner:
     async def _attempt(self, job: Job, begun: Begun) -> SendResult | Finalisation:
         """The provider call, or a finalisation decided without one (directory trouble)."""
         now = clock.now_ms()
+        if begun.token_kid and begun.token_kid not in self.keys.secrets:
+            return await self._key_missing(job, begun, now)
         try:
             account = await self.directory.get_account(begun.account_id)
         except DirectoryError:
@@ -140,6 +143,21 @@ class AttemptRunner:
             sender=self.settings.email_from,
         )
         return await self.provider.send(job.operation_id, message)
+
+    async def _key_missing(self, job: Job, begun: Begun, now: int) -> Finalisation:
+        """The operation's token was signed with a key this sender lacks (dropped from
+        RESETGATE_TOKEN_KEYS too early): no link it could send would verify, and every other
+        operation of that key would fail the same way. Pause the partition, naming the key,
+        and hand the attempt back unspent."""
+        kid = begun.token_kid
+        reason = f"token key {kid!r} missing from RESETGATE_TOKEN_KEYS: add it back, then resume"
+        await control.pause_partitions(self.client, [job.partition], reason)
+        event(log, logging.ERROR, "token key missing; partition paused", kid=kid,
+              partition=job.partition, operation_id=job.operation_id)  # fmt: skip
+        final = decide(Outcome.TRANSIENT, 0, attempt=begun.attempts, now=now,
+                       horizon_at=begun.horizon_at, budget=self.budget, rng=self.rng,
+                       reason="token_key_missing")  # fmt: skip
+        return replace(final, refund=True)
 
     async def _finalise(
         self, job: Job, attempt_id: str, begun: Begun, result: SendResult | Finalisation
@@ -197,7 +215,11 @@ class AttemptRunner:
             # a second, so a short jittered backoff can never turn into hammering.
             advised = final.retry_after_source in ("delta", "date")
             floor = now if advised else now + 1000
-            await self.pacer.throttled(max(final.retry_at, floor))
+            # The operation keeps its own retry time (the horizon bounds it); the block on
+            # every replica is capped, so one absurd Retry-After cannot stop all sending.
+            wait_s = (max(final.retry_at, floor) - now) / 1000
+            wait_s = cap_advised_wait(wait_s, self.settings.max_advised_wait_seconds, "sender")
+            await self.pacer.throttled(now + int(wait_s * 1000))
         elif result.outcome is Outcome.ACCEPTED:
             await self.pacer.succeeded()
         elif result.outcome is Outcome.AUTH:

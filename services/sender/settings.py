@@ -7,10 +7,11 @@ import socket
 
 from pydantic import Field, SecretStr, model_validator
 
-from shared.settings import PolicySettings
+from shared.settings import METRICS_PORTS, PolicySettings
 
 
 class SenderSettings(PolicySettings):
+    metrics_port: int = Field(default=METRICS_PORTS["sender"], ge=0, le=65535)
     provider_url: str = "http://127.0.0.1:8090"
     provider_api_key: SecretStr
     reset_url_base: str = "https://game.example/reset-password"

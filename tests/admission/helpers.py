@@ -91,7 +91,7 @@ async def consume(
     return await http.post("/internal/v1/reset-tokens/consume", json=body, headers=BEARER)
 
 
-def service_env(redis_url: str, port: int, **extra: str) -> dict[str, str]:
+def service_env(redis_url: str, port: int, ops_port: int, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RESETGATE_")}
     env.update(
         RESETGATE_REDIS_URL=redis_url,
@@ -99,6 +99,7 @@ def service_env(redis_url: str, port: int, **extra: str) -> dict[str, str]:
         RESETGATE_INTERNAL_API_TOKEN=INTERNAL_TOKEN,
         RESETGATE_HTTP_HOST="127.0.0.1",
         RESETGATE_HTTP_PORT=str(port),
+        RESETGATE_METRICS_PORT=str(ops_port),
         RESETGATE_PARTITIONS="4",
         RESETGATE_SHUTDOWN_GRACE_SECONDS="2",
     )
@@ -111,18 +112,18 @@ def admission_process(
     redis_url: str, log_path: Path, **extra: str
 ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """``python -m services.admission`` as a child process; yields (base URL, process)."""
-    port = free_port()
+    port, ops_port = free_port(), free_port()
     with log_path.open("wb") as log:
         process = subprocess.Popen(
             [sys.executable, "-m", "services.admission"],
             cwd=ROOT,
-            env=service_env(redis_url, port, **extra),
+            env=service_env(redis_url, port, ops_port, **extra),
             stdout=log,
             stderr=subprocess.STDOUT,
         )
     base = f"http://127.0.0.1:{port}"
     try:
-        _wait_healthy(base, process)
+        _wait_ready(f"http://127.0.0.1:{ops_port}", process)
         yield base, process
     finally:
         if process.poll() is None:
@@ -134,7 +135,7 @@ def admission_process(
                 process.wait()
 
 
-def _wait_healthy(base: str, process: subprocess.Popen[bytes], timeout: float = 15.0) -> None:
+def _wait_ready(base: str, process: subprocess.Popen[bytes], timeout: float = 15.0) -> None:
     import urllib.request
 
     deadline = time.monotonic() + timeout
@@ -142,9 +143,9 @@ def _wait_healthy(base: str, process: subprocess.Popen[bytes], timeout: float = 
         if process.poll() is not None:
             raise RuntimeError(f"admission exited with {process.returncode}")
         try:
-            with urllib.request.urlopen(base + "/healthz", timeout=0.5) as response:
+            with urllib.request.urlopen(base + "/readyz", timeout=0.5) as response:
                 if response.status == 200:
                     return
         except OSError:
             time.sleep(0.05)
-    raise RuntimeError("admission did not become healthy")
+    raise RuntimeError("admission did not become ready")

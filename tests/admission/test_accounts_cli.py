@@ -87,3 +87,22 @@ def test_add_one_account(store: sync_redis.Redis, capsys: pytest.CaptureFixture[
     assert run("accounts", "add", "dave", "acct-dave", "no-address") == 1
     assert run("accounts", "add", "dave", "bad id", "d@example.com") == 1
     assert "@" not in capsys.readouterr().err
+
+
+def test_logins_that_normalise_to_one_key_for_two_accounts_are_refused(
+    store: sync_redis.Redis, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 10.8: ``straße`` and ``STRASSE`` are one directory key once case-folded; the
+    second row silently took the first one's login over. Now the import names both lines
+    (never the logins, which may be addresses) and writes nothing."""
+    csv_file = tmp_path / "accounts.csv"
+    csv_file.write_text("login,account_id,email\nstraße,acct-1,a@example.com\n"
+                        "bob,acct-2,b@example.com\nSTRASSE,acct-3,c@example.com\n")  # fmt: skip
+    assert run("accounts", "import", str(csv_file)) == 1
+    err = capsys.readouterr().err
+    assert "line 4" in err and "line 2" in err
+    assert "stra" not in err.lower()
+    assert store.dbsize() == 0
+    # The same login twice for the same account is no collision.
+    csv_file.write_text("Carol,acct-4,c@example.com\ncarol,acct-4,c@example.com\n")
+    assert run("accounts", "import", str(csv_file)) == 0

@@ -6,11 +6,14 @@ from typing import Any
 
 import aiohttp
 import pytest
-from aiohttp.test_utils import TestClient
+from aiohttp.test_utils import TestClient, TestServer
 from redis.asyncio import Redis
 
+from services.admission.app import readiness
+from services.admission.context import REDIS
 from services.ctl.embedded import free_port
 from shared.directory import Account, DirectoryError, HttpDirectory
+from shared.service import operational_app
 from tests.admission.helpers import (
     ALICE,
     BEARER,
@@ -212,17 +215,24 @@ async def test_an_unexpected_error_is_a_500_json_without_traceback(
 
 
 async def test_operational_routes(api: TestClient[Any, Any], redis: Redis) -> None:
-    assert await (await api.get("/healthz")).json() == {"status": "ok"}
-    assert await (await api.get("/readyz")).json() == {"ready": True, "checks": {"redis": True}}
+    """Operational routes answer on the operational listener only; the API's port says 404."""
     await seed_directory(redis)
     await api.post(LOGIN_ROUTE, json={"login": ALICE[0]})
     await api.post(LOGIN_ROUTE, json={"login": "nobody"})
-    text = await (await api.get("/metrics")).text()
+    for path in ("/healthz", "/readyz", "/metrics"):
+        assert (await api.get(path)).status == 404
+    ops = operational_app("admission", readiness(redis))
+    async with TestClient(TestServer(ops, host="127.0.0.1")) as probe:
+        assert await (await probe.get("/healthz")).json() == {"status": "ok"}
+        ready = await (await probe.get("/readyz")).json()
+        assert ready == {"ready": True, "checks": {"redis": True}}
+        text = await (await probe.get("/metrics")).text()
     assert 'resetgate_admissions_total{entry_point="public",result="unknown_login"}' in text
     assert 'resetgate_http_request_duration_seconds_bucket{le="0.001",method="POST",' \
            'route="/v1/password-resets",service="admission",status="202"}' in text  # fmt: skip
     spec = await (await api.get("/openapi.json")).json()
     assert spec["openapi"].startswith("3.")
+    assert not {"/healthz", "/readyz", "/metrics"} & set(spec["paths"])
     assert (
         spec["components"]["schemas"]["PasswordResetRequest"]["properties"]["login"]["maxLength"]
         == 254
@@ -232,9 +242,12 @@ async def test_operational_routes(api: TestClient[Any, Any], redis: Redis) -> No
 async def test_readyz_is_503_when_redis_is_gone(redis_server: Any) -> None:
     settings = admission_settings(f"redis://127.0.0.1:{free_port()}/0", redis_timeout_seconds=0.2)
     async with serving(settings) as http:
-        reply = await http.get("/readyz")
-        assert reply.status == 503
-        assert await reply.json() == {"ready": False, "checks": {"redis": False}}
+        store = http.app[REDIS]
+        ops = operational_app("admission", readiness(store))
+        async with TestClient(TestServer(ops, host="127.0.0.1")) as probe:
+            reply = await probe.get("/readyz")
+            assert reply.status == 503
+            assert await reply.json() == {"ready": False, "checks": {"redis": False}}
         down = await http.post(LOGIN_ROUTE, json={"login": ALICE[0]})
         assert down.status == 503 and (await down.json())["error"] == "store_unavailable"
 
@@ -244,7 +257,6 @@ async def test_the_http_directory_resolves_logins_and_accounts(
 ) -> None:
     """RESETGATE_DIRECTORY_URL: the studio's account service, here a real HTTP server."""
     from aiohttp import web
-    from aiohttp.test_utils import TestServer
 
     accounts = {"acct-dir": {"account_id": "acct-dir", "email": "d@example.com"}}
 

@@ -34,7 +34,9 @@ async def test_an_exhausted_operation_pages_through_a_real_prometheus(
         }
         async with Processes(tmp_path, env) as services:
             sender = await services.start("sender")
-            async with PrometheusServer({"sender": [f"127.0.0.1:{sender.port}"]}) as prometheus:
+            async with PrometheusServer(
+                {"sender": [f"127.0.0.1:{sender.metrics_port}"]}
+            ) as prometheus:
                 await prometheus.wait_for_scrapes(timeout=30)
                 settings = make_settings(redis_server.url)
                 await RedisDirectory(redis).add("p1", Account("acct-page", "p1@example.com"))

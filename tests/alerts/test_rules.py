@@ -42,6 +42,7 @@ PAGES = {
     "AdmissionUnavailable",
     "AdmissionErrorsHigh",
     "RedisDown",
+    "PollerStalled",
 }
 NOT_PAGES = {
     "ProviderThrottlingHigh": "warning",

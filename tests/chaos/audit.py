@@ -19,7 +19,14 @@ from typing import Any
 from redis.asyncio import Redis
 
 from services.sandbox.testing import sandbox_stats, sent_emails
-from shared.keys import CONTACT_FORMS, ROUTER_GROUP, SUPPORT_CASES, PartitionKeys, partition_of
+from shared.keys import (
+    CONTACT_FORMS,
+    ROUTER_GROUP,
+    ROUTER_RETRY,
+    SUPPORT_CASES,
+    PartitionKeys,
+    partition_of,
+)
 from shared.model import TERMINAL, Attempt, State
 from tests.chaos.driver import Acks
 from tests.chaos.stack import PARTITIONS, account_id
@@ -54,13 +61,15 @@ async def scan_operations(redis: Redis) -> dict[str, Operation]:
 
 
 async def forms_pending(redis: Redis) -> int:
-    """Forms not yet routed: pending in the group, plus one if any was never read. (The
-    group's lag is not used: the router deletes routed forms, and deletions void it.)"""
+    """Forms not yet routed: pending in the group, taken over and waiting for a retry, plus
+    one if any was never read. (The group's lag is not used: the router deletes forms it has
+    read, and deletions void it.)"""
     groups = await redis.xinfo_groups(CONTACT_FORMS)
     group: dict[str, Any] = next((g for g in groups if g["name"] == ROUTER_GROUP), {})
     stream: dict[str, Any] = await redis.xinfo_stream(CONTACT_FORMS)
     unread = group.get("last-delivered-id") != stream.get("last-generated-id")
-    return int(group.get("pending") or 0) + int(unread)
+    retrying = int(await redis.zcard(ROUTER_RETRY))
+    return int(group.get("pending") or 0) + retrying + int(unread)
 
 
 async def unsettled(redis: Redis) -> dict[str, str]:

@@ -117,7 +117,7 @@ class Stack:
         try:
             async with (
                 aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as session,
-                session.get(self.processes[name].url + "/readyz") as response,
+                session.get(self.processes[name].ops_url + "/readyz") as response,
             ):
                 return response.status == 200
         except (aiohttp.ClientError, TimeoutError):

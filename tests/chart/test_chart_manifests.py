@@ -93,7 +93,7 @@ def check_custom(doc: Manifest) -> None:
     spec = doc["spec"]
     if doc["kind"] == "ServiceMonitor":
         assert spec["selector"]["matchLabels"]
-        assert all(e["port"] == "http" and e["path"] == "/metrics" for e in spec["endpoints"])
+        assert all(e["port"] == "metrics" and e["path"] == "/metrics" for e in spec["endpoints"])
     elif doc["kind"] == "PrometheusRule":
         for group in spec["groups"]:
             assert group["name"] and group["rules"]
@@ -159,14 +159,24 @@ def test_gateway_pods_run_one_image_as_uid_10001(rendered: list[Manifest]) -> No
         assert "emptyDir" in volumes[mounts["/tmp"]]
 
 
-def test_probes_hit_the_real_endpoints_on_port_http(rendered: list[Manifest]) -> None:
+def test_probes_hit_the_operational_listener_and_a_startup_probe_guards_liveness(
+    rendered: list[Manifest],
+) -> None:
+    """Core pods are probed on the metrics port (up from process start, issue 16.3), never on
+    the API's; only admission (and the sandbox) open http."""
+    http = {"name": "http", "containerPort": 8080, "protocol": "TCP"}
+    metrics = {"name": "metrics", "containerPort": 8081, "protocol": "TCP"}
+    expected_ports = {"admission": [http, metrics], "sandbox": [http]}
     for component, deployment in deployments(rendered).items():
         if component == "redis":
             continue
         box = container(deployment)
-        assert box["ports"] == [{"name": "http", "containerPort": 8080, "protocol": "TCP"}]
-        assert box["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
-        assert box["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
+        assert box["ports"] == expected_ports.get(component, [metrics])
+        port = "http" if component == "sandbox" else "metrics"
+        assert box["startupProbe"]["httpGet"] == {"path": "/healthz", "port": port}
+        assert box["startupProbe"]["periodSeconds"] * box["startupProbe"]["failureThreshold"] >= 30
+        assert box["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": port}
+        assert box["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": port}
         assert box["resources"]["requests"] and box["resources"]["limits"]
 
 
@@ -182,7 +192,7 @@ def test_each_core_component_has_a_service_and_a_disruption_budget(
         for d in of_kind(rendered, "PodDisruptionBudget").values()
     }
     for component in CORE:
-        assert services[component]["spec"]["ports"][0]["targetPort"] == "http"
+        assert services[component]["spec"]["ports"][-1]["targetPort"] == "metrics"
         assert budgets[component]["spec"]["maxUnavailable"] == 1
 
 

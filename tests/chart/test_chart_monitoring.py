@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 import yaml
-from helmchart import BASE, RELEASE, Helm, of_kind
+from helmchart import BASE, CORE, RELEASE, Helm, of_kind
 
 from tests.alerts.promql import (
     DASHBOARD,
@@ -105,6 +105,7 @@ def test_service_monitor_scrapes_the_four_services(helm: Helm) -> None:
         }
     ]
     (endpoint,) = spec["endpoints"]
+    assert endpoint["port"] == "metrics"
     assert endpoint["path"] == "/metrics"
     assert (endpoint["interval"], endpoint["scrapeTimeout"]) == ("30s", "10s")
     # the dashboard's release variable reads this label
@@ -114,9 +115,12 @@ def test_service_monitor_scrapes_the_four_services(helm: Helm) -> None:
             "targetLabel": "release",
         }
     ]
-    # every Service it selects names its port http
-    for service in of_kind(docs, "Service").values():
-        assert service["spec"]["ports"][0]["name"] == "http"
+    # every Service it selects has the metrics port; only admission's also has the API
+    for name, service in of_kind(docs, "Service").items():
+        if service["metadata"]["labels"]["app.kubernetes.io/component"] not in CORE:
+            continue  # the sandbox and the dev Redis are not scraped
+        ports = [p["name"] for p in service["spec"]["ports"]]
+        assert ports == (["http", "metrics"] if name.endswith("admission") else ["metrics"])
 
 
 def test_no_operator_objects_by_default(helm: Helm) -> None:

@@ -1,5 +1,6 @@
-"""NetworkPolicy: admission open on 8080, workers open to Prometheus only, egress to DNS,
-Redis and (sender, poller) the provider, nothing else."""
+"""NetworkPolicy: admission's API open on 8080, every metrics port (/metrics, /healthz,
+/readyz) open to Prometheus only, egress to DNS, Redis and (sender, poller) the provider,
+nothing else."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ PROMETHEUS = {
     "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}},
 }
 HTTP = [{"port": "http", "protocol": "TCP"}]
+METRICS = [{"port": "metrics", "protocol": "TCP"}]
 
 
 def policies(helm: Helm, values: dict[str, Any] | None = None) -> dict[str, Manifest]:
@@ -30,21 +32,36 @@ def test_every_pod_is_isolated_both_ways(helm: Helm) -> None:
         assert spec["policyTypes"] == ["Ingress", "Egress"]
 
 
-def test_admission_accepts_8080_from_anywhere(helm: Helm) -> None:
-    assert policies(helm)["admission"]["ingress"] == [{"ports": HTTP}]
+def test_admission_accepts_8080_from_anywhere_and_metrics_from_prometheus_only(
+    helm: Helm,
+) -> None:
+    assert policies(helm)["admission"]["ingress"] == [
+        {"ports": HTTP},
+        {"ports": METRICS, "from": [PROMETHEUS]},
+    ]
 
 
 def test_admission_sources_can_be_narrowed(helm: Helm) -> None:
     peer = {"ipBlock": {"cidr": "10.0.0.0/8"}}
     spec = policies(helm, {"networkPolicy.admissionFrom": [peer]})["admission"]
-    assert spec["ingress"] == [{"ports": HTTP, "from": [peer]}]
+    assert spec["ingress"][0] == {"ports": HTTP, "from": [peer]}
 
 
 def test_workers_accept_only_prometheus(helm: Helm) -> None:
     specs = policies(helm)
     for worker in ("sender", "poller", "router"):
         # one peer holding both selectors: Prometheus pods IN the monitoring namespace
-        assert specs[worker]["ingress"] == [{"ports": HTTP, "from": [PROMETHEUS]}]
+        assert specs[worker]["ingress"] == [{"ports": METRICS, "from": [PROMETHEUS]}]
+
+
+def test_the_monitoring_namespace_is_a_value(helm: Helm) -> None:
+    """Issue 10.1: the metrics port, which tells admission results, is open to the
+    monitoring namespace the values name, and to nothing else."""
+    selector = {"matchLabels": {"kubernetes.io/metadata.name": "observability"}}
+    specs = policies(helm, {"networkPolicy.prometheus.namespaceSelector": selector})
+    for component in CORE:
+        rules = [r for r in specs[component]["ingress"] if r["ports"] == METRICS]
+        assert [rule["from"][0]["namespaceSelector"] for rule in rules] == [selector]
 
 
 def test_egress_is_dns_redis_and_for_sender_and_poller_the_provider(helm: Helm) -> None:

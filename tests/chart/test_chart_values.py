@@ -168,6 +168,7 @@ def test_settings_reach_every_service_through_the_configmap(helm: Helm) -> None:
     assert data["RESETGATE_PARTITIONS"] == "32"
     assert data["RESETGATE_REDIS_URL"] == BASE["redis.url"]
     assert data["RESETGATE_HTTP_PORT"] == "8080"
+    assert data["RESETGATE_METRICS_PORT"] == "8081"
     assert data["RESETGATE_TRUSTED_PROXY_HOPS"] == "1"
     assert data["RESETGATE_RESET_URL_BASE"] == BASE["config.resetUrlBase"]
     # null and empty values are left to the services' own defaults

@@ -27,6 +27,16 @@ SECRET = "do-not-echo-this-secret-value"
             "RESETGATE_HORIZON_MARGIN_SECONDS",
         ),
         ("router", {"RESETGATE_LOG_LEVEL": "LOUD"}, "RESETGATE_LOG_LEVEL"),
+        (
+            "admission",
+            {
+                "RESETGATE_TOKEN_KEYS": f"k1:{SECRET}",
+                "RESETGATE_INTERNAL_API_TOKEN": SECRET,
+                "RESETGATE_HTTP_PORT": "9000",
+                "RESETGATE_METRICS_PORT": "9000",
+            },
+            "RESETGATE_METRICS_PORT",
+        ),
     ],
 )
 def test_invalid_settings_stop_the_service_with_one_clear_line(

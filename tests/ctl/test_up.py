@@ -45,6 +45,11 @@ async def reset_is_accepted(base: str, token: str) -> dict[str, Any]:
         return view
 
 
+async def status_of(url: str) -> int:
+    async with aiohttp.ClientSession() as session, session.get(url) as reply:
+        return reply.status
+
+
 async def test_up_runs_the_stack_and_a_reset_reaches_the_provider(tmp_path: Path) -> None:
     port = free_port()
     process = await asyncio.create_subprocess_exec(
@@ -59,6 +64,10 @@ async def test_up_runs_the_stack_and_a_reset_reaches_the_provider(tmp_path: Path
         assert token is not None
         view = await reset_is_accepted(f"http://127.0.0.1:{port}", token.group(1))
         assert view["state"] == "accepted"
+        assert await status_of(f"http://127.0.0.1:{port}/metrics") == 404  # the API's port
+        for ops_port in range(port + 1, port + 5):  # every service's operational listener
+            assert f"http://127.0.0.1:{ops_port}  (/healthz /readyz /metrics)" in banner
+            assert await status_of(f"http://127.0.0.1:{ops_port}/metrics") == 200
     finally:
         process.send_signal(signal.SIGINT)
         await asyncio.wait_for(process.communicate(), timeout=60)

@@ -52,7 +52,7 @@ async def until_status(stack: Stack, path: str, status: int, timeout: float) -> 
         while not all(seen.values()) and time.monotonic() < deadline:
             for name in SERVICES:
                 if not seen[name]:
-                    seen[name] = await get(session, stack[name].url + path) == status
+                    seen[name] = await get(session, stack[name].ops_url + path) == status
             await asyncio.sleep(0.1)
     return seen
 

@@ -128,11 +128,24 @@ async def test_window_closes_with_delivery_unknown(redis: Redis) -> None:
 def test_parse_event_rejects_what_it_cannot_use() -> None:
     good = {"event_id": "e", "message_id": "m", "type": "delivered",
             "occurred_at": "2026-01-01T00:00:00.250Z"}  # fmt: skip
-    parsed = parse_event(good)
+    now = 1_767_225_600_000  # 2026-01-01T00:00:00Z
+    parsed = parse_event(good, now)
     assert parsed is not None and parsed.occurred_ms % 1000 == 250
     for bad in ({**good, "type": "opened"}, {**good, "occurred_at": "2026-01-01T00:00:00"},
                 {**good, "message_id": ""}, {**good, "occurred_at": 5}, ["x"]):  # fmt: skip
-        assert parse_event(bad) is None
+        assert parse_event(bad, now) is None
+
+
+def test_an_event_dated_outside_any_plausible_time_is_not_used() -> None:
+    """Issue 10.8: year 9999 (it would outrank every later event of its rank for ever) and
+    year 1 were stored as is. Clock skew of a few minutes is still fine."""
+    now = 1_767_225_600_000  # 2026-01-01T00:00:00Z
+    row = {"event_id": "e", "message_id": "m", "type": "delivered"}
+    for absurd in ("9999-12-31T23:59:59Z", "0001-01-01T00:00:00Z", "2026-01-01T00:30:00Z",
+                   "2024-12-01T00:00:00Z"):  # fmt: skip
+        assert parse_event({**row, "occurred_at": absurd}, now) is None, absurd
+    for fine in ("2026-01-01T00:05:00Z", "2025-12-31T23:00:00+01:00", "2025-06-01T00:00:00Z"):
+        assert parse_event({**row, "occurred_at": fine}, now) is not None, fine
 
 
 def _expected(events: list[DeliveryEvent]) -> Delivery:

@@ -15,7 +15,7 @@ from services.router.app import build_router, workers
 from services.router.settings import RouterSettings
 from services.router.worker import Router, ensure_group
 from shared.directory import Account, Directory, RedisDirectory
-from shared.keys import CONTACT_FORMS, CONTACT_FORMS_DEAD, SUPPORT_CASES
+from shared.keys import CONTACT_FORMS, CONTACT_FORMS_DEAD, ROUTER_RETRY, SUPPORT_CASES
 from tests.conftest import TEST_TOKEN_KEYS
 from tests.sender.conftest import wait_for
 
@@ -68,10 +68,11 @@ class Desk:
         return list(await wait_for(probe, timeout))
 
     async def settled(self) -> bool:
-        """Every contact form read and acked."""
+        """Every contact form read, acked and routed (none waiting for a retry)."""
         groups = await self.redis.xinfo_groups(CONTACT_FORMS)
         group = groups[0]
-        return int(group["pending"]) == 0 and int(group.get("lag") or 0) == 0
+        read = int(group["pending"]) == 0 and int(group.get("lag") or 0) == 0
+        return read and await self.redis.zcard(ROUTER_RETRY) == 0
 
     @contextlib.asynccontextmanager
     async def router(

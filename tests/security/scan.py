@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -67,7 +68,10 @@ def _excerpt(text: str, start: int, end: int) -> str:
 
 async def redis_contents(client: Redis) -> AsyncIterator[tuple[str, str]]:
     """(key, everything it holds as text) for every key but the directory's; ``client`` must
-    not decode, so binary content is seen as it is."""
+    not decode, so binary content is seen as it is. Besides what the commands read, each
+    key's ``DUMP``: the bytes an RDB file, an AOF rewrite or a replica gets, which hold what
+    a read no longer shows (a stream entry deleted with XDEL stays in its node until every
+    entry of the node is gone). Call it under :func:`uncompressed_dumps`."""
     async for raw_key in client.scan_iter(count=1000):
         if raw_key.startswith(DIRECTORY_PREFIX):
             continue
@@ -90,7 +94,20 @@ async def redis_contents(client: Redis) -> AsyncIterator[tuple[str, str]]:
             parts.append(await _stream_groups(client, raw_key))
         else:
             raise AssertionError(f"unexpected type {kind} at {raw_key!r}")
+        parts.append(await client.dump(raw_key) or b"")
         yield raw_key.decode(errors="replace"), _text(parts)
+
+
+@asynccontextmanager
+async def uncompressed_dumps(client: Redis) -> AsyncIterator[None]:
+    """DUMP compresses long values (LZF) as RDB does, which would hide text from a byte
+    search; with rdbcompression off, a listpack's strings appear as they are."""
+    [before] = (await client.config_get("rdbcompression")).values()
+    await client.config_set("rdbcompression", "no")
+    try:
+        yield
+    finally:
+        await client.config_set("rdbcompression", before)
 
 
 async def _stream_groups(client: Redis, key: bytes) -> list[object]:

@@ -175,5 +175,5 @@ async def test_many_connections_holding_the_largest_allowed_head_cost_bounded_me
 
 
 async def _healthy(service: ServiceProcess) -> bool:
-    async with aiohttp.ClientSession() as session, session.get(service.url + "/healthz") as r:
+    async with aiohttp.ClientSession() as session, session.get(service.ops_url + "/healthz") as r:
         return r.status == 200

@@ -12,8 +12,9 @@ free text, garbage), every service logging at DEBUG. Then, once every operation 
   provider, which must see addresses: it is not scanned);
 - every service's /metrics page;
 - every Redis key, whatever its type (strings, hashes, lists, sets, sorted sets, streams with
-  their groups and consumers), except the directory stand-in under ``rgdir:`` - the studio's
-  account directory, where addresses belong;
+  their groups and consumers), both as read and as its ``DUMP`` (what RDB, AOF rewrites and
+  replicas get, deleted stream entries whose node lives on included), except the directory
+  stand-in under ``rgdir:`` - the studio's account directory, where addresses belong;
 
 are searched for any address, any 43-character base64url run, any URL or reset link, and,
 literally, for every token this run's operations could have (derived with shared.tokens for
@@ -41,7 +42,7 @@ from shared.tokens import parse_keys
 from tests.conftest import TEST_TOKEN_KEYS
 from tests.e2e.conftest import POLLER_ENV, ROUTER_ENV, SENDER_ENV
 from tests.security.conftest import BEARER, INTERNAL_TOKEN, Exchange, base_env
-from tests.security.scan import Finding, metric_data, redis_contents, scan
+from tests.security.scan import Finding, metric_data, redis_contents, scan, uncompressed_dumps
 from tests.support.processes import Processes
 
 SANDBOX: dict[str, Any] = {
@@ -301,9 +302,10 @@ async def redis_findings(
     findings: list[Finding] = []
     kinds: Counter[str] = Counter()
     try:
-        async for key, content in redis_contents(raw):
-            kinds[content.split(" ", 1)[0]] += 1
-            findings += scan(f"redis {key}", key + " " + content, literals)
+        async with uncompressed_dumps(raw):
+            async for key, content in redis_contents(raw):
+                kinds[content.split(" ", 1)[0]] += 1
+                findings += scan(f"redis {key}", key + " " + content, literals)
     finally:
         await raw.aclose()
     return findings, kinds
@@ -322,6 +324,10 @@ async def test_the_scan_finds_what_it_looks_for_in_every_type(
     await redis.xadd("plant:stream", {"note": f"reset?token={token}"})
     await redis.xgroup_create("plant:stream", "g", id="0")
     await redis.xreadgroup("g", "consumer-me@example.org", {"plant:stream": ">"})
+    # Deleted, but its node lives on with a neighbour: no read shows it, DUMP does.
+    gone = await redis.xadd("plant:deleted", {"note": "deleted@example.com"})
+    await redis.xadd("plant:deleted", {"note": "kept"})
+    await redis.xdel("plant:deleted", gone)
     await redis.set("rgdir:login:x", "directory@example.com")
     findings, kinds = await redis_findings(redis_server.url, {"token": {token}})
     found = {(f.where, f.what) for f in findings}
@@ -336,5 +342,6 @@ async def test_the_scan_finds_what_it_looks_for_in_every_type(
         ("redis plant:stream", "token-shaped"),
         ("redis plant:stream", "token"),
         ("redis plant:stream", "address"),  # the consumer's name
+        ("redis plant:deleted", "address"),  # in DUMP only
     }, found
     assert set(kinds) == {"string", "hash", "list", "set", "zset", "stream"}

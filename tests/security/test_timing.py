@@ -76,7 +76,7 @@ async def measure(
     await asyncio.gather(*(client(admission.url, queue, logins, timings) for _ in range(clients)))
     results = {kind: compare(timings["unknown"], timings[kind]) for kind in KINDS[1:]}
     report(timings, results, floor_ms, clients)
-    counts = await admissions_by_result(admission.url)
+    counts = await admissions_by_result(admission.ops_url)
     for result in ("unknown_login", "created", "converged", "cooldown"):
         assert counts.get(result, 0) >= samples, counts  # each kind really was that kind
     return results

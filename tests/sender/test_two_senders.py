@@ -43,7 +43,7 @@ def sender_processes(stack: Stack, count: int) -> Iterator[list[subprocess.Popen
             [sys.executable, "-m", "services.sender"],
             cwd=ROOT,
             env=dict(
-                env, RESETGATE_HTTP_PORT=str(free_port()), RESETGATE_CONSUMER_NAME=f"sender-{i}"
+                env, RESETGATE_METRICS_PORT=str(free_port()), RESETGATE_CONSUMER_NAME=f"sender-{i}"
             ),
         )
         for i in range(count)

@@ -2,8 +2,10 @@
 
 Each service runs as ``python -m services.<name>`` on a free loopback port with exactly the
 environment given (no ``RESETGATE_*`` variable leaks in from the test's own environment),
-its stdout and stderr appended to ``<log_dir>/<name>.log``. A test can wait for /readyz,
-scrape /metrics, SIGKILL a service mid-request and restart it with other settings:
+its stdout and stderr appended to ``<log_dir>/<name>.log``. ``url`` is the public listener
+(admission's API), ``ops_url`` the operational one (``RESETGATE_METRICS_PORT``: /healthz,
+/readyz, /metrics), each on its own free port. A test can wait for /readyz, scrape /metrics,
+SIGKILL a service mid-request and restart it with other settings:
 
     async with Processes(tmp_path, {"RESETGATE_REDIS_URL": url, ...}) as stack:
         sender = await stack.start("sender", RESETGATE_LEASE_SECONDS="5")
@@ -52,8 +54,10 @@ class ServiceProcess:
         self.name = name
         self.module = module or f"services.{name}"
         self.port = port or free_port()
+        self.metrics_port = free_port()
         self.env = {"RESETGATE_HTTP_HOST": "127.0.0.1", **env,
-                    "RESETGATE_HTTP_PORT": str(self.port)}  # fmt: skip
+                    "RESETGATE_HTTP_PORT": str(self.port),
+                    "RESETGATE_METRICS_PORT": str(self.metrics_port)}  # fmt: skip
         self.log_path = log_dir / f"{name}.log"
         self.ready_path = ready_path
         self.process: asyncio.subprocess.Process | None = None
@@ -61,6 +65,10 @@ class ServiceProcess:
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def ops_url(self) -> str:
+        return f"http://127.0.0.1:{self.metrics_port}"
 
     @property
     def running(self) -> bool:
@@ -94,7 +102,7 @@ class ServiceProcess:
             code = self.process.returncode if self.process else None
             raise RuntimeError(f"{self.name} exited with {code}:\n{self.tail()}")
         try:
-            async with session.get(self.url + self.ready_path) as response:
+            async with session.get(self.ops_url + self.ready_path) as response:
                 return response.status == 200
         except aiohttp.ClientError:
             return False
@@ -141,7 +149,7 @@ class ServiceProcess:
         return records
 
     async def metrics_text(self) -> str:
-        async with aiohttp.ClientSession() as session, session.get(self.url + "/metrics") as r:
+        async with aiohttp.ClientSession() as session, session.get(self.ops_url + "/metrics") as r:
             return await r.text()
 
     async def metric(self, name: str, **labels: str) -> float:

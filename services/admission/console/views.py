@@ -24,8 +24,8 @@ from services.admission.console.html import (
     when,
 )
 from services.admission.console.pages import csrf_of, message, notice, page, principal_of
-from services.admission.schemas import valid_account_id
 from shared import clock, queries
+from shared.ids import valid_account_id
 from shared.model import LIVE, Attempt, Delivery, Operation, State
 
 QUARANTINABLE = frozenset({State.QUEUED, State.DEFERRED, State.AMBIGUOUS, State.REVIEW})

@@ -1,0 +1,49 @@
+"""A routed contact form's free text is really gone from Redis (issue 10, item 5).
+
+Found by attack on real processes: the router XDELs a form once routed, but XDEL only marks
+an entry; a stream node's bytes are freed when all its entries are gone. With one
+neighbouring form left pending (its directory lookup failing), ``DUMP rg:contact-forms``
+(hence RDB files, AOF rewrites, replica syncs) still held the routed form's addresses,
+password and pasted reset link. The router now takes each form over as it reads it (the
+routed fields under its own key, the entry acknowledged and deleted at once), so the node
+goes with the last form read.
+"""
+
+from __future__ import annotations
+
+from redis.asyncio import Redis
+
+from services.ctl.embedded import RedisServer, free_port
+from shared.keys import CONTACT_FORMS, ROUTER_RETRY, SUPPORT_CASES
+from tests.e2e.conftest import ROUTER_ENV
+from tests.security.scan import uncompressed_dumps
+from tests.sender.conftest import wait_for
+from tests.support.processes import Processes
+
+FREE_TEXT = "my password is hunter2-secret, write to routed.player@example.com"
+
+
+async def test_routed_free_text_is_not_in_the_streams_dump_while_a_neighbour_waits(
+    stack: Processes, redis: Redis, redis_server: RedisServer
+) -> None:
+    nowhere = f"http://127.0.0.1:{free_port()}"  # the directory is down: lookups fail
+    await stack.start("router", RESETGATE_DIRECTORY_URL=nowhere, **ROUTER_ENV)
+    await redis.xadd(CONTACT_FORMS, {"event_id": "e-billing", "topic": "billing",
+                                     "message": FREE_TEXT})  # fmt: skip
+    await redis.xadd(CONTACT_FORMS, {"event_id": "e-waiting", "topic": "account_access",
+                                     "login": "waiting-player", "message": "help"})  # fmt: skip
+    await wait_for(lambda: _one_routed_one_waiting(redis))
+    raw = Redis.from_url(redis_server.url)  # DUMP is bytes
+    try:
+        async with uncompressed_dumps(raw):
+            dump = await raw.dump(CONTACT_FORMS)
+    finally:
+        await raw.aclose()
+    assert dump is not None  # the stream and its group are still there
+    assert b"hunter2" not in dump and b"routed.player" not in dump
+
+
+async def _one_routed_one_waiting(redis: Redis) -> bool:
+    """The billing form routed; the other taken over (kept for a retry) and deleted."""
+    waiting = await redis.zcard(ROUTER_RETRY) == 1 and await redis.xlen(CONTACT_FORMS) == 0
+    return waiting and await redis.xlen(SUPPORT_CASES) == 1
