@@ -50,7 +50,7 @@ class PollerSettings(PolicySettings):
     # Pushed events (docs/providers.md, "Delivery events"). The webhook listener has its own
     # port, never admission's; it starts when at least one provider's credential is set, and a
     # provider without one answers 404.
-    webhook_port: int = Field(default=8081, ge=1, le=65535)
+    webhook_port: int = Field(default=8085, ge=1, le=65535)
     webhook_max_body_bytes: int = Field(default=2 * 1024 * 1024, ge=1024, le=32 * 1024 * 1024)
     # A signed timestamp further than this from our clock is refused (replay or broken clock).
     webhook_max_age_seconds: int = Field(default=300, ge=10, le=86_400)

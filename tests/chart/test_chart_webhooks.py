@@ -25,16 +25,16 @@ def test_service_selects_the_poller_on_the_webhook_port(helm: Helm) -> None:
     service = of_kind(docs, "Service")[NAME]
     assert service["spec"]["selector"]["app.kubernetes.io/component"] == "poller"
     assert service["spec"]["ports"] == [
-        {"name": "webhooks", "port": 8081, "targetPort": 8081, "protocol": "TCP"}
+        {"name": "webhooks", "port": 8085, "targetPort": 8085, "protocol": "TCP"}
     ]
     (poller_port,) = [
         p
         for p in deployments(docs)["poller"]["spec"]["template"]["spec"]["containers"][0]["ports"]
         if p["name"] == "webhooks"
     ]
-    assert poller_port["containerPort"] == 8081
+    assert poller_port["containerPort"] == 8085
     admission = of_kind(docs, "Service")[name_of("admission")]
-    assert [p["port"] for p in admission["spec"]["ports"]] == [8080], "admission untouched"
+    assert [p["port"] for p in admission["spec"]["ports"]] == [8080, 8081], "admission: API and metrics only"
 
 
 def test_network_policy_admits_only_the_webhook_port(helm: Helm) -> None:
@@ -45,7 +45,7 @@ def test_network_policy_admits_only_the_webhook_port(helm: Helm) -> None:
     spec = policies[NAME]["spec"]
     assert spec["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "poller"
     assert spec["policyTypes"] == ["Ingress"]
-    assert spec["ingress"] == [{"ports": [{"port": 8081, "protocol": "TCP"}], "from": [peer]}]
+    assert spec["ingress"] == [{"ports": [{"port": 8085, "protocol": "TCP"}], "from": [peer]}]
 
 
 def test_optional_ingress_routes_webhooks_with_source_ranges(helm: Helm) -> None:
@@ -77,7 +77,7 @@ def test_poller_env_carries_the_settings_and_optional_secret_refs(helm: Helm) ->
         }
     )
     values = env(deployments(docs)["poller"])
-    assert values["RESETGATE_WEBHOOK_PORT"] == "8081"
+    assert values["RESETGATE_WEBHOOK_PORT"] == "8085"
     assert values["RESETGATE_SES_QUEUE_URL"].endswith("/1/q")
     assert values["RESETGATE_AWS_REGION"] == "eu-west-1"
     ref = values["RESETGATE_MAILGUN_WEBHOOK_SIGNING_KEY"]["secretKeyRef"]
