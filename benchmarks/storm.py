@@ -35,7 +35,7 @@ from services.sandbox.testing import (
 )
 from shared import keys
 from shared.admission import Admitter
-from shared.provider import HttpProvider
+from shared.providers.http import HttpProvider
 from shared.reconcile import LookupThrottled, due_ambiguous, reconcile
 from shared.settings import PolicySettings
 from shared.tokens import parse_keys

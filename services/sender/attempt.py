@@ -27,7 +27,7 @@ from shared.operations import (
     begin_attempt,
     finalise_attempt,
 )
-from shared.provider import HttpProvider, SendResult
+from shared.providers.base import Provider, SendResult
 from shared.redis import RedisClient
 from shared.tokens import TokenKeys
 
@@ -46,7 +46,7 @@ class AttemptRunner:
         self,
         settings: SenderSettings,
         client: RedisClient,
-        provider: HttpProvider,
+        provider: Provider,
         directory: Directory,
         keys: TokenKeys,
         pacer: Pacer,
@@ -176,6 +176,9 @@ class AttemptRunner:
         advice = None
         if result.outcome is Outcome.THROTTLED:
             advice = retry_after.parse(result.retry_after, datetime.now(UTC), result.server_date)
+            if result.retry_source and advice.delay_ms is not None:
+                advice = retry_after.RetryAfter(retry_after.Source(result.retry_source),
+                                                advice.delay_ms)  # fmt: skip
             metrics.retry_after_source.labels(self.settings.provider_name, advice.source).inc()
         return decide(
             result.outcome,
@@ -195,7 +198,7 @@ class AttemptRunner:
             metrics.provider_throttled.labels(self.settings.provider_name).inc()
             # Every replica waits until the advised time; with no usable advice, at least
             # a second, so a short jittered backoff can never turn into hammering.
-            advised = final.retry_after_source in ("delta", "date")
+            advised = final.retry_after_source in retry_after.ADVISED
             floor = now if advised else now + 1000
             await self.pacer.throttled(max(final.retry_at, floor))
         elif result.outcome is Outcome.ACCEPTED:

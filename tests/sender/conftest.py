@@ -20,7 +20,7 @@ from shared.admission import Admitter
 from shared.directory import Account, RedisDirectory
 from shared.model import State
 from shared.operations import load_operation
-from shared.provider import HttpProvider
+from shared.providers.http import HttpProvider
 from shared.reconcile import reconcile
 from shared.tokens import parse_keys
 from tests.conftest import CLUSTER, TEST_TOKEN_KEYS
