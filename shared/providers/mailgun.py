@@ -20,6 +20,7 @@ than the completeness delay (``RESETGATE_MAILGUN_EVENTS_DELAY_SECONDS``).
 
 from __future__ import annotations
 
+import base64
 import time
 
 import aiohttp
@@ -137,13 +138,15 @@ class MailgunProvider:
         self.name = name
         self.http = Http(session, name, connect_timeout, total_timeout)
         self.base = f"{base_url.rstrip('/')}/v3/{domain}"
-        self._auth = aiohttp.BasicAuth("api", api_key)
+        token = base64.b64encode(f"api:{api_key}".encode()).decode()
+        self._auth = {"Authorization": f"Basic {token}"}
         self.capabilities = capabilities(settle_seconds)
 
     async def send(self, operation_id: str, message: Message) -> SendResult:
         try:
+            data = form(operation_id, message)
             answer = await self.http.request(
-                "POST", self.base + "/messages", data=form(operation_id, message), auth=self._auth
+                "POST", self.base + "/messages", data=data, headers=self._auth
             )
         except (aiohttp.ClientError, TimeoutError) as error:
             return transport_failure(error)
@@ -157,7 +160,7 @@ class MailgunProvider:
         }  # fmt: skip
         try:
             answer = await self.http.request(
-                "GET", self.base + "/events", params=params, auth=self._auth, limit=MAX_BODY * 4
+                "GET", self.base + "/events", params=params, headers=self._auth, limit=MAX_BODY * 4
             )
         except (aiohttp.ClientError, TimeoutError) as error:
             raise ProviderUnavailable(type(error).__name__) from None
