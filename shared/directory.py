@@ -77,8 +77,9 @@ class HttpDirectory:
 
     async def _get(self, path: str, params: dict[str, str] | None = None) -> Account | None:
         try:
+            # Never follow a redirect: the answer names where an email goes.
             async with self.session.get(
-                self.base_url + path, params=params, timeout=self.timeout
+                self.base_url + path, params=params, timeout=self.timeout, allow_redirects=False
             ) as response:
                 if response.status == 404:
                     return None

@@ -126,3 +126,13 @@ async def test_a_lookup_redirect_is_unavailable_not_not_found(servers: Servers) 
     async with aiohttp.ClientSession() as session:
         with pytest.raises(ProviderUnavailable):
             await lookup(HttpProvider(session, servers.provider_url, "key"), "op-0-X")
+
+
+async def test_the_directory_never_follows_a_redirect(servers: Servers) -> None:
+    from shared.directory import DirectoryError, HttpDirectory
+
+    servers.status = 302
+    async with aiohttp.ClientSession() as session:
+        with pytest.raises(DirectoryError):
+            await HttpDirectory(session, servers.provider_url, 2.0).get_account("acct-1")
+    assert servers.elsewhere_hits == []
