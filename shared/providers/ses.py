@@ -103,10 +103,15 @@ def classify_error(error: ClientError) -> SendResult:
     info = error.response.get("Error", {})
     code = str(info.get("Code", ""))
     status = int(error.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
-    outcome = ERROR_CODES.get(code)
-    if outcome is None:
-        outcome = Outcome.TRANSIENT if status >= 500 or status == 0 else Outcome.PERMANENT
+    outcome = ERROR_CODES.get(code) or _by_status(status)
     return SendResult(outcome, status, reason=code or f"http_{status}")
+
+
+def _by_status(status: int) -> Outcome:
+    """An error code we do not know: AWS answers credential problems with 401/403."""
+    if status in (401, 403):
+        return Outcome.AUTH
+    return Outcome.TRANSIENT if status >= 500 or status == 0 else Outcome.PERMANENT
 
 
 def transport_error(error: BotoCoreError) -> SendResult:

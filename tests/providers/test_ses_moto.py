@@ -11,6 +11,7 @@ https://docs.aws.amazon.com/ses/latest/APIReference-V2/CommonErrors.html
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import subprocess
 import sys
@@ -24,9 +25,10 @@ from redis.asyncio import Redis
 
 from services.ctl.embedded import RedisServer, free_port
 from services.sender.app import build_sender
+from shared.control import read as read_control
 from shared.model import Outcome, State
 from shared.providers.ses import ERROR_CODES, SesProvider, classify_error
-from tests.sender.conftest import Stack
+from tests.sender.conftest import Stack, wait_for
 
 REGION = "eu-west-1"
 MESSAGE = {"from": "Recovery <no-reply@game.example>", "to": ["p@example.com"],
@@ -45,12 +47,12 @@ def aws_env() -> Iterator[None]:
     os.environ.update(saved)
 
 
-@pytest.fixture(scope="module")
-def moto_server(aws_env: None) -> Iterator[str]:
+@contextlib.contextmanager
+def moto(**env: str) -> Iterator[str]:
     port = free_port()
     child = subprocess.Popen(
         [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=dict(os.environ),
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, **env},
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
     try:
@@ -59,6 +61,19 @@ def moto_server(aws_env: None) -> Iterator[str]:
     finally:
         child.terminate()
         child.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def moto_server(aws_env: None) -> Iterator[str]:
+    with moto() as url:
+        yield url
+
+
+@pytest.fixture
+def moto_checking_credentials(aws_env: None) -> Iterator[str]:
+    """moto enforcing IAM from the first call: our "testing" key is unknown to it."""
+    with moto(INITIAL_NO_AUTH_ACTION_COUNT="0") as url:
+        yield url
 
 
 async def _wait_up(url: str) -> None:
@@ -132,6 +147,29 @@ async def test_sender_delivers_through_ses_on_moto(
     await ses.aclose()
     assert operation.provider_message_id
     assert (await _v1(moto_url, "get_send_quota"))["SentLast24Hours"] == 1
+
+
+async def test_rejected_credentials_pause_the_provider(
+    redis: Redis, redis_server: RedisServer, moto_checking_credentials: str
+) -> None:
+    url = moto_checking_credentials
+    ses = SesProvider(REGION, url, connect_timeout=2, total_timeout=20)
+    stack = Stack(redis, redis_server.url, url)
+    operation_id = await stack.admit("acct-ses-key")
+    try:
+        # moto loads its IAM backend on the first checked call: allow a slow first answer.
+        async with stack.sender(ses, provider_kind="ses", provider_name="ses",
+                                lease_seconds=60, total_timeout_seconds=20) as sender:
+            await wait_for(lambda: _paused(redis), timeout=60)
+            assert not sender.sending_allowed()
+            operation = await stack.wait_state(operation_id, {State.QUEUED})
+    finally:
+        await ses.aclose()
+    assert operation.attempts == 0 and operation.last_status == 403
+
+
+async def _paused(redis: Redis) -> bool:
+    return "ses" in (await read_control(redis)).auth_paused
 
 
 async def test_a_refused_connection_is_safe_to_retry(aws_env: None) -> None:
