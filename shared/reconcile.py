@@ -34,6 +34,7 @@ from shared.settings import PolicySettings
 
 log = logging.getLogger(__name__)
 # Ledger outcomes after which the provider surely did not accept that attempt.
+_NO_REPLAY = "replay spent, too late, or policy is review"
 _REFUSED = frozenset({Outcome.THROTTLED, Outcome.TRANSIENT, Outcome.PERMANENT, Outcome.AUTH})
 
 
@@ -132,11 +133,9 @@ async def decide(
         if message_id:
             return Resolution.ACCEPTED, message_id, "reconciled: provider had accepted it"
     decision = _replay_or_review(operation, settings, now)
-    how = "not found" if step is Step.LOOK_UP else "key retained"
-    return decision, "", f"reconciled: {how}; " + (
-        "one replay, same key" if decision is Resolution.REPLAY else "replay spent, too late or "
-        "policy is review"
-    )
+    why = "not found" if step is Step.LOOK_UP else "key still retained"
+    then = "one replay, same key" if decision is Resolution.REPLAY else _NO_REPLAY
+    return decision, "", f"reconciled: {why}; {then}"
 
 
 async def reconcile(

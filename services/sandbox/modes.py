@@ -70,7 +70,9 @@ def sender(dialect: Dialect) -> Callable[[web.Request], Awaitable[web.Response]]
     return send
 
 
-def looker(dialect: Dialect) -> Callable[[web.Request], Awaitable[web.Response]]:
+def looker(
+    dialect: Dialect, lookup: Callable[[web.Request, Sandbox], web.Response]
+) -> Callable[[web.Request], Awaitable[web.Response]]:
     async def look(request: web.Request) -> web.Response:
         sandbox = request.app[SANDBOX]
         refused = _refusal(request, sandbox, dialect)
@@ -79,8 +81,7 @@ def looker(dialect: Dialect) -> Callable[[web.Request], Awaitable[web.Response]]
         if sandbox.faults.poll_error.fires(sandbox.faults.rng):
             sandbox.stats.count("poll_error")
             return dialect.failed(sandbox.settings.error_status)
-        assert dialect.lookup is not None
-        return dialect.lookup(request, sandbox)
+        return lookup(request, sandbox)
 
     return look
 
@@ -94,4 +95,4 @@ def by_operation(sandbox: Sandbox, operation_id: str) -> list[Message]:
 def add_routes(app: web.Application, dialect: Dialect) -> None:
     app.router.add_post(dialect.send_path, sender(dialect))
     if dialect.lookup is not None:
-        app.router.add_get(dialect.lookup_path, looker(dialect))
+        app.router.add_get(dialect.lookup_path, looker(dialect, dialect.lookup))

@@ -13,7 +13,7 @@ whatever host ``Location`` names, or turn a send into a GET whose 200 means noth
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
@@ -160,6 +160,31 @@ class Http:
             if 300 <= response.status < 400:
                 metrics.provider_redirects.labels(self.provider, method).inc()
             return Answer(response.status, response.headers, body)
+
+
+    async def ask(self, method: str, url: str, **kwargs: Any) -> Answer:
+        """A lookup or poll: transport failures become ProviderUnavailable."""
+        try:
+            return await self.request(method, url, limit=MAX_BODY * 16, **kwargs)
+        except (aiohttp.ClientError, TimeoutError) as error:
+            raise ProviderUnavailable(type(error).__name__) from None
+
+
+Row = dict[str, Any]
+
+
+def first_id(rows: object, ours: Callable[[Row], bool], id_of: Callable[[Row], object],
+             what: str) -> str:  # fmt: skip
+    """The message id of the first row that is about our operation ("" when none): a row
+    about anything else proves nothing. A malformed list is an unusable answer."""
+    if not isinstance(rows, list):
+        raise ProviderUnavailable(f"lookup answered without {what}")
+    for row in rows:
+        if isinstance(row, dict) and ours(row):
+            found = message_id(id_of(row))
+            if found:
+                return found
+    return ""
 
 
 def redirect(status: int) -> bool:

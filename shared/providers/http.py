@@ -13,7 +13,6 @@ import aiohttp
 from shared import codec
 from shared.model import Outcome
 from shared.providers.base import (
-    MAX_BODY,
     Answer,
     Capabilities,
     EventModel,
@@ -22,9 +21,9 @@ from shared.providers.base import (
     LookupTrust,
     Message,
     PollResult,
-    ProviderUnavailable,
     RateSignalKind,
     SendResult,
+    first_id,
     lookup_answer,
     message_id,
     poll_result,
@@ -89,15 +88,8 @@ def send_result(answer: Answer) -> SendResult:
 def found_message_id(body: dict[str, object], key: str) -> str:
     """The id of the row whose key is exactly ours ("" when none): a row for another key
     proves nothing about this operation."""
-    data = body.get("data")
-    if not isinstance(data, list):
-        raise ProviderUnavailable("lookup answered without a data list")
-    for row in data:
-        if isinstance(row, dict) and row.get("idempotency_key") == key:
-            found = message_id(row.get("id"))
-            if found:
-                return found
-    return ""
+    return first_id(body.get("data"), lambda row: row.get("idempotency_key") == key,
+                    lambda row: row.get("id"), "a data list")  # fmt: skip
 
 
 class HttpProvider:
@@ -133,13 +125,7 @@ class HttpProvider:
         return send_result(answer)
 
     async def _get(self, path: str, params: dict[str, str]) -> Answer:
-        try:
-            return await self.http.request(
-                "GET", self.base_url + path, params=params, headers=self._auth,
-                limit=MAX_BODY * 16,
-            )  # fmt: skip
-        except (aiohttp.ClientError, TimeoutError) as error:
-            raise ProviderUnavailable(type(error).__name__) from None
+        return await self.http.ask("GET", self.base_url + path, params=params, headers=self._auth)
 
     async def lookup(self, operation_id: str) -> LookupResult:
         answer = await self._get("/email/messages", {"idempotency_key": operation_id})

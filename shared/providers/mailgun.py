@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import base64
 import time
+from typing import Any
 
 import aiohttp
 
 from shared import codec
 from shared.model import Outcome
 from shared.providers.base import (
-    MAX_BODY,
     Answer,
     Capabilities,
     EventModel,
@@ -36,9 +36,9 @@ from shared.providers.base import (
     LookupResult,
     LookupTrust,
     Message,
-    ProviderUnavailable,
     RateSignalKind,
     SendResult,
+    first_id,
     lookup_answer,
     message_id,
     redirect,
@@ -114,19 +114,20 @@ def _outcome(status: int) -> Outcome:
 
 
 def found_message_id(body: dict[str, object], operation_id: str) -> str:
-    items = body.get("items")
-    if not isinstance(items, list):
-        raise ProviderUnavailable("events answered without an items list")
-    for item in items:
-        if not isinstance(item, dict) or item.get("event") != "accepted":
-            continue
+    def ours(item: dict[str, Any]) -> bool:
         variables = item.get("user-variables")
-        headers = (item.get("message") or {}).get("headers") or {}
-        if isinstance(variables, dict) and variables.get("operation_id") == operation_id:
-            found = message_id(bare(str(headers.get("message-id") or "")))
-            if found:
-                return found
-    return ""
+        return item.get("event") == "accepted" and isinstance(variables, dict) and (
+            variables.get("operation_id") == operation_id
+        )
+
+    return first_id(body.get("items"), ours, lambda item: bare(_message_id_header(item)),
+                    "an items list")  # fmt: skip
+
+
+def _message_id_header(item: dict[str, Any]) -> str:
+    message = item.get("message")
+    headers = message.get("headers") if isinstance(message, dict) else None
+    return str(headers.get("message-id") or "") if isinstance(headers, dict) else ""
 
 
 class MailgunProvider:
@@ -158,12 +159,8 @@ class MailgunProvider:
             "event": "accepted", "ascending": "yes", "limit": "10", "begin": str(int(since)),
             "user-variables": codec.dumps({"operation_id": operation_id}).decode(),
         }  # fmt: skip
-        try:
-            answer = await self.http.request(
-                "GET", self.base + "/events", params=params, headers=self._auth, limit=MAX_BODY * 4
-            )
-        except (aiohttp.ClientError, TimeoutError) as error:
-            raise ProviderUnavailable(type(error).__name__) from None
+        answer = await self.http.ask("GET", self.base + "/events", params=params,
+                                     headers=self._auth)  # fmt: skip
         if answer.status != 200:
             return lookup_answer(answer)
         return lookup_answer(answer, found_message_id(answer.json(), operation_id))

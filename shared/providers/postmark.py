@@ -26,7 +26,6 @@ import aiohttp
 from shared import codec
 from shared.model import Outcome
 from shared.providers.base import (
-    MAX_BODY,
     Answer,
     Capabilities,
     EventModel,
@@ -34,9 +33,9 @@ from shared.providers.base import (
     LookupResult,
     LookupTrust,
     Message,
-    ProviderUnavailable,
     RateSignalKind,
     SendResult,
+    first_id,
     lookup_answer,
     message_id,
     redirect,
@@ -140,16 +139,12 @@ def _refused(answer: Answer) -> SendResult:
 
 
 def found_message_id(body: dict[str, Any], operation_id: str) -> str:
-    rows = body.get("Messages")
-    if not isinstance(rows, list):
-        raise ProviderUnavailable("search answered without a Messages list")
-    for row in rows:
-        metadata = row.get("Metadata") if isinstance(row, dict) else None
-        if isinstance(metadata, dict) and metadata.get("operation_id") == operation_id:
-            found = message_id(row.get("MessageID"))
-            if found:
-                return found
-    return ""
+    def ours(row: dict[str, Any]) -> bool:
+        metadata = row.get("Metadata")
+        return isinstance(metadata, dict) and metadata.get("operation_id") == operation_id
+
+    return first_id(body.get("Messages"), ours, lambda row: row.get("MessageID"),
+                    "a Messages list")  # fmt: skip
 
 
 class PostmarkProvider:
@@ -177,13 +172,9 @@ class PostmarkProvider:
 
     async def lookup(self, operation_id: str) -> LookupResult:
         params = {"count": "10", "offset": "0", "metadata_operation_id": operation_id}
-        try:
-            answer = await self.http.request(
-                "GET", self.base_url + "/messages/outbound", params=params, headers=self._auth,
-                limit=MAX_BODY * 4,
-            )  # fmt: skip
-        except (aiohttp.ClientError, TimeoutError) as error:
-            raise ProviderUnavailable(type(error).__name__) from None
+        answer = await self.http.ask(
+            "GET", self.base_url + "/messages/outbound", params=params, headers=self._auth
+        )
         if answer.status != 200:
             return lookup_answer(answer)
         return lookup_answer(answer, found_message_id(answer.json(), operation_id))
