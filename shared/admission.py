@@ -45,10 +45,13 @@ class AdmissionConflict(RuntimeError):
 
 
 def horizon(created_ms: int, settings: PolicySettings) -> tuple[int, int]:
-    """(token expiry, delivery horizon): never deliver a dead link or outlive idempotency."""
+    """(token expiry, delivery horizon): never deliver a dead link.
+
+    A key's retention no longer bounds retries: a refused attempt (429, 5xx) was never
+    accepted, and an ambiguous one is replayed only while the provider still holds its
+    key or after a trustworthy lookup (shared/reconcile.py)."""
     expires = created_ms + settings.token_ttl_seconds * 1000
-    window_end = created_ms + settings.idempotency_window_seconds * 1000
-    return expires, min(expires, window_end) - settings.horizon_margin_seconds * 1000
+    return expires, expires - settings.horizon_margin_seconds * 1000
 
 
 class Admitter:

@@ -91,6 +91,7 @@ class HttpDirectory:
 
     async def _get(self, url: URL) -> Account | None:
         try:
+            # Never follow a redirect: the answer names where an email goes.
             async with self.session.get(
                 url, timeout=self.timeout, allow_redirects=False
             ) as response:

@@ -11,7 +11,7 @@ from redis.exceptions import RedisError
 
 from shared import metrics
 from shared.logging import event
-from shared.provider import ProviderUnavailable
+from shared.providers.base import ProviderUnavailable
 from shared.redis import TRANSIENT_ERRORS
 from shared.service import sleep_or_stop
 

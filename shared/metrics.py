@@ -37,6 +37,11 @@ send_attempts = Counter(
 provider_throttled = Counter(
     "resetgate_provider_throttled", "429 answers received on send.", ["provider"]
 )
+provider_redirects = Counter(
+    "resetgate_provider_redirects",
+    "3xx answers from a provider; never followed (a send is retried, a poll is unusable).",
+    ["provider", "method"],
+)
 retry_after_source = Counter(
     "resetgate_retry_after_source",
     "Where a throttled attempt's next time came from.",

@@ -1,11 +1,20 @@
-"""Reconciliation of ambiguous attempts: ask the provider before anything is replayed.
+"""Reconciliation of ambiguous attempts: decided from the provider's capabilities.
 
 An attempt is ambiguous when the request may have reached the provider but no answer did
-(a timeout or a dropped connection after the write, or a sender that died mid-attempt).
-The provider is asked by idempotency key (= operation id):
-found -> accepted with the provider's message id; not found and still inside the
-idempotency window -> one replay with the same id, key and token; otherwise (or with
-``RESETGATE_AMBIGUOUS_POLICY=review``) -> held for a person. Nothing here mints a token.
+(a timeout or a dropped connection after the write, an undocumented 2xx, or a sender that
+died mid-attempt). What may be done next depends on what the provider can do, never on
+its name (:func:`plan`):
+
+- a trustworthy lookup (settled, and inside how far back it can be believed) -> ask:
+  found -> accepted; not found -> one replay with the same id, key and token;
+- a native idempotency key still inside its retention -> one replay with the same key
+  (the provider deduplicates it);
+- neither -> the attempt stays ambiguous while an event may still prove acceptance, and
+  is held for review once the event window has closed.
+
+Once a key's retention has passed, "not found" is unknown, never permission to send.
+``RESETGATE_AMBIGUOUS_POLICY=review`` holds every ambiguous attempt that would be
+replayed. Nothing here mints a token.
 """
 
 from __future__ import annotations
@@ -17,17 +26,29 @@ from enum import StrEnum
 from shared import clock, metrics
 from shared.keys import PartitionKeys
 from shared.logging import event
-from shared.operations import load_operation, resolve_ambiguous
-from shared.provider import HttpProvider, ProviderUnavailable
+from shared.model import Operation, Outcome
+from shared.operations import load_attempts, load_operation, resolve_ambiguous
+from shared.providers.base import Capabilities, Provider, ProviderUnavailable
 from shared.redis import RedisClient
 from shared.settings import PolicySettings
 
 log = logging.getLogger(__name__)
+# Ledger outcomes after which the provider surely did not accept that attempt.
+_NO_REPLAY = "replay spent, too late, or policy is review"
+_REFUSED = frozenset({Outcome.THROTTLED, Outcome.TRANSIENT, Outcome.PERMANENT, Outcome.AUTH})
 
 
 class Resolution(StrEnum):
     ACCEPTED = "accepted"
     REPLAY = "replay"
+    REVIEW = "review"
+    WAIT = "wait"  # nothing to do yet: still ambiguous
+
+
+class Step(StrEnum):
+    LOOK_UP = "look_up"
+    REPLAY = "replay"
+    WAIT = "wait"
     REVIEW = "review"
 
 
@@ -37,23 +58,49 @@ class LookupThrottled(Exception):
     server_date: str | None
 
 
-def _found_message_id(body: dict[str, object], idempotency_key: str) -> str:
-    """The id of the row sent with exactly our key: a row for another key (a provider that
-    matches loosely, or a proxy's cache) would mark our operation accepted for someone else's
-    email."""
-    data = body.get("data")
-    if not isinstance(data, list):
-        raise ProviderUnavailable("lookup answered without a data list")
-    for row in data:
-        if not isinstance(row, dict) or row.get("idempotency_key") != idempotency_key:
-            continue
-        if isinstance(row.get("id"), str) and row["id"]:
-            return str(row["id"])
-    return ""
+@dataclass(frozen=True, slots=True)
+class Situation:
+    """What the policy needs to know about one ambiguous operation, in seconds."""
+
+    age: float  # since the earliest attempt the provider may have accepted
+    window_closed: bool  # no event can be awaited any more
 
 
-async def lookup(provider: HttpProvider, operation_id: str) -> str:
-    """The provider's message id for this key, or "" if it never accepted one."""
+def key_alive(caps: Capabilities, age: float) -> bool:
+    return caps.native_key and age < caps.idempotency_retention_seconds
+
+
+def lookup_trusted(caps: Capabilities, age: float) -> bool:
+    """A lookup's "not found" means "never accepted": settled (or a live key makes a
+    premature answer harmless) and not older than the lookup can see."""
+    trust = caps.lookup
+    if trust is None or age >= trust.horizon_seconds:
+        return False
+    return age >= trust.settle_seconds or key_alive(caps, age)
+
+
+def plan(caps: Capabilities, situation: Situation) -> Step:
+    if lookup_trusted(caps, situation.age):
+        return Step.LOOK_UP
+    if key_alive(caps, situation.age):
+        return Step.REPLAY
+    if caps.lookup is not None and situation.age < caps.lookup.settle_seconds:
+        return Step.WAIT  # the lookup will become trustworthy
+    return Step.REVIEW if situation.window_closed else Step.WAIT
+
+
+async def situation(
+    client: RedisClient, operation: Operation, settings: PolicySettings, now: int
+) -> Situation:
+    attempts = await load_attempts(client, operation.operation_id)
+    maybe = [a.started_at for a in attempts if a.outcome not in _REFUSED] or [now]
+    first = min(maybe)
+    window = settings.observation_window_seconds * 1000
+    return Situation(age=max(0, now - first) / 1000, window_closed=now >= first + window)
+
+
+async def lookup(provider: Provider, operation_id: str) -> str:
+    """The provider's message id for this operation, or "" if it has none."""
     result = await provider.lookup(operation_id)
     metrics.poll_requests.labels("lookup", str(result.status)).inc()
     if result.status == 429:
@@ -61,27 +108,48 @@ async def lookup(provider: HttpProvider, operation_id: str) -> str:
         raise LookupThrottled(result.retry_after, result.server_date)
     if result.status != 200:
         raise ProviderUnavailable(f"lookup answered {result.status}")
-    return _found_message_id(result.body, operation_id)
+    return result.message_id
+
+
+def _replay_or_review(operation: Operation, settings: PolicySettings, now: int) -> Resolution:
+    if settings.ambiguous_policy == "review" or operation.replays >= 1:
+        return Resolution.REVIEW
+    return Resolution.REVIEW if now >= operation.horizon_at else Resolution.REPLAY
+
+
+async def decide(
+    client: RedisClient, provider: Provider, settings: PolicySettings, operation: Operation
+) -> tuple[Resolution, str, str]:
+    """(resolution, message id, reason) for one ambiguous operation."""
+    now = clock.now_ms()
+    where = await situation(client, operation, settings, now)
+    step = plan(provider.capabilities, where)
+    if step is Step.WAIT:
+        return Resolution.WAIT, "", "waiting: lookup not yet trustworthy, or an event may come"
+    if step is Step.REVIEW:
+        return Resolution.REVIEW, "", "unknown: no trustworthy lookup or key; event window closed"
+    if step is Step.LOOK_UP:
+        message_id = await lookup(provider, operation.operation_id)
+        if message_id:
+            return Resolution.ACCEPTED, message_id, "reconciled: provider had accepted it"
+    decision = _replay_or_review(operation, settings, now)
+    why = "not found" if step is Step.LOOK_UP else "key still retained"
+    then = "one replay, same key" if decision is Resolution.REPLAY else _NO_REPLAY
+    return decision, "", f"reconciled: {why}; {then}"
 
 
 async def reconcile(
-    client: RedisClient, provider: HttpProvider, settings: PolicySettings, operation_id: str
+    client: RedisClient, provider: Provider, settings: PolicySettings, operation_id: str
 ) -> Resolution | None:
     """Settle one ambiguous operation; None when it was no longer ambiguous."""
     operation = await load_operation(client, operation_id)
     if operation is None or operation.state != "ambiguous":
         await client.zrem(PartitionKeys.of(operation_id).ambiguous, operation_id)
         return None
-    message_id = await lookup(provider, operation_id)
+    decision, message_id, reason = await decide(client, provider, settings, operation)
+    if decision is Resolution.WAIT:
+        return decision
     now = clock.now_ms()
-    if message_id:
-        decision, reason = Resolution.ACCEPTED, "reconciled: provider had accepted it"
-    elif settings.ambiguous_policy == "review":
-        decision, reason = Resolution.REVIEW, "reconciled: not found; policy is review"
-    elif operation.replays >= 1 or now >= operation.horizon_at:
-        decision, reason = Resolution.REVIEW, "reconciled: not found; replay spent or too late"
-    else:
-        decision, reason = Resolution.REPLAY, "reconciled: not found; one replay, same key"
     applied, _ = await resolve_ambiguous(
         client,
         operation_id,
@@ -94,24 +162,23 @@ async def reconcile(
     )
     if not applied:
         return None
+    await _record(client, operation_id, decision, now)
+    return decision
+
+
+async def _record(client: RedisClient, operation_id: str, decision: Resolution, now: int) -> None:
     metrics.reconciliations.labels(decision.value if decision != "replay" else "replayed").inc()
     ambiguous_at = int(
         await client.hget(PartitionKeys.of(operation_id).operation(operation_id), "ambiguous_at")
         or now
     )
     metrics.reconciliation_lag.observe(max(0, now - ambiguous_at) / 1000)
-    event(
-        log,
-        logging.INFO,
-        "ambiguous attempt reconciled",
-        operation_id=operation_id,
-        decision=str(decision),
-    )
-    return decision
+    event(log, logging.INFO, "ambiguous attempt reconciled", operation_id=operation_id,
+          decision=str(decision))  # fmt: skip
 
 
 async def due_ambiguous(
-    client: RedisClient, partition: int, *, older_than_ms: int, limit: int = 100
+    client: RedisClient, partition: int, *, older_than_ms: int = 0, limit: int = 100
 ) -> list[str]:
     """Ambiguous operations of a partition that have waited at least ``older_than_ms``."""
     cutoff = clock.now_ms() - older_than_ms

@@ -17,8 +17,13 @@ from enum import StrEnum
 class Source(StrEnum):
     DELTA = "delta"
     DATE = "date"
+    RATE_RESET = "x-ratelimit-reset"  # no Retry-After; the window's reset time (SendGrid)
     ABSENT = "absent"
     INVALID = "invalid"
+
+
+# Sources that carry the provider's own advice (the others fall back to backoff).
+ADVISED = frozenset({Source.DELTA, Source.DATE, Source.RATE_RESET})
 
 
 @dataclass(frozen=True, slots=True)

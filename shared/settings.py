@@ -7,6 +7,7 @@ variable and exits, instead of a pydantic traceback at 3 a.m.
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Literal, TypeVar
 
@@ -50,7 +51,10 @@ class PolicySettings(CommonSettings):
     cooldown_seconds: int = Field(default=300, ge=0)
     token_ttl_seconds: int = Field(default=3600, ge=60)
     max_attempts: int = Field(default=6, ge=1, le=100)
-    idempotency_window_seconds: int = Field(default=86400, ge=60)
+    # How long the provider keeps a native idempotency key (the http adapter's
+    # Idempotency-Key). It may be small: an ambiguous attempt is replayed with the same key
+    # only while the key is kept, and otherwise looked up or held (shared/reconcile.py).
+    idempotency_window_seconds: int = Field(default=86400, ge=1)
     horizon_margin_seconds: int = Field(default=120, ge=0)
     ambiguous_policy: Literal["replay", "review"] = "replay"
     observation_window_seconds: int = Field(default=7200, ge=1)
@@ -76,6 +80,52 @@ class PolicySettings(CommonSettings):
 
         parse_keys(value.get_secret_value())
         return value
+
+
+SANDBOX_URL = "http://127.0.0.1:8090"  # the local sandbox provider (`resetgate up`)
+ProviderKind = Literal["http", "sendgrid", "postmark", "mailgun", "ses"]
+KEY_KINDS = frozenset({"http", "sendgrid", "postmark", "mailgun"})
+
+
+class ProviderSettings(PolicySettings):
+    """The email provider the sender sends through and the poller reconciles with.
+
+    One set today (``RESETGATE_PROVIDER_*``); ``shared.providers.factory.ProviderConfig``
+    is what an adapter is built from, so several named sets can follow.
+    """
+
+    provider_kind: ProviderKind = "http"
+    # Base URL; for SES the endpoint override (empty: the region's endpoint).
+    provider_url: str = SANDBOX_URL
+    provider_api_key: SecretStr = SecretStr("")
+    mailgun_domain: str = Field(default="", pattern=r"^[A-Za-z0-9.-]{0,253}$")
+    # Mailgun documents that its events become complete only after a delay ("half an
+    # hour"): a lookup about a younger send can miss it.
+    mailgun_events_delay_seconds: float = Field(default=1800.0, ge=0)
+    connect_timeout_seconds: float = Field(default=3.0, gt=0)
+    total_timeout_seconds: float = Field(default=15.0, gt=0)
+    # A provider without a native key may still be processing a request the sender timed
+    # out on: its lookup is believed only about sends at least this old.
+    reconcile_grace_seconds: float = Field(default=20.0, ge=0)
+
+    @model_validator(mode="after")
+    def _provider_complete(self) -> ProviderSettings:
+        missing = provider_setting_missing(self)
+        if missing:
+            raise ValueError(missing)
+        return self
+
+
+def provider_setting_missing(settings: ProviderSettings) -> str:
+    """What the chosen provider kind lacks, as one line naming the variable ("" if none)."""
+    kind = settings.provider_kind
+    if kind in KEY_KINDS and not settings.provider_api_key.get_secret_value():
+        return f"{ENV_PREFIX}PROVIDER_API_KEY: required for {ENV_PREFIX}PROVIDER_KIND={kind}"
+    if kind == "mailgun" and not settings.mailgun_domain:
+        return f"{ENV_PREFIX}MAILGUN_DOMAIN: required for {ENV_PREFIX}PROVIDER_KIND=mailgun"
+    if kind == "ses" and not (os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")):
+        return f"AWS_REGION: required for {ENV_PREFIX}PROVIDER_KIND=ses (or AWS_DEFAULT_REGION)"
+    return ""
 
 
 S = TypeVar("S", bound=BaseSettings)

@@ -36,8 +36,16 @@ class Child:
     process: subprocess.Popen[bytes]
 
 
-def _base_env(redis_url: str, sandbox_port: int) -> dict[str, str]:
+# Provider kinds the local sandbox can stand in for (SES has moto; see docs/providers.md).
+SANDBOX_KINDS = ("http", "sendgrid", "postmark", "mailgun")
+
+
+def _base_env(redis_url: str, sandbox_port: int, provider: str = "http") -> dict[str, str]:
     env = dict(os.environ)
+    env.setdefault("RESETGATE_PROVIDER_KIND", provider)
+    env.setdefault("RESETGATE_PROVIDER_NAME", provider)
+    env.setdefault("RESETGATE_MAILGUN_DOMAIN", "sandbox.mailgun.test")
+    env["RESETGATE_SANDBOX_MODE"] = env["RESETGATE_PROVIDER_KIND"]
     env.setdefault("RESETGATE_REDIS_URL", redis_url)
     env.setdefault("RESETGATE_TOKEN_KEYS", f"local:{secrets.token_urlsafe(32)}")
     env.setdefault("RESETGATE_INTERNAL_API_TOKEN", secrets.token_urlsafe(24))
@@ -134,7 +142,7 @@ def up(args: argparse.Namespace) -> int:
         redis_server = RedisServer(directory=str(logs / "redis"), appendonly=True)
         Path(redis_server.directory).mkdir(exist_ok=True)
         redis_url = redis_server.start().url
-    env = _base_env(redis_url, args.port + 10)
+    env = _base_env(redis_url, args.port + 10, args.provider)
     env["RESETGATE_UP_DIR"] = str(logs)
     env["RESETGATE_HTTP_PORT"] = str(args.port)  # admission's API
     children: list[Child] = []
@@ -174,4 +182,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "the sandbox port + 10",
     )
     parser.add_argument("--dir", default=".run", help="logs and the embedded Redis' data")
+    parser.add_argument(
+        "--provider",
+        choices=SANDBOX_KINDS,
+        default="http",
+        help="which provider API the services speak; the sandbox answers as it documents",
+    )
     parser.set_defaults(handler=up)

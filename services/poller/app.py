@@ -27,7 +27,8 @@ from shared import metrics, observation, service
 from shared import settings as settings_module
 from shared.logging import event
 from shared.loops import ERRORS, resilient
-from shared.provider import HttpProvider
+from shared.providers.base import Provider
+from shared.providers.factory import ProviderConfig, build, open_provider
 from shared.redis import RedisClient, connect, ping
 
 log = logging.getLogger(__name__)
@@ -92,13 +93,11 @@ class Poller:
 
 
 def build_poller(
-    settings: PollerSettings, client: RedisClient, session: aiohttp.ClientSession
-) -> Poller:
-    provider = HttpProvider(
-        session, settings.provider_url, settings.provider_api_key.get_secret_value(),
-        connect_timeout=settings.connect_timeout_seconds,
-        total_timeout=settings.total_timeout_seconds,
-    )  # fmt: skip
+    settings: PollerSettings, client: RedisClient, session: aiohttp.ClientSession,
+    provider: Provider | None = None,
+) -> Poller:  # fmt: skip
+    if provider is None:
+        provider = build(ProviderConfig.from_settings(settings), session)
     budget = Budget(settings.poll_max_requests_per_minute, settings.poll_burst,
                     settings.poll_backoff_cap_seconds)  # fmt: skip
     gate = Gate(provider, budget, settings.max_advised_wait_seconds)
@@ -170,8 +169,11 @@ def readiness(poller: Poller) -> service.ReadinessCheck:
 async def run(settings: PollerSettings) -> None:
     async with service.operational(SERVICE, settings) as ops:
         client = await connect(settings)
-        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=8)) as session:
-            poller = build_poller(settings, client, session)
+        async with (
+            aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=8)) as session,
+            open_provider(ProviderConfig.from_settings(settings), session) as provider,
+        ):
+            poller = build_poller(settings, client, session, provider)
             ops.ready_when(readiness(poller))
             await service.serve(SERVICE, settings, workers(poller))
         await client.aclose()

@@ -21,24 +21,31 @@ from shared.delivery import DeliveryEvent, parse_event
 from shared.keys import POLLER_CURSOR
 from shared.logging import event
 from shared.loops import cap_advised_wait
-from shared.provider import HttpProvider, PollResult, ProviderUnavailable
+from shared.providers.base import PollResult, Provider, ProviderUnavailable
+from shared.providers.http import HttpProvider
 from shared.redis import RedisClient
 
 log = logging.getLogger(__name__)
+LOOKUP_YIELD_SECONDS = 0.05
 
 
 class Gate:
     """Budget, metrics and 429 handling shared by every provider call the poller makes."""
 
     def __init__(
-        self, provider: HttpProvider, budget: Budget, max_wait: float,
+        self, provider: Provider, budget: Budget, max_wait: float,
         clock: Callable[[], float] = time.time,
     ) -> None:  # fmt: skip
         self.provider = provider
+        # The pull feed and message reads exist only for the http contract; the other
+        # providers push their events (webhook, queue).
+        self.feed = provider if isinstance(provider, HttpProvider) else None
         self.budget = budget
         self.max_wait = max_wait
         self.credentials_ok = True
         self.clock = clock
+        # Lookups go ahead of feed polling: the feed yields while any are waiting.
+        self.lookups_waiting = 0
         # Until a first success, the process start: a poller that never gets one is as
         # stalled as one that stopped getting them.
         self.last_success = clock()
@@ -111,10 +118,15 @@ class Feed:
     async def step(self) -> float:
         """Poll one page; 0 when the page was full (more is waiting), else the interval."""
         idle = self.settings.poll_interval_seconds
+        feed = self.gate.feed
+        if feed is None:
+            return idle
+        if self.gate.lookups_waiting > 0:
+            return LOOKUP_YIELD_SECONDS
         cursor = str(await self.client.get(POLLER_CURSOR) or "")
         try:
             answer = await self.gate.call(
-                "events", lambda: self.gate.provider.events(cursor, self.settings.poll_batch)
+                "events", lambda: feed.events(cursor, self.settings.poll_batch)
             )
         except ProviderUnavailable as error:
             event(log, logging.WARNING, "events feed unreachable", error=str(error))

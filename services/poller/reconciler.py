@@ -1,9 +1,10 @@
-"""Ambiguous attempts: ask the provider by idempotency key before anything is replayed.
+"""Ambiguous attempts: settle each as the provider's capabilities allow, before any replay.
 
-The decision itself (accepted / one replay with the same key / review) is
-``shared.reconcile``; this loop picks the attempts old enough to ask about, spends the
-request budget, honours 429s, and afterwards reads the events of a send it has just
-learned the message id of (the feed may have shown them before the mapping existed).
+The decision itself (look up / replay with the same key / wait / review) is
+``shared.reconcile``; this loop asks about every ambiguous attempt at once (a key's
+retention may be short), ahead of feed polling in the request budget, honours 429s, and
+afterwards reads the events of a send it has just learned the message id of (the feed may
+have shown them before the mapping existed).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from shared import clock
 from shared.delivery import parse_event
 from shared.logging import event
 from shared.operations import load_operation
-from shared.provider import ProviderUnavailable
+from shared.providers.base import ProviderUnavailable
 from shared.reconcile import LookupThrottled, Resolution, due_ambiguous, reconcile
 from shared.redis import RedisClient
 
@@ -39,17 +40,32 @@ class Reconciler:
         self.waiting = 0  # ambiguous attempts due for a lookup at the last step
 
     async def step(self) -> float:
-        grace_ms = int(self.settings.reconcile_grace_seconds * 1000)
-        due = [await due_ambiguous(self.client, p, older_than_ms=grace_ms)
-               for p in range(self.settings.partitions)]  # fmt: skip
-        self.waiting = sum(map(len, due))
-        for operation_id in (op for ops in due for op in ops):
-            wait = await self._reconcile(operation_id)
-            if wait:
-                return wait
+        waiting = 0
+        try:
+            for partition in range(self.settings.partitions):
+                due = await due_ambiguous(self.client, partition)
+                waiting += len(due)
+                self.gate.lookups_waiting = len(due)
+                for operation_id in due:
+                    wait = await self._reconcile(operation_id)
+                    self.gate.lookups_waiting -= 1
+                    if wait:
+                        return wait
+        finally:
+            self.gate.lookups_waiting = 0
+            self.waiting = waiting
         return await self._read_messages() or self.settings.reconcile_interval_seconds
 
     async def _reconcile(self, operation_id: str) -> float:
+        if self.gate.provider.capabilities.lookup is None:
+            return await self._settle(operation_id)  # never asks: spends no budget
+        return await self._ask(operation_id)
+
+    async def _settle(self, operation_id: str) -> float:
+        await reconcile(self.client, self.gate.provider, self.settings, operation_id)
+        return 0.0
+
+    async def _ask(self, operation_id: str) -> float:
         wait = self.gate.budget.take()
         if wait:
             return wait
@@ -86,8 +102,12 @@ class Reconciler:
         if not message_id:
             self.to_read.pop(operation_id, None)
             return 0.0
+        feed = self.gate.feed
+        if feed is None:
+            self.to_read.pop(operation_id, None)  # events come by webhook or queue
+            return 0.0
         try:
-            answer = await self.gate.call("message", lambda: self.gate.provider.message(message_id))
+            answer = await self.gate.call("message", lambda: feed.message(message_id))
         except ProviderUnavailable:
             answer = None
         if isinstance(answer, float):

@@ -7,17 +7,14 @@ import socket
 
 from pydantic import Field, SecretStr, field_validator
 
-from shared.settings import METRICS_PORTS, PolicySettings
+from shared.settings import METRICS_PORTS, ProviderSettings
 
 
-class PollerSettings(PolicySettings):
+class PollerSettings(ProviderSettings):
     metrics_port: int = Field(default=METRICS_PORTS["poller"], ge=0, le=65535)
     # The poller never derives a token (a replay reuses the operation; the sender derives
     # its token), so it neither needs nor checks RESETGATE_TOKEN_KEYS.
     token_keys: SecretStr = SecretStr("")
-    provider_url: str = "http://127.0.0.1:8025"
-    provider_api_key: SecretStr
-    connect_timeout_seconds: float = Field(default=3.0, gt=0)
     total_timeout_seconds: float = Field(default=10.0, gt=0)
     # How stale the support view of delivery may get: the pause between feed polls once
     # the feed is drained (a full page is followed at once, within the budget). Lag is about
@@ -31,10 +28,8 @@ class PollerSettings(PolicySettings):
     poll_burst: int = Field(default=10, ge=1, le=1000)
     # A 429 without a usable Retry-After, or an unreachable provider: capped backoff.
     poll_backoff_cap_seconds: float = Field(default=60.0, gt=0)
-    # Ask about an ambiguous attempt only once a slow provider has surely answered it
-    # (a bit more than the sender's connect + total timeout).
-    reconcile_grace_seconds: float = Field(default=20.0, ge=0)
-    reconcile_interval_seconds: float = Field(default=5.0, gt=0)
+    # How soon a new ambiguous attempt is asked about (a key's retention may be short).
+    reconcile_interval_seconds: float = Field(default=1.0, gt=0)
     close_interval_seconds: float = Field(default=5.0, gt=0)
     # Events whose message no operation knows yet (the sender has not finalised, or the
     # attempt is still ambiguous) are retried for this long before they are dropped.

@@ -7,20 +7,21 @@ import logging
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from services.sandbox import control, provider
+from services.sandbox import control, modes, provider
+from services.sandbox.dialects import DIALECTS
 from services.sandbox.logs import log
 from services.sandbox.responses import SANDBOX, error, json_response
 from services.sandbox.settings import SandboxSettings
 from services.sandbox.state import Sandbox
 
 # Only provider traffic counts as "requests": a test reading stats must not skew them.
-_PROVIDER_PREFIX = "/email/"
+_NOT_PROVIDER = ("/_sandbox", "/healthz", "/readyz")
 
 
 @web.middleware
 async def json_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Counts provider requests by route and status; turns every failure into JSON."""
-    counted = request.path.startswith(_PROVIDER_PREFIX)
+    counted = not request.path.startswith(_NOT_PROVIDER)
     stats = request.app[SANDBOX].stats
     if counted:
         stats.requests_total += 1
@@ -47,7 +48,10 @@ def create_app(settings: SandboxSettings) -> web.Application:
     # Bodies are read with our own limit (max_body_bytes can change at runtime).
     app = web.Application(middlewares=[json_errors], client_max_size=2**31)
     app[SANDBOX] = Sandbox(settings)
-    provider.add_routes(app)
+    if settings.mode == "http":
+        provider.add_routes(app)
+    else:
+        modes.add_routes(app, DIALECTS[settings.mode])
     control.add_routes(app)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", healthz)

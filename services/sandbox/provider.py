@@ -7,6 +7,7 @@ import hmac
 import logging
 import secrets
 import time
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -144,8 +145,14 @@ def _replay(sandbox: Sandbox, earlier: Message, body: JsonDict) -> web.Response:
 
 
 async def _accept(
-    request: web.Request, sandbox: Sandbox, body: JsonDict, key: str | None
+    request: web.Request,
+    sandbox: Sandbox,
+    body: JsonDict,
+    key: str | None,
+    respond: Callable[[Message], web.Response] | None = None,
 ) -> web.Response:
+    """Record the email (slowly, if that fault fires) and answer, or drop the connection.
+    ``respond`` shapes the accepted answer for a provider mode (default: this contract's)."""
     faults = sandbox.faults
     slow = faults.slow.fires(faults.rng)
     if key is not None:
@@ -162,11 +169,16 @@ async def _accept(
             sandbox.store.in_flight.discard(key)
     if faults.drop.fires(faults.rng):
         return _drop(request, sandbox, message)
+    if respond is not None:
+        return respond(message)
     return web.Response(
         body=message.response,
         status=sandbox.settings.accepted_status,
         content_type="application/json",
     )
+
+
+accept = _accept
 
 
 def _drop(request: web.Request, sandbox: Sandbox, message: Message) -> web.Response:

@@ -18,8 +18,9 @@ RetryAfterForm = Literal[
 Probability = Field(default=0.0, ge=0.0, le=1.0)
 EveryNth = Field(default=0, ge=0)
 
-# Fields that only matter when the listening socket is created.
-STARTUP_ONLY = frozenset({"host", "port"})
+# Fields that only matter when the listening socket and routes are created.
+STARTUP_ONLY = frozenset({"host", "port", "mode"})
+Mode = Literal["http", "sendgrid", "postmark", "mailgun"]
 
 
 class SandboxSettings(BaseSettings):
@@ -30,6 +31,9 @@ class SandboxSettings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(default=8090, ge=0, le=65535)
     log_level: str = "INFO"
+    # Which provider's API the sandbox speaks: the http contract, or SendGrid, Postmark or
+    # Mailgun as their documentation describes them (services/sandbox/dialects/).
+    mode: Mode = "http"
 
     # Credentials: the one bearer key accepted, and a switch that simulates a revoked key.
     api_key: SecretStr = SecretStr("sandbox-key")

@@ -14,7 +14,8 @@ from shared import logging as rglogging
 from shared import metrics, service
 from shared import settings as settings_module
 from shared.directory import Directory, HttpDirectory, RedisDirectory
-from shared.provider import HttpProvider
+from shared.providers.base import Provider
+from shared.providers.factory import ProviderConfig, build, open_provider
 from shared.redis import RedisClient, connect, ping, until_done
 from shared.tokens import parse_keys
 
@@ -22,25 +23,27 @@ SERVICE = "sender"
 
 
 def build_sender(
-    settings: SenderSettings, client: RedisClient, session: aiohttp.ClientSession
+    settings: SenderSettings,
+    client: RedisClient,
+    session: aiohttp.ClientSession,
+    provider: Provider | None = None,
+    provider_rate: float | None = None,
 ) -> Sender:
+    """``provider_rate``: the account's maximum send rate where the provider reports one
+    (SES); the pacing ceiling is then min(configured, provider's)."""
     directory: Directory = (
         HttpDirectory(session, settings.directory_url, settings.directory_timeout_seconds)
         if settings.directory_url
         else RedisDirectory(client)
     )
-    provider = HttpProvider(
-        session,
-        settings.provider_url,
-        settings.provider_api_key.get_secret_value(),
-        connect_timeout=settings.connect_timeout_seconds,
-        total_timeout=settings.total_timeout_seconds,
-    )
+    if provider is None:
+        provider = build(ProviderConfig.from_settings(settings), session)
+    ceiling = min(settings.provider_max_rate, provider_rate or settings.provider_max_rate)
     pacer = Pacer(
         client,
         settings.provider_name,
-        ceiling=settings.provider_max_rate,
-        floor=settings.provider_min_rate,
+        ceiling=ceiling,
+        floor=min(settings.provider_min_rate, ceiling),
         burst=settings.provider_burst,
     )
     keys = parse_keys(settings.token_keys.get_secret_value())
@@ -73,8 +76,12 @@ async def run(settings: SenderSettings) -> None:
         await until_done(lambda: ensure_groups(client, settings.partitions), "send groups")
         metrics.token_ttl.set(settings.token_ttl_seconds)
         connector = aiohttp.TCPConnector(limit=settings.concurrency * 2, ttl_dns_cache=60)
-        async with aiohttp.ClientSession(connector=connector) as session:
-            sender = build_sender(settings, client, session)
+        async with (
+            aiohttp.ClientSession(connector=connector) as session,
+            open_provider(ProviderConfig.from_settings(settings), session) as provider,
+        ):
+            rate = await provider.max_send_rate()
+            sender = build_sender(settings, client, session, provider, rate)
             await until_done(sender.refresh_control, "control state")
             ops.ready_when(readiness(sender, client))
             await service.serve(SERVICE, settings, workers(sender))

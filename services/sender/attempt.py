@@ -28,7 +28,7 @@ from shared.operations import (
     begin_attempt,
     finalise_attempt,
 )
-from shared.provider import HttpProvider, SendResult
+from shared.providers.base import Provider, SendResult
 from shared.redis import RedisClient
 from shared.tokens import TokenKeys
 
@@ -47,7 +47,7 @@ class AttemptRunner:
         self,
         settings: SenderSettings,
         client: RedisClient,
-        provider: HttpProvider,
+        provider: Provider,
         directory: Directory,
         keys: TokenKeys,
         pacer: Pacer,
@@ -194,6 +194,9 @@ class AttemptRunner:
         advice = None
         if result.outcome is Outcome.THROTTLED:
             advice = retry_after.parse(result.retry_after, datetime.now(UTC), result.server_date)
+            if result.retry_source and advice.delay_ms is not None:
+                advice = retry_after.RetryAfter(retry_after.Source(result.retry_source),
+                                                advice.delay_ms)  # fmt: skip
             metrics.retry_after_source.labels(self.settings.provider_name, advice.source).inc()
         return decide(
             result.outcome,
@@ -213,7 +216,7 @@ class AttemptRunner:
             metrics.provider_throttled.labels(self.settings.provider_name).inc()
             # Every replica waits until the advised time; with no usable advice, at least
             # a second, so a short jittered backoff can never turn into hammering.
-            advised = final.retry_after_source in ("delta", "date")
+            advised = final.retry_after_source in retry_after.ADVISED
             floor = now if advised else now + 1000
             # The operation keeps its own retry time (the horizon bounds it); the block on
             # every replica is capped, so one absurd Retry-After cannot stop all sending.

@@ -5,15 +5,13 @@ from __future__ import annotations
 import os
 import socket
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import Field, model_validator
 
-from shared.settings import METRICS_PORTS, PolicySettings
+from shared.settings import METRICS_PORTS, ProviderSettings
 
 
-class SenderSettings(PolicySettings):
+class SenderSettings(ProviderSettings):
     metrics_port: int = Field(default=METRICS_PORTS["sender"], ge=0, le=65535)
-    provider_url: str = "http://127.0.0.1:8090"
-    provider_api_key: SecretStr
     reset_url_base: str = "https://game.example/reset-password"
     email_from: str = "Account Recovery <no-reply@game.example>"
     provider_max_rate: float = Field(default=50.0, gt=0, description="sends/s ceiling")
@@ -22,8 +20,6 @@ class SenderSettings(PolicySettings):
     concurrency: int = Field(default=32, ge=1, le=1024)
     read_batch: int = Field(default=16, ge=1, le=1000)
     lease_seconds: int = Field(default=60, ge=5)
-    connect_timeout_seconds: float = Field(default=3.0, gt=0)
-    total_timeout_seconds: float = Field(default=15.0, gt=0)
     backoff_base_seconds: float = Field(default=2.0, gt=0)
     backoff_cap_seconds: float = Field(default=300.0, gt=0)
     promote_interval_seconds: float = Field(default=0.25, gt=0)

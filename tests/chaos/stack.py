@@ -10,6 +10,7 @@ the poller asks about an ambiguous attempt only after a slow provider has surely
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
@@ -56,8 +57,15 @@ NO_FAULTS: dict[str, Any] = {"error_probability": 0.0, "drop_probability": 0.0,
                              "slow_probability": 0.0}  # fmt: skip
 
 
+# CHAOS_PROVIDER=postmark (or sendgrid, mailgun) runs the chaos against the sandbox speaking
+# that provider's API instead of the http contract.
+PROVIDER_KIND = os.environ.get("CHAOS_PROVIDER", "http")
+
+
 def service_env(redis_url: str, provider_url: str, log_level: str) -> dict[str, str]:
     return {
+        "RESETGATE_PROVIDER_KIND": PROVIDER_KIND,
+        "RESETGATE_MAILGUN_DOMAIN": "chaos.mailgun.test",
         "RESETGATE_REDIS_URL": redis_url,
         "RESETGATE_TOKEN_KEYS": TEST_TOKEN_KEYS,
         "RESETGATE_INTERNAL_API_TOKEN": INTERNAL_TOKEN,
@@ -154,6 +162,7 @@ async def running_stack(
         assert isinstance(redis, Redis)
         exit_stack.push_async_callback(redis.aclose)
         provider = {"seed": seed, "log_level": "WARNING", "delivered_delay_seconds": 1.0,
+                    "mode": PROVIDER_KIND,
                     **(FAULTS if faults else {}), **(sandbox or {})}  # fmt: skip
         provider_url = await exit_stack.enter_async_context(run_sandbox_process(**provider))
         processes = await exit_stack.enter_async_context(

@@ -91,6 +91,14 @@ REFUSED: dict[str, tuple[dict[str, Any], str]] = {
         {**BASE, "config.resetUrlBase": ""},
         "set config.resetUrlBase (the link players click) and config.emailFrom",
     ),
+    "mailgun-without-domain": (
+        {**BASE, "provider.kind": "mailgun"},
+        "provider.kind=mailgun needs provider.mailgunDomain",
+    ),
+    "ses-without-region": (
+        {**BASE, "provider.kind": "ses"},
+        "provider.kind=ses needs provider.awsRegion",
+    ),
     "keda-and-hpa": (
         {**BASE, "keda.enabled": True, "sender.autoscaling.enabled": True},
         "Pick one: keda (stream lag) or sender.autoscaling (CPU)",
@@ -211,6 +219,24 @@ def test_sandbox_provider_runs_when_enabled(helm: Helm) -> None:
     )
     assert config_data(docs)["RESETGATE_PROVIDER_URL"] == f"http://{name_of('sandbox')}:8080"
     assert name_of("sandbox") in of_kind(docs, "Service")
+
+
+@pytest.mark.parametrize("kind", ["sendgrid", "postmark", "mailgun"])
+def test_the_sandbox_answers_as_the_chosen_provider(helm: Helm, kind: str) -> None:
+    docs = helm.template({"sandbox.enabled": True, "provider.url": "", "provider.kind": kind,
+                          "provider.mailgunDomain": "mg.game.example"})  # fmt: skip
+    assert env(deployments(docs)["sandbox"])["RESETGATE_SANDBOX_MODE"] == kind
+    data = config_data(docs)
+    assert data["RESETGATE_PROVIDER_KIND"] == kind
+    assert data["RESETGATE_PROVIDER_URL"] == f"http://{name_of('sandbox')}:8080"
+
+
+def test_ses_uses_the_region_endpoint_not_the_sandbox(helm: Helm) -> None:
+    docs = helm.template({"sandbox.enabled": True, "provider.url": "", "provider.kind": "ses",
+                          "provider.awsRegion": "eu-west-1"})  # fmt: skip
+    data = config_data(docs)
+    assert (data["RESETGATE_PROVIDER_KIND"], data["AWS_REGION"]) == ("ses", "eu-west-1")
+    assert "RESETGATE_PROVIDER_URL" not in data
 
 
 def test_dev_redis_serves_the_release(helm: Helm) -> None:

@@ -34,7 +34,8 @@ def test_service_selects_the_poller_on_the_webhook_port(helm: Helm) -> None:
     ]
     assert poller_port["containerPort"] == 8085
     admission = of_kind(docs, "Service")[name_of("admission")]
-    assert [p["port"] for p in admission["spec"]["ports"]] == [8080, 8081], "admission: API and metrics only"
+    ports = [p["port"] for p in admission["spec"]["ports"]]
+    assert ports == [8080, 8081], "admission: its API and operational ports only"
 
 
 def test_network_policy_admits_only_the_webhook_port(helm: Helm) -> None:

@@ -37,12 +37,26 @@ SECRET = "do-not-echo-this-secret-value"
             },
             "RESETGATE_METRICS_PORT",
         ),
+        (
+            "sender",
+            {"RESETGATE_TOKEN_KEYS": f"k1:{SECRET}", "RESETGATE_PROVIDER_KIND": "sendgrid"},
+            "RESETGATE_PROVIDER_API_KEY",
+        ),
+        (
+            "poller",
+            {"RESETGATE_PROVIDER_KIND": "mailgun", "RESETGATE_PROVIDER_API_KEY": SECRET},
+            "RESETGATE_MAILGUN_DOMAIN",
+        ),
+        ("sender", {"RESETGATE_TOKEN_KEYS": f"k1:{SECRET}", "RESETGATE_PROVIDER_KIND": "ses"},
+         "AWS_REGION"),
+        ("poller", {"RESETGATE_PROVIDER_KIND": "smtp"}, "RESETGATE_PROVIDER_KIND"),
     ],
 )
 def test_invalid_settings_stop_the_service_with_one_clear_line(
     service: str, env: dict[str, str], named: str
 ) -> None:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("RESETGATE_")}
+    clean = {k: v for k, v in os.environ.items()
+             if not k.startswith(("RESETGATE_", "AWS_REGION", "AWS_DEFAULT_REGION"))}
     done = subprocess.run(
         [sys.executable, "-m", f"services.{service}"],
         env={**clean, **env},

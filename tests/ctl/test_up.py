@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import pytest
 
 from services.ctl.embedded import free_port
 
@@ -50,11 +51,15 @@ async def status_of(url: str) -> int:
         return reply.status
 
 
-async def test_up_runs_the_stack_and_a_reset_reaches_the_provider(tmp_path: Path) -> None:
+@pytest.mark.parametrize("provider", ["http", "mailgun"])
+async def test_up_runs_the_stack_and_a_reset_reaches_the_provider(
+    tmp_path: Path, provider: str
+) -> None:
     port = free_port()
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "services.ctl.main", "up", "--port", str(port),
-        "--dir", str(tmp_path), env=child_env(), stdout=asyncio.subprocess.PIPE,
+        "--dir", str(tmp_path), "--provider", provider, env=child_env(),
+        stdout=asyncio.subprocess.PIPE,
     )  # fmt: skip
     try:
         banner = await asyncio.wait_for(read_banner(process), timeout=90)

@@ -20,7 +20,8 @@ from shared.admission import Admitter
 from shared.directory import Account, RedisDirectory
 from shared.model import State
 from shared.operations import load_operation
-from shared.provider import HttpProvider
+from shared.providers.base import Provider
+from shared.providers.http import HttpProvider
 from shared.reconcile import reconcile
 from shared.tokens import parse_keys
 from tests.conftest import CLUSTER, TEST_TOKEN_KEYS
@@ -72,12 +73,14 @@ class Stack:
         return admission.operation_id
 
     @contextlib.asynccontextmanager
-    async def sender(self, **overrides: Any) -> AsyncIterator[Sender]:
+    async def sender(
+        self, provider: Provider | None = None, **overrides: Any
+    ) -> AsyncIterator[Sender]:
         settings = self.settings(**overrides)
         await ensure_groups(self.redis, settings.partitions)
         stop = asyncio.Event()
         async with aiohttp.ClientSession() as session:
-            sender = build_sender(settings, self.redis, session)
+            sender = build_sender(settings, self.redis, session, provider)
             await sender.refresh_control()
             tasks = [asyncio.create_task(loop(stop)) for loop in workers(sender)]
             try:

@@ -15,7 +15,7 @@ from aiohttp import web
 from services.ctl.embedded import free_port
 from services.sender.policy import Budget, decide
 from shared.model import Outcome, State
-from shared.provider import HttpProvider
+from shared.providers.http import HttpProvider
 from shared.retry_after import parse
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]

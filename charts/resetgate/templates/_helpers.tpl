@@ -139,11 +139,12 @@ passes it; the runtime pulls by digest); otherwise the tag, defaulting to appVer
 {{- default (include "resetgate.fullname" .) .Values.secrets.existingSecret -}}
 {{- end -}}
 
-{{/* Provider base URL: explicit, or the in-chart sandbox. */}}
+{{/* Provider base URL: explicit, or the in-chart sandbox (which does not speak SES: SES
+without a URL uses the region's endpoint). */}}
 {{- define "resetgate.providerUrl" -}}
 {{- if .Values.provider.url -}}
 {{- .Values.provider.url -}}
-{{- else if .Values.sandbox.enabled -}}
+{{- else if and .Values.sandbox.enabled (ne .Values.provider.kind "ses") -}}
 {{- printf "http://%s:%d" (include "resetgate.componentName" (dict "root" . "component" "sandbox")) (int .Values.sandbox.service.port) -}}
 {{- end -}}
 {{- end -}}
@@ -204,6 +205,9 @@ with the token keys; the sandbox accepts the provider key.
   value: {{ $root.Values.config.logLevel | quote }}
 - name: RESETGATE_SANDBOX_IDEMPOTENCY_WINDOW_SECONDS
   value: {{ $root.Values.provider.idempotencyWindowSeconds | quote }}
+{{- /* The sandbox answers as the configured provider documents (SES has moto instead). */}}
+- name: RESETGATE_SANDBOX_MODE
+  value: {{ ternary "http" $root.Values.provider.kind (eq $root.Values.provider.kind "ses") | quote }}
 {{- end }}
 {{- if eq .component "poller" }}
 {{- include "resetgate.webhooks.env" $root }}

@@ -45,7 +45,12 @@ its full timeout and still miss the target. Set durability.waitReplicas=0 with d
 {{- end -}}
 
 {{- define "resetgate.validate.provider" -}}
-{{- if not (include "resetgate.providerUrl" .) -}}
+{{- $p := .Values.provider -}}
+{{- if and (eq $p.kind "mailgun") (not $p.mailgunDomain) -}}
+resetgate: provider.kind=mailgun needs provider.mailgunDomain (the sending domain, RESETGATE_MAILGUN_DOMAIN).
+{{- else if and (eq $p.kind "ses") (not $p.awsRegion) -}}
+resetgate: provider.kind=ses needs provider.awsRegion (AWS_REGION); credentials come from the AWS chain.
+{{- else if and (ne $p.kind "ses") (not (include "resetgate.providerUrl" .)) -}}
 resetgate: no email provider. Set provider.url, or sandbox.enabled=true to run the sandbox provider (never sends real email).
 {{- else if and .Values.provider.url (not (and .Values.config.resetUrlBase .Values.config.emailFrom)) -}}
 resetgate: provider.url sends real email, so set config.resetUrlBase (the link players click) and

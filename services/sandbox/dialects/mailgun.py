@@ -1,0 +1,88 @@
+"""Mailgun as documented: https://documentation.mailgun.com/docs/mailgun/api-reference/send/mailgun/messages
+(``POST /v3/{domain}/messages``, basic auth ``api:<key>``, form fields, ``v:`` variables;
+200 ``{"id": "<…>", "message": "Queued. Thank you."}``),
+https://documentation.mailgun.com/docs/mailgun/quickstart-guide/responses (400 with a
+"message"; 401 "Forbidden"; 429; 500) and
+https://documentation.mailgun.com/docs/mailgun/api-reference/send/mailgun/events
+(``GET /v3/{domain}/events``, ``{"items": [...], "paging": {...}}``, filter
+``user-variables``)."""
+
+from __future__ import annotations
+
+import base64
+import hmac
+import json
+
+from aiohttp import web
+
+from services.sandbox.modes import Dialect, Parsed, by_operation
+from services.sandbox.responses import json_response
+from services.sandbox.state import Sandbox
+from services.sandbox.store import Message
+
+DOMAIN = "{domain}"
+
+
+def _message(status: int, text: str, headers: dict[str, str] | None = None) -> web.Response:
+    return json_response({"message": text}, status, headers)
+
+
+def authorized(request: web.Request, key: str) -> bool:
+    expected = "Basic " + base64.b64encode(f"api:{key}".encode()).decode()
+    return hmac.compare_digest(request.headers.get("Authorization", "").encode(),
+                               expected.encode())  # fmt: skip
+
+
+async def parse(request: web.Request, limit: int) -> Parsed:
+    if request.content_length is not None and request.content_length > limit:
+        return _message(413, "Request entity too large")
+    form = await request.post()
+    to = [str(v) for v in form.getall("to", [])]
+    if not form.get("from"):
+        return _message(400, "'from' parameter is missing")
+    if not to or not all("@" in a for a in to):
+        return _message(400, "to parameter is not a valid address. please check documentation")
+    if not (form.get("text") or form.get("html")):
+        return _message(400, "Need at least one of 'text' or 'html' parameters specified")
+    return {"from": str(form["from"]), "to": to, "subject": str(form.get("subject") or ""),
+            "text": str(form.get("text") or ""), "html": str(form.get("html") or ""),
+            "tags": {"operation_id": form.get("v:operation_id")}}  # fmt: skip
+
+
+def accepted(message: Message) -> web.Response:
+    return json_response({"id": f"<{message.id}@sandbox.mailgun.test>",
+                          "message": "Queued. Thank you."})  # fmt: skip
+
+
+def throttled(sandbox: Sandbox, wait: float) -> web.Response:
+    return _message(429, "Too many requests", sandbox.retry_after.header(wait))
+
+
+def events(request: web.Request, sandbox: Sandbox) -> web.Response:
+    try:
+        wanted = json.loads(request.query.get("user-variables") or "{}")
+    except ValueError:
+        return _message(400, "user-variables must be JSON")
+    operation_id = wanted.get("operation_id") if isinstance(wanted, dict) else None
+    if request.query.get("event", "accepted") != "accepted" or not operation_id:
+        return json_response({"items": [], "paging": {}})
+    items = [{"event": "accepted", "timestamp": m.created_at, "id": f"ev-{m.id}",
+              "user-variables": {"operation_id": m.operation_id},
+              "message": {"headers": {"message-id": f"{m.id}@sandbox.mailgun.test"}}}
+             for m in by_operation(sandbox, str(operation_id))]  # fmt: skip
+    return json_response({"items": items, "paging": {}})
+
+
+DIALECT = Dialect(
+    send_path=f"/v3/{DOMAIN}/messages",
+    authorized=authorized,
+    parse=parse,
+    accepted=accepted,
+    unauthorized=lambda: web.Response(status=401, text="Forbidden"),
+    throttled=throttled,
+    failed=lambda status: _message(status, "Internal Server Error"),
+    rejected=lambda: _message(400, "to parameter is not a valid address. please check "
+                              "documentation"),
+    lookup_path=f"/v3/{DOMAIN}/events",
+    lookup=events,
+)

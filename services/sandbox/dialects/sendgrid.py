@@ -1,0 +1,89 @@
+"""SendGrid v3 Mail Send as documented:
+https://www.twilio.com/docs/sendgrid/api-reference/mail-send/mail-send (202, X-Message-Id,
+custom_args), .../how-to-use-the-sendgrid-v3-api/errors (``{"errors": [{"field",
+"message"}]}``; 401, 403, 413, 429, 500) and .../rate-limits (X-RateLimit-Limit,
+-Remaining, -Reset as an epoch; no Retry-After)."""
+
+from __future__ import annotations
+
+import hmac
+import math
+import time
+from typing import Any
+
+from aiohttp import web
+
+from services.sandbox.modes import Dialect, Parsed
+from services.sandbox.responses import json_response, read_json
+from services.sandbox.state import Sandbox
+from services.sandbox.store import Message
+
+
+def _errors(status: int, message: str, field: str | None = None,
+            headers: dict[str, str] | None = None) -> web.Response:  # fmt: skip
+    return json_response({"errors": [{"field": field, "message": message}]}, status, headers)
+
+
+def authorized(request: web.Request, key: str) -> bool:
+    given = request.headers.get("Authorization", "").encode()
+    return hmac.compare_digest(given, f"Bearer {key}".encode())
+
+
+def _addresses(body: dict[str, Any]) -> list[str] | None:
+    try:
+        return [str(to["email"]) for p in body["personalizations"] for to in p["to"]]
+    except (KeyError, TypeError):
+        return None
+
+
+def _content(body: dict[str, Any], kind: str) -> str:
+    for part in body.get("content") or []:
+        if isinstance(part, dict) and part.get("type") == kind:
+            return str(part.get("value", ""))
+    return ""
+
+
+async def parse(request: web.Request, limit: int) -> Parsed:
+    body = await read_json(request, limit)
+    if isinstance(body, web.Response):
+        return _errors(413, "payload too large") if body.status == 413 else _errors(400, "bad json")
+    to = _addresses(body) if isinstance(body, dict) else None
+    if not to or not all("@" in a for a in to):
+        return _errors(400, "Does not contain a valid address.", "personalizations.0.to.0.email")
+    if not isinstance(body.get("from"), dict) or not body.get("subject") or not body.get("content"):
+        return _errors(400, "The from, subject and content parameters are required.", "from")
+    raw = body.get("custom_args")
+    args = raw if isinstance(raw, dict) else {}
+    return {"from": body["from"].get("email", ""), "to": to, "subject": body["subject"],
+            "text": _content(body, "text/plain"), "html": _content(body, "text/html"),
+            "tags": {"operation_id": args.get("operation_id")}}  # fmt: skip
+
+
+def _limits(sandbox: Sandbox, remaining: int, wait: float) -> dict[str, str]:
+    limit = max(1, int(sandbox.send_bucket.burst))
+    reset = math.ceil(time.time() + max(wait, 1.0))
+    return {"X-RateLimit-Limit": str(limit), "X-RateLimit-Remaining": str(remaining),
+            "X-RateLimit-Reset": str(reset)}  # fmt: skip
+
+
+def accepted(message: Message) -> web.Response:
+    return web.Response(status=202, headers={"X-Message-Id": message.id})
+
+
+def throttled(sandbox: Sandbox, wait: float) -> web.Response:
+    return _errors(429, "too many requests", headers=_limits(sandbox, 0, wait))
+
+
+DIALECT = Dialect(
+    send_path="/v3/mail/send",
+    authorized=authorized,
+    parse=parse,
+    accepted=accepted,
+    unauthorized=lambda: _errors(
+        401, "The provided authorization grant is invalid, expired, or revoked"
+    ),
+    throttled=throttled,
+    failed=lambda status: _errors(status, "internal server error"),
+    rejected=lambda: _errors(400, "Does not contain a valid address.",
+                             "personalizations.0.to.0.email"),
+)

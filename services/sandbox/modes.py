@@ -1,0 +1,98 @@
+"""Provider modes: the sandbox answering as SendGrid, Postmark or Mailgun document.
+
+Each mode (``RESETGATE_SANDBOX_MODE``) is a :class:`Dialect`: how that provider
+authenticates, parses a send, and shapes its accepted, throttled, refused and failed
+answers. The flow — auth, the send bucket, fault injection, reject domain, slow and
+dropped answers, recording — is this sandbox's own, shared with the ``http`` mode. The
+documentation page each shape comes from is named in the provider's module and tests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from aiohttp import web
+
+from services.sandbox import provider
+from services.sandbox.responses import SANDBOX
+from services.sandbox.state import Sandbox
+from services.sandbox.store import JsonDict, Message
+
+Parsed = JsonDict | web.Response  # the generic body (to, from, subject, text, html, tags)
+
+
+@dataclass(frozen=True, slots=True)
+class Dialect:
+    send_path: str
+    authorized: Callable[[web.Request, str], bool]
+    parse: Callable[[web.Request, int], Awaitable[Parsed]]
+    accepted: Callable[[Message], web.Response]
+    unauthorized: Callable[[], web.Response]
+    throttled: Callable[[Sandbox, float], web.Response]
+    failed: Callable[[int], web.Response]
+    rejected: Callable[[], web.Response]
+    lookup_path: str = ""
+    lookup: Callable[[web.Request, Sandbox], web.Response] | None = None
+
+
+def _refusal(request: web.Request, sandbox: Sandbox, dialect: Dialect) -> web.Response | None:
+    key = sandbox.settings.api_key.get_secret_value()
+    if not dialect.authorized(request, key) or sandbox.settings.revoked_status:
+        sandbox.stats.count("auth")
+        return dialect.unauthorized()
+    wait = sandbox.send_bucket.take() if request.method == "POST" else sandbox.poll_bucket.take()
+    if wait > 0:
+        sandbox.stats.count("send_throttled" if request.method == "POST" else "poll_throttled")
+        return dialect.throttled(sandbox, wait)
+    return None
+
+
+def sender(dialect: Dialect) -> Callable[[web.Request], Awaitable[web.Response]]:
+    async def send(request: web.Request) -> web.Response:
+        sandbox = request.app[SANDBOX]
+        refused = _refusal(request, sandbox, dialect)
+        if refused is not None:
+            return refused
+        body = await dialect.parse(request, sandbox.settings.max_body_bytes)
+        if isinstance(body, web.Response):
+            sandbox.stats.count("bad_request")
+            return body
+        if sandbox.faults.error.fires(sandbox.faults.rng):
+            sandbox.stats.count("error")
+            return dialect.failed(sandbox.settings.error_status)
+        reject = sandbox.settings.reject_domain
+        if reject and reject in provider.domains(body):
+            sandbox.stats.count("rejected")
+            return dialect.rejected()
+        return await provider.accept(request, sandbox, body, None, dialect.accepted)
+
+    return send
+
+
+def looker(
+    dialect: Dialect, lookup: Callable[[web.Request, Sandbox], web.Response]
+) -> Callable[[web.Request], Awaitable[web.Response]]:
+    async def look(request: web.Request) -> web.Response:
+        sandbox = request.app[SANDBOX]
+        refused = _refusal(request, sandbox, dialect)
+        if refused is not None:
+            return refused
+        if sandbox.faults.poll_error.fires(sandbox.faults.rng):
+            sandbox.stats.count("poll_error")
+            return dialect.failed(sandbox.settings.error_status)
+        return lookup(request, sandbox)
+
+    return look
+
+
+def by_operation(sandbox: Sandbox, operation_id: str) -> list[Message]:
+    """Messages recorded for an operation, newest first (the store keeps them bounded)."""
+    found = [m for m in sandbox.store.messages.values() if m.operation_id == operation_id]
+    return sorted(found, key=lambda m: m.created_at, reverse=True)
+
+
+def add_routes(app: web.Application, dialect: Dialect) -> None:
+    app.router.add_post(dialect.send_path, sender(dialect))
+    if dialect.lookup is not None:
+        app.router.add_get(dialect.lookup_path, looker(dialect, dialect.lookup))

@@ -1,0 +1,1 @@
+"""Email provider adapters behind one contract (``base``): one module per provider."""

@@ -1,0 +1,88 @@
+"""Build an adapter from one provider configuration.
+
+``ProviderConfig`` is everything an adapter needs, taken from ``RESETGATE_PROVIDER_*``
+today; a later set of named providers (``RESETGATE_PROVIDER_<NAME>_*``) yields several
+configs and calls :func:`open_provider` once for each.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+import aiohttp
+
+from shared.providers.base import Provider
+from shared.providers.http import HttpProvider
+from shared.providers.mailgun import MailgunProvider
+from shared.providers.postmark import PostmarkProvider
+from shared.providers.sendgrid import SendGridProvider
+from shared.providers.ses import SesProvider
+from shared.settings import SANDBOX_URL, ProviderKind, ProviderSettings
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderConfig:
+    name: str
+    kind: ProviderKind
+    url: str
+    api_key: str
+    connect_timeout: float
+    total_timeout: float
+    key_retention_seconds: float  # the http adapter's Idempotency-Key retention
+    settle_seconds: float  # how old a send must be before a lookup's "not found" counts
+    mailgun_domain: str = ""
+    mailgun_events_delay_seconds: float = 1800.0
+
+    @classmethod
+    def from_settings(cls, settings: ProviderSettings) -> ProviderConfig:
+        return cls(
+            name=settings.provider_name,
+            kind=settings.provider_kind,
+            url=settings.provider_url,
+            api_key=settings.provider_api_key.get_secret_value(),
+            connect_timeout=settings.connect_timeout_seconds,
+            total_timeout=settings.total_timeout_seconds,
+            key_retention_seconds=settings.idempotency_window_seconds,
+            settle_seconds=settings.reconcile_grace_seconds,
+            mailgun_domain=settings.mailgun_domain,
+            mailgun_events_delay_seconds=settings.mailgun_events_delay_seconds,
+        )
+
+
+def build(config: ProviderConfig, session: aiohttp.ClientSession) -> Provider:
+    timeouts = {"connect_timeout": config.connect_timeout, "total_timeout": config.total_timeout}
+    if config.kind == "sendgrid":
+        return SendGridProvider(session, config.url, config.api_key, name=config.name,
+                                **timeouts)  # fmt: skip
+    if config.kind == "postmark":
+        return PostmarkProvider(session, config.url, config.api_key, name=config.name,
+                                settle_seconds=config.settle_seconds, **timeouts)  # fmt: skip
+    if config.kind == "mailgun":
+        settle = max(config.settle_seconds, config.mailgun_events_delay_seconds)
+        return MailgunProvider(session, config.url, config.api_key, config.mailgun_domain,
+                               name=config.name, settle_seconds=settle, **timeouts)  # fmt: skip
+    if config.kind == "ses":
+        region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or ""
+        return SesProvider(region, _ses_endpoint(config.url), name=config.name, **timeouts)
+    return HttpProvider(session, config.url, config.api_key, name=config.name,
+                        key_retention_seconds=config.key_retention_seconds, **timeouts)  # fmt: skip
+
+
+def _ses_endpoint(url: str) -> str:
+    # The http default points at the local sandbox, which SES never is.
+    return "" if url.rstrip("/") == SANDBOX_URL else url
+
+
+@asynccontextmanager
+async def open_provider(
+    config: ProviderConfig, session: aiohttp.ClientSession
+) -> AsyncIterator[Provider]:
+    provider = build(config, session)
+    try:
+        yield provider
+    finally:
+        if isinstance(provider, SesProvider):
+            await provider.aclose()

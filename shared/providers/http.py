@@ -1,0 +1,148 @@
+"""The ``http`` adapter: the poll-only contract of docs/provider-contract.md (the sandbox).
+
+Send ``POST {base}/email/send`` with ``Idempotency-Key``; look a key up with
+``GET {base}/email/messages?idempotency_key=``; read events from ``GET {base}/email/events``.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import quote
+
+import aiohttp
+
+from shared import codec
+from shared.model import Outcome
+from shared.providers.base import (
+    Answer,
+    Capabilities,
+    EventModel,
+    Http,
+    LookupResult,
+    LookupTrust,
+    Message,
+    PollResult,
+    RateSignalKind,
+    SendResult,
+    first_id,
+    lookup_answer,
+    message_id,
+    poll_result,
+    redirect,
+    redirected,
+    transport_failure,
+    undocumented_success,
+)
+
+_PERMANENT = frozenset({400, 404, 413, 422})
+_AUTH = frozenset({401, 403})
+SUCCESS = frozenset({200, 202})
+
+
+def capabilities(key_retention_seconds: float) -> Capabilities:
+    return Capabilities(
+        idempotency_key="Idempotency-Key",
+        idempotency_retention_seconds=key_retention_seconds,
+        # The lookup is by key, so it sees exactly what the key's retention keeps.
+        lookup=LookupTrust(0.0, key_retention_seconds, "GET /email/messages?idempotency_key="),
+        rate_signals=frozenset({RateSignalKind.RETRY_AFTER}),
+        events=EventModel.POLL,
+        max_message_bytes=256 * 1024,
+        max_recipients=50,
+        success_statuses=SUCCESS,
+    )
+
+
+def classify_status(status: int) -> Outcome:
+    """The outcome class of a send's status, for every status but the 2xx and 3xx."""
+    if status == 429:
+        return Outcome.THROTTLED
+    if status in _AUTH:
+        return Outcome.AUTH
+    if status == 409 or status == 408 or status >= 500:
+        return Outcome.TRANSIENT  # 409: the same key is still in flight at the provider
+    return Outcome.PERMANENT if status in _PERMANENT or 400 <= status < 500 else Outcome.TRANSIENT
+
+
+def send_result(answer: Answer) -> SendResult:
+    status = answer.status
+    if redirect(status):
+        return redirected(status)
+    if 200 <= status < 300 and status not in SUCCESS:
+        return undocumented_success(status)
+    if status not in SUCCESS:
+        return SendResult(
+            classify_status(status),
+            status,
+            retry_after=answer.headers.get("Retry-After"),
+            server_date=answer.headers.get("Date"),
+            rate=answer.rate(),
+        )
+    found = message_id(answer.json().get("id"))
+    if not found:
+        # Accepted, but we cannot tell by what id: reconcile by key instead of guessing.
+        return SendResult(Outcome.AMBIGUOUS, status, reason="accepted_without_id")
+    replayed = answer.headers.get("Idempotent-Replayed", "").lower() == "true"
+    return SendResult(Outcome.ACCEPTED, status, found, replayed, rate=answer.rate())
+
+
+def found_message_id(body: dict[str, object], key: str) -> str:
+    """The id of the row whose key is exactly ours ("" when none): a row for another key
+    proves nothing about this operation."""
+    return first_id(body.get("data"), lambda row: row.get("idempotency_key") == key,
+                    lambda row: row.get("id"), "a data list")  # fmt: skip
+
+
+class HttpProvider:
+    def __init__(
+        self,
+        session: aiohttp.ClientSession,
+        base_url: str,
+        api_key: str,
+        *,
+        connect_timeout: float = 3.0,
+        total_timeout: float = 15.0,
+        key_retention_seconds: float = 86400.0,
+        name: str = "http",
+    ) -> None:
+        self.name = name
+        self.http = Http(session, name, connect_timeout, total_timeout)
+        self.base_url = base_url.rstrip("/")
+        self._auth = {"Authorization": f"Bearer {api_key}"}
+        self.capabilities = capabilities(key_retention_seconds)
+
+    async def send(self, operation_id: str, message: Message) -> SendResult:
+        headers = {
+            **self._auth,
+            "Content-Type": "application/json",
+            "Idempotency-Key": operation_id,
+        }
+        try:
+            answer = await self.http.request(
+                "POST", self.base_url + "/email/send", data=codec.dumps(message), headers=headers
+            )
+        except (aiohttp.ClientError, TimeoutError) as error:
+            return transport_failure(error)
+        return send_result(answer)
+
+    async def _get(self, path: str, params: dict[str, str]) -> Answer:
+        return await self.http.ask("GET", self.base_url + path, params=params, headers=self._auth)
+
+    async def lookup(self, operation_id: str) -> LookupResult:
+        answer = await self._get("/email/messages", {"idempotency_key": operation_id})
+        if answer.status != 200:
+            return lookup_answer(answer)
+        return lookup_answer(answer, found_message_id(answer.json(), operation_id))
+
+    async def message(self, message_id: str) -> PollResult:
+        """One message with its events (the poller asks after reconciling an ambiguous send,
+        whose events the feed may have shown before the operation knew its message id)."""
+        return poll_result(await self._get("/email/messages/" + quote(message_id, safe=""), {}))
+
+    async def events(self, after: str, limit: int) -> PollResult:
+        params = {"limit": str(limit)}
+        if after:
+            params["after"] = after
+        return poll_result(await self._get("/email/events", params))
+
+    async def max_send_rate(self) -> float | None:
+        return None  # the contract has no account-quota route

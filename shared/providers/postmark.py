@@ -1,0 +1,183 @@
+"""Postmark Email API.
+
+Sources (read 2026-11):
+- Send a single email: https://postmarkapp.com/developer/api/email-api
+  (``POST /email``, ``X-Postmark-Server-Token``; 200 ``{"To","SubmittedAt","MessageID",
+  "ErrorCode": 0, "Message": "OK"}``; ``Metadata`` travels into webhooks and searches;
+  at most 50 recipients; 10 MB per message)
+- API overview, HTTP status and error codes: https://postmarkapp.com/developer/api/overview
+  (401 bad token; 413 payload too large; 422 with ``ErrorCode``; 429 rate limited; 500;
+  503 planned maintenance)
+- Outbound message search by metadata: https://postmarkapp.com/developer/api/messages-api
+  and https://postmarkapp.com/support/article/1125-custom-metadata-faq
+  (``GET /messages/outbound?count=&offset=&metadata_<key>=<value>``; messages kept for the
+  server's retention, 45 days by default)
+
+No native idempotency key. The search is a trustworthy lookup once a send is old enough
+that Postmark has finished with it (``reconcile_grace_seconds``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import aiohttp
+
+from shared import codec
+from shared.model import Outcome
+from shared.providers.base import (
+    Answer,
+    Capabilities,
+    EventModel,
+    Http,
+    LookupResult,
+    LookupTrust,
+    Message,
+    RateSignalKind,
+    SendResult,
+    first_id,
+    lookup_answer,
+    message_id,
+    redirect,
+    redirected,
+    transport_failure,
+    undocumented_success,
+)
+
+SUCCESS = frozenset({200})
+RETENTION_SECONDS = 45 * 86400
+
+# ErrorCode -> (outcome, reason): the codes Postmark documents for a send. Account-level
+# refusals pause the provider (as a rejected key does): every send would fail the same way.
+ERROR_CODES: dict[int, tuple[Outcome, str]] = {
+    10: (Outcome.AUTH, "bad_or_missing_api_token"),
+    100: (Outcome.TRANSIENT, "maintenance"),
+    300: (Outcome.PERMANENT, "invalid_email_request"),
+    400: (Outcome.AUTH, "sender_signature_not_found"),
+    401: (Outcome.AUTH, "sender_signature_not_confirmed"),
+    402: (Outcome.PERMANENT, "invalid_json"),
+    403: (Outcome.PERMANENT, "incompatible_json"),
+    405: (Outcome.AUTH, "not_allowed_to_send"),
+    406: (Outcome.PERMANENT, "inactive_recipient"),
+    409: (Outcome.PERMANENT, "json_required"),
+    410: (Outcome.PERMANENT, "too_many_batch_messages"),
+    411: (Outcome.PERMANENT, "forbidden_attachment_type"),
+    412: (Outcome.AUTH, "account_pending"),
+    413: (Outcome.AUTH, "account_may_not_send"),
+    429: (Outcome.THROTTLED, "rate_limit_exceeded"),
+}
+_STATUS: dict[int, tuple[Outcome, str]] = {
+    401: (Outcome.AUTH, "unauthorized"),
+    404: (Outcome.PERMANENT, "entity_does_not_exist"),
+    413: (Outcome.PERMANENT, "payload_too_large"),
+    415: (Outcome.PERMANENT, "unsupported_media_type"),
+    429: (Outcome.THROTTLED, "rate_limit_exceeded"),
+    500: (Outcome.TRANSIENT, "internal_server_error"),
+    503: (Outcome.TRANSIENT, "service_unavailable"),
+}
+
+
+def capabilities(settle_seconds: float) -> Capabilities:
+    return Capabilities(
+        idempotency_key="",
+        idempotency_retention_seconds=0,
+        lookup=LookupTrust(settle_seconds, RETENTION_SECONDS,
+                           "GET /messages/outbound?metadata_operation_id="),
+        rate_signals=frozenset({RateSignalKind.RETRY_AFTER, RateSignalKind.NONE}),
+        events=EventModel.WEBHOOK,
+        max_message_bytes=10 * 1024 * 1024,
+        max_recipients=50,
+        success_statuses=SUCCESS,
+    )
+
+
+def body(operation_id: str, message: Message) -> dict[str, Any]:
+    shaped = {
+        "From": message["from"],
+        "To": ", ".join(message["to"]),
+        "Subject": message["subject"],
+        "TextBody": message["text"],
+        "Metadata": {"operation_id": operation_id},
+        "MessageStream": "outbound",
+    }
+    if message.get("html"):
+        shaped["HtmlBody"] = message["html"]
+    return shaped
+
+
+def _error_code(answer: Answer) -> int | None:
+    code = answer.json().get("ErrorCode")
+    return code if isinstance(code, int) and not isinstance(code, bool) else None
+
+
+def send_result(answer: Answer) -> SendResult:
+    status = answer.status
+    if redirect(status):
+        return redirected(status)
+    if status in SUCCESS:
+        reply = answer.json()
+        found = message_id(reply.get("MessageID"))
+        if reply.get("ErrorCode") != 0 or not found:
+            return SendResult(Outcome.AMBIGUOUS, status, reason="success_without_message_id")
+        return SendResult(Outcome.ACCEPTED, status, found)
+    if 200 <= status < 300:
+        return undocumented_success(status)
+    return _refused(answer)
+
+
+def _refused(answer: Answer) -> SendResult:
+    status, code = answer.status, _error_code(answer)
+    if status == 422 and code is not None:
+        outcome, reason = ERROR_CODES.get(code, (Outcome.PERMANENT, f"error_code_{code}"))
+    else:
+        fallback = Outcome.TRANSIENT if status >= 500 else Outcome.PERMANENT
+        outcome, reason = _STATUS.get(status, (fallback, f"http_{status}"))
+    return SendResult(
+        outcome, status, reason=reason,
+        retry_after=answer.headers.get("Retry-After"), server_date=answer.headers.get("Date"),
+    )  # fmt: skip
+
+
+def found_message_id(body: dict[str, Any], operation_id: str) -> str:
+    def ours(row: dict[str, Any]) -> bool:
+        metadata = row.get("Metadata")
+        return isinstance(metadata, dict) and metadata.get("operation_id") == operation_id
+
+    return first_id(body.get("Messages"), ours, lambda row: row.get("MessageID"),
+                    "a Messages list")  # fmt: skip
+
+
+class PostmarkProvider:
+    def __init__(
+        self, session: aiohttp.ClientSession, base_url: str, api_key: str, *,
+        connect_timeout: float = 3.0, total_timeout: float = 15.0, settle_seconds: float = 20.0,
+        name: str = "postmark",
+    ) -> None:  # fmt: skip
+        self.name = name
+        self.http = Http(session, name, connect_timeout, total_timeout)
+        self.base_url = base_url.rstrip("/")
+        self._auth = {"X-Postmark-Server-Token": api_key, "Accept": "application/json"}
+        self.capabilities = capabilities(settle_seconds)
+
+    async def send(self, operation_id: str, message: Message) -> SendResult:
+        headers = {**self._auth, "Content-Type": "application/json"}
+        data = codec.dumps(body(operation_id, message))
+        try:
+            answer = await self.http.request(
+                "POST", self.base_url + "/email", data=data, headers=headers
+            )
+        except (aiohttp.ClientError, TimeoutError) as error:
+            return transport_failure(error)
+        return send_result(answer)
+
+    async def lookup(self, operation_id: str) -> LookupResult:
+        params = {"count": "10", "offset": "0", "metadata_operation_id": operation_id}
+        answer = await self.http.ask(
+            "GET", self.base_url + "/messages/outbound", params=params, headers=self._auth
+        )
+        if answer.status != 200:
+            return lookup_answer(answer)
+        return lookup_answer(answer, found_message_id(answer.json(), operation_id))
+
+    async def max_send_rate(self) -> float | None:
+        return None

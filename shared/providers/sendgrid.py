@@ -1,0 +1,141 @@
+"""Twilio SendGrid v3 Mail Send.
+
+Sources (read 2026-11):
+- Mail Send: https://www.twilio.com/docs/sendgrid/api-reference/mail-send/mail-send
+  (``POST /v3/mail/send``, bearer key, 202 with ``X-Message-Id``, body limit 30 MB, up
+  to 1,000 personalizations; ``custom_args`` travel with the message into every event)
+- Errors: https://www.twilio.com/docs/sendgrid/api-reference/how-to-use-the-sendgrid-v3-api/errors
+- Responses: https://www.twilio.com/docs/sendgrid/api-reference/how-to-use-the-sendgrid-v3-api/responses
+  (403: sender identity not verified, or temporarily blocked for repeated bad requests)
+- Rate limits: https://www.twilio.com/docs/sendgrid/api-reference/how-to-use-the-sendgrid-v3-api/rate-limits
+  (``X-RateLimit-Limit/-Remaining/-Reset``, Reset an epoch; a 429 carries no Retry-After)
+
+No native idempotency key and no lookup a studio can count on (the Email Activity API is
+a paid add-on with delayed indexing): an ambiguous send waits for the event window.
+"""
+
+from __future__ import annotations
+
+import time
+from email.utils import parseaddr
+from typing import Any
+
+import aiohttp
+
+from shared import codec
+from shared.model import Outcome
+from shared.providers.base import (
+    Answer,
+    Capabilities,
+    EventModel,
+    Http,
+    LookupResult,
+    Message,
+    RateSignalKind,
+    SendResult,
+    message_id,
+    redirect,
+    redirected,
+    transport_failure,
+    undocumented_success,
+)
+
+SUCCESS = frozenset({202})
+CAPABILITIES = Capabilities(
+    idempotency_key="",
+    idempotency_retention_seconds=0,
+    lookup=None,
+    rate_signals=frozenset({RateSignalKind.X_RATELIMIT}),
+    events=EventModel.WEBHOOK,
+    max_message_bytes=30 * 1024 * 1024,
+    max_recipients=1000,
+    success_statuses=SUCCESS,
+)
+_PERMANENT = {400: "bad_request", 404: "not_found", 405: "method_not_allowed",
+              406: "not_acceptable", 413: "payload_too_large", 415: "unsupported_media_type",
+              451: "data_residency"}  # fmt: skip
+
+
+def address(text: str) -> dict[str, str]:
+    name, email = parseaddr(text)
+    return {"email": email, "name": name} if name else {"email": email}
+
+
+def body(operation_id: str, message: Message) -> dict[str, Any]:
+    content = [{"type": "text/plain", "value": message["text"]}]
+    if message.get("html"):
+        content.append({"type": "text/html", "value": message["html"]})
+    return {
+        "personalizations": [{"to": [{"email": to} for to in message["to"]]}],
+        "from": address(message["from"]),
+        "subject": message["subject"],
+        "content": content,
+        "custom_args": {"operation_id": operation_id},
+    }
+
+
+def retry_in(reset: str | None, now: float) -> str | None:
+    """X-RateLimit-Reset (epoch seconds) as a Retry-After delay, or None when unusable."""
+    try:
+        at = float(reset or "")
+    except ValueError:
+        return None
+    return str(max(0, int(at - now + 0.999))) if at == at and at < 1e12 else None
+
+
+def send_result(answer: Answer, now: float) -> SendResult:
+    status = answer.status
+    if redirect(status):
+        return redirected(status)
+    if status in SUCCESS:
+        found = message_id(answer.headers.get("X-Message-Id"))
+        if not found:
+            return SendResult(Outcome.AMBIGUOUS, status, reason="accepted_without_id")
+        return SendResult(Outcome.ACCEPTED, status, found, rate=answer.rate())
+    if 200 <= status < 300:
+        return undocumented_success(status)
+    return _refused(answer, now)
+
+
+def _refused(answer: Answer, now: float) -> SendResult:
+    status, rate = answer.status, answer.rate()
+    if status == 429:
+        advice = retry_in(answer.headers.get("X-RateLimit-Reset"), now)
+        source = "x-ratelimit-reset" if advice else ""
+        return SendResult(Outcome.THROTTLED, status, retry_after=advice, reason="rate_limited",
+                          rate=rate, retry_source=source)
+    if status in (401, 403):
+        return SendResult(Outcome.AUTH, status, reason=f"http_{status}", rate=rate)
+    if status in _PERMANENT:
+        return SendResult(Outcome.PERMANENT, status, reason=_PERMANENT[status], rate=rate)
+    # 5xx, and any 4xx SendGrid does not document for Mail Send: try again later.
+    return SendResult(Outcome.TRANSIENT, status, reason=f"http_{status}", rate=rate)
+
+
+class SendGridProvider:
+    capabilities = CAPABILITIES
+
+    def __init__(
+        self, session: aiohttp.ClientSession, base_url: str, api_key: str, *,
+        connect_timeout: float = 3.0, total_timeout: float = 15.0, name: str = "sendgrid",
+    ) -> None:  # fmt: skip
+        self.name = name
+        self.http = Http(session, name, connect_timeout, total_timeout)
+        self.url = base_url.rstrip("/") + "/v3/mail/send"
+        self._auth = {"Authorization": f"Bearer {api_key}"}
+
+    async def send(self, operation_id: str, message: Message) -> SendResult:
+        headers = {**self._auth, "Content-Type": "application/json"}
+        try:
+            answer = await self.http.request(
+                "POST", self.url, data=codec.dumps(body(operation_id, message)), headers=headers
+            )
+        except (aiohttp.ClientError, TimeoutError) as error:
+            return transport_failure(error)
+        return send_result(answer, time.time())
+
+    async def lookup(self, operation_id: str) -> LookupResult:
+        raise NotImplementedError("SendGrid declares no lookup (capabilities.lookup is None)")
+
+    async def max_send_rate(self) -> float | None:
+        return None

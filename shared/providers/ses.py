@@ -1,0 +1,183 @@
+"""Amazon SES v2 ``SendEmail`` through aiobotocore (botocore signs; no hand-written SigV4).
+
+Credentials and region come from the standard AWS chain (``AWS_ACCESS_KEY_ID`` /
+``AWS_SECRET_ACCESS_KEY``, ``AWS_PROFILE``, web identity, instance role …; ``AWS_REGION``
+or ``AWS_DEFAULT_REGION``); ``RESETGATE_PROVIDER_URL`` overrides the endpoint (tests point
+it at moto's server).
+
+Sources (read 2026-11):
+- SendEmail: https://docs.aws.amazon.com/ses/latest/APIReference-V2/API_SendEmail.html
+  (errors: AccountSuspendedException, BadRequestException, LimitExceededException,
+  MailFromDomainNotVerifiedException, MessageRejected, NotFoundException,
+  SendingPausedException, TooManyRequestsException; ``EmailTags`` travel into events)
+- Common errors: https://docs.aws.amazon.com/ses/latest/APIReference-V2/CommonErrors.html
+  (AccessDeniedException, ExpiredTokenException, IncompleteSignature,
+  InvalidClientTokenId, ThrottlingException, InternalFailure, ServiceUnavailable …)
+- GetAccount: https://docs.aws.amazon.com/ses/latest/APIReference-V2/API_GetAccount.html
+  (``SendQuota.MaxSendRate``); v1 GetSendQuota is the fallback.
+- Message size: 40 MB (v2), 50 recipients per message.
+
+No native idempotency key, no lookup: an ambiguous send waits for the event window.
+botocore's own retries are off: a retried SendEmail after a timeout is a second email.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from typing import Any
+
+from aiobotocore.config import AioConfig
+from aiobotocore.session import get_session
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    ConnectTimeoutError,
+    EndpointConnectionError,
+    NoCredentialsError,
+)
+
+from shared.logging import event
+from shared.model import Outcome
+from shared.providers.base import (
+    Capabilities,
+    EventModel,
+    LookupResult,
+    Message,
+    RateSignalKind,
+    SendResult,
+    message_id,
+)
+
+log = logging.getLogger(__name__)
+CAPABILITIES = Capabilities(
+    idempotency_key="",
+    idempotency_retention_seconds=0,
+    lookup=None,
+    rate_signals=frozenset({RateSignalKind.ACCOUNT_QUOTA, RateSignalKind.NONE}),
+    events=EventModel.QUEUE,
+    max_message_bytes=40 * 1024 * 1024,
+    max_recipients=50,
+    success_statuses=frozenset({200}),
+)
+ERROR_CODES: dict[str, Outcome] = {
+    "TooManyRequestsException": Outcome.THROTTLED,
+    "ThrottlingException": Outcome.THROTTLED,
+    "Throttling": Outcome.THROTTLED,
+    "LimitExceededException": Outcome.THROTTLED,
+    # Account-level refusals: every send would fail alike, so the provider pauses.
+    "SendingPausedException": Outcome.AUTH,
+    "AccountSuspendedException": Outcome.AUTH,
+    "MailFromDomainNotVerifiedException": Outcome.AUTH,
+    "AccessDeniedException": Outcome.AUTH,
+    "AccessDenied": Outcome.AUTH,
+    "ExpiredTokenException": Outcome.AUTH,
+    "IncompleteSignature": Outcome.AUTH,
+    "InvalidClientTokenId": Outcome.AUTH,
+    "UnrecognizedClientException": Outcome.AUTH,
+    "SignatureDoesNotMatch": Outcome.AUTH,
+    "NotAuthorized": Outcome.AUTH,
+    "MessageRejected": Outcome.PERMANENT,
+    "BadRequestException": Outcome.PERMANENT,
+    "NotFoundException": Outcome.PERMANENT,
+    "ValidationError": Outcome.PERMANENT,
+    "InternalFailure": Outcome.TRANSIENT,
+    "ServiceUnavailable": Outcome.TRANSIENT,
+}
+
+
+def request(operation_id: str, message: Message) -> dict[str, Any]:
+    body: dict[str, Any] = {"Text": {"Data": message["text"], "Charset": "UTF-8"}}
+    if message.get("html"):
+        body["Html"] = {"Data": message["html"], "Charset": "UTF-8"}
+    return {
+        "FromEmailAddress": message["from"],
+        "Destination": {"ToAddresses": list(message["to"])},
+        "Content": {"Simple": {"Subject": {"Data": message["subject"], "Charset": "UTF-8"},
+                               "Body": body}},
+        "EmailTags": [{"Name": "operation_id", "Value": operation_id}],
+    }  # fmt: skip
+
+
+def classify_error(error: ClientError) -> SendResult:
+    info = error.response.get("Error", {})
+    code = str(info.get("Code", ""))
+    status = int(error.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
+    outcome = ERROR_CODES.get(code) or _by_status(status)
+    return SendResult(outcome, status, reason=code or f"http_{status}")
+
+
+def _by_status(status: int) -> Outcome:
+    """An error code we do not know: AWS answers credential problems with 401/403."""
+    if status in (401, 403):
+        return Outcome.AUTH
+    return Outcome.TRANSIENT if status >= 500 or status == 0 else Outcome.PERMANENT
+
+
+def transport_error(error: BotoCoreError) -> SendResult:
+    if isinstance(error, EndpointConnectionError | ConnectTimeoutError):
+        return SendResult(Outcome.TRANSIENT, reason=f"not_sent:{type(error).__name__}")
+    if isinstance(error, NoCredentialsError):
+        return SendResult(Outcome.AUTH, reason="no_credentials")
+    return SendResult(Outcome.AMBIGUOUS, reason=f"lost:{type(error).__name__}")
+
+
+class SesProvider:
+    capabilities = CAPABILITIES
+
+    def __init__(
+        self, region: str, endpoint_url: str = "", *, connect_timeout: float = 3.0,
+        total_timeout: float = 15.0, name: str = "ses",
+    ) -> None:  # fmt: skip
+        self.name = name
+        self.region = region
+        self.endpoint_url = endpoint_url or None
+        self.config = AioConfig(
+            connect_timeout=connect_timeout, read_timeout=total_timeout,
+            retries={"total_max_attempts": 1, "mode": "standard"},
+        )  # fmt: skip
+        self._stack = contextlib.AsyncExitStack()
+        self._clients: dict[str, Any] = {}
+
+    async def _client(self, service: str) -> Any:
+        if service not in self._clients:
+            self._clients[service] = await self._stack.enter_async_context(
+                get_session().create_client(
+                    service, region_name=self.region, endpoint_url=self.endpoint_url,
+                    config=self.config,
+                )
+            )
+        return self._clients[service]
+
+    async def aclose(self) -> None:
+        await self._stack.aclose()
+        self._clients.clear()
+
+    async def send(self, operation_id: str, message: Message) -> SendResult:
+        client = await self._client("sesv2")
+        try:
+            reply = await client.send_email(**request(operation_id, message))
+        except ClientError as error:
+            return classify_error(error)
+        except BotoCoreError as error:
+            return transport_error(error)
+        found = message_id(reply.get("MessageId"))
+        if not found:
+            return SendResult(Outcome.AMBIGUOUS, 200, reason="accepted_without_id")
+        return SendResult(Outcome.ACCEPTED, 200, found)
+
+    async def lookup(self, operation_id: str) -> LookupResult:
+        raise NotImplementedError("SES declares no lookup (capabilities.lookup is None)")
+
+    async def max_send_rate(self) -> float | None:
+        """The account's MaxSendRate: v2 GetAccount, else v1 GetSendQuota, else None (a
+        missing quota is not an error; moto 5.2 answers GetAccount with 404)."""
+        for service, call in (("sesv2", "get_account"), ("ses", "get_send_quota")):
+            with contextlib.suppress(ClientError, BotoCoreError, KeyError, TypeError, ValueError):
+                reply = await getattr(await self._client(service), call)()
+                quota = reply.get("SendQuota", reply)
+                rate = float(quota["MaxSendRate"])
+                if rate > 0:
+                    return rate
+        event(log, logging.INFO, "provider reports no maximum send rate", provider=self.name)
+        return None

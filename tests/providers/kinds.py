@@ -1,0 +1,41 @@
+"""What the tests need to know per key-based provider kind: how to build its adapter and
+what its documented answers look like (the sources are named in each adapter's module)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import aiohttp
+import orjson
+
+from shared.providers.base import Provider
+from shared.providers.factory import ProviderConfig, build
+
+KINDS = ("sendgrid", "postmark", "mailgun")
+DOMAIN = "mg.game.example"
+JSON = {"Content-Type": "application/json"}
+
+
+def config(kind: str, url: str, key: str = "sandbox-key", **overrides: Any) -> ProviderConfig:
+    values: dict[str, Any] = {
+        "name": kind, "kind": kind, "url": url, "api_key": key, "connect_timeout": 1.0,
+        "total_timeout": 2.0, "key_retention_seconds": 0, "settle_seconds": 0.0,
+        "mailgun_domain": DOMAIN, "mailgun_events_delay_seconds": 0.0,
+    }  # fmt: skip
+    values.update(overrides)
+    return ProviderConfig(**values)
+
+
+def adapter(kind: str, session: aiohttp.ClientSession, url: str, **overrides: Any) -> Provider:
+    return build(config(kind, url, **overrides), session)
+
+
+def success(kind: str, message_id: str = "m-1") -> tuple[int, dict[str, str], bytes]:
+    """The provider's documented accepted answer."""
+    if kind == "sendgrid":
+        return 202, {"X-Message-Id": message_id}, b""
+    if kind == "postmark":
+        body = {"To": "p@example.com", "SubmittedAt": "2026-11-30T10:00:00-05:00",
+                "MessageID": message_id, "ErrorCode": 0, "Message": "OK"}  # fmt: skip
+        return 200, JSON, orjson.dumps(body)
+    return 200, JSON, orjson.dumps({"id": f"<{message_id}>", "message": "Queued. Thank you."})

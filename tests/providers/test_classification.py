@@ -1,0 +1,123 @@
+"""Every documented answer of each provider's send, classified; on a real HTTP server.
+
+Sources (the adapters' modules hold the full list):
+SendGrid https://www.twilio.com/docs/sendgrid/api-reference/how-to-use-the-sendgrid-v3-api/errors
+and .../rate-limits; Postmark https://postmarkapp.com/developer/api/overview#error-codes;
+Mailgun https://documentation.mailgun.com/docs/mailgun/quickstart-guide/responses.
+"""
+
+from __future__ import annotations
+
+import time
+
+import aiohttp
+import orjson
+import pytest
+
+from shared.model import Outcome
+from shared.providers.postmark import ERROR_CODES
+from tests.providers.conftest import Scripted
+from tests.providers.kinds import JSON, KINDS, adapter, success
+
+A, T, P, TH, AU, AM = (Outcome.ACCEPTED, Outcome.TRANSIENT, Outcome.PERMANENT,
+                       Outcome.THROTTLED, Outcome.AUTH, Outcome.AMBIGUOUS)  # fmt: skip
+MESSAGE = {"from": "Recovery <no-reply@game.example>", "to": ["p@example.com"],
+           "subject": "Reset", "text": "link", "html": "<a>link</a>"}  # fmt: skip
+SG_ERR = orjson.dumps({"errors": [{"field": None, "message": "x"}]})
+MG_ERR = orjson.dumps({"message": "x"})
+
+SENDGRID = [
+    (400, P, "bad_request"), (401, AU, "http_401"), (403, AU, "http_403"),
+    (404, P, "not_found"), (406, P, "not_acceptable"), (413, P, "payload_too_large"),
+    (415, P, "unsupported_media_type"), (451, P, "data_residency"),
+    (429, TH, "rate_limited"), (500, T, "http_500"), (503, T, "http_503"),
+    (200, AM, "undocumented_200"), (201, AM, "undocumented_201"), (204, AM, "undocumented_204"),
+]  # fmt: skip
+MAILGUN = [
+    (400, P, "bad_request"), (401, AU, "http_401"), (403, AU, "http_403"),
+    (404, T, "http_404"), (413, P, "payload_too_large"), (429, TH, "http_429"),
+    (500, T, "http_500"), (502, T, "http_502"), (201, AM, "undocumented_201"),
+    (204, AM, "undocumented_204"),
+]  # fmt: skip
+POSTMARK_STATUS = [
+    (401, AU, "unauthorized"), (404, P, "entity_does_not_exist"), (413, P, "payload_too_large"),
+    (415, P, "unsupported_media_type"), (429, TH, "rate_limit_exceeded"),
+    (500, T, "internal_server_error"), (503, T, "service_unavailable"),
+    (201, AM, "undocumented_201"), (204, AM, "undocumented_204"),
+]  # fmt: skip
+
+
+async def _send(kind: str, scripted: Scripted) -> object:
+    async with aiohttp.ClientSession() as session:
+        return await adapter(kind, session, scripted.url).send("op-1-ABC", MESSAGE)
+
+
+@pytest.mark.parametrize(("status", "outcome", "reason"), SENDGRID)
+async def test_sendgrid_statuses(scripted: Scripted, status: int, outcome: Outcome,
+                                 reason: str) -> None:  # fmt: skip
+    scripted.script((status, JSON, SG_ERR if status >= 400 else b""))
+    result = await _send("sendgrid", scripted)
+    assert (result.outcome, result.status, result.reason) == (outcome, status, reason)
+
+
+async def test_sendgrid_429_waits_until_x_ratelimit_reset(scripted: Scripted) -> None:
+    reset = int(time.time()) + 7
+    scripted.script((429, {**JSON, "X-RateLimit-Limit": "600", "X-RateLimit-Remaining": "0",
+                           "X-RateLimit-Reset": str(reset)}, SG_ERR))  # fmt: skip
+    result = await _send("sendgrid", scripted)
+    assert result.outcome is TH and result.retry_source == "x-ratelimit-reset"
+    assert 6 <= int(result.retry_after) <= 8
+    assert result.rate is not None and (result.rate.limit, result.rate.remaining) == (600, 0)
+    assert result.rate.reset_at == reset
+
+
+@pytest.mark.parametrize(("status", "outcome", "reason"), MAILGUN)
+async def test_mailgun_statuses(scripted: Scripted, status: int, outcome: Outcome,
+                                reason: str) -> None:  # fmt: skip
+    scripted.script((status, JSON, MG_ERR))
+    result = await _send("mailgun", scripted)
+    assert (result.outcome, result.status, result.reason) == (outcome, status, reason)
+
+
+@pytest.mark.parametrize(("status", "outcome", "reason"), POSTMARK_STATUS)
+async def test_postmark_statuses(scripted: Scripted, status: int, outcome: Outcome,
+                                 reason: str) -> None:  # fmt: skip
+    scripted.script((status, JSON, b"{}"))
+    result = await _send("postmark", scripted)
+    assert (result.outcome, result.status, result.reason) == (outcome, status, reason)
+
+
+@pytest.mark.parametrize("code", sorted(ERROR_CODES))
+async def test_postmark_422_is_classified_by_error_code(scripted: Scripted, code: int) -> None:
+    scripted.script((422, JSON, orjson.dumps({"ErrorCode": code, "Message": "x"})))
+    result = await _send("postmark", scripted)
+    assert (result.outcome, result.reason) == ERROR_CODES[code]
+
+
+async def test_postmark_unknown_error_code_is_permanent(scripted: Scripted) -> None:
+    scripted.script((422, JSON, orjson.dumps({"ErrorCode": 9999, "Message": "x"})))
+    result = await _send("postmark", scripted)
+    assert (result.outcome, result.reason) == (P, "error_code_9999")
+
+
+async def test_postmark_200_with_an_error_code_is_not_acceptance(scripted: Scripted) -> None:
+    scripted.script((200, JSON, orjson.dumps({"ErrorCode": 406, "Message": "x"})))
+    assert (await _send("postmark", scripted)).outcome is AM
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_documented_success_is_accepted_with_the_message_id(
+    scripted: Scripted, kind: str
+) -> None:
+    scripted.script(success(kind, "m-42"))
+    result = await _send(kind, scripted)
+    assert (result.outcome, result.message_id) == (A, "m-42")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("status", [301, 302, 307, 308])
+async def test_no_adapter_follows_a_redirect(scripted: Scripted, kind: str, status: int) -> None:
+    scripted.script((status, {"Location": scripted.url + "/elsewhere"}, b""))
+    result = await _send(kind, scripted)
+    assert (result.outcome, result.reason) == (T, "redirect_not_followed")
+    assert [r[1] for r in scripted.requests if r[1].startswith("/elsewhere")] == []
