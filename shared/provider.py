@@ -7,13 +7,14 @@ retry) or after (ambiguous: the provider may have accepted it).
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
 import aiohttp
 
-from shared import codec
+from shared import codec, rate_signal
 from shared.model import Outcome
 from shared.rate_signal import RateSignal
 
@@ -159,11 +160,16 @@ def _send_result(response: aiohttp.ClientResponse, body: bytes) -> SendResult:
     outcome = classify_status(response.status)
     retry_after = response.headers.get("Retry-After")
     date = response.headers.get("Date")
+    rate = rate_signal.from_headers(response.headers, time.time())
     if outcome is not Outcome.ACCEPTED:
-        return SendResult(outcome, response.status, retry_after=retry_after, server_date=date)
+        return SendResult(
+            outcome, response.status, retry_after=retry_after, server_date=date, rate=rate
+        )
     message_id = _json_object(body).get("id")
     if not isinstance(message_id, str) or not message_id or len(message_id) > 256:
         # Accepted, but we cannot tell by what id: reconcile by key instead of guessing.
-        return SendResult(Outcome.AMBIGUOUS, response.status, reason="accepted_without_id")
+        return SendResult(
+            Outcome.AMBIGUOUS, response.status, reason="accepted_without_id", rate=rate
+        )
     replayed = response.headers.get("Idempotent-Replayed", "").lower() == "true"
-    return SendResult(outcome, response.status, message_id, replayed)
+    return SendResult(outcome, response.status, message_id, replayed, rate=rate)

@@ -53,6 +53,7 @@ def workers(sender: Sender) -> list[service.Worker]:
         loops.append(functools.partial(sender.read_partition, p))
         loops.append(functools.partial(sender.claim_partition, p))
     loops.extend(sender.work for _ in range(sender.settings.concurrency))
+    loops.append(sender.hand_back_on_stop)
     for index, loop in enumerate(loops):  # names for logs when a loop crashes
         if isinstance(loop, functools.partial):
             loop.__name__ = f"{loop.func.__name__}:{index}"  # type: ignore[attr-defined]

@@ -67,7 +67,8 @@ class AttemptRunner:
         self.retention_ms = settings.retention_seconds * 1000
         self.auth_paused = False
 
-    async def run(self, job: Job) -> None:
+    async def run(self, job: Job, slot_ms: float) -> None:
+        """One attempt in the pacing slot ``slot_ms`` (the time it was granted)."""
         attempt_id = ids.attempt_id()
         begun = await begin_attempt(
             self.client,
@@ -85,6 +86,8 @@ class AttemptRunner:
             return
         result = await self._attempt(job, begun)
         await self._finalise(job, attempt_id, begun, result)
+        if isinstance(result, SendResult):
+            await self.pacer.observe(result, slot_ms)
 
     def _not_begun(self, job: Job, begun: Begun) -> None:
         partition = str(job.partition)
@@ -156,7 +159,7 @@ class AttemptRunner:
             retention_ms=self.retention_ms,
         )
         if isinstance(result, SendResult):
-            await self._feedback(result, final, now)
+            await self._feedback(result)
         self._count(job, final, applied)
         event(
             log,
@@ -190,16 +193,9 @@ class AttemptRunner:
             reason="replayed" if result.replayed else result.reason,
         )
 
-    async def _feedback(self, result: SendResult, final: Finalisation, now: int) -> None:
+    async def _feedback(self, result: SendResult) -> None:
         if result.outcome is Outcome.THROTTLED:
             metrics.provider_throttled.labels(self.settings.provider_name).inc()
-            # Every replica waits until the advised time; with no usable advice, at least
-            # a second, so a short jittered backoff can never turn into hammering.
-            advised = final.retry_after_source in ("delta", "date")
-            floor = now if advised else now + 1000
-            await self.pacer.throttled(max(final.retry_at, floor))
-        elif result.outcome is Outcome.ACCEPTED:
-            await self.pacer.succeeded()
         elif result.outcome is Outcome.AUTH:
             self.auth_paused = True
             fingerprint = control.key_fingerprint(self.settings.provider_api_key.get_secret_value())
