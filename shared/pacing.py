@@ -108,7 +108,7 @@ async def feedback(
         client,
         [provider_pacing(provider)],
         [seen.now, int(seen.throttled), seen.slot_ms, seen.blocked_until, floor, tuning.cut,
-         seen.hint, seen.hint_until, seen.returned_ms],
+         seen.hint, seen.hint_until, seen.returned_ms, tuning.horizon_ms],
     )  # fmt: skip
     return Adjusted(int(reply[0]) / 1000, int(reply[1]), bool(int(reply[2])))
 

@@ -1,8 +1,8 @@
 -- pace_feedback: what one provider answer says about the rate every sender shares.
 --
 -- A 429 cuts the rate by a factor (not below the floor) once per congestion event: a 429
--- for a send whose slot was reserved before the last cut says nothing new, so a burst of
--- them costs one cut. Every 429 empties the bucket (no catch-up burst into a provider
+-- for a send whose slot may have been reserved before the last cut (a slot before the cut
+-- plus one horizon) says nothing new, so a burst of them costs one cut. Every 429 empties the bucket (no catch-up burst into a provider
 -- whose own bucket is empty). A block holds every slot until the advised instant.
 -- A hint (X-RateLimit-Remaining over the time to -Reset) caps the rate until that reset.
 --
@@ -12,6 +12,7 @@
 -- ARGV[6] cut factor (0..1)                            ARGV[7] hint (sends/s, 0 = none)
 -- ARGV[8] hint until (ms)                             ARGV[9] returned (ms): the span of
 --   slots the caller had reserved and now drops; the schedule takes them back
+-- ARGV[10] horizon (ms) of a reservation
 --
 -- Returns {rate*1000, blocked_until (ms), cut (1|0)}.
 local now, slot, advised = tonumber(ARGV[1]), tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -23,7 +24,7 @@ local cut = 0
 local returned = tonumber(ARGV[9])
 if ARGV[2] == "1" or returned > 0 then tat = math.max(now, tat - returned) end
 if ARGV[2] == "1" then
-  if slot >= cut_at and rate > 0 then
+  if slot >= cut_at + tonumber(ARGV[10]) and rate > 0 then
     rate = math.max(tonumber(ARGV[5]), rate * tonumber(ARGV[6]))
     redis.call("HSET", KEYS[1], "base", rate, "cut_at", now, "rate", rate)
     cut = 1
