@@ -41,7 +41,7 @@ class Tuning:
     probe: float = 0.2  # share of the post-cut rate per second squared
     # Slots are reserved this far ahead: it bounds how stale a replica's view of a cut or a
     # block can be, and sets how many sends one round trip covers (rate x horizon).
-    horizon_ms: int = 200
+    horizon_ms: int = 100
 
 
 @dataclass(frozen=True, slots=True)
