@@ -23,10 +23,10 @@ class Room:
     def free(self) -> int:
         return self.capacity - self.held
 
-    async def take(self, most: int, stop: asyncio.Event, *, least: int | None = None) -> int:
-        """Wait until ``least`` places (default: the low-water mark) are free, then take
-        up to ``most``; 0 once shutdown began."""
-        need = min(self.low_water if least is None else least, most)
+    async def take(self, most: int, stop: asyncio.Event) -> int:
+        """Wait until the low-water mark (or ``most``) is free, then take up to ``most``;
+        0 once shutdown began."""
+        need = min(self.low_water, most)
         async with self._changed:
             while self.free < need and not stop.is_set():
                 await self._changed.wait()
@@ -46,7 +46,8 @@ class Room:
             return
         async with self._changed:
             self.held -= count
-            self._changed.notify_all()
+            if self.free >= self.low_water:  # nobody waits for less: no herd per job
+                self._changed.notify_all()
 
     async def wake(self) -> None:
         """Let every waiting reader see that shutdown began."""
