@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime
+from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from redis.asyncio import Redis
+from redis.asyncio import Redis, RedisCluster
 
 from services.ctl.embedded import RedisServer
 from services.sandbox.retry_after import imf_fixdate
@@ -20,6 +21,7 @@ from shared import pacing
 from shared.model import Outcome
 from shared.provider import SendResult
 from shared.rate_signal import RateSignal
+from tests.conftest import CLUSTER
 
 TUNING = pacing.Tuning()
 NOW = 1_800_000_000_000
@@ -30,7 +32,11 @@ FAST = settings(
 
 def run(redis_server: RedisServer, steps: object) -> object:
     async def main() -> object:
-        client = Redis.from_url(redis_server.url, decode_responses=True)
+        client: Any = (
+            RedisCluster.from_url(redis_server.url, decode_responses=True)
+            if CLUSTER
+            else Redis.from_url(redis_server.url, decode_responses=True)
+        )
         try:
             await client.delete("rg:{provider:prop}:pacing")
             return await steps(client)  # type: ignore[operator]
