@@ -41,7 +41,7 @@ class Pacer:
         self.rate = ceiling
         self._slots: deque[float] = deque()
         self._epoch = 0  # bumped when reserved slots became void (a 429, a block)
-        self._hungry = 0  # workers waiting with no slot yet
+        self._waiting = 0  # workers in acquire()
         self._lock = asyncio.Lock()
 
     @property
@@ -51,40 +51,42 @@ class Pacer:
 
     async def acquire(self, stop: asyncio.Event) -> float | None:
         """Wait for one send slot: its time (ms), or None once shutdown began."""
-        while not stop.is_set():
-            if not self._slots:
-                await self._refill(stop)
-                continue
-            slot, epoch = self._slots.popleft(), self._epoch
-            delay = slot - clock.now_ms()
-            if delay > 0:
-                await sleep_or_stop(stop, delay / 1000)
-            if epoch == self._epoch and not stop.is_set():
-                return slot
-        return None
+        self._waiting += 1
+        try:
+            while not stop.is_set():
+                if not self._slots:
+                    await self._refill(stop)
+                    continue
+                slot, epoch = self._slots.popleft(), self._epoch
+                delay = slot - clock.now_ms()
+                if delay < -self.tuning.horizon_ms:
+                    continue  # its moment passed unused: spent now it would be a burst
+                if delay > 0:
+                    await sleep_or_stop(stop, delay / 1000)
+                if epoch == self._epoch and not stop.is_set():
+                    return slot
+            return None
+        finally:
+            self._waiting -= 1
 
     async def _refill(self, stop: asyncio.Event) -> None:
-        self._hungry += 1
-        try:
-            async with self._lock:
-                if self._slots or stop.is_set():
-                    return
-                slots = await pacing.reserve(
-                    self.client,
-                    self.provider,
-                    now=clock.now_ms(),
-                    ceiling=self.limit,
-                    burst=self.burst,
-                    want=self._hungry,
-                    tuning=self.tuning,
-                )
-                self._publish(slots.rate, slots.blocked_until)
-                if slots.count:
-                    self._slots.extend(slots.times_ms())
-                else:
-                    await sleep_or_stop(stop, min(slots.wait_ms, 1000) / 1000)
-        finally:
-            self._hungry -= 1
+        async with self._lock:
+            if self._slots or stop.is_set():
+                return
+            slots = await pacing.reserve(
+                self.client,
+                self.provider,
+                now=clock.now_ms(),
+                ceiling=self.limit,
+                burst=self.burst,
+                want=max(1, self._waiting),  # every worker waiting here needs one
+                tuning=self.tuning,
+            )
+            self._publish(slots.rate, slots.blocked_until)
+            if slots.count:
+                self._slots.extend(slots.times_ms())
+            else:
+                await sleep_or_stop(stop, min(slots.wait_ms, 1000) / 1000)
 
     async def observe(self, result: SendResult, slot_ms: float) -> None:
         """Feed one answer's rate signals to the shared schedule (a round trip only when
