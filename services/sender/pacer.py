@@ -42,6 +42,7 @@ class Pacer:
         self._slots: deque[float] = deque()
         self._epoch = 0  # bumped when reserved slots became void (a 429, a block)
         self._waiting = 0  # workers in acquire()
+        self._reserved_until = 0.0  # the last slot of the last batch (ms)
         self._lock = asyncio.Lock()
 
     @property
@@ -71,6 +72,11 @@ class Pacer:
 
     async def _refill(self, stop: asyncio.Event) -> None:
         async with self._lock:
+            # Slots of the last batch still ahead cover the next moments: asking now would
+            # only find the horizon taken. Ask when half a horizon of them is left.
+            ahead = self._reserved_until - clock.now_ms() - self.tuning.horizon_ms / 2
+            if ahead > 0:
+                await sleep_or_stop(stop, ahead / 1000)
             if self._slots or stop.is_set():
                 return
             slots = await pacing.reserve(
@@ -84,7 +90,8 @@ class Pacer:
             )
             self._publish(slots.rate, slots.blocked_until)
             if slots.count:
-                self._slots.extend(slots.times_ms())
+                self._slots.extend(times := slots.times_ms())
+                self._reserved_until = times[-1]
             else:
                 await sleep_or_stop(stop, min(slots.wait_ms, 1000) / 1000)
 
@@ -102,6 +109,7 @@ class Pacer:
             self._epoch += 1
             seen = replace(seen, returned_ms=len(self._slots) * 1000 / self.rate)
             self._slots.clear()
+            self._reserved_until = 0.0
         adjusted = await pacing.feedback(
             self.client, self.provider, seen, floor=self.floor, tuning=self.tuning
         )
