@@ -63,6 +63,11 @@ ambiguous_attempts = Counter(
 pacing_rate = Gauge(
     "resetgate_pacing_rate", "Provider-wide sends/s currently allowed.", ["provider"]
 )
+pacing_cuts = Counter(
+    "resetgate_pacing_cuts",
+    "Cuts of the provider-wide rate (429s of sends reserved after the previous cut).",
+    ["provider"],
+)
 pacing_blocked_until = Gauge(
     "resetgate_pacing_blocked_until_seconds",
     "Unix time sending is blocked until (0: not).",

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from shared.keys import PartitionKeys, provider_pacing
+from shared.keys import SEND_GROUP, PartitionKeys
 from shared.model import Attempt, Operation
 from shared.redis import RedisClient
 from shared.scripts import Script
@@ -17,9 +17,8 @@ from shared.scripts import Script
 _begin = Script("begin_attempt")
 _finalise = Script("finalise_attempt")
 _promote = Script("promote_due")
-_acquire = Script("pace_acquire")
-_feedback = Script("pace_feedback")
 _resolve = Script("resolve_ambiguous")
+_hand_back = Script("hand_back")
 _hold = Script("hold")
 
 
@@ -146,37 +145,14 @@ async def promote_due(client: RedisClient, partition: int, now: int, batch: int 
     return int(moved)
 
 
-@dataclass(frozen=True, slots=True)
-class PaceGrant:
-    granted: bool
-    wait_ms: int
-    rate: float
-    blocked_until: int
-
-
-async def pace_acquire(
-    client: RedisClient, provider: str, *, now: int, ceiling: float, burst: float
-) -> PaceGrant:
-    reply = await _acquire(client, [provider_pacing(provider)], [now, ceiling, burst])
-    return PaceGrant(bool(int(reply[0])), int(reply[1]), int(reply[2]) / 1000, int(reply[3]))
-
-
-async def pace_feedback(
-    client: RedisClient,
-    provider: str,
-    *,
-    throttled: bool,
-    now: int,
-    blocked_until: int,
-    ceiling: float,
-    floor: float,
-    step: float,
-) -> float:
-    kind = "throttled" if throttled else "ok"
-    reply = await _feedback(
-        client, [provider_pacing(provider)], [kind, now, blocked_until, ceiling, floor, step]
-    )
-    return int(reply) / 1000
+async def hand_back(
+    client: RedisClient, partition: int, consumer: str, entry_ids: list[str]
+) -> int:
+    """Give never-started send jobs back to the group (see hand_back.lua)."""
+    if not entry_ids:
+        return 0
+    stream = PartitionKeys(partition).send
+    return int(await _hand_back(client, [stream], [SEND_GROUP, consumer, *entry_ids]))
 
 
 async def resolve_ambiguous(

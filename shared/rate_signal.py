@@ -21,6 +21,8 @@ class RateSignal:
     limit: float | None = None  # requests allowed per window
     remaining: float | None = None  # requests left in the current window
     reset_at: float | None = None  # epoch seconds when the window resets
+    # The account's declared sustained send rate (sends/s; SES MaxSendRate): a ceiling.
+    account_rate: float | None = None
 
 
 def _number(value: str | None) -> float | None:

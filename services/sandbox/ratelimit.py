@@ -1,34 +1,118 @@
-"""In-memory token bucket: the provider-side rate limit the sender must respect."""
+"""In-memory token bucket: the provider-side rate limit the sender must respect.
+
+The rate can follow a schedule (``"100:20,50:20,100"``: 100/s for 20 s, 50/s for 20 s, then
+100/s) and part of it can be taken by another sender sharing the quota (the same format,
+with shares of the rate instead of rates). Both clocks start at the first request.
+"""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    """Piecewise-constant values: ``(value, seconds)`` phases, the last one open-ended."""
+
+    phases: tuple[tuple[float, float], ...]
+    last: float
+
+    @classmethod
+    def parse(cls, text: str, *, below: float | None = None) -> Schedule:
+        """``"100:20,50:20,100"``; raises ``ValueError`` with a message a caller can act on.
+
+        Rates (``below`` None) must be above 0; shares must be at least 0 and under ``below``.
+        """
+        parts = [part.strip() for part in text.split(",")]
+        phases = []
+        for part in parts[:-1]:
+            value, sep, seconds = part.partition(":")
+            if not sep:
+                raise ValueError(f"phase {part!r} needs value:seconds (only the last is open)")
+            phases.append((_value(value, part, below), _number(seconds, part)))
+        if ":" in parts[-1]:
+            raise ValueError(f"the last phase {parts[-1]!r} is open-ended: a value, no seconds")
+        return cls(tuple(phases), _value(parts[-1], parts[-1], below))
+
+    @classmethod
+    def constant(cls, value: float) -> Schedule:
+        return cls((), value)
+
+    def at(self, elapsed: float) -> float:
+        for value, seconds in self.phases:
+            if elapsed < seconds:
+                return value
+            elapsed -= seconds
+        return self.last
+
+
+def _number(text: str, part: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{part!r}: {text!r} is not a number") from None
+    if not 0 < value < float("inf"):
+        raise ValueError(f"{part!r}: {text!r} must be a finite number above 0")
+    return value
+
+
+def _value(text: str, part: str, below: float | None) -> float:
+    if below is None:
+        return _number(text, part)
+    value = _number(text, part) if text.strip() not in ("0", "0.0") else 0.0
+    if value >= below:
+        raise ValueError(f"{part!r}: {text!r} must be under {below}")
+    return value
 
 
 class TokenBucket:
-    """``rate`` tokens per second up to ``burst``; ``rate == 0`` means unlimited.
+    """``rate`` tokens per second up to ``burst``; a rate of 0 means unlimited.
 
     ``take()`` answers 0.0 when a token was taken, else the honest number of seconds
-    until one will be available, which becomes the Retry-After value.
+    until one will be available, which becomes the Retry-After value. ``taken`` is the
+    share of the rate another sender uses at the same time (a shared quota).
     """
 
     def __init__(
-        self, rate: float, burst: int, clock: Callable[[], float] = time.monotonic
+        self,
+        rate: float | Schedule,
+        burst: int,
+        clock: Callable[[], float] = time.monotonic,
+        *,
+        taken: Schedule | None = None,
     ) -> None:
-        self.rate = rate
+        self.schedule = rate if isinstance(rate, Schedule) else Schedule.constant(rate)
+        self.taken = taken or Schedule.constant(0.0)
         self.burst = float(burst)
         self._clock = clock
         self._tokens = float(burst)
         self._stamp = clock()
+        self._started: float | None = None
+
+    @property
+    def rate(self) -> float:
+        """The rate left for our sender now (the schedule less the shared-quota share)."""
+        elapsed = 0.0 if self._started is None else self._clock() - self._started
+        full = self.schedule.at(elapsed)
+        return full * max(0.0, 1.0 - self.taken.at(elapsed))
 
     def take(self) -> float:
-        if self.rate <= 0:
+        if self._started is None:
+            self._started = self._stamp = self._clock()
+        if self.schedule.last <= 0 and not self.schedule.phases:
             return 0.0
-        now = self._clock()
-        self._tokens = min(self.burst, self._tokens + (now - self._stamp) * self.rate)
+        now, rate = self._clock(), self.rate
+        self._tokens = min(self.burst, self._tokens + (now - self._stamp) * rate)
         self._stamp = now
         if self._tokens >= 1.0:
             self._tokens -= 1.0
             return 0.0
-        return (1.0 - self._tokens) / self.rate
+        return (1.0 - self._tokens) / rate
+
+
+def send_bucket(rate: float, schedule: str, shared: str, burst: int) -> TokenBucket:
+    """The send bucket the settings describe: a schedule, when given, overrides the rate."""
+    limit = Schedule.parse(schedule) if schedule else Schedule.constant(rate)
+    return TokenBucket(limit, burst, taken=Schedule.parse(shared, below=1.0) if shared else None)

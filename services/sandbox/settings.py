@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from services.sandbox.ratelimit import Schedule
 
 RetryAfterForm = Literal[
     "delay-seconds", "imf-fixdate", "rfc850", "asctime", "absent", "malformed", "rotate"
@@ -45,6 +47,12 @@ class SandboxSettings(BaseSettings):
     # Token buckets (0 = unlimited). Polling routes share one bucket of their own.
     send_rate_per_second: float = Field(default=0.0, ge=0)
     send_burst: int = Field(default=10, ge=1)
+    # "100:20,50:20,100": sends/s for 20 s, then 50/s for 20 s, then 100/s; the clock starts
+    # at the first send. Overrides send_rate_per_second when set.
+    send_rate_schedule: str = ""
+    # "0.3:10,0.6:10,0": another sender takes this share of the send rate for 10 s, then
+    # this share, ... (the same clock): a quota shared with the studio's other mail.
+    send_shared_quota: str = ""
     poll_rate_per_second: float = Field(default=0.0, ge=0)
     poll_burst: int = Field(default=10, ge=1)
     retry_after_form: RetryAfterForm = "delay-seconds"
@@ -81,6 +89,14 @@ class SandboxSettings(BaseSettings):
     max_messages: int = Field(default=100_000, ge=1)
     max_events: int = Field(default=200_000, ge=1)
     max_tracked_keys: int = Field(default=200_000, ge=1)
+
+    @field_validator("send_rate_schedule", "send_shared_quota")
+    @classmethod
+    def _schedule(cls, value: str, info: ValidationInfo) -> str:
+        if value.strip():
+            below = 1.0 if info.field_name == "send_shared_quota" else None
+            Schedule.parse(value, below=below)  # ValueError names the bad phase
+        return value.strip()
 
     @field_validator("revoked_status")
     @classmethod

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from services.sandbox.faults import Faults
-from services.sandbox.ratelimit import TokenBucket
+from services.sandbox.ratelimit import TokenBucket, send_bucket
 from services.sandbox.retry_after import RetryAfterFormatter
 from services.sandbox.settings import SandboxSettings
 from services.sandbox.stats import Stats
@@ -19,15 +19,14 @@ class Sandbox:
         self._derive(settings)
 
     def _fresh_buckets(self, settings: SandboxSettings) -> None:
-        self.send_bucket = TokenBucket(settings.send_rate_per_second, settings.send_burst)
+        self.send_bucket = _send_bucket(settings)
         self.poll_bucket = TokenBucket(settings.poll_rate_per_second, settings.poll_burst)
 
     def _derive(self, settings: SandboxSettings) -> None:
+        if _send_limit(settings) != _send_limit(self.settings):
+            self.send_bucket = _send_bucket(settings)
         self.settings = settings
         self.auth_header = f"Bearer {settings.api_key.get_secret_value()}"
-        self.send_bucket = _bucket(
-            self.send_bucket, settings.send_rate_per_second, settings.send_burst
-        )
         self.poll_bucket = _bucket(
             self.poll_bucket, settings.poll_rate_per_second, settings.poll_burst
         )
@@ -55,6 +54,24 @@ class Sandbox:
 
 def _new_store(settings: SandboxSettings) -> Store:
     return Store(settings.max_messages, settings.max_events, settings.idempotency_window_seconds)
+
+
+def _send_limit(settings: SandboxSettings) -> tuple[object, ...]:
+    return (
+        settings.send_rate_per_second,
+        settings.send_rate_schedule,
+        settings.send_shared_quota,
+        settings.send_burst,
+    )
+
+
+def _send_bucket(settings: SandboxSettings) -> TokenBucket:
+    return send_bucket(
+        settings.send_rate_per_second,
+        settings.send_rate_schedule,
+        settings.send_shared_quota,
+        settings.send_burst,
+    )
 
 
 def _bucket(current: TokenBucket, rate: float, burst: int) -> TokenBucket:

@@ -45,6 +45,7 @@ def build_sender(
         ceiling=ceiling,
         floor=min(settings.provider_min_rate, ceiling),
         burst=settings.provider_burst,
+        max_wait=settings.max_advised_wait_seconds,
     )
     keys = parse_keys(settings.token_keys.get_secret_value())
     runner = AttemptRunner(settings, client, provider, directory, keys, pacer)
@@ -57,6 +58,7 @@ def workers(sender: Sender) -> list[service.Worker]:
         loops.append(functools.partial(sender.read_partition, p))
         loops.append(functools.partial(sender.claim_partition, p))
     loops.extend(sender.work for _ in range(sender.settings.concurrency))
+    loops.append(sender.hand_back_on_stop)
     for index, loop in enumerate(loops):  # names for logs when a loop crashes
         if isinstance(loop, functools.partial):
             loop.__name__ = f"{loop.func.__name__}:{index}"  # type: ignore[attr-defined]

@@ -19,7 +19,6 @@ from services.sender.settings import SenderSettings
 from shared import clock, control, ids, metrics, retry_after
 from shared.directory import Directory, DirectoryError
 from shared.logging import event
-from shared.loops import cap_advised_wait
 from shared.model import Outcome, State
 from shared.operations import (
     BeginCode,
@@ -68,7 +67,8 @@ class AttemptRunner:
         self.retention_ms = settings.retention_seconds * 1000
         self.auth_paused = False
 
-    async def run(self, job: Job) -> None:
+    async def run(self, job: Job, slot_ms: float) -> None:
+        """One attempt in the pacing slot ``slot_ms`` (the time it was granted)."""
         attempt_id = ids.attempt_id()
         begun = await begin_attempt(
             self.client,
@@ -86,6 +86,8 @@ class AttemptRunner:
             return
         result = await self._attempt(job, begun)
         await self._finalise(job, attempt_id, begun, result)
+        if isinstance(result, SendResult):
+            await self.pacer.observe(result, slot_ms)
 
     def _not_begun(self, job: Job, begun: Begun) -> None:
         partition = str(job.partition)
@@ -174,7 +176,7 @@ class AttemptRunner:
             retention_ms=self.retention_ms,
         )
         if isinstance(result, SendResult):
-            await self._feedback(result, final, now)
+            await self._feedback(result)
         self._count(job, final, applied)
         event(
             log,
@@ -211,20 +213,9 @@ class AttemptRunner:
             reason="replayed" if result.replayed else result.reason,
         )
 
-    async def _feedback(self, result: SendResult, final: Finalisation, now: int) -> None:
+    async def _feedback(self, result: SendResult) -> None:
         if result.outcome is Outcome.THROTTLED:
             metrics.provider_throttled.labels(self.settings.provider_name).inc()
-            # Every replica waits until the advised time; with no usable advice, at least
-            # a second, so a short jittered backoff can never turn into hammering.
-            advised = final.retry_after_source in retry_after.ADVISED
-            floor = now if advised else now + 1000
-            # The operation keeps its own retry time (the horizon bounds it); the block on
-            # every replica is capped, so one absurd Retry-After cannot stop all sending.
-            wait_s = (max(final.retry_at, floor) - now) / 1000
-            wait_s = cap_advised_wait(wait_s, self.settings.max_advised_wait_seconds, "sender")
-            await self.pacer.throttled(now + int(wait_s * 1000))
-        elif result.outcome is Outcome.ACCEPTED:
-            await self.pacer.succeeded()
         elif result.outcome is Outcome.AUTH:
             self.auth_paused = True
             fingerprint = control.key_fingerprint(self.settings.provider_api_key.get_secret_value())

@@ -1,77 +1,134 @@
-"""Provider-wide pacing, shared by every sender replica through one Redis token bucket.
+"""Provider-wide pacing, shared by every sender replica through one schedule in Redis.
 
-Within a process only one coroutine asks Redis at a time, so waiting workers never poll
-the bucket in a herd; across processes the bucket itself keeps the sum under the ceiling.
-A wait here is the provider's brake, not a retry: the operation is not yet begun.
+One round trip reserves every slot due within a short horizon (``shared.pacing``); the
+workers of this process then take the slots in order and each waits for its own locally.
+Within a process only one coroutine asks Redis at a time, so waiting workers never poll in
+a herd. A 429 seen here drops the slots still reserved, so this replica stops at once;
+the others learn of the cut within one horizon. A wait here is the provider's brake, not
+a retry: the operation is not yet begun.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections import deque
+from dataclasses import replace
 
-from shared import clock, metrics
-from shared.operations import pace_acquire, pace_feedback
+from shared import clock, metrics, pacing
+from shared.loops import cap_advised_wait
+from shared.provider import SendResult
 from shared.redis import RedisClient
 from shared.service import sleep_or_stop
 
 
 class Pacer:
     def __init__(
-        self, client: RedisClient, provider: str, *, ceiling: float, floor: float, burst: float
+        self,
+        client: RedisClient,
+        provider: str,
+        *,
+        ceiling: float,
+        floor: float,
+        burst: float,
+        max_wait: float,
+        tuning: pacing.Tuning | None = None,
     ) -> None:
         self.client = client
         self.provider = provider
         self.ceiling = ceiling
         self.floor = floor
         self.burst = burst
-        self.step = max(ceiling / 100, 0.1)
+        self.max_wait = max_wait  # RESETGATE_MAX_ADVISED_WAIT_SECONDS: the longest block
+        self.tuning = tuning or pacing.Tuning()
+        self.declared: float | None = None  # the provider's declared account rate
         self.rate = ceiling
+        self._slots: deque[float] = deque()
+        self._epoch = 0  # bumped when reserved slots became void (a 429, a block)
+        self._waiting = 0  # workers in acquire()
+        self._reserved_until = 0.0  # the last slot of the last batch (ms)
         self._lock = asyncio.Lock()
 
-    async def acquire(self, stop: asyncio.Event) -> bool:
-        """Wait for one send slot; False if shutdown began first."""
-        async with self._lock:
+    @property
+    def limit(self) -> float:
+        """The configured ceiling, lowered to the provider's declared rate when it has one."""
+        return min(self.ceiling, self.declared) if self.declared else self.ceiling
+
+    async def acquire(self, stop: asyncio.Event) -> float | None:
+        """Wait for one send slot: its time (ms), or None once shutdown began."""
+        self._waiting += 1
+        try:
             while not stop.is_set():
-                grant = await pace_acquire(
-                    self.client,
-                    self.provider,
-                    now=clock.now_ms(),
-                    ceiling=self.ceiling,
-                    burst=self.burst,
-                )
-                self._publish(grant.rate, grant.blocked_until)
-                if grant.granted:
-                    return True
-                await sleep_or_stop(stop, min(grant.wait_ms, 1000) / 1000)
-        return False
+                if not self._slots:
+                    await self._refill(stop)
+                    continue
+                slot, epoch = self._slots.popleft(), self._epoch
+                delay = slot - clock.now_ms()
+                if delay < -self.tuning.horizon_ms:
+                    continue  # its moment passed unused: spent now it would be a burst
+                if delay > 0:
+                    await sleep_or_stop(stop, delay / 1000)
+                if epoch == self._epoch and not stop.is_set():
+                    return slot
+            return None
+        finally:
+            self._waiting -= 1
 
-    async def throttled(self, blocked_until: int) -> None:
-        self.rate = await pace_feedback(
-            self.client,
-            self.provider,
-            throttled=True,
-            now=clock.now_ms(),
-            blocked_until=blocked_until,
-            ceiling=self.ceiling,
-            floor=self.floor,
-            step=self.step,
-        )
-        self._publish(self.rate, blocked_until)
+    async def _refill(self, stop: asyncio.Event) -> None:
+        async with self._lock:
+            # Slots of the last batch still ahead cover the next moments: asking now would
+            # only find the horizon taken. Ask when half a horizon of them is left.
+            ahead = self._reserved_until - clock.now_ms() - self.tuning.horizon_ms / 2
+            if ahead > 0:
+                await sleep_or_stop(stop, ahead / 1000)
+            if self._slots or stop.is_set():
+                return
+            slots = await pacing.reserve(
+                self.client,
+                self.provider,
+                now=clock.now_ms(),
+                ceiling=self.limit,
+                burst=self.burst,
+                want=max(1, self._waiting),  # every worker waiting here needs one
+                tuning=self.tuning,
+            )
+            self._publish(slots.rate, slots.blocked_until)
+            if slots.count:
+                self._slots.extend(times := slots.times_ms())
+                self._reserved_until = times[-1]
+            else:
+                await sleep_or_stop(stop, min(slots.wait_ms, 1000) / 1000)
 
-    async def succeeded(self) -> None:
-        if self.rate >= self.ceiling:
-            return  # nothing to climb back to: skip the round trip on the hot path
-        self.rate = await pace_feedback(
-            self.client,
-            self.provider,
-            throttled=False,
-            now=clock.now_ms(),
-            blocked_until=0,
-            ceiling=self.ceiling,
-            floor=self.floor,
-            step=self.step,
+    async def observe(self, result: SendResult, slot_ms: float) -> None:
+        """Feed one answer's rate signals to the shared schedule (a round trip only when
+        the answer says something the schedule does not already obey)."""
+        declared = pacing.declared_rate(result.rate)
+        if declared is not None:
+            self.declared = declared
+        seen = self._capped(pacing.observe(result, slot_ms, clock.now_ms(), self.floor))
+        if not seen.matters(self.rate):
+            return
+        if seen.throttled or seen.blocked_until > seen.now:
+            # What this replica reserved before the news is void: give its span back.
+            self._epoch += 1
+            seen = replace(seen, returned_ms=len(self._slots) * 1000 / self.rate)
+            self._slots.clear()
+            self._reserved_until = 0.0
+        adjusted = await pacing.feedback(
+            self.client, self.provider, seen, floor=self.floor, tuning=self.tuning
         )
-        metrics.pacing_rate.labels(self.provider).set(self.rate)
+        if adjusted.cut:
+            metrics.pacing_cuts.labels(self.provider).inc()
+        self._publish(adjusted.rate or self.rate, adjusted.blocked_until)
+
+    def _capped(self, seen: pacing.Observation) -> pacing.Observation:
+        """The provider-wide block lasts at most ``max_wait``: one absurd Retry-After must not
+        stop every replica (the operation keeps its own advised retry time, bounded by its
+        horizon)."""
+        wait_s = (seen.blocked_until - seen.now) / 1000
+        capped = cap_advised_wait(wait_s, self.max_wait, "sender")
+        if capped == wait_s:
+            return seen
+        return replace(seen, blocked_until=seen.now + int(capped * 1000))
 
     def _publish(self, rate: float, blocked_until: int) -> None:
         self.rate = rate

@@ -9,22 +9,27 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from redis.exceptions import ResponseError
 
 from services.sender.attempt import AttemptRunner, Job
+from services.sender.room import Room
 from services.sender.settings import SenderSettings
 from shared import clock, control, metrics
 from shared.keys import SEND_GROUP, PartitionKeys
 from shared.logging import event
 from shared.loops import ERRORS, resilient
-from shared.operations import promote_due
+from shared.operations import hand_back, promote_due
 from shared.redis import RedisClient
 from shared.service import sleep_or_stop
 
 log = logging.getLogger(__name__)
 SERVICE = "sender"
+# An idle stream is waited on this long per read; shutdown waits at most this for a read.
+READ_BLOCK_MS = 2000
+GAUGE_TICKS = 3  # partition gauges every third control refresh (seconds)
 
 
 async def ensure_groups(client: RedisClient, partitions: int) -> None:
@@ -45,9 +50,14 @@ class Sender:
         self.settings = settings
         self.client = client
         self.runner = runner
-        self.jobs: asyncio.Queue[Job] = asyncio.Queue(maxsize=settings.concurrency * 2)
+        # Bounded by the room, not by the queue: a reader never waits holding entries.
+        self.jobs: asyncio.Queue[Job | None] = asyncio.Queue()
+        self.room = Room(
+            settings.concurrency + settings.partitions, low_water=settings.concurrency // 4
+        )
         self.state = control.ControlState(frozenset(), {})
-        self.reading = asyncio.Event()  # clear once shutdown begins: readers stop first
+        self._readers = 0
+        self.readers_done = asyncio.Event()
 
     # -- control -------------------------------------------------------------------------
     def sending_allowed(self) -> bool:
@@ -71,33 +81,59 @@ class Sender:
 
     # -- readers -------------------------------------------------------------------------
     async def read_partition(self, partition: int, stop: asyncio.Event) -> None:
-        stream = PartitionKeys(partition).send
+        self._readers += 1
+        try:
+            await resilient(SERVICE, f"read:{partition}", stop, self._reader(partition, stop))
+        finally:
+            self._readers -= 1
+            if not self._readers:
+                self.readers_done.set()
 
+    def _reader(self, partition: int, stop: asyncio.Event) -> Callable[[], Awaitable[float]]:
         async def step() -> float:
             if partition in self.state.paused or not self.sending_allowed():
                 return 0.5
-            try:
-                reply: Any = await self.client.xreadgroup(
-                    SEND_GROUP,
-                    self.settings.consumer_name,
-                    {stream: ">"},
-                    count=self.settings.read_batch,
-                    block=1000,
-                )
-            except ResponseError as error:
-                if "NOGROUP" not in str(error):
-                    raise
-                # Redis came back without its data (no persistence, an empty replica, a
-                # flush): without the group this partition would never be read again.
-                await ensure_group(self.client, partition)
-                event(log, logging.WARNING, "send group re-created", partition=partition)
-                return 0.1
-            for _, entries in reply or []:
-                for entry_id, fields in entries:
-                    await self._enqueue(partition, entry_id, fields)
+            # Wait on an idle stream holding one place; read the rest of a batch only once
+            # it has work, so idle partitions never hold the room busy ones need.
+            first = await self.room.take(1, stop)
+            got = await self._read(partition, first, block=READ_BLOCK_MS) if first else 0
+            if got == first and got:
+                more = self.room.take_now(self.settings.read_batch - 1)
+                await self._read(partition, more, block=None)
             return 0
 
-        await resilient(SERVICE, f"read:{partition}", stop, step)
+        return step
+
+    async def _read(self, partition: int, count: int, *, block: int | None) -> int:
+        """Read up to ``count`` new entries (room already taken); gives back what is unused."""
+        got = 0
+        try:
+            if count:
+                got = await self._read_entries(partition, count, block)
+        finally:
+            await self.room.give(count - got)
+        return got
+
+    async def _read_entries(self, partition: int, count: int, block: int | None) -> int:
+        stream = PartitionKeys(partition).send
+        try:
+            reply: Any = await self.client.xreadgroup(
+                SEND_GROUP, self.settings.consumer_name, {stream: ">"}, count=count, block=block
+            )
+        except ResponseError as error:
+            if "NOGROUP" not in str(error):
+                raise
+            # Redis came back without its data (no persistence, an empty replica, a
+            # flush): without the group this partition would never be read again.
+            await ensure_group(self.client, partition)
+            event(log, logging.WARNING, "send group re-created", partition=partition)
+            return 0
+        got = 0
+        for _, entries in reply or []:
+            for entry_id, fields in entries:
+                got += 1
+                await self._enqueue(partition, entry_id, fields)
+        return got
 
     async def claim_partition(self, partition: int, stop: asyncio.Event) -> None:
         """Take over entries whose consumer went quiet for longer than a lease."""
@@ -107,12 +143,20 @@ class Sender:
         async def step() -> float:
             if partition in self.state.paused:
                 return lease_ms / 2000
-            reply: Any = await self.client.xautoclaim(
-                stream, SEND_GROUP, self.settings.consumer_name, lease_ms, "0-0", count=100
-            )
-            for entry_id, fields in reply[1]:
-                if fields:  # a deleted entry comes back without fields
-                    await self._enqueue(partition, entry_id, fields)
+            room = await self.room.take(100, stop)
+            claimed = 0
+            try:
+                if room:
+                    reply: Any = await self.client.xautoclaim(
+                        stream, SEND_GROUP, self.settings.consumer_name, lease_ms, "0-0",
+                        count=room,
+                    )  # fmt: skip
+                    for entry_id, fields in reply[1]:
+                        if fields:  # a deleted entry comes back without fields
+                            claimed += 1
+                            await self._enqueue(partition, entry_id, fields)
+            finally:
+                await self.room.give(room - claimed)
             return lease_ms / 2000
 
         await resilient(SERVICE, f"claim:{partition}", stop, step)
@@ -125,8 +169,9 @@ class Sender:
         except ValueError:
             valid = False
         if valid:
-            await self.jobs.put(Job(partition, entry_id, operation_id))
+            self.jobs.put_nowait(Job(partition, entry_id, operation_id))
             return
+        await self.room.give(1)
         # Nothing can ever send it; left pending it would be claimed again forever.
         stream = PartitionKeys(partition).send
         await self.client.xack(stream, SEND_GROUP, entry_id)
@@ -137,23 +182,24 @@ class Sender:
 
     # -- workers -------------------------------------------------------------------------
     async def work(self, stop: asyncio.Event) -> None:
-        """Run attempts until shutdown, then finish the jobs already taken from Redis."""
-        while not (stop.is_set() and self.jobs.empty()):
+        """Run attempts until shutdown; a job not started by then is handed back."""
+        while (job := await self.jobs.get()) is not None:
             try:
-                job = await asyncio.wait_for(self.jobs.get(), timeout=0.5)
-            except TimeoutError:
-                continue
-            await self._run_one(job, stop)
+                await self._run_one(job, stop)
+            finally:
+                await self.room.give(1)
 
     async def _run_one(self, job: Job, stop: asyncio.Event) -> None:
         while not self.sending_allowed() and not stop.is_set():
             await sleep_or_stop(stop, 0.5)
         try:
-            # The pacing bucket lives in Redis too: a store error while waiting for a slot
+            # The pacing schedule lives in Redis too: a store error while waiting for a slot
             # must not escape, or this worker dies and takes the whole sender down with it.
-            if not self.sending_allowed() or not await self.runner.pacer.acquire(stop):
-                return  # shutting down: the entry stays pending and is claimed after a lease
-            await self.runner.run(job)
+            slot = await self.runner.pacer.acquire(stop) if self.sending_allowed() else None
+            if slot is None:
+                await self._hand_back([job])
+                return
+            await self.runner.run(job, slot)
         except ERRORS as error:
             event(
                 log,
@@ -169,23 +215,78 @@ class Sender:
                 "attempt failed unexpectedly", extra={"fields": {"operation_id": job.operation_id}}
             )
 
+    # -- shutdown --------------------------------------------------------------------------
+    async def hand_back_on_stop(self, stop: asyncio.Event) -> None:
+        """On shutdown, give every job not yet started back to the group at once (the
+        other senders read it now, not after a lease), then release the idle workers."""
+        await stop.wait()
+        await self.room.wake()
+        await self._hand_back_queued()
+        if self._readers:
+            await self.readers_done.wait()  # a read in flight may still bring entries
+            await self._hand_back_queued()
+        for _ in range(self.settings.concurrency):
+            self.jobs.put_nowait(None)
+
+    async def _hand_back_queued(self) -> None:
+        jobs = []
+        while not self.jobs.empty():
+            job = self.jobs.get_nowait()
+            if job is not None:
+                jobs.append(job)
+        await self._hand_back(jobs)
+        await self.room.give(len(jobs))
+
+    async def _hand_back(self, jobs: list[Job]) -> None:
+        if not jobs:
+            return
+        by_partition: dict[int, list[str]] = {}
+        for job in jobs:
+            by_partition.setdefault(job.partition, []).append(job.entry_id)
+        handed = 0
+        try:
+            for partition, entry_ids in by_partition.items():
+                handed += await hand_back(
+                    self.client, partition, self.settings.consumer_name, entry_ids
+                )
+        except ERRORS as error:
+            # Left pending under this consumer: another sender claims them after a lease.
+            event(log, logging.WARNING, "hand-back failed", error=type(error).__name__)
+        event(log, logging.INFO, "unstarted jobs handed back", jobs=handed)
+
     # -- scheduling and gauges -------------------------------------------------------------
     async def promote(self, stop: asyncio.Event) -> None:
         async def step() -> float:
             now = clock.now_ms()
-            for p in range(self.settings.partitions):
-                if p not in self.state.paused:
-                    await promote_due(self.client, p, now)
+            for p in await self._due_partitions(now):
+                await promote_due(self.client, p, now)
             return self.settings.promote_interval_seconds
 
         await resilient(SERVICE, "promote", stop, step)
 
+    async def _due_partitions(self, now: int) -> list[int]:
+        """Partitions with work due now: one pipelined look at every due set, so an idle
+        sender costs one round trip per interval, not one per partition."""
+        live = [p for p in range(self.settings.partitions) if p not in self.state.paused]
+        async with self.client.pipeline(transaction=False) as pipe:
+            for p in live:
+                pipe.zrangebyscore(PartitionKeys(p).due, "-inf", now, start=0, num=1)
+            firsts = await pipe.execute()
+        return [p for p, first in zip(live, firsts, strict=True) if first]
+
     async def gauges(self, stop: asyncio.Event) -> None:
+        tick = 0
+
         async def step() -> float:
+            nonlocal tick
             await self.refresh_control()
-            now = clock.now_ms()
-            for p in range(self.settings.partitions):
-                await self._partition_gauges(p, now)
+            # Depths and ages are scraped every 15-30 s: every few seconds is plenty, and
+            # each costs a few round trips per partition.
+            if tick % GAUGE_TICKS == 0:
+                now = clock.now_ms()
+                for p in range(self.settings.partitions):
+                    await self._partition_gauges(p, now)
+            tick += 1
             return 1.0
 
         await resilient(SERVICE, "gauges", stop, step)

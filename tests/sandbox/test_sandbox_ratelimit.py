@@ -9,8 +9,9 @@ from datetime import UTC
 
 import pytest
 
-from services.sandbox.ratelimit import TokenBucket
+from services.sandbox.ratelimit import Schedule, TokenBucket, send_bucket
 from services.sandbox.retry_after import ROTATION, asctime_date, imf_fixdate, rfc850_date
+from services.sandbox.settings import SandboxSettings
 
 DAY = r"(Mon|Tue|Wed|Thu|Fri|Sat|Sun)"
 LONG_DAY = r"(Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday)"
@@ -146,3 +147,69 @@ def test_date_forms_render_the_rfc_examples():
     assert imf_fixdate(ts) == "Sun, 06 Nov 1994 08:49:37 GMT"
     assert rfc850_date(ts) == "Sunday, 06-Nov-94 08:49:37 GMT"
     assert asctime_date(ts) == "Sun Nov  6 08:49:37 1994"
+
+
+# -- a rate schedule and a shared quota ---------------------------------------------------
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def sends_per_second(bucket: TokenBucket, clock: FakeClock, seconds: int) -> list[int]:
+    """Accepted sends in each second, asking every millisecond."""
+    counts = []
+    for _ in range(seconds):
+        accepted = 0
+        for _ in range(1000):
+            clock.now += 0.001
+            accepted += bucket.take() == 0.0
+        counts.append(accepted)
+    return counts
+
+
+def test_the_rate_schedule_follows_its_phases_from_the_first_send() -> None:
+    clock = FakeClock()
+    bucket = TokenBucket(Schedule.parse("100:2,50:2,100"), 2, clock)
+    clock.now += 60  # idle time before the first send does not count
+    counts = sends_per_second(bucket, clock, 6)
+    assert [round(c, -1) for c in counts] == [100, 100, 50, 50, 100, 100]
+
+
+def test_a_shared_quota_takes_its_share_of_the_rate() -> None:
+    clock = FakeClock()
+    schedule = Schedule.parse("0.5:2,0", below=1.0)
+    bucket = TokenBucket(Schedule.constant(100), 2, clock, taken=schedule)
+    counts = sends_per_second(bucket, clock, 4)
+    assert [round(c, -1) for c in counts] == [50, 50, 100, 100]
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [("100:20,50", None), ("100", None), ("100:x,50", "not a number"),
+     ("100,50", "value:seconds"), ("100:20,50:10", "open-ended"), ("0:5,100", "above 0"),
+     ("-5:1,100", "above 0")],
+)  # fmt: skip
+def test_schedule_errors_name_the_phase(text: str, problem: str | None) -> None:
+    if problem is None:
+        Schedule.parse(text)
+        return
+    with pytest.raises(ValueError, match=problem):
+        Schedule.parse(text)
+
+
+def test_the_settings_read_the_schedule_from_the_environment(monkeypatch) -> None:
+    monkeypatch.setenv("RESETGATE_SANDBOX_SEND_RATE_SCHEDULE", "100:20,50:20,100")
+    monkeypatch.setenv("RESETGATE_SANDBOX_SEND_SHARED_QUOTA", "0.3:10,0")
+    settings = SandboxSettings()
+    bucket = send_bucket(
+        settings.send_rate_per_second, settings.send_rate_schedule,
+        settings.send_shared_quota, settings.send_burst,
+    )  # fmt: skip
+    assert bucket.schedule == Schedule(((100.0, 20.0), (50.0, 20.0)), 100.0)
+    assert bucket.taken == Schedule(((0.3, 10.0),), 0.0)
+    monkeypatch.setenv("RESETGATE_SANDBOX_SEND_SHARED_QUOTA", "1.0")
+    with pytest.raises(ValueError, match="under 1"):
+        SandboxSettings()

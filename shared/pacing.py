@@ -1,0 +1,171 @@
+"""Provider-wide pacing: the typed calls to its two scripts and what an answer advises.
+
+The schedule lives in Redis under the provider's own hash tag (``pace_acquire.lua``,
+``pace_feedback.lua``), so every sender replica shares one rate. The arithmetic of the rate
+is in those scripts only; this module says what to ask them and reads what a provider's
+answer means for them: when a block ends, and what rate an ``X-RateLimit-*`` hint allows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from shared.keys import provider_pacing
+from shared.model import Outcome
+from shared.provider import SendResult
+from shared.rate_signal import RateSignal
+from shared.redis import RedisClient
+from shared.retry_after import MAX_DELAY_MS, parse_http_date
+from shared.scripts import Script
+
+_reserve = Script("pace_acquire")
+_feedback = Script("pace_feedback")
+
+# Our clock and the provider's Date header agree this closely (the header has a resolution
+# of one second): an HTTP date is then an instant on our clock, kept to the millisecond.
+CLOCK_AGREEMENT_MS = 2000
+NO_ADVICE_BLOCK_MS = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class Tuning:
+    """How the shared rate moves. One 429 costs a tenth of the rate; the rate then climbs
+    back by 5 % of itself per second, and after 2 quiet seconds the probe adds a term that
+    grows with the square of the quiet time, so a provider that stopped throttling (a
+    schedule going back up, a shared quota freed) is found again within seconds."""
+
+    cut: float = 0.9
+    growth: float = 0.05  # share of the post-cut rate per second
+    quiet_ms: int = 2000
+    probe: float = 0.2  # share of the post-cut rate per second squared
+    # Slots are reserved this far ahead: it bounds how stale a replica's view of a cut or a
+    # block can be, and sets how many sends one round trip covers (rate x horizon).
+    horizon_ms: int = 100
+
+
+@dataclass(frozen=True, slots=True)
+class Slots:
+    count: int
+    first_ms: float
+    rate: float
+    blocked_until: int
+    wait_ms: int
+
+    def times_ms(self) -> list[float]:
+        spacing = 1000 / self.rate
+        return [self.first_ms + i * spacing for i in range(self.count)]
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """What one answer tells the shared schedule."""
+
+    now: int
+    slot_ms: float  # when the send's slot was due: a 429 for an older slot cuts nothing
+    throttled: bool = False
+    blocked_until: int = 0
+    hint: float = 0.0  # sends/s allowed until hint_until (0 = no hint)
+    hint_until: int = 0
+    returned_ms: float = 0.0  # span of reserved slots the caller dropped
+
+    def matters(self, rate: float) -> bool:
+        """True when the shared schedule must hear of it: a 429, a block, a lower cap."""
+        return self.throttled or self.blocked_until > self.now or 0 < self.hint < rate
+
+
+@dataclass(frozen=True, slots=True)
+class Adjusted:
+    rate: float
+    blocked_until: int
+    cut: bool
+
+
+async def reserve(
+    client: RedisClient,
+    provider: str,
+    *,
+    now: int,
+    ceiling: float,
+    burst: float,
+    want: int,
+    tuning: Tuning,
+) -> Slots:
+    reply = await _reserve(
+        client,
+        [provider_pacing(provider)],
+        [now, ceiling, burst, want, tuning.horizon_ms, tuning.growth, tuning.quiet_ms,
+         tuning.probe],
+    )  # fmt: skip
+    count, first_us, rate_milli, blocked, wait = (int(x) for x in reply)
+    return Slots(count, first_us / 1000, rate_milli / 1000, blocked, wait)
+
+
+async def feedback(
+    client: RedisClient, provider: str, seen: Observation, *, floor: float, tuning: Tuning
+) -> Adjusted:
+    reply = await _feedback(
+        client,
+        [provider_pacing(provider)],
+        [seen.now, int(seen.throttled), seen.slot_ms, seen.blocked_until, floor, tuning.cut,
+         seen.hint, seen.hint_until, seen.returned_ms, tuning.horizon_ms],
+    )  # fmt: skip
+    return Adjusted(int(reply[0]) / 1000, int(reply[1]), bool(int(reply[2])))
+
+
+def observe(result: SendResult, slot_ms: float, now: int, floor: float) -> Observation:
+    """What one send result tells the shared schedule."""
+    throttled = result.outcome is Outcome.THROTTLED
+    block = block_until(result, now) if throttled else 0
+    signal = result.rate
+    if signal is not None and signal.reset_at is not None and signal.remaining is not None:
+        reset_ms = int(signal.reset_at * 1000)
+        if signal.remaining < 1 and reset_ms > now:
+            block = max(block, reset_ms)  # nothing left in this window: not one more call
+        elif reset_ms > now:
+            hint = max(floor, signal.remaining * 1000 / (reset_ms - now))
+            return Observation(now, slot_ms, throttled, block, hint, reset_ms)
+    return Observation(now, slot_ms, throttled, block)
+
+
+def block_until(result: SendResult, now: int) -> int:
+    """The instant a 429 says sending may resume (0 when it says nothing usable).
+
+    An HTTP date names an instant: sending resumes exactly then, not at the next whole
+    second of our clock. A delay in seconds is rounded up by the provider, so the real wait
+    is somewhere in the last second before it: the block ends at the start of that second
+    and the cut rate spaces the next sends (a ceiling, not a floor).
+    """
+    value = (result.retry_after or "").strip()
+    if value.isdigit() and value.isascii():
+        return now + min(max(0, int(value) - 1) * 1000, MAX_DELAY_MS)
+    if value and (at := _date_instant(value, result.server_date, now)):
+        return at
+    signal = result.rate
+    if signal is not None and signal.reset_at is not None:
+        return max(0, int(signal.reset_at * 1000))
+    # No advice at all: a second, so a provider that says nothing is never hammered.
+    return now + NO_ADVICE_BLOCK_MS
+
+
+def _date_instant(value: str, server_date: str | None, now: int) -> int:
+    today = datetime.fromtimestamp(now / 1000, UTC)
+    when = parse_http_date(value, today)
+    if when is None:
+        return 0
+    at = int(when.timestamp() * 1000)
+    served = parse_http_date(server_date.strip(), today) if server_date else None
+    if served is None:
+        return at
+    served_ms = int(served.timestamp() * 1000)
+    if abs(served_ms - now) <= CLOCK_AGREEMENT_MS:
+        return at
+    # Clocks disagree: keep the provider's interval, measured from its own Date.
+    return now + min(max(0, at - served_ms), MAX_DELAY_MS)
+
+
+def declared_rate(signal: RateSignal | None) -> float | None:
+    """The account's declared sustained rate (SES MaxSendRate), a ceiling for the pacer."""
+    if signal is None or signal.account_rate is None or signal.account_rate <= 0:
+        return None
+    return signal.account_rate

@@ -1,0 +1,206 @@
+"""The pacing arithmetic: the two Lua scripts on a real Redis, driven by hypothesis.
+
+Properties: a reserved slot never comes faster than the ceiling allows (beyond the burst),
+a cut never takes the rate under the floor, and a block ends exactly at the advised
+instant (never a slot before it, and the first slot right at it when the schedule is free).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from redis.asyncio import Redis, RedisCluster
+
+from services.ctl.embedded import RedisServer
+from services.sandbox.retry_after import imf_fixdate
+from shared import pacing
+from shared.model import Outcome
+from shared.provider import SendResult
+from shared.rate_signal import RateSignal
+from tests.conftest import CLUSTER
+
+TUNING = pacing.Tuning()
+NOW = 1_800_000_000_000
+FAST = settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+
+
+def run(redis_server: RedisServer, steps: object) -> object:
+    async def main() -> object:
+        client: Any = (
+            RedisCluster.from_url(redis_server.url, decode_responses=True)
+            if CLUSTER
+            else Redis.from_url(redis_server.url, decode_responses=True)
+        )
+        try:
+            await client.delete("rg:{provider:prop}:pacing")
+            return await steps(client)  # type: ignore[operator]
+        finally:
+            await client.aclose()
+
+    return asyncio.run(main())
+
+
+@FAST
+@given(
+    ceiling=st.floats(1, 500),
+    burst=st.integers(1, 20),
+    gaps=st.lists(st.integers(0, 300), min_size=1, max_size=15),
+    wants=st.lists(st.integers(1, 40), min_size=15, max_size=15),
+)
+def test_slots_never_come_faster_than_the_ceiling(redis_server, ceiling, burst, gaps, wants):
+    async def steps(client: Redis) -> list[float]:
+        now, times = NOW, []
+        for gap, want in zip(gaps, wants, strict=False):
+            now += gap
+            slots = await pacing.reserve(
+                client, "prop", now=now, ceiling=ceiling, burst=burst, want=want, tuning=TUNING
+            )
+            assert slots.rate <= ceiling + 1e-3
+            assert slots.count <= want
+            times += [max(t, now) for t in slots.times_ms()]
+        return times
+
+    times = run(redis_server, steps)
+    assert isinstance(times, list)
+    # Over any stretch, at most burst + rate x stretch slots (GCRA's promise).
+    for i, first in enumerate(times):
+        for j in range(i + 1, len(times)):
+            # (slot times travel as whole microseconds: a thousandth of a slot of slack)
+            assert j - i + 1 <= burst + (times[j] - first) * ceiling / 1000 + 1e-3
+
+
+@FAST
+@given(
+    floor=st.floats(0.5, 50),
+    ceiling_over_floor=st.floats(1, 20),
+    throttles=st.lists(st.booleans(), min_size=1, max_size=30),
+)
+def test_cuts_never_go_under_the_floor_nor_over_the_ceiling(
+    redis_server, floor, ceiling_over_floor, throttles
+):
+    ceiling = floor * ceiling_over_floor
+
+    async def steps(client: Redis) -> None:
+        now = NOW
+        for throttled in throttles:
+            now += 50
+            slots = await pacing.reserve(
+                client, "prop", now=now, ceiling=ceiling, burst=5, want=1, tuning=TUNING
+            )
+            assert floor - 1e-3 <= slots.rate <= ceiling + 1e-3
+            if throttled:
+                seen = pacing.Observation(now + 1, now, throttled=True)
+                adjusted = await pacing.feedback(client, "prop", seen, floor=floor, tuning=TUNING)
+                assert floor - 1e-3 <= adjusted.rate <= ceiling + 1e-3
+
+    run(redis_server, steps)
+
+
+@FAST
+@given(block_ms=st.integers(1, 120_000), ceiling=st.floats(1, 1000))
+def test_a_block_ends_exactly_at_the_advised_instant(redis_server, block_ms, ceiling):
+    until = NOW + block_ms
+
+    async def steps(client: Redis) -> None:
+        seen = pacing.Observation(NOW, NOW, throttled=True, blocked_until=until)
+        await pacing.feedback(client, "prop", seen, floor=1, tuning=TUNING)
+        now = NOW
+        while now < until + 1000:
+            slots = await pacing.reserve(
+                client, "prop", now=now, ceiling=ceiling, burst=10, want=50, tuning=TUNING
+            )
+            if slots.count:
+                first = slots.times_ms()[0]
+                assert first >= until - 1  # never a send before the advised instant
+                assert first < max(until, now) + 1000 / slots.rate + 1  # nor idle past it
+                return
+            now += slots.wait_ms
+        raise AssertionError("no slot after the block")
+
+    run(redis_server, steps)
+
+
+def test_one_congestion_event_costs_one_cut(redis_server) -> None:
+    async def steps(client: Redis) -> list[bool]:
+        slots = await pacing.reserve(
+            client, "prop", now=NOW, ceiling=100, burst=5, want=10, tuning=TUNING
+        )
+        cuts = []
+        for i, slot in enumerate(slots.times_ms()):
+            seen = pacing.Observation(NOW + 30 + i, slot, throttled=True)
+            cuts.append((await pacing.feedback(client, "prop", seen, floor=1, tuning=TUNING)).cut)
+        return cuts
+
+    # Ten 429s for slots reserved before the first cut: one cut, not ten.
+    assert run(redis_server, steps) == [True] + [False] * 9
+
+
+def test_the_rate_climbs_back_and_probes_once_the_provider_is_quiet(redis_server) -> None:
+    async def steps(client: Redis) -> list[float]:
+        await pacing.reserve(client, "prop", now=NOW, ceiling=100, burst=5, want=1, tuning=TUNING)
+        seen = pacing.Observation(NOW + 10, NOW, throttled=True)
+        await pacing.feedback(client, "prop", seen, floor=1, tuning=TUNING)
+        rates = []
+        for seconds in (0, 1, 2, 4, 6):
+            slots = await pacing.reserve(
+                client, "prop", now=NOW + 10 + seconds * 1000, ceiling=100, burst=5, want=1,
+                tuning=TUNING,
+            )  # fmt: skip
+            rates.append(slots.rate)
+        return rates
+
+    rates = run(redis_server, steps)
+    assert rates[0] == 90  # one 429 costs a tenth
+    assert rates == sorted(rates) and rates[-1] == 100  # back at the ceiling within seconds
+
+
+# -- what a provider's answer advises (pure) -------------------------------------------
+@given(seconds=st.integers(0, 3600))
+def test_a_delay_in_seconds_is_a_ceiling_not_a_floor(seconds: int) -> None:
+    result = SendResult(Outcome.THROTTLED, 429, retry_after=str(seconds))
+    assert pacing.block_until(result, NOW) == NOW + max(0, seconds - 1) * 1000
+
+
+@given(offset_ms=st.integers(0, 600_000))
+def test_an_http_date_is_an_instant_to_the_millisecond(offset_ms: int) -> None:
+    when = (NOW + offset_ms) // 1000 * 1000 + 1000  # a whole second, as HTTP dates are
+    result = SendResult(
+        Outcome.THROTTLED, 429, retry_after=imf_fixdate(when / 1000),
+        server_date=imf_fixdate(NOW / 1000),
+    )  # fmt: skip
+    assert pacing.block_until(result, NOW) == when
+
+
+def test_a_skewed_provider_clock_keeps_the_interval_it_meant() -> None:
+    served = NOW / 1000 + 3600  # its clock is an hour ahead of ours
+    result = SendResult(
+        Outcome.THROTTLED, 429, retry_after=imf_fixdate(served + 5), server_date=imf_fixdate(served)
+    )
+    assert pacing.block_until(result, NOW) == NOW + 5000
+
+
+def test_a_reset_epoch_blocks_to_the_millisecond_and_remaining_caps_the_rate() -> None:
+    empty = RateSignal(limit=600, remaining=0, reset_at=(NOW + 1234.5) / 1000)
+    seen = pacing.observe(SendResult(Outcome.ACCEPTED, 200, rate=empty), NOW, NOW, 1.0)
+    assert seen.blocked_until == NOW + 1234 and seen.matters(50)
+    some = RateSignal(limit=600, remaining=20, reset_at=(NOW + 2000) / 1000)
+    seen = pacing.observe(SendResult(Outcome.ACCEPTED, 200, rate=some), NOW, NOW, 1.0)
+    assert seen.hint == 10 and seen.hint_until == NOW + 2000
+    assert seen.matters(50) and not seen.matters(5)  # a cap above our rate costs no call
+
+
+def test_no_advice_blocks_a_second() -> None:
+    result = SendResult(Outcome.THROTTLED, 429, retry_after="soon")
+    assert pacing.block_until(result, NOW) == NOW + pacing.NO_ADVICE_BLOCK_MS
+
+
+def test_a_declared_account_rate_is_a_ceiling() -> None:
+    assert pacing.declared_rate(RateSignal(account_rate=14.0)) == 14.0
+    assert pacing.declared_rate(RateSignal(limit=600)) is None
+    assert datetime.now(UTC)  # (HTTP dates above are rendered in GMT by the sandbox)
