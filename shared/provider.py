@@ -1,4 +1,4 @@
-"""The ``http`` provider adapter: PROVIDER_CONTRACT.md over one reused aiohttp session.
+"""The ``http`` provider adapter: docs/provider-contract.md over one reused aiohttp session.
 
 Every call has explicit connect and total timeouts and a bounded response read. A send
 failure is classified by *when* it happened: before the request was written (safe to

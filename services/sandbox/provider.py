@@ -1,4 +1,4 @@
-"""The provider contract routes (``shared/PROVIDER_CONTRACT.md``): send, lookup, events."""
+"""The provider contract routes (``docs/provider-contract.md``): send, lookup, events."""
 
 from __future__ import annotations
 
