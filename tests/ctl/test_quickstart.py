@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from services.ctl.embedded import free_port
+from tests.ctl.test_up import free_stack_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -77,7 +77,7 @@ def clone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Clone]:
     # This venv already holds the runtime dependencies: let make know instead of reinstalling.
     subprocess.run(["make", "-s", "-t", "setup-run"], cwd=path, check=True, timeout=60,
                    capture_output=True)  # fmt: skip
-    port = free_port()
+    port = free_stack_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("RESETGATE_")}
     process = subprocess.Popen(
         ["make", "run"], cwd=path, env={**env, "RESETGATE_HTTP_PORT": str(port)}, text=True,

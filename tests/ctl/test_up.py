@@ -19,7 +19,16 @@ import pytest
 
 from services.ctl import stack, up
 from services.ctl.banner import DEMO_ACCOUNTS
-from services.ctl.embedded import free_port
+from services.ctl.embedded import bindable, free_port
+
+
+def free_stack_port() -> int:
+    """A port for `resetgate up --port`: that one, the next three and + 10 all free."""
+    for _ in range(100):
+        port = free_port()
+        if all(bindable(p) for p in up.plan_ports(port).values()):
+            return port
+    raise AssertionError("no free block of ports")
 
 
 def child_env(**extra: str) -> dict[str, str]:
@@ -89,7 +98,7 @@ def redis_errors(directory: Path) -> list[str]:
 
 @pytest.mark.timeout(180)
 async def test_up_runs_the_stack_and_ctrl_c_stops_services_before_redis(tmp_path: Path) -> None:
-    port = free_port()
+    port = free_stack_port()
     process = await start_up(tmp_path, "--port", str(port))
     try:
         banner = await asyncio.wait_for(read_banner(process), timeout=120)
@@ -117,7 +126,7 @@ async def test_up_runs_the_stack_and_ctrl_c_stops_services_before_redis(tmp_path
 
 @pytest.mark.timeout(180)
 async def test_the_embedded_redis_dying_stops_the_stack_with_its_cause(tmp_path: Path) -> None:
-    process = await start_up(tmp_path, "--port", str(free_port()))
+    process = await start_up(tmp_path, "--port", str(free_stack_port()))
     try:
         await asyncio.wait_for(read_banner(process), timeout=120)
         redis_port = int(stack.read_env(tmp_path / "env")["RESETGATE_REDIS_URL"].split(":")[2]
@@ -152,7 +161,7 @@ async def test_a_busy_port_is_named_before_anything_starts(tmp_path: Path) -> No
 async def test_a_service_that_cannot_start_is_one_line_with_its_cause_and_log(
     tmp_path: Path,
 ) -> None:
-    process = await start_up(tmp_path, RESETGATE_HTTP_PORT=str(free_port()),
+    process = await start_up(tmp_path, RESETGATE_HTTP_PORT=str(free_stack_port()),
                              RESETGATE_MAX_ATTEMPTS="0")  # fmt: skip
     _, stderr = await asyncio.wait_for(process.communicate(), timeout=120)
     lines = stderr.decode().strip().splitlines()
