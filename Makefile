@@ -66,7 +66,7 @@ unit: unit-parallel
 	@$(MAKE) --no-print-directory unit-serial
 
 unit-parallel: setup
-	$(PYTEST) -q -n $(TEST_WORKERS) -m "not slow and not serial"
+	$(PYTEST) -q -n $(TEST_WORKERS) --dist loadgroup -m "not slow and not serial"
 
 # Exit status 5 is "no test selected": fine when nothing is marked serial.
 unit-serial: setup
@@ -79,7 +79,7 @@ chart-lint: setup
 
 # The end-to-end suite and the sender suite again, on a 3-master Redis Cluster.
 test-cluster: setup
-	RESETGATE_TEST_REDIS=cluster $(PYTEST) -q -n 2 tests/e2e tests/sender
+	RESETGATE_TEST_REDIS=cluster $(PYTEST) -q -n 2 --dist loadgroup tests/e2e tests/sender
 
 test-slow: setup tools
 	$(PYTEST) -m slow
