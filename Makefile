@@ -48,13 +48,15 @@ tools: setup
 run: setup-run
 	$(BIN)/resetgate up
 
-# Every check, the independent ones side by side; the time it took is printed last.
+# Every check, the independent ones side by side, then the `serial` tests alone; the time it
+# took is printed last.
 test: setup tools
 	@start=$$(date +%s); \
-	$(MAKE) --no-print-directory -j --output-sync=line checks; status=$$?; \
+	$(MAKE) --no-print-directory -j --output-sync=line checks && \
+	$(MAKE) --no-print-directory unit-serial; status=$$?; \
 	echo "==> make test: $$(( $$(date +%s) - start )) s (exit $$status)"; exit $$status
 
-checks: lint typecheck chart-lint unit test-cluster
+checks: lint typecheck chart-lint unit-parallel test-cluster
 
 lint: setup
 	$(BIN)/ruff check .
