@@ -13,7 +13,7 @@ PYTEST := $(BIN)/python -m pytest
 # ports. Tests marked `serial` (timing measurements) run afterwards, alone.
 TEST_WORKERS ?= 4
 
-.PHONY: setup setup-run tools run test checks lint typecheck chart-lint unit unit-parallel \
+.PHONY: setup setup-run tools run test lint typecheck chart-lint unit unit-parallel \
         unit-serial test-cluster test-slow bench clean
 
 $(BIN)/python:
@@ -48,15 +48,10 @@ tools: setup
 run: setup-run
 	$(BIN)/resetgate up
 
-# Every check, the independent ones side by side, then the `serial` tests alone; the time it
-# took is printed last.
+# Every check: the main pytest pass with its progress in front, lint, mypy, helm lint and the
+# Cluster pass beside it, then the `serial` tests alone; the total time is printed last.
 test: setup tools
-	@start=$$(date +%s); \
-	$(MAKE) --no-print-directory -j --output-sync=line checks && \
-	$(MAKE) --no-print-directory unit-serial; status=$$?; \
-	echo "==> make test: $$(( $$(date +%s) - start )) s (exit $$status)"; exit $$status
-
-checks: lint typecheck chart-lint unit-parallel test-cluster
+	@MAKE="$(MAKE)" tools/test.sh
 
 lint: setup
 	$(BIN)/ruff check .
