@@ -78,6 +78,7 @@ def token_keys() -> Any:
     return parse_keys(TEST_TOKEN_KEYS)
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups (its hook has no order)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Parallel runs (`make test`: pytest-xdist, ``--dist loadgroup``): tests that share a
     package- or module-scoped fixture (one service stack, one admission process) go to one
