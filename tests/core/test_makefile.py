@@ -8,6 +8,8 @@ import subprocess
 import tomllib
 from pathlib import Path
 
+from tests.ctl.test_quickstart import newcomer_env
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -15,7 +17,7 @@ def dry_run(target: str, tmp_path: Path) -> str:
     """The commands `make <target>` would run for a fresh checkout (no virtualenv yet)."""
     done = subprocess.run(
         ["make", "-n", target, f"VENV={tmp_path / 'venv'}"], cwd=ROOT, capture_output=True,
-        text=True, timeout=60, check=True,
+        text=True, timeout=60, check=True, env=newcomer_env(),
     )  # fmt: skip
     return done.stdout
 

@@ -28,6 +28,15 @@ import pytest
 from tests.ctl.test_up import free_stack_port
 
 ROOT = Path(__file__).resolve().parents[2]
+# Under `make test` these name the outer make's jobserver and output options; a newcomer's
+# `make run` has none (with --output-sync, the banner would wait in make's buffer forever).
+MAKE_VARIABLES = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKE_TERMOUT", "MAKE_TERMERR")
+
+
+def newcomer_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("RESETGATE_") and k not in MAKE_VARIABLES}  # fmt: skip
+    return {**env, **extra}
 
 
 def sh_blocks(text: str) -> list[list[str]]:
@@ -50,10 +59,9 @@ class Clone:
 
     def run(self, command: str, prelude: str = "") -> subprocess.CompletedProcess[str]:
         """``command`` in bash, in the clone, as a second terminal would run it."""
-        env = {k: v for k, v in os.environ.items() if not k.startswith("RESETGATE_")}
         return subprocess.run(
             ["bash", "-c", f"{prelude}\n{command}" if prelude else command], cwd=self.path,
-            env=env, capture_output=True, text=True, timeout=90, check=False,
+            env=newcomer_env(), capture_output=True, text=True, timeout=90, check=False,
         )  # fmt: skip
 
 
@@ -76,11 +84,10 @@ def clone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Clone]:
     (path / ".venv").symlink_to(Path(sys.prefix))
     # This venv already holds the runtime dependencies: let make know instead of reinstalling.
     subprocess.run(["make", "-s", "-t", "setup-run"], cwd=path, check=True, timeout=60,
-                   capture_output=True)  # fmt: skip
+                   capture_output=True, env=newcomer_env())  # fmt: skip
     port = free_stack_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RESETGATE_")}
     process = subprocess.Popen(
-        ["make", "run"], cwd=path, env={**env, "RESETGATE_HTTP_PORT": str(port)}, text=True,
+        ["make", "run"], cwd=path, env=newcomer_env(RESETGATE_HTTP_PORT=str(port)), text=True,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
     )  # fmt: skip
     try:
