@@ -206,6 +206,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def up(args: argparse.Namespace) -> int:
+    # Ctrl-C and SIGTERM stop the stack in order, even when this process inherited SIGINT
+    # ignored (a background job of a non-interactive shell, a test runner's worker).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _interrupt)
     directory = Path(args.dir).resolve()
     directory.mkdir(parents=True, exist_ok=True)
     ports = plan_ports(requested_port(args))
@@ -244,7 +248,6 @@ def run(
         wait_ready(child, "/readyz")
     stack.write_env(directory / stack.ENV_FILE, banner.env_file(env, ports))
     print(banner.text(env, ports, directory, redis_child != []), flush=True)
-    signal.signal(signal.SIGTERM, _interrupt)
     dead = watch([*services, *redis_child])
     print(f"stopping everything: {dead.exit_line()}", file=sys.stderr)
     return 1
