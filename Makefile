@@ -1,24 +1,58 @@
 # resetgate: `make run` starts the whole stack locally, `make test` runs every check.
-# Both set up what they need first (a virtualenv and a redis-server).
+# Both set up what they need first (a virtualenv and a redis-server): `make run` installs the
+# runtime dependencies only, `make test` adds the test and lint tools.
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   := .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
+SUM    := $(shell cksum pyproject.toml | cut -d' ' -f1)
+RUNTIME_STAMP := $(VENV)/.installed-runtime-$(SUM)
+DEV_STAMP     := $(VENV)/.installed-dev-$(SUM)
+PYTEST := $(BIN)/python -m pytest
+# pytest-xdist workers. Most tests wait on processes, sockets and timers rather than the CPU,
+# so more workers than cores pays off; each worker starts its own redis-server(s) on free
+# ports. Tests marked `serial` (timing measurements) run afterwards, alone.
+TEST_WORKERS ?= 4
 
-.PHONY: setup run test lint typecheck chart-lint chart-readme chromium unit test-cluster test-slow bench clean
+.PHONY: setup setup-run tools run test lint typecheck chart-lint chart-readme chromium unit \
+        unit-parallel unit-serial test-cluster test-slow bench clean
 
-$(STAMP): pyproject.toml
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]'
-	@rm -f $(VENV)/.installed-*
-	@touch $@
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
 
-setup: $(STAMP)
+$(RUNTIME_STAMP): pyproject.toml | $(BIN)/python
+	@echo "==> installing resetgate and its runtime dependencies into $(VENV)"
+	$(BIN)/pip install --progress-bar off -e .
+	@rm -f $(VENV)/.installed-runtime-* && touch $@
+
+# The dev tools without building the project a second time: the [dev] list, read from
+# pyproject.toml (one list, written once).
+$(DEV_STAMP): $(RUNTIME_STAMP)
+	@echo "==> installing the test and lint tools into $(VENV)"
+	$(BIN)/python -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["dev"]))' > $(VENV)/dev-requirements.txt
+	$(BIN)/pip install --progress-bar off -r $(VENV)/dev-requirements.txt
+	@rm -f $(VENV)/.installed-dev-* && touch $@
+
+setup-run: $(RUNTIME_STAMP)
 	@tools/ensure-redis.sh $(VENV)
 
-run: setup
+setup: $(DEV_STAMP)
+	@tools/ensure-redis.sh $(VENV)
+
+# helm (chart tests), promtool/prometheus (alert tests) and chromium (console tests), installed once before the
+# parallel steps instead of by several test workers at the same moment.
+tools: setup
+	@echo "==> helm and prometheus"
+	@tools/install-helm.sh >/dev/null
+	@tools/install-prometheus.sh >/dev/null
+	@tools/install-chromium.sh >/dev/null
+
+run: setup-run
 	$(BIN)/resetgate up
+
+# Every check: the main pytest pass with its progress in front, lint, mypy, helm lint and the
+# Cluster pass beside it, then the `serial` tests alone; the total time is printed last.
+test: setup tools
+	@MAKE="$(MAKE)" tools/test.sh
 
 lint: setup
 	$(BIN)/ruff check .
@@ -30,8 +64,15 @@ typecheck: setup
 chromium:
 	tools/install-chromium.sh
 
-unit: setup chromium
-	$(BIN)/python -m pytest
+unit: unit-parallel
+	@$(MAKE) --no-print-directory unit-serial
+
+unit-parallel: setup
+	$(PYTEST) -q -n $(TEST_WORKERS) --dist loadgroup -m "not slow and not serial"
+
+# Exit status 5 is "no test selected": fine when nothing is marked serial.
+unit-serial: setup
+	$(PYTEST) -q -m "serial and not slow" || [ $$? -eq 5 ]
 
 chart-lint: setup
 	HELM=$$(tools/install-helm.sh) && \
@@ -44,12 +85,10 @@ chart-readme:
 
 # The end-to-end suite and the sender suite again, on a 3-master Redis Cluster.
 test-cluster: setup
-	RESETGATE_TEST_REDIS=cluster $(BIN)/python -m pytest tests/e2e tests/sender
+	RESETGATE_TEST_REDIS=cluster $(PYTEST) -q -n 2 --dist loadgroup tests/e2e tests/sender
 
-test: lint typecheck chart-lint chart-readme unit test-cluster
-
-test-slow: setup
-	$(BIN)/python -m pytest -m slow
+test-slow: setup tools
+	$(PYTEST) -m slow
 
 bench: setup
 	$(BIN)/python benchmarks/storm.py --all

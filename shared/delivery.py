@@ -2,7 +2,7 @@
 
 Pure functions, no I/O. Transport acceptance (the operation's ``accepted`` state) is never
 touched here; only the separate ``delivery`` field is, and only upwards in precedence:
-events arrive late, out of order and more than once (PROVIDER_CONTRACT.md), so a late
+events arrive late, out of order and more than once (docs/provider-contract.md), so a late
 ``deferred`` must never hide a ``delivered`` that happened after it.
 """
 

@@ -112,6 +112,11 @@ poll_requests = Counter(
     "resetgate_poll_requests", "Poller requests to the provider.", ["route", "status"]
 )
 poll_throttled = Counter("resetgate_poll_throttled", "429s on polling routes.", ["route"])
+poll_cursor_resets = Counter(
+    "resetgate_poll_cursor_resets",
+    "Times the events feed refused the stored cursor as beyond its end (the provider lost its "
+    "feed, e.g. a restarted sandbox) and the poller read the feed again from its start.",
+)
 support_cases = Counter(
     "resetgate_support_cases",
     "Support cases written, by queue and priority.",

@@ -10,6 +10,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 from redis.asyncio import BlockingConnectionPool, Redis, RedisCluster
 from redis.asyncio.retry import Retry
@@ -75,10 +76,21 @@ async def connect(settings: CommonSettings, attempts: int = 30) -> RedisClient:
         return client
 
     client = await until_done(
-        answering_client, "connect", attempts, errors=(RedisError, *TRANSIENT_ERRORS)
+        answering_client,
+        "connect",
+        attempts,
+        errors=(RedisError, *TRANSIENT_ERRORS),
+        target=display_url(settings.redis_url),
     )
     await check_eviction_policy(client)
     return client
+
+
+def display_url(url: str) -> str:
+    """The Redis URL without its password: fit for a log line or a terminal."""
+    parts = urlsplit(url)
+    port = f":{parts.port}" if parts.port else ""
+    return f"{parts.scheme}://{parts.hostname or ''}{port}{parts.path}"
 
 
 async def until_done(
@@ -86,6 +98,7 @@ async def until_done(
     what: str,
     attempts: int = 30,
     errors: tuple[type[BaseException], ...] = TRANSIENT_ERRORS,
+    target: str = "",
 ) -> T:
     """A startup step against Redis (connecting, creating consumer groups, reading control
     state), retried with capped backoff. Redis can go away, or pause writes for a failover,
@@ -97,18 +110,17 @@ async def until_done(
         except errors as error:
             if attempt == attempts:
                 break
-            event(
-                log,
-                logging.WARNING,
-                "redis not ready for startup yet",
-                step=what,
-                attempt=attempt,
-                error=type(error).__name__,
-                retry_in_s=round(delay, 2),
-            )
+            # The first line says where; after that one line in ten, not one per try.
+            level = logging.WARNING if attempt % 10 == 1 else logging.DEBUG
+            event(log, level, "redis not ready for startup yet", redis=target or None,
+                  step=what, attempt=attempt, of=attempts, error=type(error).__name__,
+                  retry_in_s=round(delay, 2))  # fmt: skip
             await asyncio.sleep(delay)
             delay = min(delay * 2, 2.0)
-    raise SystemExit(f"redis unreachable at start ({what}): check RESETGATE_REDIS_URL")
+    where = f" at {target}" if target else ""
+    raise SystemExit(
+        f"redis unreachable{where} at start ({what}, {attempts} tries): check RESETGATE_REDIS_URL"
+    )
 
 
 async def ping(client: RedisClient) -> bool:

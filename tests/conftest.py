@@ -76,3 +76,28 @@ def settings(redis_server: RedisServer) -> PolicySettings:
 @pytest.fixture
 def token_keys() -> Any:
     return parse_keys(TEST_TOKEN_KEYS)
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups (its hook has no order)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Parallel runs (`make test`: pytest-xdist, ``--dist loadgroup``): tests that share a
+    package- or module-scoped fixture (one service stack, one admission process) go to one
+    worker, so the fixture starts once; every other test is balanced on its own. Derived from
+    the fixtures each test uses, so a new test or module needs nothing extra. Session
+    fixtures (the redis-server) exist once per worker."""
+    for item in items:
+        group = _shared_fixture_group(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
+def _shared_fixture_group(item: pytest.Item) -> str | None:
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return None
+    scopes = {d.scope for defs in info.name2fixturedefs.values() for d in defs}
+    if "package" in scopes:
+        return str(item.path.parent)
+    if "module" in scopes or "class" in scopes:
+        return item.nodeid.split("::")[0]
+    return None

@@ -20,6 +20,16 @@ if [ "$(id -u)" -ne 0 ]; then
     exit 1
 fi
 
+# Parallel test workers (and `make test`'s tools step) may all get here at once: one
+# installs, the others wait for it and then find the binaries.
+if command -v flock >/dev/null 2>&1; then
+    exec 9>/tmp/resetgate-install-prometheus.lock
+    flock 9
+    if command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1; then
+        exit 0
+    fi
+fi
+
 policy=/usr/sbin/policy-rc.d
 own_policy=0
 if [ ! -e "$policy" ]; then
@@ -34,8 +44,10 @@ cleanup() {
 trap cleanup EXIT
 
 export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
-apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+echo "install-prometheus: installing Debian's prometheus package (promtool, prometheus)" >&2
+# Another apt run on the machine holds its lock for a while: wait for it, do not fail.
+apt-get -o DPkg::Lock::Timeout=300 update -qq
+apt-get -o DPkg::Lock::Timeout=300 install -y -qq --no-install-recommends prometheus >/dev/null
 
 # Belt and braces: if a service manager started the daemon anyway, stop it and keep it
 # from starting at boot. Failures here are fine (no systemd in containers).

@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
-from services.admission import internal
+from services.admission import internal, resetpage
 from services.admission.context import (
     DIRECTORY,
     GATE,
@@ -60,6 +60,8 @@ def create_app(
     app.router.add_post("/v1/password-resets", password_reset)
     internal.add_routes(app)
     app.router.add_get("/openapi.json", openapi_json)
+    if settings.local_reset_page:
+        resetpage.add_routes(app)
     return app
 
 

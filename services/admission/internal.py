@@ -16,7 +16,7 @@ DEFAULT_OLDEST = 20
 
 # Why a token was refused, as (status, error code, message). 403: the token is not this
 # operation's; 409: it was already used; 410: it can never work again.
-_REFUSED: dict[ConsumeResult, tuple[int, str, str]] = {
+REFUSED: dict[ConsumeResult, tuple[int, str, str]] = {
     ConsumeResult.MISSING: (404, "unknown_operation", "no such recovery operation"),
     ConsumeResult.INVALID: (403, "invalid_token", "the token does not belong to this operation"),
     ConsumeResult.USED: (409, "token_used", "the token has already been used"),
@@ -104,7 +104,7 @@ async def consume_token(request: web.Request) -> web.Response:
         app[REDIS], app[TOKEN_KEYS], app[SETTINGS].partitions, body["operation_id"], body["token"]
     )
     if result is not ConsumeResult.CONSUMED:
-        status, error, message = _REFUSED[result]
+        status, error, message = REFUSED[result]
         raise ApiError(status, error, message)
     return json_response(
         {"status": "consumed", "operation_id": body["operation_id"], "account_id": account_id}

@@ -33,6 +33,9 @@ class AdmissionSettings(PolicySettings, ConsoleSettings):
     # A body must arrive within this long once the headers have: a client that drips it
     # byte by byte would otherwise hold a handler (and a connection) open indefinitely.
     body_timeout_seconds: float = Field(default=10.0, gt=0, le=300)
+    # Serve a minimal reset page at /reset-password that consumes the token (local runs:
+    # `resetgate up` turns it on). Off by default: in production the game owns that page.
+    local_reset_page: bool = False
 
     @model_validator(mode="after")
     def _ports_apart(self) -> AdmissionSettings:

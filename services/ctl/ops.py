@@ -16,8 +16,9 @@ from typing import Any
 
 from pydantic import Field
 
+from services.ctl.stack import use_local_stack, with_redis
 from shared import actions, clock, codec, control, queries
-from shared.redis import RedisClient, create_client
+from shared.redis import RedisClient
 from shared.settings import CommonSettings, load
 from shared.status import describe_auth, in_flight, partitions_status, provider_status
 
@@ -31,16 +32,9 @@ Handler = Callable[[RedisClient, OpsSettings, argparse.Namespace], Awaitable[int
 
 def _run(handler: Handler) -> Callable[[argparse.Namespace], int]:
     def run(args: argparse.Namespace) -> int:
+        source = use_local_stack()
         settings = load(OpsSettings)
-
-        async def main() -> int:
-            client = create_client(settings)
-            try:
-                return await handler(client, settings, args)
-            finally:
-                await client.aclose()
-
-        return asyncio.run(main())
+        return with_redis(settings, source, lambda client: handler(client, settings, args))
 
     return run
 
@@ -52,10 +46,22 @@ def _print(args: argparse.Namespace, value: Any, lines: list[str]) -> None:
         print("\n".join(lines))
 
 
+NONE = "—"  # one mark for "nothing here" in every human-readable column
+
+
 def _when(ms: int | None) -> str:
     if not ms:
-        return "-"
+        return NONE
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ms / 1000))
+
+
+def _field(name: str, value: Any) -> str:
+    """One value of ``ops show`` as a person reads it: ISO times, "—" for nothing."""
+    if name.endswith("_at"):
+        return _when(value)
+    if isinstance(value, dict):
+        return " ".join(f"{k}={v}" for k, v in sorted(value.items())) or NONE
+    return NONE if value in (None, "") else str(value)
 
 
 def _partitions(args: argparse.Namespace, settings: OpsSettings) -> list[int]:
@@ -78,7 +84,7 @@ async def oldest(client: RedisClient, settings: OpsSettings, args: argparse.Name
     header += f"{'LAST':>4} {'NEXT ATTEMPT':<20}"
     lines = [header] + [
         f"{r['operation_id']:<36} {r['partition']:>3} {r['state']:<11} {r['age_seconds']:>8.0f} "
-        f"{r['attempts']:>5} {r['remaining_attempts']:>4} {r['last_status'] or '-'!s:>4} "
+        f"{r['attempts']:>5} {r['remaining_attempts']:>4} {r['last_status'] or NONE!s:>4} "
         f"{_when(r['next_attempt_at']):<20}"
         for r in rows
     ]
@@ -92,18 +98,23 @@ async def show(client: RedisClient, settings: OpsSettings, args: argparse.Namesp
         print(f"no operation {args.operation_id}", file=sys.stderr)
         return 1
     view = detail.view(settings.max_attempts)
-    lines = [f"{k:<22} {v}" for k, v in view.items() if k != "attempt_ledger"]
-    lines.append("attempts:")
-    for row in view["attempt_ledger"]:
-        lines.append(
-            f"  #{row['number']} {row['attempt_id']} {row['outcome']:<10} "
-            f"status={row['http_status'] or '-'} started={_when(row['started_at'])} "
-            f"ended={_when(row['ended_at'])} decision={row['decision'] or '-'} "
-            f"reason={row['reason'] or '-'}"
-            + (f" reconciled={row['reconciled']}" if row["reconciled"] else "")
-        )
+    lines = [f"{k:<22} {_field(k, v)}" for k, v in view.items() if k != "attempt_ledger"]
+    lines.append(f"{'attempt ledger':<22} {'' if view['attempt_ledger'] else NONE}".rstrip())
+    lines += [_ledger_line(row) for row in view["attempt_ledger"]]
     _print(args, view, lines)
     return 0
+
+
+def _ledger_line(row: dict[str, Any]) -> str:
+    line = (
+        f"  #{row['number']} {row['attempt_id']} {row['outcome']:<10} "
+        f"status={_field('', row['http_status'] or None)} started={_when(row['started_at'])} "
+        f"ended={_when(row['ended_at'])} decision={_field('', row['decision'])} "
+        f"retry_at={_when(row['retry_at'])} reason={_field('', row['reason'])}"
+    )
+    if row["reconciled"]:
+        line += f" reconciled={row['reconciled']} at {_when(row['reconciled_at'])}"
+    return line
 
 
 async def status(client: RedisClient, settings: OpsSettings, args: argparse.Namespace) -> int:

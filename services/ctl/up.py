@@ -1,8 +1,10 @@
 """``resetgate up``: the whole stack on this machine, with no credentials to find.
 
-Uses ``RESETGATE_REDIS_URL`` when set, else starts an embedded redis-server; starts the
-sandbox provider and every service as child processes, seeds a few demo accounts, prints
-where everything listens, and stops everything (SIGTERM, then SIGKILL) on Ctrl-C.
+Uses ``RESETGATE_REDIS_URL`` when set, else starts an embedded redis-server (data kept in
+``<dir>/redis`` across runs); starts the sandbox provider and every service as child
+processes, seeds the demo accounts, writes ``<dir>/env`` for the ``resetgate`` command and
+the shell, prints where everything listens, and watches every child, Redis included.
+Ctrl-C (or any child dying) stops the services first, then the sandbox, then Redis.
 """
 
 from __future__ import annotations
@@ -19,14 +21,16 @@ from dataclasses import dataclass
 from importlib.util import find_spec
 from pathlib import Path
 
-from services.ctl.embedded import RedisServer
+from services.ctl import banner, stack
+from services.ctl.embedded import RedisServer, bindable
 
 SERVICES = ("admission", "sender", "poller", "router")
-DEMO_ACCOUNTS = [
-    ("player1", "acct-1001", "player1@example.com"),
-    ("player2", "acct-1002", "player2@example.com"),
-    ("bounce-me", "acct-1003", "someone@bounce.example"),
-]
+DEFAULT_PORT = 8080
+SANDBOX_OFFSET = 10  # the sandbox listens on admission's port + 10
+OPS = " ops"  # a service's operational listener (/healthz /readyz /metrics) in the port plan
+# Provider kinds the local sandbox can stand in for (SES has moto; see docs/providers.md).
+SANDBOX_KINDS = ("http", "sendgrid", "postmark", "mailgun")
+SECRETS_FILE = "secrets.env"
 
 
 @dataclass
@@ -34,154 +38,184 @@ class Child:
     name: str
     port: int  # where it is probed: the operational listener (the sandbox: its only port)
     process: subprocess.Popen[bytes]
+    log: Path
+
+    def exit_line(self) -> str:
+        """Why it stopped, in one line: the exit status, the cause from its log, the log."""
+        return f"{self.name} exited with {self.process.returncode}: {last_words(self.log)}; " \
+               f"log: {self.log}"  # fmt: skip
 
 
-# Provider kinds the local sandbox can stand in for (SES has moto; see docs/providers.md).
-SANDBOX_KINDS = ("http", "sendgrid", "postmark", "mailgun")
+def last_words(log: Path) -> str:
+    """The last line of a log that says something (a traceback's last line is its cause)."""
+    try:
+        lines = [line.strip() for line in log.read_text(errors="replace").splitlines()]
+    except OSError:
+        return "no log"
+    said = [line for line in lines if line]
+    return said[-1][:300] if said else "nothing logged"
 
 
-def _base_env(redis_url: str, sandbox_port: int, provider: str = "http") -> dict[str, str]:
+def requested_port(args: argparse.Namespace) -> int:
+    """``--port``, else ``RESETGATE_HTTP_PORT`` (so `RESETGATE_HTTP_PORT=18080 make run`
+    works), else 8080."""
+    if args.port is not None:
+        return int(args.port)
+    raw = os.environ.get("RESETGATE_HTTP_PORT", "").strip()
+    if not raw:
+        return DEFAULT_PORT
+    if not raw.isdigit() or not 1 <= int(raw) <= 65535 - SANDBOX_OFFSET:
+        raise SystemExit(f"invalid configuration: RESETGATE_HTTP_PORT: {raw!r} is not a port")
+    return int(raw)
+
+
+def plan_ports(first: int) -> dict[str, int]:
+    """Admission's API on ``first``, every service's operational listener on the next four
+    (8081-8084 for 8080: their own defaults), the sandbox on ``first`` + 10."""
+    ops = {name + OPS: first + 1 + offset for offset, name in enumerate(SERVICES)}
+    return {"sandbox": first + SANDBOX_OFFSET, "admission": first, **ops}
+
+
+def check_ports(ports: dict[str, int]) -> None:
+    for name, port in ports.items():
+        if not bindable(port):
+            raise SystemExit(
+                f"port {port} ({name}) is already in use on 127.0.0.1: stop what holds it, or "
+                "choose other ports: RESETGATE_HTTP_PORT=18080 make run (or resetgate up "
+                "--port 18080); the stack takes that port, the next four and that + 10"
+            )
+
+
+def local_secrets(directory: Path) -> dict[str, str]:
+    """The token keys and the internal API token, made once and kept in ``<dir>/secrets.env``:
+    a restart keeps every reset link (and the bearer in your shell) valid."""
+    path = directory / SECRETS_FILE
+    if path.is_file():
+        return stack.read_env(path)
+    values = {
+        "RESETGATE_TOKEN_KEYS": f"local:{secrets.token_urlsafe(32)}",
+        "RESETGATE_INTERNAL_API_TOKEN": secrets.token_urlsafe(24),
+    }
+    stack.write_env(path, values)
+    return values
+
+
+def base_env(
+    redis_url: str, ports: dict[str, int], directory: Path, provider: str = "http"
+) -> dict[str, str]:
+    admission = f"http://127.0.0.1:{ports['admission']}"
     env = dict(os.environ)
     env.setdefault("RESETGATE_PROVIDER_KIND", provider)
     env.setdefault("RESETGATE_PROVIDER_NAME", provider)
     env.setdefault("RESETGATE_MAILGUN_DOMAIN", "sandbox.mailgun.test")
     env["RESETGATE_SANDBOX_MODE"] = env["RESETGATE_PROVIDER_KIND"]
+    env["RESETGATE_HTTP_PORT"] = str(ports["admission"])  # admission's API
     env.setdefault("RESETGATE_REDIS_URL", redis_url)
-    env.setdefault("RESETGATE_TOKEN_KEYS", f"local:{secrets.token_urlsafe(32)}")
-    env.setdefault("RESETGATE_INTERNAL_API_TOKEN", secrets.token_urlsafe(24))
-    env.setdefault("RESETGATE_PROVIDER_URL", f"http://127.0.0.1:{sandbox_port}")
+    for name, value in local_secrets(directory).items():
+        env.setdefault(name, value)
+    env.setdefault("RESETGATE_PROVIDER_URL", f"http://127.0.0.1:{ports['sandbox']}")
     env.setdefault("RESETGATE_PROVIDER_API_KEY", "sandbox-key")
-    env.setdefault("RESETGATE_RESET_URL_BASE", "http://127.0.0.1:8080/reset-password")
+    # The minimal reset page admission serves in local runs only (docs/api.md).
+    env.setdefault("RESETGATE_RESET_URL_BASE", f"{admission}/reset-password")
+    env.setdefault("RESETGATE_LOCAL_RESET_PAGE", "true")
     env.setdefault("RESETGATE_HTTP_HOST", "127.0.0.1")
-    env["RESETGATE_SANDBOX_PORT"] = str(sandbox_port)
+    env["RESETGATE_SANDBOX_PORT"] = str(ports["sandbox"])
     env["RESETGATE_SANDBOX_API_KEY"] = env["RESETGATE_PROVIDER_API_KEY"]
     env.setdefault("RESETGATE_SANDBOX_BOUNCE_DOMAIN", "bounce.example")
+    env["RESETGATE_UP_DIR"] = str(directory)
     return env
 
 
-def _start(name: str, port: int, env: dict[str, str], logs: Path, **extra: str) -> Child:
+def start(name: str, port: int, env: dict[str, str], logs: Path) -> Child:
     """``port``: the operational listener (RESETGATE_METRICS_PORT); the sandbox's only one."""
-    child_env = dict(env, RESETGATE_METRICS_PORT=str(port), **extra)
-    log = (logs / f"{name}.log").open("ab")
-    # A session of its own: Ctrl-C reaches `resetgate up`, which stops children in order.
-    process = subprocess.Popen(
-        [sys.executable, "-m", f"services.{name}"],
-        env=child_env,
-        stdout=log,
-        stderr=log,
-        start_new_session=True,
-    )
-    return Child(name, port, process)
+    path = logs / f"{name}.log"
+    with path.open("ab") as log:
+        # A session of its own: Ctrl-C reaches `resetgate up`, which stops children in order.
+        process = subprocess.Popen(
+            [sys.executable, "-m", f"services.{name}"],
+            env=dict(env, RESETGATE_METRICS_PORT=str(port)),
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+        )
+    return Child(name, port, process, path)
 
 
-def _wait_ready(child: Child, path: str, timeout: float = 20.0) -> None:
+def wait_ready(child: Child, path: str, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     url = f"http://127.0.0.1:{child.port}{path}"
     while time.monotonic() < deadline:
         if child.process.poll() is not None:
-            raise SystemExit(f"{child.name} exited with {child.process.returncode}; see its log")
+            raise SystemExit(child.exit_line())
         try:
             with urllib.request.urlopen(url, timeout=1) as response:
                 if response.status == 200:
                     return
         except OSError:
             time.sleep(0.2)
-    raise SystemExit(f"{child.name} not ready on {url} after {timeout}s; see its log")
+    raise SystemExit(f"{child.name} not ready on {url} after {timeout:g}s; log: {child.log}")
 
 
-def _seed_accounts(env: dict[str, str]) -> None:
-    rows = "\n".join(",".join(row) for row in DEMO_ACCOUNTS) + "\n"
-    path = Path(env.get("RESETGATE_UP_DIR", ".run")) / "demo-accounts.csv"
-    path.write_text("login,account_id,email\n" + rows)
-    subprocess.run(
+def seed_accounts(env: dict[str, str], directory: Path) -> None:
+    path = directory / "demo-accounts.csv"
+    path.write_text(banner.demo_accounts_csv())
+    done = subprocess.run(
         [sys.executable, "-m", "services.ctl.main", "accounts", "import", str(path)],
         env=env,
-        check=True,
-        stdout=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        check=False,
     )
+    if done.returncode != 0:
+        raise SystemExit(f"seeding the demo accounts failed: {done.stderr.strip()}")
 
 
-def _stop(children: list[Child]) -> None:
+def stop(children: list[Child], timeout: float = 25.0) -> None:
+    """SIGTERM to every child at once (they finish in-flight work), SIGKILL past the grace."""
     for child in reversed(children):
         if child.process.poll() is None:
             child.process.send_signal(signal.SIGTERM)
     for child in reversed(children):
         try:
-            child.process.wait(timeout=25)
+            child.process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             child.process.kill()
+            child.process.wait()
 
 
-def _banner(env: dict[str, str], children: list[Child], logs: Path) -> str:
-    base = f"http://127.0.0.1:{env['RESETGATE_HTTP_PORT']}"
-    lines = ["resetgate is up:", f"  {'api':<10} {base}  (admission)"]
-    lines += [f"  {c.name:<10} http://127.0.0.1:{c.port}"
-              + ("" if c.name == "sandbox" else "  (/healthz /readyz /metrics)")
-              for c in children]  # fmt: skip
-    lines += [
-        f"  redis      {env['RESETGATE_REDIS_URL']}",
-        f"  logs       {logs}/",
-        "",
-        "try:",
-        f"  curl -s -XPOST {base}/v1/password-resets -H 'Content-Type: application/json' "
-        '-d \'{"login": "player1"}\'',
-        f"  curl -s {base}/internal/v1/accounts/acct-1001/recovery-operation "
-        f"-H 'Authorization: Bearer {env['RESETGATE_INTERNAL_API_TOKEN']}'",
-        f"  RESETGATE_REDIS_URL={env['RESETGATE_REDIS_URL']} resetgate ops status",
-        "Ctrl-C stops everything.",
-    ]
-    return "\n".join(lines)
+def watch(children: list[Child]) -> Child:
+    """Block until a child (Redis included) exits; return it."""
+    while True:
+        for child in children:
+            if child.process.poll() is not None:
+                return child
+        time.sleep(0.3)
 
 
-def up(args: argparse.Namespace) -> int:
-    logs = Path(args.dir).resolve()
-    logs.mkdir(parents=True, exist_ok=True)
-    redis_server = None
-    redis_url = os.environ.get("RESETGATE_REDIS_URL", "")
-    if not redis_url:
-        redis_server = RedisServer(directory=str(logs / "redis"), appendonly=True)
-        Path(redis_server.directory).mkdir(exist_ok=True)
-        redis_url = redis_server.start().url
-    env = _base_env(redis_url, args.port + 10, args.provider)
-    env["RESETGATE_UP_DIR"] = str(logs)
-    env["RESETGATE_HTTP_PORT"] = str(args.port)  # admission's API
-    children: list[Child] = []
-    try:
-        _seed_accounts(env)
-        sandbox = _start("sandbox", args.port + 10, env, logs)  # its port: SANDBOX_PORT
-        children.append(sandbox)
-        _wait_ready(sandbox, "/healthz")
-        # Operational listeners on the next ports: 8081-8084, their own defaults, for 8080.
-        for offset, name in enumerate(n for n in SERVICES if find_spec(f"services.{n}")):
-            children.append(_start(name, args.port + 1 + offset, env, logs))
-        for child in children[1:]:
-            _wait_ready(child, "/readyz")
-        print(_banner(env, children, logs), flush=True)
-        signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
-        while all(c.process.poll() is None for c in children):
-            time.sleep(0.5)
-        dead = [c.name for c in children if c.process.poll() is not None]
-        print(f"stopping: {', '.join(dead)} exited; see {logs}/", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("\nstopping ...", file=sys.stderr)
-        return 0
-    finally:
-        _stop(children)
-        if redis_server:
-            redis_server.stop()
+def embedded_redis(directory: Path) -> tuple[RedisServer, Child]:
+    data = directory / "redis"
+    data.mkdir(exist_ok=True)
+    server = RedisServer(directory=str(data), appendonly=True).start()
+    assert server.process is not None
+    return server, Child("redis", server.port, server.process, data / "redis.log")
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = sub.add_parser("up", help="run the whole stack locally (embedded Redis, sandbox)")
+    parser = sub.add_parser(
+        "up",
+        help="run the whole stack locally (embedded Redis, sandbox provider)",
+        description=__doc__.split("\n\n")[1] if __doc__ else None,
+    )
     parser.add_argument(
         "--port",
         type=int,
-        default=8080,
-        help="admission's API port; the services' /metrics, /readyz take the next four, "
-        "the sandbox port + 10",
+        default=None,
+        help="admission's API port (default: $RESETGATE_HTTP_PORT, else 8080); the services' "
+        "operational listeners (/healthz /readyz /metrics) take the next four, the sandbox "
+        "provider port + 10",
     )
-    parser.add_argument("--dir", default=".run", help="logs and the embedded Redis' data")
+    parser.add_argument("--dir", default=stack.RUN_DIR, help="logs, secrets, the env file and "
+                        "the embedded Redis' data (default: .run)")  # fmt: skip
     parser.add_argument(
         "--provider",
         choices=SANDBOX_KINDS,
@@ -189,3 +223,55 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="which provider API the services speak; the sandbox answers as it documents",
     )
     parser.set_defaults(handler=up)
+
+
+def up(args: argparse.Namespace) -> int:
+    # Ctrl-C and SIGTERM stop the stack in order, even when this process inherited SIGINT
+    # ignored (a background job of a non-interactive shell, a test runner's worker).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _interrupt)
+    directory = Path(args.dir).resolve()
+    directory.mkdir(parents=True, exist_ok=True)
+    ports = plan_ports(requested_port(args))
+    check_ports(ports)
+    services: list[Child] = []
+    redis_child: list[Child] = []
+    try:
+        redis_url = os.environ.get("RESETGATE_REDIS_URL", "")
+        if not redis_url:
+            server, child = embedded_redis(directory)
+            redis_url, redis_child = server.url, [child]
+        env = base_env(redis_url, ports, directory, args.provider)
+        seed_accounts(env, directory)
+        return run(env, ports, directory, services, redis_child)
+    except KeyboardInterrupt:
+        print("\nstopping: services first, then the sandbox, then Redis ...", file=sys.stderr)
+        return 0
+    finally:
+        (directory / stack.ENV_FILE).unlink(missing_ok=True)
+        stop(services)  # services before Redis: no ConnectionError storm while they stop
+        stop(redis_child, timeout=10)
+
+
+def run(
+    env: dict[str, str],
+    ports: dict[str, int],
+    directory: Path,
+    services: list[Child],
+    redis_child: list[Child],
+) -> int:
+    services.append(start("sandbox", ports["sandbox"], env, directory))
+    wait_ready(services[0], "/healthz")
+    for name in (n for n in SERVICES if find_spec(f"services.{n}")):
+        services.append(start(name, ports[name + OPS], env, directory))
+    for child in services[1:]:
+        wait_ready(child, "/readyz")
+    stack.write_env(directory / stack.ENV_FILE, banner.env_file(env, ports))
+    print(banner.text(env, ports, directory, redis_child != []), flush=True)
+    dead = watch([*services, *redis_child])
+    print(f"stopping everything: {dead.exit_line()}", file=sys.stderr)
+    return 1
+
+
+def _interrupt(*_: object) -> None:
+    raise KeyboardInterrupt

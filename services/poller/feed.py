@@ -28,6 +28,9 @@ from shared.redis import RedisClient
 log = logging.getLogger(__name__)
 LOOKUP_YIELD_SECONDS = 0.05
 
+# The provider's answer to a cursor past the feed's end (docs/provider-contract.md).
+CURSOR_BEYOND_FEED = 410
+
 
 class Gate:
     """Budget, metrics and 429 handling shared by every provider call the poller makes."""
@@ -134,6 +137,8 @@ class Feed:
         if isinstance(answer, float):
             return answer
         self.polls += 1
+        if answer.status == CURSOR_BEYOND_FEED:
+            return await self.restart_feed()
         page = parse_page(answer.body) if answer.status == 200 else None
         if page is None:
             # A rejected cursor (400) needs a person: see docs/poller-router.md.
@@ -148,3 +153,14 @@ class Feed:
             event(log, logging.DEBUG, "events page applied", rows=rows, applied=tally.applied,
                   kept=tally.kept, duplicate=tally.duplicate, held=tally.held)  # fmt: skip
         return 0.0 if rows >= self.settings.poll_batch else idle
+
+    async def restart_feed(self) -> float:
+        """The provider has forgotten the feed our cursor points into (a restarted sandbox, a
+        provider-side reset): read it again from its start. Replayed events are deduplicated;
+        events the provider lost are not coming back, and their operations' delivery stays
+        ``unknown`` until the observation window closes."""
+        await self.client.delete(POLLER_CURSOR)
+        metrics.poll_cursor_resets.inc()
+        event(log, logging.WARNING, "events feed cursor is beyond the feed's end (the provider "
+              "lost its events); reading the feed again from its start")  # fmt: skip
+        return 0.0

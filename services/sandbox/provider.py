@@ -1,4 +1,4 @@
-"""The provider contract routes (``shared/PROVIDER_CONTRACT.md``): send, lookup, events."""
+"""The provider contract routes (``docs/provider-contract.md``): send, lookup, events."""
 
 from __future__ import annotations
 
@@ -281,6 +281,11 @@ async def events(request: web.Request) -> web.Response:
     if limit == 0:
         return bad_request("limit must be at least 1")
     sandbox.store.materialize()
+    if sandbox.store.beyond_end(after):
+        # docs/provider-contract.md: a cursor past the feed's end is refused, never answered
+        # with an empty page, or a poller that outlived a restart would wait forever.
+        return error(410, "cursor_beyond_feed", "this feed never issued that cursor; "
+                     "start again without one")  # fmt: skip
     page, cursor = sandbox.store.events_after(after, limit)
     return json_response({"data": [e.to_json() for e in page], "next": str(cursor)})
 

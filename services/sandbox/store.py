@@ -192,6 +192,10 @@ class Store:
             return [], max(cursor, self.feed_offset)
         return page, self.feed_offset + start + len(page)
 
+    def beyond_end(self, cursor: int) -> bool:
+        """A cursor this feed never issued: a poller that outlived a restart of this process."""
+        return cursor > self.feed_offset + len(self.feed)
+
     @property
     def pending_events(self) -> int:
         return len(self._pending)

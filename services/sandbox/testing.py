@@ -100,7 +100,8 @@ async def _wait_healthy(base_url: str, child: asyncio.subprocess.Process) -> Non
 
 @asynccontextmanager
 async def run_sandbox_process(
-    startup_timeout: float = 15.0, **overrides: Any
+    startup_timeout: float = 60.0,  # generous: parallel test workers on a loaded machine
+    **overrides: Any,
 ) -> AsyncIterator[str]:
     """Run ``python -m services.sandbox`` as a child; yields its base URL; SIGTERM on exit."""
     settings = sandbox_settings(**{"port": _free_port(), **overrides})

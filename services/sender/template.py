@@ -3,6 +3,7 @@ not a log, not a metric."""
 
 from __future__ import annotations
 
+from html import escape
 from typing import Any
 from urllib.parse import urlencode
 
@@ -21,6 +22,13 @@ _TEXT = {
 }
 
 
+# The HTML part, per locale: every word of it in the reader's language.
+_HTML = {
+    "en": '<p>{subject}</p><p><a href="{link}">{link}</a></p><p>Reference: {operation_id}</p>',
+    "fr": '<p>{subject}</p><p><a href="{link}">{link}</a></p><p>Référence : {operation_id}</p>',
+}
+
+
 def reset_link(base_url: str, operation_id: str, token: str) -> str:
     separator = "&" if "?" in base_url else "?"
     return base_url + separator + urlencode({"operation": operation_id, "token": token})
@@ -32,9 +40,8 @@ def render(
     locale = account.locale if account.locale in _SUBJECT else "en"
     link = reset_link(base_url, operation_id, token)
     text = _TEXT[locale].format(link=link, operation_id=operation_id)
-    html = (
-        f'<p>{_SUBJECT[locale]}</p><p><a href="{link}">{link}</a></p>'
-        f"<p>Reference: {operation_id}</p>"
+    html = _HTML[locale].format(
+        subject=_SUBJECT[locale], link=escape(link, quote=True), operation_id=operation_id
     )
     return {
         "from": sender,

@@ -1,4 +1,4 @@
-"""DESIGN.md invariants 1, 2 and 9 through the HTTP API, against a real Redis."""
+"""docs/design.md invariants 1, 2 and 9 through the HTTP API, against a real Redis."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""DESIGN.md invariant 8 at the edge: driving the API logs no address, login, token or URL."""
+"""docs/design.md invariant 8 at the edge: driving the API logs no address, login, token or URL."""
 
 from __future__ import annotations
 

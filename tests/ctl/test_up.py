@@ -1,11 +1,15 @@
-"""`resetgate up` (what `make run` runs): the whole stack comes up and delivers a reset."""
+"""`resetgate up` (what `make run` runs): the whole stack comes up and delivers a reset; Ctrl-C
+stops services before Redis; any child dying (Redis included) stops the stack with its cause;
+ports come from RESETGATE_HTTP_PORT or --port and a busy one is named before anything starts."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import os
 import re
 import signal
+import socket
 import sys
 from pathlib import Path
 from typing import Any
@@ -13,11 +17,33 @@ from typing import Any
 import aiohttp
 import pytest
 
-from services.ctl.embedded import free_port
+from services.ctl import stack, up
+from services.ctl.banner import DEMO_ACCOUNTS
+from services.ctl.embedded import bindable, free_port
 
 
-def child_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith("RESETGATE_")}
+def free_stack_port() -> int:
+    """A port for `resetgate up --port`: that one, the next four and + 10 all free."""
+    for _ in range(100):
+        port = free_port()
+        if all(bindable(p) for p in up.plan_ports(port).values()):
+            return port
+    raise AssertionError("no free block of ports")
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RESETGATE_")}
+    return {**env, **extra}
+
+
+async def start_up(directory: Path, *args: str, **env: str) -> asyncio.subprocess.Process:
+    # A process group of its own, so the test can do what a terminal's Ctrl-C does: SIGINT to
+    # the whole foreground group (resetgate up and every child still in that group).
+    return await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "services.ctl.main", "up", "--dir", str(directory), *args,
+        env=child_env(**env), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        start_new_session=True,
+    )  # fmt: skip
 
 
 async def read_banner(process: asyncio.subprocess.Process) -> str:
@@ -26,7 +52,9 @@ async def read_banner(process: asyncio.subprocess.Process) -> str:
     while not any(line.startswith("Ctrl-C") for line in lines):
         line = (await process.stdout.readline()).decode()
         if not line:
-            raise AssertionError("resetgate up exited before printing its banner")
+            assert process.stderr is not None
+            error = (await process.stderr.read()).decode()
+            raise AssertionError(f"resetgate up exited before printing its banner: {error}")
         lines.append(line)
     return "".join(lines)
 
@@ -37,7 +65,7 @@ async def reset_is_accepted(base: str, token: str) -> dict[str, Any]:
             assert r.status == 202
         headers = {"Authorization": f"Bearer {token}"}
         url = f"{base}/internal/v1/accounts/acct-1001/recovery-operation"
-        for _ in range(150):
+        for _ in range(300):
             async with session.get(url, headers=headers) as r:
                 view: dict[str, Any] = await r.json()
             if r.status == 200 and view.get("state") == "accepted":
@@ -46,27 +74,53 @@ async def reset_is_accepted(base: str, token: str) -> dict[str, Any]:
         return view
 
 
+def redis_pid(port: int) -> int:
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            # redis-server retitles itself "redis-server 127.0.0.1:PORT".
+            if b"redis-server" in cmdline and f"127.0.0.1:{port}".encode() in cmdline:
+                return int(entry.name)
+    raise AssertionError(f"no redis-server on port {port}")
+
+
+def redis_errors(directory: Path) -> list[str]:
+    return [
+        line
+        for name in up.SERVICES
+        for line in (directory / f"{name}.log").read_text().splitlines()
+        if "ConnectionError" in line or "redis unreachable" in line
+    ]
+
+
 async def status_of(url: str) -> int:
     async with aiohttp.ClientSession() as session, session.get(url) as reply:
         return reply.status
 
 
+@pytest.mark.timeout(180)
 @pytest.mark.parametrize("provider", ["http", "mailgun"])
-async def test_up_runs_the_stack_and_a_reset_reaches_the_provider(
+async def test_up_runs_the_stack_and_ctrl_c_stops_services_before_redis(
     tmp_path: Path, provider: str
 ) -> None:
-    port = free_port()
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "services.ctl.main", "up", "--port", str(port),
-        "--dir", str(tmp_path), "--provider", provider, env=child_env(),
-        stdout=asyncio.subprocess.PIPE,
-    )  # fmt: skip
+    port = free_stack_port()
+    process = await start_up(tmp_path, "--port", str(port), "--provider", provider)
     try:
-        banner = await asyncio.wait_for(read_banner(process), timeout=90)
+        banner = await asyncio.wait_for(read_banner(process), timeout=120)
         for name in ("admission", "sender", "poller", "router", "sandbox", "redis"):
             assert name in banner
+        for login, account, *_ in DEMO_ACCOUNTS:
+            assert re.search(rf"^  {login}\s+{account}\b", banner, re.M), login
         token = re.search(r"Bearer ([^'\s]+)", banner)
         assert token is not None
+        assert f"token      {token.group(1)} " in banner
+        assert "resetgate ops status" in banner and "export PATH=" in banner
+        env_file = stack.read_env(tmp_path / "env")
+        assert env_file["RESETGATE_INTERNAL_API_TOKEN"] == token.group(1)
+        assert env_file["RESETGATE_ADMISSION_URL"] == f"http://127.0.0.1:{port}"
         view = await reset_is_accepted(f"http://127.0.0.1:{port}", token.group(1))
         assert view["state"] == "accepted"
         assert await status_of(f"http://127.0.0.1:{port}/metrics") == 404  # the API's port
@@ -74,6 +128,76 @@ async def test_up_runs_the_stack_and_a_reset_reaches_the_provider(
             assert f"http://127.0.0.1:{ops_port}  (/healthz /readyz /metrics)" in banner
             assert await status_of(f"http://127.0.0.1:{ops_port}/metrics") == 200
     finally:
-        process.send_signal(signal.SIGINT)
-        await asyncio.wait_for(process.communicate(), timeout=60)
-    assert process.returncode == 0
+        os.killpg(process.pid, signal.SIGINT)  # the terminal's Ctrl-C
+        _, stderr = await asyncio.wait_for(process.communicate(), timeout=90)
+    assert process.returncode == 0, stderr.decode()
+    assert "Traceback" not in stderr.decode()
+    assert not (tmp_path / "env").exists(), "the env file of a stopped stack must go"
+    assert redis_errors(tmp_path) == [], "Redis stopped before the services"
+
+
+@pytest.mark.timeout(180)
+async def test_the_embedded_redis_dying_stops_the_stack_with_its_cause(tmp_path: Path) -> None:
+    process = await start_up(tmp_path, "--port", str(free_stack_port()))
+    try:
+        await asyncio.wait_for(read_banner(process), timeout=120)
+        redis_port = int(stack.read_env(tmp_path / "env")["RESETGATE_REDIS_URL"].split(":")[2]
+                         .split("/")[0])  # fmt: skip
+        os.kill(redis_pid(redis_port), signal.SIGKILL)
+        _, stderr = await asyncio.wait_for(process.communicate(), timeout=60)
+    finally:
+        if process.returncode is None:
+            os.killpg(process.pid, signal.SIGINT)
+            await asyncio.wait_for(process.communicate(), timeout=90)
+    text = stderr.decode()
+    assert process.returncode == 1
+    assert "stopping everything: redis exited with -9: " in text
+    assert f"log: {tmp_path}/redis/redis.log" in text
+
+
+async def test_a_busy_port_is_named_before_anything_starts(tmp_path: Path) -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        process = await start_up(tmp_path, "--port", str(port))
+        _, stderr = await asyncio.wait_for(process.communicate(), timeout=60)
+    lines = stderr.decode().strip().splitlines()
+    assert process.returncode == 1
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(f"port {port} (admission) is already in use")
+    assert "RESETGATE_HTTP_PORT=" in lines[0]
+
+
+@pytest.mark.timeout(180)
+async def test_a_service_that_cannot_start_is_one_line_with_its_cause_and_log(
+    tmp_path: Path,
+) -> None:
+    process = await start_up(tmp_path, RESETGATE_HTTP_PORT=str(free_stack_port()),
+                             RESETGATE_MAX_ATTEMPTS="0")  # fmt: skip
+    _, stderr = await asyncio.wait_for(process.communicate(), timeout=120)
+    lines = stderr.decode().strip().splitlines()
+    assert process.returncode == 1
+    assert len(lines) == 1, lines
+    found = re.fullmatch(r"(\w+) exited with 2: invalid configuration: RESETGATE_MAX_ATTEMPTS"
+                         r".*; log: (\S+)", lines[0])  # fmt: skip
+    assert found, lines[0]
+    assert found.group(2) == f"{tmp_path}/{found.group(1)}.log"
+
+
+def test_port_comes_from_the_flag_then_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RESETGATE_HTTP_PORT", "18080")
+    assert up.requested_port(argparse.Namespace(port=None)) == 18080
+    assert up.requested_port(argparse.Namespace(port=19000)) == 19000
+    assert up.plan_ports(18080) == {"sandbox": 18090, "admission": 18080, "sender": 18081,
+                                    "poller": 18082, "router": 18083}  # fmt: skip
+    monkeypatch.setenv("RESETGATE_HTTP_PORT", "eighty")
+    with pytest.raises(SystemExit, match="RESETGATE_HTTP_PORT"):
+        up.requested_port(argparse.Namespace(port=None))
+
+
+def test_the_local_secrets_are_made_once_and_kept(tmp_path: Path) -> None:
+    first = up.local_secrets(tmp_path)
+    assert up.local_secrets(tmp_path) == first
+    assert (tmp_path / up.SECRETS_FILE).stat().st_mode & 0o077 == 0
+    assert len(first["RESETGATE_INTERNAL_API_TOKEN"]) >= 16

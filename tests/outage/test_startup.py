@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 import redis
 
-from services.ctl.embedded import RedisServer
+from services.ctl.embedded import RedisServer, free_port
 from services.sandbox.testing import SANDBOX_API_KEY
+from shared.redis import until_done
 from tests.conftest import TEST_TOKEN_KEYS
 from tests.support.processes import ServiceProcess
 
@@ -53,3 +54,32 @@ async def test_a_service_starting_during_a_write_pause_waits_for_it(
         assert groups.xinfo_groups(key), "the consumer group was created after the pause"
     finally:
         await service.stop()
+
+
+async def test_a_service_names_the_unreachable_redis_in_its_first_line(tmp_path: Path) -> None:
+    """Issue 15 item 6: the first "redis not ready" line says where, and there is one line
+    per ten tries rather than one per try; giving up is one line naming it too."""
+    nowhere = f"redis://127.0.0.1:{free_port()}/0"
+    env = {"RESETGATE_REDIS_URL": nowhere, "RESETGATE_TOKEN_KEYS": TEST_TOKEN_KEYS,
+           "RESETGATE_INTERNAL_API_TOKEN": "startup-internal-token-0123456789"}  # fmt: skip
+    service = ServiceProcess("admission", env, tmp_path)
+    with pytest.raises(RuntimeError, match="not ready"):
+        await service.start(timeout=8)
+    await service.stop()
+    records = service.log_records()
+    waiting = [r for r in records if r.get("msg") == "redis not ready for startup yet"]
+    assert waiting and waiting[0]["redis"] == nowhere
+    assert len(waiting) <= 2, "one line per ten tries, not one per try"
+    assert "Traceback" not in service.logs()
+
+
+async def test_giving_up_on_redis_is_one_line_naming_it() -> None:
+    async def refused() -> None:
+        raise ConnectionRefusedError("refused")
+
+    with pytest.raises(SystemExit) as stopped:
+        await until_done(refused, "connect", attempts=2, target="redis://127.0.0.1:1/0")
+    assert str(stopped.value.code) == (
+        "redis unreachable at redis://127.0.0.1:1/0 at start (connect, 2 tries): "
+        "check RESETGATE_REDIS_URL"
+    )

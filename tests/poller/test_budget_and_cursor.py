@@ -4,6 +4,7 @@ stored cursor (a restart resumes; a replayed page is harmless)."""
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import pytest
 
@@ -95,3 +96,21 @@ async def test_restart_resumes_from_the_cursor_and_a_replay_is_harmless(stack: S
 
 async def _at_least(name: str, value: float) -> bool:
     return sample(name) >= value
+
+
+async def test_a_cursor_beyond_the_feeds_end_is_said_and_the_feed_read_again(
+    stack: Stack, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 15 item 3: `make run` restarted keeps Redis (and the cursor) but the sandbox's
+    feed starts again from nothing. The poller says so (log line, metric) and reads the new
+    feed from its start, so what is sent from now on is observed."""
+    await configure(stack.provider_url, delivered_delay_seconds=0.1)
+    await stack.redis.set(POLLER_CURSOR, "1000000")  # the feed that issued it is gone
+    resets = sample("resetgate_poll_cursor_resets_total")
+    op = await stack.admit("acct-cursor-beyond")
+    with caplog.at_level(logging.WARNING, logger="services.poller.feed"):
+        async with stack.sender(), running_poller(stack):
+            await delivery_of(stack, op, {Delivery.DELIVERED})
+    assert sample("resetgate_poll_cursor_resets_total") == resets + 1
+    assert "cursor is beyond the feed's end" in caplog.text
+    assert int(await stack.redis.get(POLLER_CURSOR) or 0) < 1000000

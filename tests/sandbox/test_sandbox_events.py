@@ -151,3 +151,16 @@ async def test_memory_is_bounded(open_provider):
     assert stats["events_stored"] <= 5
     assert oldest.status == 404
     assert feed.body["data"][-1]["message_id"] == ids[-1]
+
+
+async def test_a_cursor_past_the_feeds_end_is_refused_not_answered_empty(provider):
+    """What a restarted sandbox sees from a poller that outlived it (docs/provider-contract.md):
+    a cursor it never issued answers 410, so the poller can tell it from an idle feed."""
+    await provider.send(key="op-before-the-end")
+    await asyncio.sleep(0)
+    end = (await provider.events("0")).body["next"]
+    at_end = await provider.events(end)
+    beyond = await provider.events(str(int(end) + 1000))
+    assert at_end.status == 200 and at_end.body["data"] == []
+    assert beyond.status == 410
+    assert beyond.body["error"] == "cursor_beyond_feed"

@@ -19,12 +19,14 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from redis.asyncio import Redis
 
+from tests.admission.test_process import SCHEMATHESIS_TIMEOUT
 from tests.security.conftest import add_accounts
 from tests.support.processes import Processes
 
 SCHEMATHESIS = Path(sys.executable).with_name("schemathesis")
 
 
+@pytest.mark.timeout(SCHEMATHESIS_TIMEOUT + 30)
 @pytest.mark.parametrize("authorization", [None, "Bearer wrong-token-0123456789abcdef"],
                          ids=["no-bearer", "wrong-bearer"])  # fmt: skip
 async def test_without_the_bearer_every_internal_answer_is_401_and_nothing_breaks(
@@ -40,7 +42,8 @@ async def test_without_the_bearer_every_internal_answer_is_401_and_nothing_break
     if authorization is not None:
         command += ["--header", f"Authorization: {authorization}"]
     run = await asyncio.to_thread(
-        subprocess.run, command, cwd=tmp_path, capture_output=True, text=True, timeout=110
+        subprocess.run, command, cwd=tmp_path, capture_output=True, text=True,
+        timeout=SCHEMATHESIS_TIMEOUT,
     )
     assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-2000:]
     assert "6/6" in run.stdout  # every operation in the document was selected

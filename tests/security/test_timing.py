@@ -36,6 +36,7 @@ ENV = {"RESETGATE_IP_LIMIT_PER_MINUTE": "1000000", "RESETGATE_IP_LIMIT_BURST": "
        "RESETGATE_LOG_LEVEL": "INFO"}  # fmt: skip
 
 
+@pytest.mark.serial  # a measurement: parallel workers' load would be noise in the samples
 async def test_invariant_9_public_timing_is_indistinguishable(
     redis: Redis, stack: Processes
 ) -> None:

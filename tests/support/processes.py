@@ -31,6 +31,10 @@ from services.ctl.embedded import free_port
 from shared import codec
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
+# How long a service may take to become ready. Generous on purpose: under `make test`'s
+# parallel workers on a shared 2-core machine, starting a Python process alone can take
+# seconds; a healthy service is ready long before, so only a failure waits this long.
+START_TIMEOUT = 60.0
 
 
 def child_env(base: dict[str, str]) -> dict[str, str]:
@@ -74,7 +78,7 @@ class ServiceProcess:
     def running(self) -> bool:
         return self.process is not None and self.process.returncode is None
 
-    async def start(self, timeout: float = 30.0, **env: str) -> ServiceProcess:
+    async def start(self, timeout: float = START_TIMEOUT, **env: str) -> ServiceProcess:
         """Start (with ``env`` merged into the service's env) and wait until ready."""
         self.env.update(env)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -86,7 +90,7 @@ class ServiceProcess:
         await self.wait_ready(timeout)
         return self
 
-    async def wait_ready(self, timeout: float = 30.0) -> None:
+    async def wait_ready(self, timeout: float = START_TIMEOUT) -> None:
         async with aiohttp.ClientSession() as session:
             try:
                 async with asyncio.timeout(timeout):
@@ -126,7 +130,7 @@ class ServiceProcess:
             return await self.process.wait()
         return self.process.returncode if self.process else None
 
-    async def restart(self, timeout: float = 30.0, **env: str) -> ServiceProcess:
+    async def restart(self, timeout: float = START_TIMEOUT, **env: str) -> ServiceProcess:
         await self.stop()
         return await self.start(timeout, **env)
 
@@ -175,7 +179,7 @@ class Processes:
         self.services[name] = service
         return service
 
-    async def start(self, name: str, timeout: float = 30.0, **env: str) -> ServiceProcess:
+    async def start(self, name: str, timeout: float = START_TIMEOUT, **env: str) -> ServiceProcess:
         service = self.services.get(name) or self.add(name)
         return await service.start(timeout, **env)
 

@@ -1,0 +1,79 @@
+"""What ``resetgate up`` tells a newcomer: where things listen, the token, the demo accounts,
+commands that work as printed; and the ``env`` file the ``resetgate`` command reads."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from services.ctl.stack import PID_VARIABLE
+
+# login, account id, address, locale, what it shows
+DEMO_ACCOUNTS = [
+    ("player1", "acct-1001", "player1@example.com", "en", "delivered"),
+    ("player2", "acct-1002", "player2@example.com", "en", "delivered"),
+    ("joueur1", "acct-1004", "joueur1@example.com", "fr", "delivered, French email"),
+    ("bounce-me", "acct-1003", "someone@bounce.example", "en", "bounces"),
+]
+
+
+def demo_accounts_csv() -> str:
+    rows = [",".join(row[:4]) for row in DEMO_ACCOUNTS]
+    return "login,account_id,email,locale\n" + "\n".join(rows) + "\n"
+
+
+def command_path() -> str:
+    """How to call ``resetgate`` from here: ``.venv/bin/resetgate`` inside the checkout."""
+    path = Path(sys.executable).parent / "resetgate"
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def env_file(env: dict[str, str], ports: dict[str, int]) -> dict[str, str]:
+    """What ``.run/env`` holds: enough for the CLI to find this stack and for a shell
+    (``. .run/env``) to call its API."""
+    names = ("RESETGATE_REDIS_URL", "RESETGATE_INTERNAL_API_TOKEN", "RESETGATE_PARTITIONS",
+             "RESETGATE_PROVIDER_NAME", "RESETGATE_MAX_ATTEMPTS")  # fmt: skip
+    values = {name: env[name] for name in names if name in env}
+    values["RESETGATE_ADMISSION_URL"] = f"http://127.0.0.1:{ports['admission']}"
+    values["RESETGATE_SANDBOX_URL"] = f"http://127.0.0.1:{ports['sandbox']}"
+    values[PID_VARIABLE] = str(os.getpid())
+    return values
+
+
+def text(env: dict[str, str], ports: dict[str, int], directory: Path, embedded: bool) -> str:
+    base = f"http://127.0.0.1:{ports['admission']}"
+    token = env["RESETGATE_INTERNAL_API_TOKEN"]
+    resetgate = command_path()
+    bin_directory = Path(sys.executable).parent.absolute()
+    where = f"embedded, data in {directory}/redis" if embedded else "from RESETGATE_REDIS_URL"
+    lines = ["resetgate is up:"]
+    lines += [
+        f"  {name:<13} http://127.0.0.1:{port}"
+        + ("  (/healthz /readyz /metrics)" if name.endswith(" ops") else "")
+        for name, port in ports.items()
+    ]
+    lines += [
+        f"  redis      {env['RESETGATE_REDIS_URL']} ({where})",
+        f"  logs       {directory}/",
+        f"  token      {token} (internal API bearer; kept in {directory}/secrets.env)",
+        f"  env        {directory}/env (`. {directory}/env` exports the Redis URL, the token and"
+        " RESETGATE_ADMISSION_URL; the resetgate command reads it by itself)",
+        "",
+        "demo accounts (login, account):",
+        *(f"  {login:<10} {account:<10} {shows}" for login, account, _, _, shows in DEMO_ACCOUNTS),
+        "",
+        "try:",
+        f"  curl -s -XPOST {base}/v1/password-resets -H 'Content-Type: application/json' "
+        '-d \'{"login": "player1"}\'',
+        f"  curl -s {base}/internal/v1/accounts/acct-1001/recovery-operation "
+        f"-H 'Authorization: Bearer {token}'",
+        f"  {resetgate} ops status",
+        f"  {resetgate} ops oldest",
+        f'(to type plain `resetgate`: export PATH="{bin_directory}:$PATH")',
+        "Ctrl-C stops everything.",
+    ]
+    return "\n".join(lines)

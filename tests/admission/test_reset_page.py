@@ -1,0 +1,55 @@
+"""Issue 15 item 9: the minimal local reset page (``RESETGATE_LOCAL_RESET_PAGE``) consumes the
+token once; it is not served unless turned on (production never serves it)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp.test_utils import TestClient
+from redis.asyncio import Redis
+
+from shared.keys import PartitionKeys
+from shared.queries import operation_partition
+from tests.admission.helpers import ALICE, admission_settings, seed_directory, serving
+from tests.admission.test_tokens import KEYS, new_operation
+
+
+async def test_the_reset_page_is_off_unless_turned_on(api: TestClient[Any, Any]) -> None:
+    op = await new_operation(api, ALICE[1].account_id)
+    query = {"operation": op, "token": KEYS.derive(op)}
+    assert (await api.get("/reset-password", params=query)).status == 404
+    assert (await api.post("/reset-password", data=query)).status in (404, 405)
+
+
+async def test_the_page_shows_a_form_and_consumes_the_token_once(
+    redis: Redis, redis_server: Any
+) -> None:
+    await seed_directory(redis)
+    async with serving(admission_settings(redis_server.url, local_reset_page=True)) as http:
+        op = await new_operation(http, ALICE[1].account_id)
+        fields = {"operation": op, "token": KEYS.derive(op)}
+        page = await http.get("/reset-password", params=fields)
+        assert page.status == 200 and "<form" in await page.text()
+        assert page.headers["Cache-Control"] == "no-store"
+        # Opening the link (what a mail scanner does) consumed nothing.
+        key = PartitionKeys(_partition(op)).operation(op)
+        assert await redis.hget(key, "token_consumed_at") in (None, "", "0")
+        first = await answer(http.post("/reset-password", data={**fields, "password": "x"}))
+        again = await answer(http.post("/reset-password", data={**fields, "password": "x"}))
+        wrong = await answer(http.post("/reset-password", data={**fields, "token": "A" * 43}))
+        incomplete = await answer(http.get("/reset-password", params={"operation": op}))
+    assert first[0] == 200 and "Done" in first[1]
+    assert again[0] == 409 and "already been used" in again[1]
+    assert wrong[0] == 403
+    assert incomplete[0] == 400
+
+
+async def answer(request: Any) -> tuple[int, str]:
+    async with request as response:
+        return response.status, await response.text()
+
+
+def _partition(operation_id: str) -> int:
+    partition = operation_partition(operation_id, 4)
+    assert partition is not None
+    return partition

@@ -1,0 +1,61 @@
+"""Issue 15 item 8: the README and docs/ point only at files the repository has, and the
+project carries its own design and provider contract."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+CODE = re.compile(r"`([^`\s]+)`")
+FILE_LIKE = re.compile(r"^[\w.-]+(/[\w.*-]+)*/?$")
+EXTENSIONS = (".md", ".py", ".lua", ".yaml", ".yml", ".sh", ".json", ".toml", ".tpl", ".c")
+# Made by `make run` / `make test`, never committed; and media types, which look like paths.
+NOT_FILES = (".run", ".venv", ".tools", "application/", "text/")
+
+
+def referenced(doc: Path) -> set[str]:
+    text = doc.read_text()
+    links = {m.split("#")[0] for m in LINK.findall(text) if "://" not in m and m[0] != "#"}
+    code = {
+        m for m in CODE.findall(text)
+        if FILE_LIKE.match(m) and ("/" in m or m.endswith(EXTENSIONS)) and not m.startswith("/")
+    }  # fmt: skip
+    return {ref for ref in links | code if ref and not ref.startswith(NOT_FILES)}
+
+
+def exists(doc: Path, ref: str) -> bool:
+    if "/" not in ref:  # a bare file name (`consume_token.lua`): somewhere in the project
+        return any(path.name == ref for path in ROOT.rglob(ref) if ".venv" not in path.parts)
+    for base in (doc.parent, ROOT):
+        if "*" in ref and list(base.glob(ref)):
+            return True
+        if (base / ref).exists():
+            return True
+    return False
+
+
+def test_every_file_the_readme_and_docs_name_exists() -> None:
+    missing = [
+        f"{doc.relative_to(ROOT)}: {ref}"
+        for doc in DOCS
+        for ref in sorted(referenced(doc))
+        if not exists(doc, ref)
+    ]
+    assert missing == []
+
+
+def test_the_design_and_the_provider_contract_are_the_projects_own() -> None:
+    design = (ROOT / "docs" / "design.md").read_text()
+    contract = (ROOT / "docs" / "provider-contract.md").read_text()
+    for number in range(1, 11):
+        assert re.search(rf"^{number}\. \*\*", design, re.M), f"invariant {number}"
+    for section in ("## Architecture", "## Operation model", "## Keys", "## Services"):
+        assert section in design
+    for route in ("POST {base}/email/send", "GET {base}/email/events", "cursor_beyond_feed"):
+        assert route in contract
+    everything = "".join(p.read_text() for p in DOCS)
+    assert "../shared" not in everything and "/work/shared" not in everything
+    assert "PROVIDER_CONTRACT.md" not in everything and "DESIGN.md" not in everything
