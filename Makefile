@@ -24,12 +24,11 @@ $(RUNTIME_STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --progress-bar off -e .
 	@rm -f $(VENV)/.installed-runtime-* && touch $@
 
-# The dev tools without building the project a second time: the [dev] list, read from
-# pyproject.toml (one list, written once).
+# The test and lint tools resolved together with the project's own dependencies (installed
+# apart, moto's boto3 would pull a botocore newer than aiobotocore allows).
 $(DEV_STAMP): $(RUNTIME_STAMP)
 	@echo "==> installing the test and lint tools into $(VENV)"
-	$(BIN)/python -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["dev"]))' > $(VENV)/dev-requirements.txt
-	$(BIN)/pip install --progress-bar off -r $(VENV)/dev-requirements.txt
+	$(BIN)/pip install --progress-bar off -e '.[dev]'
 	@rm -f $(VENV)/.installed-dev-* && touch $@
 
 setup-run: $(RUNTIME_STAMP)
