@@ -4,7 +4,9 @@ allows R sends/s, drained by the real senders and poller.
 Real processes, each with its default settings except the ones a scenario names (printed):
 a redis-server, the sandbox provider, 2 `services.admission` replicas (jobs are admitted
 through their internal API by 64 concurrent clients, for a directory of N accounts), the
-`services.poller`, and 2 (`--senders 4`) `services.sender`. The clock starts at the first
+`services.poller`, and 2 (`--senders 4`) `services.sender`. `--provider KIND` runs the sandbox
+as that provider (RESETGATE_SANDBOX_MODE) and the services with RESETGATE_PROVIDER_KIND=KIND.
+The clock starts at the first
 admission and stops when every operation is terminal. Per scenario it prints drain time,
 ideal time, sends and 429s, duplicates and lost (by the sandbox and by the store), sender
 CPU per 1,000 emails (from /proc) and Redis memory per accepted and per queued operation.
@@ -12,6 +14,7 @@ CPU per 1,000 emails (from /proc) and Redis memory per accepted and per queued o
     .venv/bin/python benchmarks/storm.py --all                       # N=10000, R=200
     .venv/bin/python benchmarks/storm.py --scenario ceiling-1.5 -n 2000
     .venv/bin/python benchmarks/storm.py --scenario restart --senders 4
+    .venv/bin/python benchmarks/storm.py --scenario drop --provider postmark -n 2000
 """
 
 from __future__ import annotations
@@ -45,9 +48,10 @@ from benchmarks.storm_report import (
     summary,
 )
 from services.ctl.embedded import RedisServer
+from services.sandbox.dialects import DIALECTS
 from services.sandbox.testing import SANDBOX_API_KEY, run_sandbox_process, sandbox_stats
 from shared import keys
-from shared.settings import PolicySettings
+from shared.settings import KEY_KINDS, PolicySettings
 from tests.support.processes import Processes, ServiceProcess
 
 TOKEN_KEYS = "storm:storm-benchmark-secret-0123456789"
@@ -55,6 +59,10 @@ INTERNAL_TOKEN = "storm-internal-token-0123456789"
 PARTITIONS = PolicySettings.model_fields["partitions"].default
 STARTUP_SECONDS = 90.0  # a loaded machine starts a Python service slowly
 SETTLE_SECONDS = 60.0  # after the drain: let the poller record delivery before measuring
+MAILGUN_DOMAIN = "storm.mailgun.test"  # the sandbox's Mailgun mode takes any domain
+# An admission answer that a retry can fix (503: the store was slow to answer on a loaded
+# machine) is retried after its Retry-After, as a client would; at most this many times.
+ADMISSION_RETRIES = 5
 
 
 class SenderFleet:
@@ -93,15 +101,27 @@ class SenderFleet:
         return self.spent + running
 
 
-def service_env(redis_url: str, provider_url: str) -> dict[str, str]:
-    """Wiring only (where things are, secrets): every behaviour setting is the default."""
-    return {
+def service_env(redis_url: str, provider_url: str, kind: str) -> dict[str, str]:
+    """Wiring only (where things are, which provider, secrets): every behaviour setting is
+    the default."""
+    env = {
         "RESETGATE_REDIS_URL": redis_url,
+        "RESETGATE_PROVIDER_KIND": kind,
+        "RESETGATE_PROVIDER_NAME": kind,
         "RESETGATE_PROVIDER_URL": provider_url,
         "RESETGATE_PROVIDER_API_KEY": SANDBOX_API_KEY,
         "RESETGATE_TOKEN_KEYS": TOKEN_KEYS,
         "RESETGATE_INTERNAL_API_TOKEN": INTERNAL_TOKEN,
     }
+    if kind == "mailgun":
+        env["RESETGATE_MAILGUN_DOMAIN"] = MAILGUN_DOMAIN
+    return env
+
+
+def send_route(kind: str) -> str:
+    """The sandbox's stats key for sends in this provider's mode."""
+    path = DIALECTS[kind].send_path if kind in DIALECTS else "/email/send"
+    return f"POST {path}"
 
 
 async def seed_directory(client: Redis, n: int) -> None:
@@ -111,22 +131,36 @@ async def seed_directory(client: Redis, n: int) -> None:
         await pipe.execute()
 
 
-async def admit_all(base_urls: list[str], n: int, clients: int) -> list[str]:
-    """POST every account to the internal API from ``clients`` concurrent clients, spread
-    over the admission replicas."""
-    ops = [""] * n
-    accounts = iter(range(n))
+async def admit_one(
+    session: aiohttp.ClientSession, url: str, body: dict[str, str]
+) -> tuple[str, int]:
+    """POST one admission; returns its operation id and how many 503s were retried first."""
     headers = {"Authorization": f"Bearer {INTERNAL_TOKEN}"}
+    for retries in range(ADMISSION_RETRIES + 1):
+        async with session.post(url, json=body, headers=headers) as response:
+            reply = await response.json()
+            if response.status == 201:
+                return str(reply["operation_id"]), retries
+            if response.status != 503 or retries == ADMISSION_RETRIES:
+                raise RuntimeError(f"admission answered {response.status}: {reply}")
+            wait = float(response.headers.get("Retry-After", "1"))
+        await asyncio.sleep(wait)
+    raise AssertionError("unreachable")
+
+
+async def admit_all(base_urls: list[str], n: int, clients: int) -> tuple[list[str], int]:
+    """POST every account to the internal API from ``clients`` concurrent clients, spread
+    over the admission replicas; returns the operation ids and the 503s retried."""
+    ops = [""] * n
+    retried = [0]
+    accounts = iter(range(n))
 
     async def client(session: aiohttp.ClientSession, base_url: str) -> None:
         url = f"{base_url}/internal/v1/recovery-operations"
         for i in accounts:  # shared: each client takes the next account
             body = {"account_id": f"storm-{i}", "entry_point": "automation", "actor": "storm"}
-            async with session.post(url, json=body, headers=headers) as response:
-                reply = await response.json()
-                if response.status != 201:
-                    raise RuntimeError(f"admission answered {response.status}: {reply}")
-                ops[i] = reply["operation_id"]
+            ops[i], retries = await admit_one(session, url, body)
+            retried[0] += retries
 
     timeout = aiohttp.ClientTimeout(total=30)
     connector = aiohttp.TCPConnector(limit=clients)
@@ -134,7 +168,7 @@ async def admit_all(base_urls: list[str], n: int, clients: int) -> list[str]:
         await asyncio.gather(
             *(client(session, base_urls[i % len(base_urls)]) for i in range(clients))
         )
-    return ops
+    return ops, retried[0]
 
 
 async def live_count(client: Redis) -> int:
@@ -176,8 +210,10 @@ class Storm:
 
     async def admit(self, admission_urls: list[str]) -> None:
         started = time.monotonic()
-        self.ops = await admit_all(admission_urls, self.run.n, ADMISSION_CLIENTS)
+        self.ops, retried = await admit_all(admission_urls, self.run.n, ADMISSION_CLIENTS)
         self.run.admitted_s = time.monotonic() - started
+        if retried:
+            self.run.notes.append(f"admission answered 503 {retried} times (retried)")
         sample = await queued_sample(self.client, self.ops)
         self.run.queued_memory = await audit.memory_per_operation(
             self.client, sample, PARTITIONS, queued=True, baseline=self.empty_streams
@@ -231,7 +267,7 @@ class Storm:
     async def audit(self, provider_url: str) -> None:
         run = self.run
         stats = await sandbox_stats(provider_url)
-        run.sends = stats["requests_by_route"].get("POST /email/send", 0)
+        run.sends = stats["requests_by_route"].get(send_route(run.provider), 0)
         run.throttled = stats["send_throttled_total"]
         run.dropped = stats["dropped_connections_total"]
         run.emails = stats["emails_sent_total"]
@@ -245,7 +281,7 @@ class Storm:
 
 async def storm(run: Run, timeout: float) -> Run:
     scenario = run.scenario
-    sandbox = sandbox_overrides(scenario, run.rate)
+    sandbox = {**sandbox_overrides(scenario, run.rate), "mode": run.provider}
     sender_env = {"RESETGATE_PROVIDER_MAX_RATE": str(ceiling(scenario, run.rate))}
     run.settings = {**sender_env, **{f"sandbox {k}": str(v) for k, v in sandbox.items()}}
     run.ideal_s = ideal_seconds(run.n, run.rate, scenario.schedule)
@@ -256,7 +292,7 @@ async def storm(run: Run, timeout: float) -> Run:
         async with run_sandbox_process(
             STARTUP_SECONDS, **sandbox, log_level="WARNING"
         ) as provider_url:
-            env = service_env(server.url, provider_url)
+            env = service_env(server.url, provider_url, run.provider)
             logs = Path(tempfile.mkdtemp(prefix=f"rg-storm-{scenario.name}-"))
             run.notes.append(f"service logs in {logs}")
             async with Processes(logs, env) as stack:
@@ -282,7 +318,9 @@ async def storm(run: Run, timeout: float) -> Run:
 
 
 def run_scenario(name: str, args: argparse.Namespace) -> Run | None:
-    run = Run(SCENARIOS[name], args.n, args.rate, args.senders, args.admissions)
+    run = Run(
+        SCENARIOS[name], args.n, args.rate, args.senders, args.admissions, provider=args.provider
+    )
     timeout = args.timeout or max(
         120.0, 5 * ideal_seconds(args.n, args.rate, run.scenario.schedule)
     )
@@ -304,6 +342,12 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=200.0, help="provider sends/s (200)")
     parser.add_argument("--senders", type=int, default=2, help="sender processes (2)")
     parser.add_argument("--admissions", type=int, default=2, help="admission processes (2)")
+    parser.add_argument(
+        "--provider",
+        default="http",
+        choices=sorted(KEY_KINDS),
+        help="the API the sandbox and the services speak (default http; SES: tests/providers)",
+    )
     parser.add_argument("--scenario", action="append", choices=sorted(SCENARIOS), default=[])
     parser.add_argument("--all", action="store_true", help="every scenario, in order")
     parser.add_argument(
