@@ -183,13 +183,13 @@ OWNERS: dict[str, tuple[MetricWrapperBase, ...]] = {
         send_attempts, provider_throttled, retry_after_source, operations_exhausted,
         operations_terminal, ambiguous_attempts, pacing_rate, pacing_blocked_until,
         provider_auth_paused, oldest_eligible_age, queue_depth, partition_paused, token_ttl,
-        advised_wait_capped,
+        advised_wait_capped, pacing_cuts, provider_redirects,
     ),
     "poller": (
         delivery_events, delivery_events_duplicate, observation_lag, observation_pending,
         reconciliations, reconciliation_lag, poll_requests, poll_throttled,
         inbound_events, inbound_events_dropped, inbound_settled, webhook_requests, queue_messages,
-        advised_wait_capped, poller_last_success,
+        advised_wait_capped, poller_last_success, poll_cursor_resets, provider_redirects,
     ),
     "router": (admissions, support_cases, routing_latency, contact_forms_dead_lettered),
 }  # fmt: skip

@@ -52,7 +52,7 @@ def text(env: dict[str, str], ports: dict[str, int], directory: Path, embedded: 
     where = f"embedded, data in {directory}/redis" if embedded else "from RESETGATE_REDIS_URL"
     lines = ["resetgate is up:"]
     lines += [
-        f"  {name:<13} http://127.0.0.1:{port}"
+        f"  {name:<10} http://127.0.0.1:{port}"
         + ("  (/healthz /readyz /metrics)" if name.endswith(" ops") else "")
         for name, port in ports.items()
     ]

@@ -19,9 +19,13 @@ NOT_FILES = (".run", ".venv", ".tools", "application/", "text/")
 def referenced(doc: Path) -> set[str]:
     text = doc.read_text()
     links = {m.split("#")[0] for m in LINK.findall(text) if "://" not in m and m[0] != "#"}
+    # A code span names a file when it ends like one or starts at one of the repository's
+    # top-level entries (`docs/…`, `tests/…`); `failed/permanent` or `I/2` are not paths.
+    top = {entry.name for entry in ROOT.iterdir()}
     code = {
         m for m in CODE.findall(text)
-        if FILE_LIKE.match(m) and ("/" in m or m.endswith(EXTENSIONS)) and not m.startswith("/")
+        if FILE_LIKE.match(m) and not m.startswith("/")
+        and (m.endswith(EXTENSIONS) or ("/" in m and m.split("/")[0] in top))
     }  # fmt: skip
     return {ref for ref in links | code if ref and not ref.startswith(NOT_FILES)}
 

@@ -31,7 +31,7 @@ def test_make_run_installs_the_runtime_dependencies_only(tmp_path: Path) -> None
 
 def test_make_test_runs_the_suite_on_parallel_workers(tmp_path: Path) -> None:
     commands = dry_run("unit-parallel", tmp_path)
-    assert "pip install --progress-bar off -r" in commands, "the dev tools, with progress"
+    assert "pip install --progress-bar off -e '.[dev]'" in commands, "the dev tools, with progress"
     # loadgroup: tests sharing a module or package fixture stay on one worker (tests/conftest.py)
     assert '-m pytest -q -n 4 --dist loadgroup -m "not slow and not serial"' in commands
     dev = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]

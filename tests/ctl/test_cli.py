@@ -14,8 +14,12 @@ from redis.asyncio import Redis
 from services.ctl import stack
 from services.ctl.embedded import RedisServer, free_port
 from shared.admission import Admitter
+from shared.ids import operation_id
 from shared.settings import PolicySettings
 from shared.tokens import TokenKeys
+
+# A well-formed id: an ill-formed one is refused before Redis is asked.
+VALID_ID = operation_id(1, 0)
 
 
 def resetgate(
@@ -77,7 +81,7 @@ def test_an_unreachable_redis_is_one_line_naming_it_for_every_state_command(
     nowhere = f"redis://:secret-password@127.0.0.1:{free_port()}/0"
     env = {"RESETGATE_REDIS_URL": nowhere, "RESETGATE_REDIS_TIMEOUT_SECONDS": "1"}
     shown = nowhere.replace(":secret-password@", "")
-    for args in (("ops", "status"), ("ops", "show", "op-1-X"), ("accounts", "add", "p", "a-1",
+    for args in (("ops", "status"), ("ops", "show", VALID_ID), ("accounts", "add", "p", "a-1",
                                                                 "p@example.com")):  # fmt: skip
         done = resetgate(*args, cwd=tmp_path, env=env)
         lines = done.stderr.splitlines()

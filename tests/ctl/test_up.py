@@ -189,8 +189,10 @@ def test_port_comes_from_the_flag_then_the_environment(monkeypatch: pytest.Monke
     monkeypatch.setenv("RESETGATE_HTTP_PORT", "18080")
     assert up.requested_port(argparse.Namespace(port=None)) == 18080
     assert up.requested_port(argparse.Namespace(port=19000)) == 19000
-    assert up.plan_ports(18080) == {"sandbox": 18090, "admission": 18080, "sender": 18081,
-                                    "poller": 18082, "router": 18083}  # fmt: skip
+    assert up.plan_ports(18080) == {
+        "sandbox": 18090, "admission": 18080, "admission ops": 18081, "sender ops": 18082,
+        "poller ops": 18083, "router ops": 18084,
+    }  # fmt: skip
     monkeypatch.setenv("RESETGATE_HTTP_PORT", "eighty")
     with pytest.raises(SystemExit, match="RESETGATE_HTTP_PORT"):
         up.requested_port(argparse.Namespace(port=None))
