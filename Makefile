@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: setup run test lint typecheck chart-lint chart-readme chromium unit test-cluster test-slow bench clean
+.PHONY: setup run test lint typecheck deadcode chart-lint chart-readme chromium unit test-cluster test-slow bench clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -25,6 +25,10 @@ lint: setup
 
 typecheck: setup
 	$(BIN)/mypy
+
+# Names nothing uses (configured in pyproject.toml [tool.vulture]; tools/vulture_whitelist.py).
+deadcode: setup
+	$(BIN)/vulture
 
 # The console's browser tests drive Debian's chromium through its chromedriver.
 chromium:
@@ -46,7 +50,7 @@ chart-readme:
 test-cluster: setup
 	RESETGATE_TEST_REDIS=cluster $(BIN)/python -m pytest tests/e2e tests/sender
 
-test: lint typecheck chart-lint chart-readme unit test-cluster
+test: lint typecheck deadcode chart-lint chart-readme unit test-cluster
 
 test-slow: setup
 	$(BIN)/python -m pytest -m slow

@@ -124,21 +124,6 @@ def on_token_consumed(state: State) -> State | None:
     return None
 
 
-class IllegalTransition(ValueError):
-    def __init__(self, current: State, target: State) -> None:
-        super().__init__(f"illegal transition {current} -> {target}")
-        self.current = current
-        self.target = target
-
-
-def check_transition(current: State | str, target: State | str) -> State:
-    """Return ``target`` as a State if ``current -> target`` is legal, else raise."""
-    source, goal = State(current), State(target)
-    if goal not in TRANSITIONS[source]:
-        raise IllegalTransition(source, goal)
-    return goal
-
-
 def _int(value: Any) -> int:
     return int(value) if value not in (None, "", b"") else 0
 
@@ -162,7 +147,6 @@ _TEXT_FIELDS = (
     "reason",
     "provider",
     "provider_message_id",
-    "recipient_digest",
     "template_revision",
 )
 
@@ -193,7 +177,6 @@ class Operation:
     reason: str = ""
     provider: str = ""
     provider_message_id: str = ""
-    recipient_digest: str = ""
     template_revision: str = ""
     delivery: Delivery = Delivery.UNKNOWN
     delivery_observed_at: int = 0

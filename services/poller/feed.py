@@ -113,7 +113,6 @@ class Feed:
         self.gate = gate
         self.observer = observer
         self.settings = settings
-        self.polls = 0
 
     async def step(self) -> float:
         """Poll one page; 0 when the page was full (more is waiting), else the interval."""
@@ -133,7 +132,6 @@ class Feed:
             return idle
         if isinstance(answer, float):
             return answer
-        self.polls += 1
         page = parse_page(answer.body) if answer.status == 200 else None
         if page is None:
             # A rejected cursor (400) needs a person: see docs/poller-router.md.
