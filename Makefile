@@ -13,8 +13,8 @@ PYTEST := $(BIN)/python -m pytest
 # ports. Tests marked `serial` (timing measurements) run afterwards, alone.
 TEST_WORKERS ?= 4
 
-.PHONY: setup setup-run tools run test lint typecheck chart-lint chart-readme chromium unit \
-        unit-parallel unit-serial test-cluster test-slow bench clean
+.PHONY: setup setup-run tools run test lint typecheck deadcode chart-lint chart-readme chromium \
+        unit unit-parallel unit-serial test-cluster test-slow bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -58,6 +58,10 @@ lint: setup
 
 typecheck: setup
 	$(BIN)/mypy
+
+# Names nothing uses (configured in pyproject.toml [tool.vulture]; tools/vulture_whitelist.py).
+deadcode: setup
+	$(BIN)/vulture
 
 # The console's browser tests drive Debian's chromium through its chromedriver.
 chromium:

@@ -19,7 +19,6 @@ from shared.tokens import TokenKeys
 
 _admit = Script("admit")
 _MAX_TRIES = 4
-ACCOUNT_RETENTION_MS = 30 * 24 * 3600 * 1000
 
 
 class AdmitResult(StrEnum):
@@ -100,7 +99,7 @@ class Admitter:
                     actor[:128],
                     self.settings.provider_name,
                     self.template_revision,
-                    ACCOUNT_RETENTION_MS,
+                    self.settings.retention_seconds * 1000,
                 ],
             )
             result, operation_id, state = reply
@@ -108,10 +107,6 @@ class Admitter:
                 return Admission(AdmitResult(result), operation_id, state, partition)
             expected = operation_id
         raise AdmissionConflict("the account's operation changed during admission")
-
-    async def admit_unknown(self, login: str) -> Admission:
-        """The same script and round trips for a login that matches no account (dry run)."""
-        return await self.admit(unknown_account_id(login), "public", dry=True)
 
 
 def unknown_account_id(login: str) -> str:

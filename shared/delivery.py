@@ -29,8 +29,6 @@ PRECEDENCE: dict[Delivery, int] = {
     Delivery.COMPLAINED: 4,
 }
 
-# An event of these types ends the wait: the operation leaves the observation window.
-DEFINITIVE: frozenset[Delivery] = frozenset(d for d, rank in PRECEDENCE.items() if rank >= 2)
 EVENT_TYPES: frozenset[str] = frozenset(str(d) for d in Delivery if d is not Delivery.UNKNOWN)
 MAX_ID_LENGTH = 256
 # The window an event time must fall in to be believed: a provider's clock may run a little

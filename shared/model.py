@@ -1,7 +1,10 @@
 """The recovery operation: its states, the legal transitions, and its stored shape.
 
-Transitions are declared once, here. The Lua scripts apply a transition atomically once
-Python has decided it is legal with :func:`check_transition`; a script never invents one.
+Transitions are declared once, here. The Lua scripts that write a state get these tables
+rendered into them at load time (shared/scripts, "-- @states"), and
+tests/core/test_transitions.py runs every state-writing script from every state and checks
+each (before -> after) pair against :data:`TRANSITIONS`; docs/architecture.md draws the
+diagram from it (tools/state_diagram.py).
 """
 
 from __future__ import annotations
@@ -97,19 +100,28 @@ TRANSITIONS: dict[State, frozenset[State]] = {
 }
 
 
-class IllegalTransition(ValueError):
-    def __init__(self, current: State, target: State) -> None:
-        super().__init__(f"illegal transition {current} -> {target}")
-        self.current = current
-        self.target = target
+# An operator may quarantine an operation the table lets reach QUARANTINED, and release a
+# held one (quarantined, or parked for review) back to the send queue.
+QUARANTINABLE: frozenset[State] = frozenset(
+    state for state, targets in TRANSITIONS.items() if State.QUARANTINED in targets
+)
+RELEASABLE: frozenset[State] = frozenset({State.QUARANTINED, State.REVIEW})
 
 
-def check_transition(current: State | str, target: State | str) -> State:
-    """Return ``target`` as a State if ``current -> target`` is legal, else raise."""
-    source, goal = State(current), State(target)
-    if goal not in TRANSITIONS[source]:
-        raise IllegalTransition(source, goal)
-    return goal
+def on_token_consumed(state: State) -> State | None:
+    """Where a live operation goes when its reset token is used (None: it stays).
+
+    A used token proves an email carrying it arrived; an operation that may have sent one
+    (attempting, ambiguous, review) is therefore accepted. One that the table does not let
+    become accepted (queued, deferred, quarantined: no attempt of it is known to have left)
+    is closed as expired: the token is spent, so nothing more may be sent for it, and
+    ``token_consumed_at`` records why.
+    """
+    targets = TRANSITIONS[state]
+    for goal in (State.ACCEPTED, State.EXPIRED):
+        if goal in targets:
+            return goal
+    return None
 
 
 def _int(value: Any) -> int:
@@ -135,7 +147,6 @@ _TEXT_FIELDS = (
     "reason",
     "provider",
     "provider_message_id",
-    "recipient_digest",
     "template_revision",
 )
 
@@ -166,7 +177,6 @@ class Operation:
     reason: str = ""
     provider: str = ""
     provider_message_id: str = ""
-    recipient_digest: str = ""
     template_revision: str = ""
     delivery: Delivery = Delivery.UNKNOWN
     delivery_observed_at: int = 0

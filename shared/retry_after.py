@@ -22,10 +22,6 @@ class Source(StrEnum):
     INVALID = "invalid"
 
 
-# Sources that carry the provider's own advice (the others fall back to backoff).
-ADVISED = frozenset({Source.DELTA, Source.DATE, Source.RATE_RESET})
-
-
 @dataclass(frozen=True, slots=True)
 class RetryAfter:
     source: Source

@@ -49,10 +49,3 @@ def parse_keys(spec: str) -> TokenKeys:
             raise TokenKeyError(f"kid {kid!r} appears twice")
         secrets[kid] = secret.encode()
     return TokenKeys(current_kid=entries[0].partition(":")[0], secrets=secrets)
-
-
-def recipient_digest(address: str, keys: TokenKeys) -> str:
-    """A keyed digest of the address, joinable for audits without storing the address."""
-    key = keys.secrets[keys.current_kid]
-    mac = hmac.new(key, b"recipient:" + address.strip().lower().encode(), hashlib.sha256)
-    return mac.hexdigest()[:32]

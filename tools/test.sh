@@ -9,7 +9,7 @@ make="${MAKE:-make} --no-print-directory"
 start=$(date +%s)
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
-side=(lint typecheck chart-lint chart-readme test-cluster)
+side=(lint typecheck deadcode chart-lint chart-readme test-cluster)
 
 elapsed() { echo $(( $(date +%s) - start )); }
 

@@ -116,7 +116,6 @@ class Feed:
         self.gate = gate
         self.observer = observer
         self.settings = settings
-        self.polls = 0
 
     async def step(self) -> float:
         """Poll one page; 0 when the page was full (more is waiting), else the interval."""
@@ -136,7 +135,6 @@ class Feed:
             return idle
         if isinstance(answer, float):
             return answer
-        self.polls += 1
         if answer.status == CURSOR_BEYOND_FEED:
             return await self.restart_feed()
         page = parse_page(answer.body) if answer.status == 200 else None

@@ -7,17 +7,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shared.model import NEEDS_ATTENTION, State
+from shared.model import LIVE, NEEDS_ATTENTION, State
 
 ACCOUNT_RECOVERY = "account-recovery"
 GENERAL = "general"
 NORMAL = "normal"
 HIGH = "high"
 
-# A live operation is still doing its job: the case rides along with it.
-ATTACHED: frozenset[State] = frozenset(
-    {State.QUEUED, State.ATTEMPTING, State.DEFERRED, State.AMBIGUOUS, State.QUARANTINED}
-)
+# A live operation is still doing its job: the case rides along with it (one parked for
+# review needs a person, so it does not).
+ATTACHED: frozenset[State] = LIVE - {State.REVIEW}
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,8 +7,6 @@ from dataclasses import dataclass
 
 from services.sandbox.settings import SandboxSettings
 
-FAULT_NAMES = ("error", "slow", "drop", "duplicate_event", "out_of_order", "poll_error")
-
 
 @dataclass
 class Fault:

@@ -19,7 +19,7 @@ from services.sender.settings import SenderSettings
 from shared import clock, control, ids, metrics, retry_after
 from shared.directory import Directory, DirectoryError
 from shared.logging import event
-from shared.model import Outcome, State
+from shared.model import TERMINAL, Outcome, State
 from shared.operations import (
     BeginCode,
     Begun,
@@ -239,5 +239,5 @@ class AttemptRunner:
             metrics.ambiguous_attempts.labels(provider, partition).inc()
         if final.next_state == State.EXHAUSTED:
             metrics.operations_exhausted.labels(partition, final.reason).inc()
-        if final.next_state in (State.ACCEPTED, State.FAILED, State.EXHAUSTED, State.EXPIRED):
+        if final.next_state in TERMINAL:
             metrics.operations_terminal.labels(partition, final.next_state).inc()

@@ -12,10 +12,17 @@ from typing import Any
 
 from redis.exceptions import NoScriptError
 
-from shared.model import LEDGER_FIELDS
+from shared.model import (
+    LEDGER_FIELDS,
+    LIVE,
+    QUARANTINABLE,
+    RELEASABLE,
+    TERMINAL,
+    TRANSITIONS,
+    State,
+    on_token_consumed,
+)
 from shared.redis import RedisClient
-
-LEDGER_MARKER = "-- @ledger\n"
 
 
 def ledger_prelude() -> str:
@@ -43,11 +50,43 @@ end
 """
 
 
+def _lua_set(states: frozenset[State]) -> str:
+    return "{" + ", ".join(f"{state}=true" for state in sorted(states)) + "}"
+
+
+def states_prelude() -> str:
+    """What a script that reads or writes an operation's state gets in place of
+    ``-- @states``: the state sets of shared/model.py, so no script restates one."""
+    consumed = ", ".join(
+        f'{state}="{goal}"' for state in sorted(State) if (goal := on_token_consumed(state))
+    )
+    table = ", ".join(f"{state}={_lua_set(TRANSITIONS[state])}" for state in sorted(State))
+    return f"""-- operation states (rendered from shared/model.py)
+local TRANSITIONS = {{{table}}}
+local LIVE = {_lua_set(LIVE)}
+local TERMINAL = {_lua_set(TERMINAL)}
+local QUARANTINABLE = {_lua_set(QUARANTINABLE)}
+local RELEASABLE = {_lua_set(RELEASABLE)}
+local ON_TOKEN_CONSUMED = {{{consumed}}}
+"""
+
+
+# A line "-- @<name>" in a script is replaced, at load time, by what these render.
+PRELUDES = {"-- @ledger\n": ledger_prelude, "-- @states\n": states_prelude}
+
+
+def render(source: str) -> str:
+    for marker, prelude in PRELUDES.items():
+        if marker in source:
+            source = source.replace(marker, prelude())
+    return source
+
+
 class Script:
     def __init__(self, name: str) -> None:
         self.name = name
         source = resources.files(__package__).joinpath(f"{name}.lua").read_text()
-        self.source = source.replace(LEDGER_MARKER, ledger_prelude())
+        self.source = render(source)
         self.sha = hashlib.sha1(self.source.encode(), usedforsecurity=False).hexdigest()
 
     async def __call__(

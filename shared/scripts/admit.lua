@@ -19,7 +19,7 @@
 --   "cooldown"  - inside the cooldown; converged on the last operation, no new work
 --   "created"   - a new operation, the cooldown set and exactly one send job added
 --   "retry"     - the last operation is not ARGV[2]; call again expecting operation_id
-local LIVE = {queued=1, attempting=1, deferred=1, ambiguous=1, review=1, quarantined=1}
+-- @states
 local now, expected, dry = tonumber(ARGV[1]), ARGV[2], ARGV[10] == "1"
 
 local function touch(key, id)

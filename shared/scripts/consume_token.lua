@@ -12,8 +12,11 @@
 --   "expired"    - past token_expires_at
 --   "superseded" - a newer operation for the account exists; only the newest token works
 --   "missing"    - no such operation
--- A valid token proves its email arrived, so a still-live operation (an ambiguous attempt
--- that did land) becomes accepted with reason token_consumed: nothing more is sent for it.
+-- A valid token proves an email carrying it arrived, so nothing more is sent for the
+-- operation: one that may have sent it (attempting, ambiguous, review) becomes accepted,
+-- one with no attempt known to have left (queued, deferred, quarantined) expired, both with
+-- reason token_consumed (shared/model.py on_token_consumed, rendered as ON_TOKEN_CONSUMED).
+-- @states
 local now = tonumber(ARGV[1])
 local op = redis.call("HMGET", KEYS[1], "state", "token_expires_at", "token_consumed_at")
 if not op[1] then return {"missing"} end
@@ -22,8 +25,7 @@ if tonumber(op[2]) <= now then return {"expired"} end
 local last = redis.call("HGET", KEYS[2], "last")
 if last and last ~= ARGV[2] then return {"superseded"} end
 redis.call("HSET", KEYS[1], "token_consumed_at", now)
-if op[1] ~= "accepted" and op[1] ~= "failed" and op[1] ~= "exhausted" and op[1] ~= "expired" then
-  redis.call("HSET", KEYS[1], "state", "accepted", "reason", "token_consumed")
-end
+local goal = ON_TOKEN_CONSUMED[op[1]]
+if goal then redis.call("HSET", KEYS[1], "state", goal, "reason", "token_consumed") end
 redis.call("ZREM", KEYS[3], ARGV[2])
 return {"consumed"}

@@ -12,13 +12,18 @@
 -- ARGV[13] retention of a finished operation (ms)    ARGV[14] decision (for the ledger)
 -- ARGV[15] operation id
 --
+-- A next state the table (shared/model.py TRANSITIONS) does not allow after an attempt is an
+-- error, raised before anything is written.
 -- Returns {"ok"} or {"fenced"} (the lease was lost; someone else owns the operation now,
 -- nothing written and the entry is not acked).
 -- @ledger
-local TERMINAL = {accepted=1, failed=1, exhausted=1, expired=1}
+-- @states
 local f = redis.call("HMGET", KEYS[1], "state", "attempt_id")
 if f[1] ~= "attempting" or f[2] ~= ARGV[1] then return {"fenced"} end
 local id, now, state = ARGV[15], tonumber(ARGV[2]), ARGV[6]
+if not TRANSITIONS.attempting[state] then
+  return redis.error_reply("illegal transition attempting -> " .. state)
+end
 
 local last = redis.call("LINDEX", KEYS[2], -1)
 if last then

@@ -7,11 +7,11 @@
 -- ARGV[4] operation id
 -- Returns {"ok", previous_state} or {"refused", state} when the state does not allow it
 -- ("attempting" cannot be quarantined: wait for the attempt to finish).
+-- @states
 local state, id = redis.call("HGET", KEYS[1], "state"), ARGV[4]
 if not state then return {"refused", "missing"} end
 if ARGV[1] == "quarantine" then
-  local ok = {queued=1, deferred=1, ambiguous=1, review=1}
-  if not ok[state] then return {"refused", state} end
+  if not QUARANTINABLE[state] then return {"refused", state} end
   redis.call("ZREM", KEYS[3], id)
   redis.call("ZREM", KEYS[4], id)
   redis.call("ZREM", KEYS[5], id)
@@ -20,7 +20,7 @@ if ARGV[1] == "quarantine" then
   redis.call("HDEL", KEYS[1], "next_attempt_at")
   return {"ok", state}
 end
-if state ~= "quarantined" and state ~= "review" then return {"refused", state} end
+if not RELEASABLE[state] then return {"refused", state} end
 redis.call("ZREM", KEYS[5], id)
 redis.call("HSET", KEYS[1], "state", "queued", "reason", ARGV[3], "next_attempt_at", ARGV[2])
 redis.call("XADD", KEYS[2], "*", "op", id)

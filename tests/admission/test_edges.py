@@ -13,6 +13,7 @@ from services.admission.app import readiness
 from services.admission.context import REDIS
 from services.ctl.embedded import free_port
 from shared.directory import Account, DirectoryError, HttpDirectory
+from shared.keys import PREFIX
 from shared.service import operational_app
 from tests.admission.helpers import (
     ALICE,
@@ -170,7 +171,7 @@ async def test_admitting_an_account_the_directory_lacks_is_404(
     reply = await api.post(ADMIT_ROUTE, json={"account_id": "ghost", "entry_point": "agent"},
                            headers=BEARER)  # fmt: skip
     assert reply.status == 404 and (await reply.json())["error"] == "unknown_account"
-    assert not [k async for k in redis.scan_iter("rg:*")]
+    assert not [k async for k in redis.scan_iter(f"{PREFIX}:*")]
 
 
 async def test_directory_failure_is_503_with_retry_after_and_nothing_written(
@@ -289,5 +290,5 @@ async def test_the_http_directory_resolves_logins_and_accounts(
                 body = {"account_id": "ghost", "entry_point": "agent"}
                 ghost = await http.post(ADMIT_ROUTE, headers=BEARER, json=body)
                 assert ghost.status == 404
-    live = [k async for k in redis.scan_iter("rg:{*}:live")]
+    live = [k async for k in redis.scan_iter(f"{PREFIX}:{{*}}:live")]
     assert len(live) == 1

@@ -53,7 +53,10 @@ async def test_a_token_is_valid_once_and_closes_the_live_operation(
     # The account's last operation is terminal now, so the account has no live one.
     assert await redis.hget(pk.account(ALICE[1].account_id), "last") == op
     assert await redis.zscore(pk.live, op) is None
-    assert await redis.hget(pk.operation(op), "state") == "accepted"
+    # Never attempted (queued), so not accepted: closed as expired (docs/architecture.md).
+    assert await redis.hmget(pk.operation(op), ["state", "reason"]) == [
+        "expired", "token_consumed",
+    ]  # fmt: skip
 
 
 async def test_wrong_and_foreign_tokens_are_refused_and_change_nothing(

@@ -21,6 +21,7 @@ from redis.asyncio import Redis
 from services.sandbox.testing import sandbox_stats, sent_emails
 from shared.keys import (
     CONTACT_FORMS,
+    PREFIX,
     ROUTER_GROUP,
     ROUTER_RETRY,
     SUPPORT_CASES,
@@ -45,7 +46,7 @@ class Operation:
 
 async def scan_operations(redis: Redis) -> dict[str, Operation]:
     """Every operation hash in the store (attempt ledgers share the prefix: skipped)."""
-    found = [key async for key in redis.scan_iter(match="rg:*:op:*", count=5000)
+    found = [key async for key in redis.scan_iter(match=f"{PREFIX}:*:op:*", count=5000)
              if not key.endswith(":attempts")]  # fmt: skip
     operations: dict[str, Operation] = {}
     for start in range(0, len(found), CHUNK):

@@ -6,6 +6,8 @@ from typing import Any
 
 from helmchart import BASE, CORE, Helm, Manifest, deployments, name_of, of_kind
 
+from shared.keys import PartitionKeys
+
 
 def scaled_object(helm: Helm, values: dict[str, Any]) -> dict[str, Any]:
     (only,) = of_kind(helm.template({"keda.enabled": True, **values}), "ScaledObject").values()
@@ -51,7 +53,7 @@ def test_keda_has_one_lag_trigger_per_partition(helm: Helm) -> None:
     spec = scaled_object(helm, {"config.partitions": 4, "keda.lagCount": 25})
     assert spec["scaleTargetRef"]["name"] == name_of("sender")
     streams = [t["metadata"]["stream"] for t in spec["triggers"]]
-    assert streams == ["rg:{0}:send", "rg:{1}:send", "rg:{2}:send", "rg:{3}:send"]
+    assert streams == [PartitionKeys(p).send for p in range(4)]
     for trigger in spec["triggers"]:
         assert trigger["type"] == "redis-streams"
         meta = trigger["metadata"]

@@ -10,7 +10,7 @@ from redis.asyncio import Redis
 
 from services.admission.console.app import create_console_app
 from services.admission.console.pages import SECURITY_HEADERS
-from shared.keys import AUDIT, CONSOLE_SESSION_PREFIX
+from shared.keys import AUDIT, CONSOLE_SESSION_PREFIX, PartitionKeys
 from tests.admission.helpers import ALICE, BOB, INTERNAL_TOKEN, seed_directory
 from tests.console.helpers import (
     console,
@@ -118,7 +118,7 @@ async def test_actions_need_csrf_from_our_own_pages(redis: Redis, redis_server: 
             headers={**headers, "Sec-Fetch-Site": "cross-site"},
         )
         assert no_token.status == 403 and cross.status == 403
-        state = await redis.hget(f"rg:{{{operation_id.split('-')[1]}}}:op:{operation_id}", "state")
+        state = await redis.hget(PartitionKeys.of(operation_id).operation(operation_id), "state")
         assert state == "queued"
         done = await http.post(
             path,

@@ -6,7 +6,7 @@ import asyncio
 
 from redis.asyncio import Redis
 
-from shared.admission import AdmitResult, Admitter
+from shared.admission import AdmitResult, Admitter, unknown_account_id
 from shared.keys import PartitionKeys, partition_of
 from shared.settings import PolicySettings
 from shared.tokens import TokenKeys
@@ -45,5 +45,5 @@ async def test_dry_run_writes_nothing(
     redis: Redis, settings: PolicySettings, token_keys: TokenKeys
 ) -> None:
     admitter = Admitter(redis, settings, token_keys)
-    await admitter.admit_unknown("nobody@example.com")
+    await admitter.admit(unknown_account_id("nobody@example.com"), "public", dry=True)
     assert await redis.dbsize() == 0

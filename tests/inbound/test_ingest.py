@@ -16,7 +16,7 @@ from services.poller.inbound import sendgrid
 from services.poller.inbound.events import Acceptance, Drop, Parsed, ProviderEvent
 from services.poller.inbound.ingest import MAX_FUTURE_MS, Ingest
 from shared import clock, codec, ids
-from shared.keys import PartitionKeys
+from shared.keys import PREFIX, PartitionKeys
 from shared.model import Delivery
 from shared.operations import load_operation
 from shared.settings import PolicySettings
@@ -145,5 +145,5 @@ async def test_unknown_operations_and_absurd_dates_are_dropped(
     assert result.dropped == {Drop.UNKNOWN_OPERATION: 3, Drop.OUT_OF_RANGE: 2}
     view = await load_operation(redis, op)
     assert view is not None and view.delivery == "unknown" and not view.delivery_observed_at
-    keys = {k async for k in redis.scan_iter("rg:*")}
+    keys = {k async for k in redis.scan_iter(f"{PREFIX}:*")}
     assert not any("NOPE" in k or "not-an-id" in k for k in keys), "no key minted for junk"

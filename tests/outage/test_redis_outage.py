@@ -21,7 +21,7 @@ import aiohttp
 import pytest
 
 from services.sandbox.testing import sandbox_stats
-from shared.keys import CONTACT_FORMS
+from shared.keys import CONTACT_FORMS, PartitionKeys
 from tests.chaos.audit import cases_by_event
 from tests.chaos.stack import INTERNAL_TOKEN, SERVICES, Stack, account_id, login, running_stack
 
@@ -79,7 +79,7 @@ async def public(stack: Stack, index: int) -> int:
 async def states(stack: Stack, ops: list[str]) -> dict[str, str]:
     async with stack.redis.pipeline(transaction=False) as pipe:
         for op in ops:
-            pipe.hget(f"rg:{{{op.split('-')[1]}}}:op:{op}", "state")
+            pipe.hget(PartitionKeys.of(op).operation(op), "state")
         return dict(zip(ops, await pipe.execute(), strict=True))
 
 
@@ -171,7 +171,7 @@ async def test_invariant_10_every_service_survives_a_redis_outage(
 
 async def _check_after(stack: Stack, after: str) -> None:
     async def observed() -> bool:
-        delivery = await stack.redis.hget(f"rg:{{{after.split('-')[1]}}}:op:{after}", "delivery")
+        delivery = await stack.redis.hget(PartitionKeys.of(after).operation(after), "delivery")
         cases = await cases_by_event(stack.redis)
         return delivery == "delivered" and {"outage-form-before", "outage-form-after"} <= set(cases)
 

@@ -17,6 +17,7 @@ import redis
 
 from services.ctl.embedded import RedisServer, free_port
 from services.sandbox.testing import SANDBOX_API_KEY
+from shared.keys import CONTACT_FORMS, PartitionKeys
 from shared.redis import until_done
 from tests.conftest import TEST_TOKEN_KEYS
 from tests.support.processes import ServiceProcess
@@ -50,7 +51,7 @@ async def test_a_service_starting_during_a_write_pause_waits_for_it(
         assert service.running
         assert "redis not ready for startup yet" in service.logs()
         groups = redis.Redis(port=server.port, decode_responses=True)
-        key = "rg:{0}:send" if name == "sender" else "rg:contact-forms"
+        key = PartitionKeys(0).send if name == "sender" else CONTACT_FORMS
         assert groups.xinfo_groups(key), "the consumer group was created after the pause"
     finally:
         await service.stop()

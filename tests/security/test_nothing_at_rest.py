@@ -37,7 +37,7 @@ from services.ctl.embedded import RedisServer
 from services.sandbox.testing import SANDBOX_API_KEY, run_sandbox_process, sent_emails
 from shared.control import pause_partitions, resume_partitions
 from shared.directory import Account, RedisDirectory
-from shared.keys import CONTACT_FORMS, PartitionKeys
+from shared.keys import CONTACT_FORMS, PREFIX, PartitionKeys
 from shared.tokens import parse_keys
 from tests.conftest import TEST_TOKEN_KEYS
 from tests.e2e.conftest import POLLER_ENV, ROUTER_ENV, SENDER_ENV
@@ -270,7 +270,7 @@ def literals(accounts: list[tuple[str, str, str]], tokens: set[str]) -> dict[str
 
 
 async def operation_ids(redis: Redis) -> list[str]:
-    return [key.rsplit(":", 1)[1] async for key in redis.scan_iter("rg:{*}:op:*")
+    return [key.rsplit(":", 1)[1] async for key in redis.scan_iter(f"{PREFIX}:{{*}}:op:*")
             if not key.endswith(":attempts")]  # fmt: skip
 
 

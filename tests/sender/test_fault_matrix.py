@@ -10,7 +10,7 @@ import pytest
 from services.sandbox.testing import configure, sandbox_stats, sent_emails
 from shared import clock
 from shared.control import read as read_control
-from shared.keys import PartitionKeys
+from shared.keys import CONTROL, PartitionKeys
 from shared.model import State
 from shared.operations import BeginCode, begin_attempt, load_attempts
 from shared.reconcile import Resolution
@@ -180,7 +180,7 @@ async def test_invariant_5_credentials_rejected_pause_without_failing(stack: Sta
         operation = await stack.wait_state(op, {State.QUEUED})
         assert operation.attempts == 0  # refunded: our fault, not the player's budget
     await configure(stack.provider_url, revoked_status=0)
-    await stack.redis.hdel("rg:control", "auth_paused:http")
+    await stack.redis.hdel(CONTROL, "auth_paused:http")
     async with stack.sender():
         done = await stack.wait_state(op, DONE)
     assert done.state == State.ACCEPTED

@@ -5,7 +5,7 @@ from __future__ import annotations
 from prometheus_client import REGISTRY
 
 from shared import clock
-from shared.keys import PartitionKeys
+from shared.keys import CONTROL, PartitionKeys
 from tests.sender.conftest import Stack, wait_for
 
 
@@ -16,7 +16,7 @@ def gauge(name: str, **labels: str) -> float:
 async def test_waiting_work_ages_and_deliberate_deferrals_do_not(stack: Stack) -> None:
     waiting = await stack.admit("acct-age")
     p = PartitionKeys.of(waiting).partition
-    await stack.redis.hset("rg:control", f"paused:{p}", "{}")  # nothing is sent from p
+    await stack.redis.hset(CONTROL, f"paused:{p}", "{}")  # nothing is sent from p
     # A deliberate deferral an hour out in another partition: not eligible, not aged.
     other = next(i for i in range(4) if i != p)
     await stack.redis.zadd(PartitionKeys(other).due, {f"op-{other}-X": clock.now_ms() + 3_600_000})

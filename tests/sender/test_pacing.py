@@ -17,7 +17,7 @@ from redis.asyncio import Redis, RedisCluster
 
 from services.ctl.embedded import RedisServer
 from services.sandbox.retry_after import imf_fixdate
-from shared import pacing
+from shared import keys, pacing
 from shared.model import Outcome
 from shared.provider import SendResult
 from shared.rate_signal import RateSignal
@@ -38,7 +38,7 @@ def run(redis_server: RedisServer, steps: object) -> object:
             else Redis.from_url(redis_server.url, decode_responses=True)
         )
         try:
-            await client.delete("rg:{provider:prop}:pacing")
+            await client.delete(keys.provider_pacing("prop"))
             return await steps(client)  # type: ignore[operator]
         finally:
             await client.aclose()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from services.sandbox.testing import configure
-from shared.keys import PartitionKeys
+from shared.keys import CONTROL, PartitionKeys
 from shared.model import State
 from shared.operations import load_attempts, load_operation
 from tests.sender.conftest import Stack, wait_for
@@ -38,12 +38,12 @@ async def _stream_empty(stack: Stack, op: str) -> bool:
 async def test_paused_partition_is_not_sent_until_resumed(stack: Stack) -> None:
     op = await stack.admit("acct-paused")
     partition = PartitionKeys.of(op).partition
-    await stack.redis.hset("rg:control", f"paused:{partition}", "{}")
+    await stack.redis.hset(CONTROL, f"paused:{partition}", "{}")
     async with stack.sender() as sender:
         await wait_for(lambda: _sees_pause(sender, partition))
         operation = await load_operation(stack.redis, op)
         assert operation is not None and operation.state == State.QUEUED
-        await stack.redis.hdel("rg:control", f"paused:{partition}")
+        await stack.redis.hdel(CONTROL, f"paused:{partition}")
         await stack.wait_state(op, {State.ACCEPTED})
 
 

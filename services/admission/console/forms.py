@@ -13,10 +13,10 @@ from services.admission.console import auth
 from services.admission.console.context import PRINCIPAL, REDIS, SETTINGS, Principal
 from services.admission.console.html import Markup, render
 from services.admission.console.pages import csrf_of, message, notice, page
-from services.admission.console.views import QUARANTINABLE, RELEASABLE, operation_href
+from services.admission.console.views import operation_href
 from shared import actions, queries
 from shared.logging import event
-from shared.model import State
+from shared.model import QUARANTINABLE, RELEASABLE, State
 
 log = logging.getLogger("services.admission.console")
 

@@ -26,10 +26,7 @@ from services.admission.console.html import (
 from services.admission.console.pages import csrf_of, message, notice, page, principal_of
 from shared import clock, queries
 from shared.ids import valid_account_id
-from shared.model import LIVE, Attempt, Delivery, Operation, State
-
-QUARANTINABLE = frozenset({State.QUEUED, State.DEFERRED, State.AMBIGUOUS, State.REVIEW})
-RELEASABLE = frozenset({State.QUARANTINED, State.REVIEW})
+from shared.model import LIVE, QUARANTINABLE, Attempt, Delivery, Operation, State
 
 
 def operation_href(operation_id: str) -> str:
