@@ -12,11 +12,12 @@ import getpass
 import sys
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from pydantic import Field
 
-from shared import actions, clock, codec, control, queries
+from services.ctl import providers
+from services.ctl.output import print_view as _print
+from shared import actions, clock, control, queries
 from shared.redis import RedisClient, create_client
 from shared.settings import CommonSettings, load
 from shared.status import describe_auth, in_flight, partitions_status, provider_status
@@ -43,13 +44,6 @@ def _run(handler: Handler) -> Callable[[argparse.Namespace], int]:
         return asyncio.run(main())
 
     return run
-
-
-def _print(args: argparse.Namespace, value: Any, lines: list[str]) -> None:
-    if getattr(args, "json", False):
-        print(codec.dumps_str(value))
-    else:
-        print("\n".join(lines))
 
 
 def _when(ms: int | None) -> str:
@@ -234,6 +228,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p = add("provider-resume", provider_resume, "lift the credentials pause after a key fix")
     p.add_argument("--provider")
+    providers.register(cmds, _run)
     review = cmds.add_parser("review", help="operations held for a person")
     rcmds = review.add_subparsers(dest="review_command", required=True)
     p = rcmds.add_parser("list", help="operations held for review, oldest first")
