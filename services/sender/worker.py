@@ -61,6 +61,7 @@ class Sender:
             settings.concurrency + settings.partitions, low_water=settings.concurrency // 4
         )
         self.state = control.ControlState(frozenset(), {})
+        self._serving: dict[int, str] = {}  # partition -> provider, as last exported
         self._readers = 0
         self.readers_done = asyncio.Event()
 
@@ -83,8 +84,17 @@ class Sender:
             await self._refresh_auth(runner)
         for p in range(self.settings.partitions):
             metrics.partition_paused.labels(str(p)).set(int(p in self.state.paused))
+            self._provider_gauge(p)
         metrics.redis_up.labels(SERVICE).set(1)
         return 1.0
+
+    def _provider_gauge(self, partition: int) -> None:
+        name = self.state.provider_for(partition, self.runner.name)
+        old = self._serving.get(partition)
+        if old is not None and old != name:
+            metrics.partition_provider.remove(str(partition), old)
+        self._serving[partition] = name
+        metrics.partition_provider.labels(str(partition), name).set(1)
 
     async def _refresh_auth(self, runner: AttemptRunner) -> None:
         mine = self.state.auth_paused.get(runner.name)

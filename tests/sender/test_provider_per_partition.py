@@ -3,6 +3,7 @@ the provider it went to, and a switch mid-run sends nothing twice."""
 
 from __future__ import annotations
 
+from prometheus_client import REGISTRY
 from redis.asyncio import Redis
 
 from services.sandbox.testing import SANDBOX_API_KEY, run_sandbox, sent_emails
@@ -39,9 +40,14 @@ async def test_each_partition_sends_through_its_provider_and_the_ledger_names_it
         urls = {"primary": stack.provider_url, "standby": standby_url}
         await move(stack.redis, [0, 1], "standby")
         ops = [await stack.admit(f"acct-{i}") for i in range(12)]
-        async with stack.sender(named=named_env(urls)):
+        async with stack.sender(named=named_env(urls)) as sender:
             for op in ops:
                 await stack.wait_state(op, {State.ACCEPTED})
+            await sender.refresh_control()
+            exported = REGISTRY.get_sample_value(
+                "resetgate_partition_provider", {"partition": "1", "provider": "standby"}
+            )
+            assert exported == 1
         state = await control.read(stack.redis)
         for op in ops:
             operation = await load_operation(stack.redis, op)
