@@ -1,4 +1,5 @@
-"""Operator switches shared by every replica: partition pauses and the provider auth pause.
+"""Operator switches shared by every replica: partition pauses, the provider auth pause,
+the provider each partition sends through, and a provider switch in progress.
 
 They live in one small hash (``rg:control``) that each sender re-reads every second, so a
 pause takes effect everywhere within about a second and survives restarts.
@@ -14,6 +15,9 @@ from shared import clock, codec
 from shared.keys import CONTROL
 from shared.redis import RedisClient
 
+SWITCH = "switch"  # the provider switch in progress (JSON)
+PREVIOUS = "provider_previous"  # the assignment before the last completed switch (JSON)
+
 
 @dataclass(frozen=True, slots=True)
 class ControlState:
@@ -21,6 +25,13 @@ class ControlState:
     auth_paused: dict[str, dict[str, object]]
     # partition -> {"since": ms, "reason": text}: who paused it and why, for on-call's views
     paused_notes: dict[int, dict[str, Any]] = field(default_factory=dict)
+    # partition -> provider name; a partition not listed is served by the first configured
+    providers: dict[int, str] = field(default_factory=dict)
+    # the switch in progress (see shared.switch), or None
+    switch: dict[str, Any] | None = None
+
+    def provider_for(self, partition: int, default: str) -> str:
+        return self.providers.get(partition, default)
 
 
 def key_fingerprint(api_key: str) -> str:
@@ -35,7 +46,9 @@ async def read(client: RedisClient) -> ControlState:
     auth = {
         str(k)[12:]: codec.loads(v) for k, v in raw.items() if str(k).startswith("auth_paused:")
     }
-    return ControlState(paused, auth, notes)
+    providers = {int(str(k)[9:]): str(v) for k, v in raw.items() if str(k).startswith("provider:")}
+    switch = _note(raw[SWITCH]) if SWITCH in raw else None
+    return ControlState(paused, auth, notes, providers, switch or None)
 
 
 def _note(raw: bytes | str) -> dict[str, Any]:

@@ -87,6 +87,13 @@ queue_depth = Gauge(
 partition_paused = Gauge(
     "resetgate_partition_paused", "1 while a partition is paused.", ["partition"]
 )
+# Joins the per-partition families (queue age, depths) to a provider: one series per
+# partition, moved by `resetgate ops provider switch`.
+partition_provider = Gauge(
+    "resetgate_partition_provider",
+    "1 for the provider a partition sends through.",
+    ["partition", "provider"],
+)
 token_ttl = Gauge("resetgate_token_ttl_seconds", "Configured reset-token lifetime.")
 observation_lag = Histogram(
     "resetgate_observation_lag_seconds",
@@ -183,7 +190,7 @@ OWNERS: dict[str, tuple[MetricWrapperBase, ...]] = {
         send_attempts, provider_throttled, retry_after_source, operations_exhausted,
         operations_terminal, ambiguous_attempts, pacing_rate, pacing_blocked_until,
         provider_auth_paused, oldest_eligible_age, queue_depth, partition_paused, token_ttl,
-        advised_wait_capped, pacing_cuts, provider_redirects,
+        advised_wait_capped, pacing_cuts, provider_redirects, partition_provider,
     ),
     "poller": (
         delivery_events, delivery_events_duplicate, observation_lag, observation_pending,

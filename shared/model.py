@@ -252,6 +252,7 @@ LEDGER_FIELDS: tuple[str, ...] = (
     "retry_after_source",
     "reconciled",
     "reconciled_at",
+    "provider",  # the provider this attempt went to
 )
 
 
@@ -272,6 +273,7 @@ class Attempt:
     retry_after_source: str = ""
     reconciled: str = ""
     reconciled_at: int = 0
+    provider: str = ""
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> Attempt:

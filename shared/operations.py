@@ -58,13 +58,13 @@ async def begin_attempt(
     consumer: str,
     entry_id: str,
     retention_ms: int,
+    provider: str = "",
 ) -> Begun:
     pk = keys_for(operation_id)
-    reply = await _begin(
-        client,
-        [pk.operation(operation_id), pk.attempts(operation_id), pk.send, pk.ambiguous, pk.live],
-        [now, attempt_id, lease_ms, max_attempts, consumer, entry_id, retention_ms, operation_id],
-    )
+    keys = [pk.operation(operation_id), pk.attempts(operation_id), pk.send, pk.ambiguous, pk.live]
+    args: list[str | int | float] = [now, attempt_id, lease_ms, max_attempts, consumer, entry_id,
+                                     retention_ms, operation_id, provider]  # fmt: skip
+    reply = await _begin(client, keys, args)
     code = BeginCode(reply[0])
     if code is BeginCode.BEGIN:
         return Begun(code, int(reply[1]), reply[2], reply[3], reply[4], int(reply[5]))

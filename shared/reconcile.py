@@ -121,6 +121,11 @@ async def decide(
     client: RedisClient, provider: Provider, settings: PolicySettings, operation: Operation
 ) -> tuple[Resolution, str, str]:
     """(resolution, message id, reason) for one ambiguous operation."""
+    owner = operation.provider
+    if owner and owner != settings.provider_name:
+        # Only the provider that holds the attempt can say whether it was accepted: asking
+        # another one would find nothing and replay it, a second email.
+        return Resolution.WAIT, "", f"waiting: held by {owner}, not {settings.provider_name}"
     now = clock.now_ms()
     where = await situation(client, operation, settings, now)
     step = plan(provider.capabilities, where)

@@ -118,6 +118,8 @@ class ProviderSettings(PolicySettings):
 
 def provider_setting_missing(settings: ProviderSettings) -> str:
     """What the chosen provider kind lacks, as one line naming the variable ("" if none)."""
+    if os.environ.get(f"{ENV_PREFIX}PROVIDERS", "").strip():
+        return ""  # several named providers: shared.providers.named checks each one
     kind = settings.provider_kind
     if kind in KEY_KINDS and not settings.provider_api_key.get_secret_value():
         return f"{ENV_PREFIX}PROVIDER_API_KEY: required for {ENV_PREFIX}PROVIDER_KIND={kind}"

@@ -16,8 +16,10 @@ from typing import Any
 
 from pydantic import Field
 
+from services.ctl import providers
+from services.ctl.output import print_view as _print
 from services.ctl.stack import use_local_stack, with_redis
-from shared import actions, clock, codec, control, queries
+from shared import actions, clock, control, queries
 from shared.redis import RedisClient
 from shared.settings import CommonSettings, load
 from shared.status import describe_auth, in_flight, partitions_status, provider_status
@@ -37,13 +39,6 @@ def _run(handler: Handler) -> Callable[[argparse.Namespace], int]:
         return with_redis(settings, source, lambda client: handler(client, settings, args))
 
     return run
-
-
-def _print(args: argparse.Namespace, value: Any, lines: list[str]) -> None:
-    if getattr(args, "json", False):
-        print(codec.dumps_str(value))
-    else:
-        print("\n".join(lines))
 
 
 NONE = "—"  # one mark for "nothing here" in every human-readable column
@@ -245,6 +240,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p = add("provider-resume", provider_resume, "lift the credentials pause after a key fix")
     p.add_argument("--provider")
+    providers.register(cmds, _run)
     review = cmds.add_parser("review", help="operations held for a person")
     rcmds = review.add_subparsers(dest="review_command", required=True)
     p = rcmds.add_parser("list", help="operations held for review, oldest first")

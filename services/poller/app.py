@@ -29,6 +29,7 @@ from shared.logging import event
 from shared.loops import ERRORS, resilient
 from shared.providers.base import Provider
 from shared.providers.factory import ProviderConfig, build, open_provider
+from shared.providers.named import load_or_exit
 from shared.redis import RedisClient, connect, ping
 
 log = logging.getLogger(__name__)
@@ -166,12 +167,21 @@ def readiness(poller: Poller) -> service.ReadinessCheck:
     return check
 
 
+def reconciling_provider(settings: PollerSettings) -> tuple[PollerSettings, ProviderConfig]:
+    """With several providers the poller works with the first listed only (one poller per
+    provider is not built yet); operations held by another provider wait for it, never
+    looked up here (shared.reconcile)."""
+    first = load_or_exit(settings)[0].config
+    return settings.model_copy(update={"provider_name": first.name}), first
+
+
 async def run(settings: PollerSettings) -> None:
+    settings, config = reconciling_provider(settings)
     async with service.operational(SERVICE, settings) as ops:
         client = await connect(settings)
         async with (
             aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=8)) as session,
-            open_provider(ProviderConfig.from_settings(settings), session) as provider,
+            open_provider(config, session) as provider,
         ):
             poller = build_poller(settings, client, session, provider)
             ops.ready_when(readiness(poller))
@@ -181,6 +191,7 @@ async def run(settings: PollerSettings) -> None:
 
 def main() -> None:
     settings = settings_module.load(PollerSettings)
+    load_or_exit(settings)  # a bad provider setting stops the process before anything starts
     rglogging.setup(SERVICE, settings.log_level)
     service.run(lambda: run(settings))
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import aiohttp
 
@@ -16,10 +19,20 @@ from shared import settings as settings_module
 from shared.directory import Directory, HttpDirectory, RedisDirectory
 from shared.providers.base import Provider
 from shared.providers.factory import ProviderConfig, build, open_provider
+from shared.providers.named import NamedProvider, load_or_exit
 from shared.redis import RedisClient, connect, ping, until_done
 from shared.tokens import parse_keys
 
 SERVICE = "sender"
+
+
+@dataclass(frozen=True, slots=True)
+class Opened:
+    """One named provider with its adapter open (``RESETGATE_PROVIDERS``)."""
+
+    named: NamedProvider
+    provider: Provider
+    provider_rate: float | None  # the account's maximum send rate, where the provider says
 
 
 def build_sender(
@@ -28,28 +41,51 @@ def build_sender(
     session: aiohttp.ClientSession,
     provider: Provider | None = None,
     provider_rate: float | None = None,
+    opened: Sequence[Opened] = (),
 ) -> Sender:
-    """``provider_rate``: the account's maximum send rate where the provider reports one
+    """One runner per provider, the first serving every partition not switched away.
+    Without ``opened``: the single-provider settings (``provider`` overrides the adapter).
+    ``provider_rate``: the account's maximum send rate where the provider reports one
     (SES); the pacing ceiling is then min(configured, provider's)."""
     directory: Directory = (
         HttpDirectory(session, settings.directory_url, settings.directory_timeout_seconds)
         if settings.directory_url
         else RedisDirectory(client)
     )
-    if provider is None:
-        provider = build(ProviderConfig.from_settings(settings), session)
-    ceiling = min(settings.provider_max_rate, provider_rate or settings.provider_max_rate)
-    pacer = Pacer(
+    keys = parse_keys(settings.token_keys.get_secret_value())
+    if not opened:
+        single = provider or build(ProviderConfig.from_settings(settings), session)
+        pacer = _pacer(settings, client, settings.provider_name, None, provider_rate)
+        runner = AttemptRunner(settings, client, single, directory, keys, pacer)
+        return Sender(settings, client, [runner])
+    runners = [
+        AttemptRunner(
+            settings, client, o.provider, directory, keys,
+            _pacer(settings, client, o.named.config.name, o.named.max_rate, o.provider_rate),
+            name=o.named.config.name, api_key=o.named.config.api_key,
+        )
+        for o in opened
+    ]  # fmt: skip
+    return Sender(settings, client, runners)
+
+
+def _pacer(
+    settings: SenderSettings,
+    client: RedisClient,
+    name: str,
+    max_rate: float | None,
+    provider_rate: float | None,
+) -> Pacer:
+    configured = max_rate or settings.provider_max_rate
+    ceiling = min(configured, provider_rate or configured)
+    return Pacer(
         client,
-        settings.provider_name,
+        name,
         ceiling=ceiling,
         floor=min(settings.provider_min_rate, ceiling),
         burst=settings.provider_burst,
         max_wait=settings.max_advised_wait_seconds,
     )
-    keys = parse_keys(settings.token_keys.get_secret_value())
-    runner = AttemptRunner(settings, client, provider, directory, keys, pacer)
-    return Sender(settings, client, runner)
 
 
 def workers(sender: Sender) -> list[service.Worker]:
@@ -80,18 +116,32 @@ async def run(settings: SenderSettings) -> None:
         connector = aiohttp.TCPConnector(limit=settings.concurrency * 2, ttl_dns_cache=60)
         async with (
             aiohttp.ClientSession(connector=connector) as session,
-            open_provider(ProviderConfig.from_settings(settings), session) as provider,
+            contextlib.AsyncExitStack() as stack,
         ):
-            rate = await provider.max_send_rate()
-            sender = build_sender(settings, client, session, provider, rate)
+            opened = await open_all(stack, session, load_or_exit(settings))
+            sender = build_sender(settings, client, session, opened=opened)
             await until_done(sender.refresh_control, "control state")
             ops.ready_when(readiness(sender, client))
             await service.serve(SERVICE, settings, workers(sender))
         await client.aclose()
 
 
+async def open_all(
+    stack: contextlib.AsyncExitStack,
+    session: aiohttp.ClientSession,
+    providers: Sequence[NamedProvider],
+) -> list[Opened]:
+    """Open every configured provider's adapter; ``stack`` closes them."""
+    opened = []
+    for named in providers:
+        provider = await stack.enter_async_context(open_provider(named.config, session))
+        opened.append(Opened(named, provider, await provider.max_send_rate()))
+    return opened
+
+
 def main() -> None:
     settings = settings_module.load(SenderSettings)
+    load_or_exit(settings)  # a bad setting stops the process before anything starts
     rglogging.setup(SERVICE, settings.log_level)
     service.run(lambda: run(settings))
 

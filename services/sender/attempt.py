@@ -50,8 +50,15 @@ class AttemptRunner:
         directory: Directory,
         keys: TokenKeys,
         pacer: Pacer,
+        *,
+        name: str | None = None,
+        api_key: str | None = None,
     ) -> None:
+        """``name``, ``api_key``: one of several named providers (None: the single-provider
+        ``RESETGATE_PROVIDER_NAME`` and ``RESETGATE_PROVIDER_API_KEY``)."""
         self.settings = settings
+        self.name = settings.provider_name if name is None else name
+        self.api_key = settings.provider_api_key.get_secret_value() if api_key is None else api_key
         self.client = client
         self.provider = provider
         self.directory = directory
@@ -80,6 +87,7 @@ class AttemptRunner:
             consumer=self.settings.consumer_name,
             entry_id=job.entry_id,
             retention_ms=self.retention_ms,
+            provider=self.name,
         )
         if begun.code is not BeginCode.BEGIN:
             self._not_begun(job, begun)
@@ -92,7 +100,7 @@ class AttemptRunner:
     def _not_begun(self, job: Job, begun: Begun) -> None:
         partition = str(job.partition)
         if begun.code is BeginCode.AMBIGUOUS:
-            metrics.ambiguous_attempts.labels(self.settings.provider_name, partition).inc()
+            metrics.ambiguous_attempts.labels(self.name, partition).inc()
         elif begun.code is BeginCode.EXHAUSTED:
             metrics.operations_exhausted.labels(partition, begun.detail).inc()
             metrics.operations_terminal.labels(partition, State.EXHAUSTED).inc()
@@ -199,7 +207,7 @@ class AttemptRunner:
             if result.retry_source and advice.delay_ms is not None:
                 advice = retry_after.RetryAfter(retry_after.Source(result.retry_source),
                                                 advice.delay_ms)  # fmt: skip
-            metrics.retry_after_source.labels(self.settings.provider_name, advice.source).inc()
+            metrics.retry_after_source.labels(self.name, advice.source).inc()
         return decide(
             result.outcome,
             result.status,
@@ -215,23 +223,21 @@ class AttemptRunner:
 
     async def _feedback(self, result: SendResult) -> None:
         if result.outcome is Outcome.THROTTLED:
-            metrics.provider_throttled.labels(self.settings.provider_name).inc()
+            metrics.provider_throttled.labels(self.name).inc()
         elif result.outcome is Outcome.AUTH:
             self.auth_paused = True
-            fingerprint = control.key_fingerprint(self.settings.provider_api_key.get_secret_value())
-            await control.auth_pause(
-                self.client, self.settings.provider_name, result.status, fingerprint
-            )
+            fingerprint = control.key_fingerprint(self.api_key)
+            await control.auth_pause(self.client, self.name, result.status, fingerprint)
             event(
                 log,
                 logging.ERROR,
                 "provider rejected our credentials; sending paused",
-                provider=self.settings.provider_name,
+                provider=self.name,
                 status=result.status,
             )
 
     def _count(self, job: Job, final: Finalisation, applied: bool) -> None:
-        provider, partition = self.settings.provider_name, str(job.partition)
+        provider, partition = self.name, str(job.partition)
         metrics.send_attempts.labels(provider, final.outcome).inc()
         if not applied:
             return

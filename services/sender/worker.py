@@ -46,38 +46,66 @@ async def ensure_group(client: RedisClient, partition: int) -> None:
 
 
 class Sender:
-    def __init__(self, settings: SenderSettings, client: RedisClient, runner: AttemptRunner):
+    def __init__(
+        self, settings: SenderSettings, client: RedisClient, runners: list[AttemptRunner]
+    ) -> None:
+        """``runners``: one per configured provider; the first serves every partition the
+        control record does not assign to another."""
         self.settings = settings
         self.client = client
-        self.runner = runner
+        self.runner = runners[0]
+        self.runners = {r.name: r for r in runners}
         # Bounded by the room, not by the queue: a reader never waits holding entries.
         self.jobs: asyncio.Queue[Job | None] = asyncio.Queue()
         self.room = Room(
             settings.concurrency + settings.partitions, low_water=settings.concurrency // 4
         )
         self.state = control.ControlState(frozenset(), {})
+        self._serving: dict[int, str] = {}  # partition -> provider, as last exported
         self._readers = 0
         self.readers_done = asyncio.Event()
 
     # -- control -------------------------------------------------------------------------
-    def sending_allowed(self) -> bool:
-        return not self.runner.auth_paused
+    def runner_for(self, partition: int) -> AttemptRunner | None:
+        """The partition's provider; None if this sender lacks the one it is assigned to."""
+        return self.runners.get(self.state.provider_for(partition, self.runner.name))
+
+    def sending_allowed(self, partition: int | None = None) -> bool:
+        """For a partition: its provider is here and not paused by credentials; for the
+        process (readiness): at least one of its providers can send."""
+        if partition is None:
+            return any(not r.auth_paused for r in self.runners.values())
+        runner = self.runner_for(partition)
+        return runner is not None and not runner.auth_paused
 
     async def refresh_control(self) -> float:
         self.state = await control.read(self.client)
-        mine = self.state.auth_paused.get(self.settings.provider_name)
-        fingerprint = control.key_fingerprint(self.settings.provider_api_key.get_secret_value())
-        if mine and mine.get("key") != fingerprint:
-            # A different key has been deployed since the rejection: try again with it.
-            await control.auth_resume(self.client, self.settings.provider_name)
-            event(log, logging.INFO, "new provider key deployed; auth pause lifted")
-            mine = None
-        self.runner.auth_paused = mine is not None
-        metrics.provider_auth_paused.labels(self.settings.provider_name).set(int(bool(mine)))
+        for runner in self.runners.values():
+            await self._refresh_auth(runner)
         for p in range(self.settings.partitions):
             metrics.partition_paused.labels(str(p)).set(int(p in self.state.paused))
+            self._provider_gauge(p)
         metrics.redis_up.labels(SERVICE).set(1)
         return 1.0
+
+    def _provider_gauge(self, partition: int) -> None:
+        name = self.state.provider_for(partition, self.runner.name)
+        old = self._serving.get(partition)
+        if old is not None and old != name:
+            metrics.partition_provider.remove(str(partition), old)
+        self._serving[partition] = name
+        metrics.partition_provider.labels(str(partition), name).set(1)
+
+    async def _refresh_auth(self, runner: AttemptRunner) -> None:
+        mine = self.state.auth_paused.get(runner.name)
+        if mine and mine.get("key") != control.key_fingerprint(runner.api_key):
+            # A different key has been deployed since the rejection: try again with it.
+            await control.auth_resume(self.client, runner.name)
+            event(log, logging.INFO, "new provider key deployed; auth pause lifted",
+                  provider=runner.name)  # fmt: skip
+            mine = None
+        runner.auth_paused = mine is not None
+        metrics.provider_auth_paused.labels(runner.name).set(int(bool(mine)))
 
     # -- readers -------------------------------------------------------------------------
     async def read_partition(self, partition: int, stop: asyncio.Event) -> None:
@@ -91,7 +119,7 @@ class Sender:
 
     def _reader(self, partition: int, stop: asyncio.Event) -> Callable[[], Awaitable[float]]:
         async def step() -> float:
-            if partition in self.state.paused or not self.sending_allowed():
+            if partition in self.state.paused or not self.sending_allowed(partition):
                 return 0.5
             # Wait on an idle stream holding one place; read the rest of a batch only once
             # it has work, so idle partitions never hold the room busy ones need.
@@ -190,16 +218,22 @@ class Sender:
                 await self.room.give(1)
 
     async def _run_one(self, job: Job, stop: asyncio.Event) -> None:
-        while not self.sending_allowed() and not stop.is_set():
+        # A paused partition's job is handed back rather than held: a provider switch
+        # waits until nothing of the partition is in flight.
+        while not self.sending_allowed(job.partition) and not stop.is_set():
+            if job.partition in self.state.paused:
+                break
             await sleep_or_stop(stop, 0.5)
+        runner = self.runner_for(job.partition)
         try:
             # The pacing schedule lives in Redis too: a store error while waiting for a slot
             # must not escape, or this worker dies and takes the whole sender down with it.
-            slot = await self.runner.pacer.acquire(stop) if self.sending_allowed() else None
-            if slot is None:
+            allowed = runner is not None and not runner.auth_paused
+            slot = await runner.pacer.acquire(stop) if runner and allowed else None
+            if runner is None or slot is None:
                 await self._hand_back([job])
                 return
-            await self.runner.run(job, slot)
+            await runner.run(job, slot)
         except ERRORS as error:
             event(
                 log,

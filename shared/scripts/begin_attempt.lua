@@ -10,6 +10,8 @@
 -- ARGV[1] now (ms)         ARGV[2] attempt id     ARGV[3] lease (ms)
 -- ARGV[4] max attempts     ARGV[5] consumer       ARGV[6] stream entry id ("" = none)
 -- ARGV[7] retention of a finished operation (ms)    ARGV[8] operation id
+-- ARGV[9] the provider this attempt goes to ("" = not recorded); it becomes the operation's
+--         "provider", its owner: the one that accepts it or holds it while ambiguous
 --
 -- Returns {code, detail...}:
 --   {"begin", attempts, account_id, token_kid, template_revision, horizon_at} - go and send
@@ -77,5 +79,9 @@ local row = {}
 row[LEDGER.attempt_id] = ARGV[2]; row[LEDGER.started_at] = now
 row[LEDGER.number] = attempts; row[LEDGER.consumer] = ARGV[5]
 row[LEDGER.outcome] = "in_flight"
+if ARGV[9] and ARGV[9] ~= "" then
+  row[LEDGER.provider] = ARGV[9]
+  redis.call("HSET", KEYS[1], "provider", ARGV[9])
+end
 redis.call("RPUSH", KEYS[2], ledger_encode(row))
 return {"begin", attempts, f[6], f[7], f[8] or "", f[5]}

@@ -50,6 +50,12 @@ SECRET = "do-not-echo-this-secret-value"
         ("sender", {"RESETGATE_TOKEN_KEYS": f"k1:{SECRET}", "RESETGATE_PROVIDER_KIND": "ses"},
          "AWS_REGION"),
         ("poller", {"RESETGATE_PROVIDER_KIND": "smtp"}, "RESETGATE_PROVIDER_KIND"),
+        ("sender", {"RESETGATE_TOKEN_KEYS": f"k1:{SECRET}", "RESETGATE_PROVIDERS": "a,b",
+                    "RESETGATE_PROVIDER_A_KIND": "http", "RESETGATE_PROVIDER_A_API_KEY": SECRET,
+                    "RESETGATE_PROVIDER_B_KIND": "smtp"}, "RESETGATE_PROVIDER_B_KIND"),
+        ("poller", {"RESETGATE_PROVIDERS": "a", "RESETGATE_PROVIDER_A_KIND": "sendgrid",
+                    "RESETGATE_PROVIDER_A_URL": "http://127.0.0.1:1"},
+         "RESETGATE_PROVIDER_A_API_KEY"),
     ],
 )
 def test_invalid_settings_stop_the_service_with_one_clear_line(

@@ -13,7 +13,7 @@ from redis.asyncio import Redis
 
 from services.ctl.embedded import RedisServer
 from services.sandbox.testing import SANDBOX_API_KEY, run_sandbox
-from services.sender.app import build_sender, workers
+from services.sender.app import build_sender, open_all, workers
 from services.sender.settings import SenderSettings
 from services.sender.worker import Sender, ensure_groups
 from shared.admission import Admitter
@@ -22,6 +22,7 @@ from shared.model import State
 from shared.operations import load_operation
 from shared.providers.base import Provider
 from shared.providers.http import HttpProvider
+from shared.providers.named import load_providers
 from shared.reconcile import reconcile
 from shared.tokens import parse_keys
 from tests.conftest import CLUSTER, TEST_TOKEN_KEYS
@@ -74,13 +75,19 @@ class Stack:
 
     @contextlib.asynccontextmanager
     async def sender(
-        self, provider: Provider | None = None, **overrides: Any
+        self,
+        provider: Provider | None = None,
+        named: dict[str, str] | None = None,
+        **overrides: Any,
     ) -> AsyncIterator[Sender]:
+        """``named``: a RESETGATE_PROVIDERS environment (several providers at once)."""
         settings = self.settings(**overrides)
         await ensure_groups(self.redis, settings.partitions)
         stop = asyncio.Event()
-        async with aiohttp.ClientSession() as session:
-            sender = build_sender(settings, self.redis, session, provider)
+        async with aiohttp.ClientSession() as session, contextlib.AsyncExitStack() as adapters:
+            configured = load_providers(settings, named) if named else []
+            opened = await open_all(adapters, session, configured)
+            sender = build_sender(settings, self.redis, session, provider, opened=opened)
             await sender.refresh_control()
             tasks = [asyncio.create_task(loop(stop)) for loop in workers(sender)]
             try:

@@ -1,0 +1,145 @@
+"""`resetgate ops provider`: show, switch and rollback as real processes on a real Redis,
+and every refusal the switch owes on-call."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+from typing import Any
+
+from redis.asyncio import Redis
+
+from services.ctl.embedded import RedisServer
+from shared import codec, control
+from shared.admission import Admitter
+from shared.keys import SEND_GROUP, PartitionKeys
+from shared.operations import BeginCode, begin_attempt
+from shared.settings import PolicySettings
+from shared.tokens import TokenKeys
+
+
+def env(server: RedisServer) -> dict[str, str]:
+    values = {k: v for k, v in os.environ.items() if not k.startswith("RESETGATE_")}
+    values.update(RESETGATE_REDIS_URL=server.url, RESETGATE_PARTITIONS="4",
+                  RESETGATE_PROVIDERS="primary,standby")  # fmt: skip
+    return values
+
+
+def provider(server: RedisServer, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "services.ctl.main", "ops", "provider", *args],
+        env=env(server), capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+
+
+def show(server: RedisServer) -> Any:
+    done = provider(server, "show", "--json")
+    assert done.returncode == 0, done.stderr
+    return codec.loads(done.stdout)
+
+
+async def test_switch_moves_partitions_and_rollback_moves_them_back(
+    redis: Redis, redis_server: RedisServer
+) -> None:
+    before = show(redis_server)["providers"]
+    assert [(r["provider"], r["partitions"]) for r in before] == [
+        ("primary", [0, 1, 2, 3]), ("standby", []),
+    ]  # fmt: skip
+    done = provider(redis_server, "switch", "--partitions", "0-1", "--to", "standby")
+    assert done.returncode == 0, done.stderr
+    state = await control.read(redis)
+    assert state.providers == {0: "standby", 1: "standby"} and not state.paused
+    assert state.switch is None
+    rows = {r["provider"]: r["partitions"] for r in show(redis_server)["providers"]}
+    assert rows == {"primary": [2, 3], "standby": [0, 1]}
+    assert provider(redis_server, "rollback").returncode == 0
+    state = await control.read(redis)
+    assert state.providers == {0: "primary", 1: "primary"} and not state.paused
+
+
+async def test_switch_keeps_a_partition_paused_by_someone_else_paused(
+    redis: Redis, redis_server: RedisServer
+) -> None:
+    await control.pause_partitions(redis, [1], "incident 7")
+    assert (
+        provider(redis_server, "switch", "--partitions", "0-1", "--to", "standby").returncode == 0
+    )
+    state = await control.read(redis)
+    assert state.paused == {1} and state.paused_notes[1]["reason"] == "incident 7"
+
+
+async def test_switching_to_an_unconfigured_provider_is_refused(
+    redis: Redis, redis_server: RedisServer
+) -> None:
+    done = provider(redis_server, "switch", "--partitions", "0", "--to", "backup")
+    assert done.returncode == 1 and "'backup' is not configured" in done.stderr
+    assert "Traceback" not in done.stderr
+    state = await control.read(redis)
+    assert state.providers == {} and not state.paused and state.switch is None
+
+
+async def test_switching_to_a_provider_paused_by_credentials_is_refused(
+    redis: Redis, redis_server: RedisServer
+) -> None:
+    await control.auth_pause(redis, "standby", 401, "abc")
+    done = provider(redis_server, "switch", "--partitions", "0-3", "--to", "standby")
+    assert done.returncode == 1 and "paused by credentials" in done.stderr
+    assert (await control.read(redis)).providers == {}
+    rows = {r["provider"]: r for r in show(redis_server)["providers"]}
+    assert rows["standby"]["paused_by_credentials"] and not rows["primary"]["paused_by_credentials"]
+
+
+async def test_unresolved_ambiguity_at_the_old_provider_refuses_and_says_how_many(
+    redis: Redis, redis_server: RedisServer, settings: PolicySettings, token_keys: TokenKeys
+) -> None:
+    admitted = await Admitter(redis, settings, token_keys).admit("acct-1", "public")
+    op = admitted.operation_id
+    common: dict[str, Any] = dict(max_attempts=6, consumer="t", entry_id="",
+                                  retention_ms=60_000)  # fmt: skip
+    await begin_attempt(redis, op, attempt_id="a1", now=1, lease_ms=1, **common)
+    # The holder "died": its lease is long gone when the next look finds the attempt.
+    took = await begin_attempt(redis, op, attempt_id="a2", now=10**13, lease_ms=1, **common)
+    assert took.code is BeginCode.AMBIGUOUS
+    partition = PartitionKeys.of(op).partition
+    done = provider(redis_server, "switch", "--partitions", "0-3", "--to", "standby")
+    assert done.returncode == 1
+    assert f"1 at primary (partitions {partition})" in done.stderr
+    state = await control.read(redis)  # refused: nothing moved, nothing left paused
+    assert state.providers == {} and not state.paused and state.switch is None
+    assert [r["ambiguous"] for r in show(redis_server)["providers"]] == [1, 0]
+
+
+async def test_a_switch_killed_half_way_converges_when_run_again(
+    redis: Redis, redis_server: RedisServer
+) -> None:
+    # One job of partition 0 read and not acknowledged: the switch has to wait for it.
+    stream = PartitionKeys(0).send
+    await redis.xgroup_create(stream, SEND_GROUP, id="0", mkstream=True)
+    entry = await redis.xadd(stream, {"op": "x"})
+    await redis.xreadgroup(SEND_GROUP, "sender-1", {stream: ">"})
+    args = ["switch", "--partitions", "0-1", "--to", "standby", "--timeout", "60"]
+    command = [sys.executable, "-m", "services.ctl.main", "ops", "provider", *args]
+    process = await asyncio.create_subprocess_exec(
+        *command, env=env(redis_server), stdout=subprocess.DEVNULL
+    )
+    try:
+        for _ in range(200):
+            if (await control.read(redis)).paused == {0, 1}:
+                break
+            await asyncio.sleep(0.05)
+    finally:
+        process.send_signal(signal.SIGKILL)
+        await asyncio.wait_for(process.wait(), timeout=10)
+    state = await control.read(redis)
+    assert state.switch is not None and state.paused == {0, 1} and state.providers == {}
+    other = provider(redis_server, "switch", "--partitions", "2", "--to", "standby")
+    assert other.returncode == 1 and "another switch is in progress" in other.stderr
+    await redis.xack(stream, SEND_GROUP, entry)
+    again = provider(redis_server, *args)
+    assert again.returncode == 0, again.stderr
+    state = await control.read(redis)
+    assert state.providers == {0: "standby", 1: "standby"}
+    assert not state.paused and state.switch is None

@@ -1,0 +1,67 @@
+"""Several providers configured at once (RESETGATE_PROVIDERS), and the one-line refusals."""
+
+from __future__ import annotations
+
+import pytest
+
+from shared.providers.named import ProviderConfigError, load_providers, provider_names
+from shared.settings import ProviderSettings
+from tests.conftest import TEST_TOKEN_KEYS
+
+
+def base(**overrides: str) -> ProviderSettings:
+    values = {"token_keys": TEST_TOKEN_KEYS, "provider_api_key": "single-key", **overrides}
+    return ProviderSettings(**values)  # type: ignore[arg-type]
+
+
+TWO = {
+    "RESETGATE_PROVIDERS": "primary,standby",
+    "RESETGATE_PROVIDER_PRIMARY_KIND": "sendgrid",
+    "RESETGATE_PROVIDER_PRIMARY_URL": "http://127.0.0.1:1",
+    "RESETGATE_PROVIDER_PRIMARY_API_KEY": "sg-key",
+    "RESETGATE_PROVIDER_PRIMARY_MAX_RATE": "40",
+    "RESETGATE_PROVIDER_STANDBY_KIND": "mailgun",
+    "RESETGATE_PROVIDER_STANDBY_URL": "http://127.0.0.1:2",
+    "RESETGATE_PROVIDER_STANDBY_API_KEY": "mg-key",
+    "RESETGATE_PROVIDER_STANDBY_MAILGUN_DOMAIN": "mg.game.example",
+}
+
+
+def test_each_name_gets_its_own_kind_url_key_and_rate_in_listed_order() -> None:
+    primary, standby = load_providers(base(), TWO)
+    assert (primary.config.name, primary.config.kind, primary.config.url) == (
+        "primary", "sendgrid", "http://127.0.0.1:1",
+    )  # fmt: skip
+    assert primary.config.api_key == "sg-key" and primary.max_rate == 40.0
+    assert (standby.config.name, standby.config.kind) == ("standby", "mailgun")
+    assert standby.config.mailgun_domain == "mg.game.example" and standby.max_rate is None
+
+
+def test_without_the_list_the_single_provider_settings_define_one_provider() -> None:
+    [only] = load_providers(base(provider_name="legacy"), {})
+    assert (only.config.name, only.config.kind, only.max_rate) == ("legacy", "http", None)
+    assert provider_names({}, fallback="legacy") == ["legacy"]
+
+
+@pytest.mark.parametrize(
+    ("change", "variable"),
+    [
+        ({"RESETGATE_PROVIDERS": "primary,Stand-by"}, "RESETGATE_PROVIDERS"),
+        ({"RESETGATE_PROVIDERS": "primary,primary"}, "RESETGATE_PROVIDERS"),
+        ({"RESETGATE_PROVIDER_STANDBY_KIND": "smtp"}, "RESETGATE_PROVIDER_STANDBY_KIND"),
+        ({"RESETGATE_PROVIDER_PRIMARY_API_KEY": ""}, "RESETGATE_PROVIDER_PRIMARY_API_KEY"),
+        ({"RESETGATE_PROVIDER_STANDBY_MAILGUN_DOMAIN": ""},
+         "RESETGATE_PROVIDER_STANDBY_MAILGUN_DOMAIN"),
+        ({"RESETGATE_PROVIDER_PRIMARY_URL": ""}, "RESETGATE_PROVIDER_PRIMARY_URL"),
+        ({"RESETGATE_PROVIDER_PRIMARY_MAX_RATE": "0"}, "RESETGATE_PROVIDER_PRIMARY_MAX_RATE"),
+        ({"RESETGATE_PROVIDER_PRIMARY_MAX_RATE": "fast"}, "RESETGATE_PROVIDER_PRIMARY_MAX_RATE"),
+    ],
+)  # fmt: skip
+def test_a_bad_setting_is_refused_in_one_line_naming_the_variable(
+    change: dict[str, str], variable: str
+) -> None:
+    with pytest.raises(ProviderConfigError) as refused:
+        load_providers(base(), {**TWO, **change})
+    message = str(refused.value)
+    assert message.startswith(variable + ":") and "\n" not in message
+    assert "sg-key" not in message and "mg-key" not in message
