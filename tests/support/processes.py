@@ -79,16 +79,43 @@ class ServiceProcess:
         return self.process is not None and self.process.returncode is None
 
     async def start(self, timeout: float = START_TIMEOUT, **env: str) -> ServiceProcess:
-        """Start (with ``env`` merged into the service's env) and wait until ready."""
+        """Start (with ``env`` merged into the service's env) and wait until ready.
+
+        A first start whose port another process took between the pick and the bind (parallel
+        workers draw from one range) is retried on new ports; a restart keeps its ports."""
         self.env.update(env)
+        first = self.process is None
+        for attempt in range(3):
+            seen = self.log_path.stat().st_size if self.log_path.exists() else 0
+            try:
+                await self._spawn()
+                await self.wait_ready(timeout)
+                return self
+            except RuntimeError:
+                if not first or attempt == 2 or not self._bind_failed(since=seen):
+                    raise
+                self._new_ports()
+        return self
+
+    async def _spawn(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("ab") as log:
             self.process = await asyncio.create_subprocess_exec(
                 self.python, "-m", self.module, cwd=self.cwd, env=child_env(self.env),
                 stdout=log, stderr=log, start_new_session=True,
             )  # fmt: skip
-        await self.wait_ready(timeout)
-        return self
+
+    def _bind_failed(self, since: int) -> bool:
+        with self.log_path.open("rb") as log:
+            log.seek(since)
+            return b"address already in use" in log.read()
+
+    def _new_ports(self) -> None:
+        if self.env.get("RESETGATE_HTTP_PORT") == str(self.port):
+            self.port = free_port()
+            self.env["RESETGATE_HTTP_PORT"] = str(self.port)
+        self.metrics_port = free_port()
+        self.env["RESETGATE_METRICS_PORT"] = str(self.metrics_port)
 
     async def wait_ready(self, timeout: float = START_TIMEOUT) -> None:
         async with aiohttp.ClientSession() as session:
