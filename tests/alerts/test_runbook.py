@@ -10,7 +10,7 @@ from tests.alerts.promql import RUNBOOK, github_anchors
 # The operator CLI, exactly as it is built (services/ctl). A step that names anything else
 # would send a responder to a command that does not exist.
 COMMANDS = [
-    r"resetgate ops oldest( --limit N| --partition P| --limit \d+)*",
+    r"resetgate ops oldest( --limit N| --partition P| --limit \d+| --partition \d+)*",
     r"resetgate ops oldest \[--limit N\] \[--partition P\]",
     r"resetgate ops show OPERATION_ID",
     r"resetgate ops pause (PARTITION\\?\|--all|P\d?|--all)",
@@ -22,6 +22,9 @@ COMMANDS = [
     r"resetgate ops provider-resume",
     r"resetgate ops review list",
     r"resetgate ops review release OPERATION_ID",
+    r"resetgate ops provider show",
+    r"resetgate ops provider switch --partitions [\d,-]+ --to [a-z0-9]+",
+    r"resetgate ops provider rollback",
 ]
 SECTIONS = [
     "429-rising-while-queue-age-is-inside-the-objective-preserve-backpressure",
