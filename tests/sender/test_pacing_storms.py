@@ -13,6 +13,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+import pytest
+
 from services.sandbox.testing import SANDBOX_API_KEY, configure, sandbox_stats
 from shared.keys import SEND_GROUP, PartitionKeys
 from shared.model import State
@@ -20,6 +22,11 @@ from shared.operations import load_operation
 from tests.conftest import CLUSTER, TEST_TOKEN_KEYS
 from tests.sender.conftest import Stack
 from tests.support.processes import ServiceProcess
+
+# Timed storms: the Cluster pass runs beside the main pass on the same two cores, where their
+# 429 bounds measure the machine's load, not the pacer. The pacing scripts themselves run on
+# the Cluster in tests/sender/test_pacing.py.
+pytestmark = pytest.mark.skipif(CLUSTER, reason="timed storms run in the main pass")
 
 RATE = 50.0  # the provider's real rate in these storms (sends/s)
 BURST = 5
