@@ -55,10 +55,16 @@ async def test_without_the_bearer_every_internal_answer_is_401_and_nothing_break
     internal = {route: codes for route, codes in answered.items() if route.startswith("/internal/")}
     assert len(internal) == 4, answered
     assert all(codes == {"401"} for codes in internal.values()), internal
-    assert not any(code.startswith("5") for codes in answered.values() for code in codes)
+    # The operational listener's own routes count in the same family: /readyz answers 503
+    # until the service has Redis, which is what the harness polls while it starts.
+    api = {route: codes for route, codes in answered.items() if route not in OPERATIONAL}
+    assert not any(code.startswith("5") for codes in api.values() for code in codes), answered
     assert not [r for r in admission.log_records() if r.get("level") == "error"]
     sent = sum(1 for line in _ndjson(tmp_path) if "ScenarioFinished" in line)
     print(f"{authorization or 'no bearer'}: {sent} scenarios; answers by route: {answered}")
+
+
+OPERATIONAL = {"/healthz", "/readyz", "/metrics"}
 
 
 async def _statuses_by_route(url: str) -> dict[str, set[str]]:
