@@ -35,9 +35,6 @@ def seed(url: str) -> None:
 SCHEMATHESIS_TIMEOUT = 300
 
 
-# Alone, after the parallel pass: schemathesis is CPU-bound, and beside four busy workers
-# the service under test answered a 503 (its Redis deadline) that says nothing about it.
-@pytest.mark.serial
 @pytest.mark.timeout(SCHEMATHESIS_TIMEOUT + 30)
 def test_schemathesis_finds_no_server_error_and_no_drift_from_the_document(
     redis_server: RedisServer, tmp_path: Path

@@ -26,9 +26,6 @@ from tests.support.processes import Processes
 SCHEMATHESIS = Path(sys.executable).with_name("schemathesis")
 
 
-# Alone, after the parallel pass: schemathesis is CPU-bound, and beside four busy workers
-# the service under test answered a 503 (its Redis deadline) that says nothing about it.
-@pytest.mark.serial
 @pytest.mark.timeout(SCHEMATHESIS_TIMEOUT + 30)
 @pytest.mark.parametrize("authorization", [None, "Bearer wrong-token-0123456789abcdef"],
                          ids=["no-bearer", "wrong-bearer"])  # fmt: skip
