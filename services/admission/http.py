@@ -18,10 +18,11 @@ from redis.exceptions import RedisError
 
 from services.admission.context import SETTINGS
 from services.admission.gate import NotReplicated
-from services.admission.schemas import ApiError, BodySchema
+from services.admission.schemas import BodySchema
 from shared import codec
 from shared.admission import AdmissionConflict
 from shared.directory import DirectoryError
+from shared.errors import ApiError
 from shared.logging import event
 from shared.redis import TRANSIENT_ERRORS
 from shared.service import json_error

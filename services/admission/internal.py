@@ -6,9 +6,10 @@ from aiohttp import web
 
 from services.admission.context import DIRECTORY, GATE, REDIS, SETTINGS, TOKEN_KEYS
 from services.admission.http import read_body
-from services.admission.schemas import CONSUME_TOKEN, RECOVERY_OPERATION, ApiError
+from services.admission.schemas import CONSUME_TOKEN, RECOVERY_OPERATION
 from services.admission.tokens import ConsumeResult, consume
 from shared import clock, metrics, queries
+from shared.errors import ApiError
 from shared.ids import valid_account_id, valid_operation_id
 from shared.service import json_response
 

@@ -11,20 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from shared.errors import ApiError
 from shared.ids import ACCOUNT_ID_PATTERN, ACTOR_PATTERN, OPERATION_ID_PATTERN, matches
 from shared.model import EntryPoint
 
 TOKEN_PATTERN = r"^[A-Za-z0-9_-]{1,128}$"  # noqa: S105 - a shape, not a secret
-
-
-class ApiError(Exception):
-    """An answer for the caller: the HTTP status, an error code and a message it can act on."""
-
-    def __init__(self, status: int, error: str, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.error = error
-        self.message = message
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,7 @@ from enum import StrEnum
 from typing import Any
 
 from shared.delivery import MAX_ID_LENGTH
+from shared.errors import ApiError
 from shared.model import Delivery
 
 OPERATION_ID_FIELD = "operation_id"
@@ -61,14 +62,8 @@ class Parsed:
         self.dropped[reason] += 1
 
 
-class Rejected(Exception):
-    """The request as a whole is refused; ``status`` and ``error`` go back to the caller."""
-
-    def __init__(self, status: int, error: str, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.error = error
-        self.message = message
+# The request as a whole is refused; ``status`` and ``error`` go back to the caller.
+Rejected = ApiError
 
 
 def unauthorized(message: str) -> Rejected:
