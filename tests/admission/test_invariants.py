@@ -136,16 +136,29 @@ async def test_every_public_answer_costs_the_same_commands(redis: Redis, redis_s
             while True:
                 command = await monitor.next_command()
                 if command["client_type"] != "lua":
-                    seen.append(command["command"].split()[0].upper())
+                    seen.append(command["command"])
+
+    async def fence(name: str) -> None:
+        """MONITOR shows commands in the order Redis ran them, so once our ECHO shows up
+        everything sent before it has too: no sleep decides where one answer's commands end.
+        Sent again until seen, since the first may run before MONITOR itself."""
+        for attempt in range(50):
+            await redis.echo(f"{name}-{attempt}")
+            for _ in range(20):
+                await asyncio.sleep(0.01)
+                if f"ECHO {name}-{attempt}" in seen:
+                    return
+        raise AssertionError(f"MONITOR never showed the fence {name}")
 
     task = asyncio.create_task(watch())
-    await asyncio.sleep(0.1)
+    await fence("started")
 
     async def commands_of(login: str) -> list[str]:
+        await fence(f"before-{login}")
         seen.clear()
         assert (await public(http, login)).status == 202
-        await asyncio.sleep(0.1)
-        return list(seen)
+        await fence(f"after-{login}")
+        return [command.split()[0].upper() for command in seen if not command.startswith("ECHO ")]
 
     async with serving(settings) as http:
         await commands_of("warm-up")  # the first call after a Redis start loads the scripts
