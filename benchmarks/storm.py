@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-from pydantic import ValidationError
 from redis.asyncio import Redis
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -47,6 +46,7 @@ from benchmarks.storm_report import (
     sandbox_overrides,
     summary,
 )
+from benchmarks.storm_timeline import Timeline
 from services.ctl.embedded import RedisServer
 from services.sandbox.dialects import DIALECTS
 from services.sandbox.testing import SANDBOX_API_KEY, run_sandbox_process, sandbox_stats
@@ -63,6 +63,7 @@ MAILGUN_DOMAIN = "storm.mailgun.test"  # the sandbox's Mailgun mode takes any do
 # An admission answer that a retry can fix (503: the store was slow to answer on a loaded
 # machine) is retried after its Retry-After, as a client would; at most this many times.
 ADMISSION_RETRIES = 5
+FIRST_SEND_POLL_SECONDS = 0.02
 
 
 class SenderFleet:
@@ -79,7 +80,14 @@ class SenderFleet:
         self.spent = 0.0  # by processes that have exited
 
     async def start(self) -> None:
-        await asyncio.gather(*(s.start(STARTUP_SECONDS) for s in self.senders))
+        """Start every sender; each one's CPU counts from the moment it is ready."""
+
+        async def one(sender: ServiceProcess) -> None:
+            await sender.start(STARTUP_SECONDS)
+            assert sender.process is not None
+            self.baseline[sender.process.pid] = audit.cpu_seconds(sender.process.pid)
+
+        await asyncio.gather(*(one(s) for s in self.senders))
 
     def begin(self) -> None:
         """The storm begins: start-up CPU so far is not the storm's."""
@@ -95,6 +103,8 @@ class SenderFleet:
             await sender.stop()
             self.spent += audit.reaped_children_cpu() - before - self.baseline.pop(pid, 0.0)
             await sender.start(STARTUP_SECONDS)
+            assert sender.process is not None
+            self.baseline[sender.process.pid] = audit.cpu_seconds(sender.process.pid)
 
     def cpu(self) -> float:
         running = sum(audit.cpu_seconds(p) - self.baseline.get(p, 0.0) for p in self.pids())
@@ -201,12 +211,14 @@ async def queued_sample(client: Redis, ops: list[str], limit: int = 500) -> list
 
 
 class Storm:
-    def __init__(self, run: Run, client: Redis, timeout: float) -> None:
+    def __init__(self, run: Run, client: Redis, timeout: float, provider_url: str) -> None:
         self.run = run
         self.client = client
         self.timeout = timeout
+        self.provider_url = provider_url
         self.ops: list[str] = []
         self.empty_streams = 0  # bytes of the send streams and live indexes before the storm
+        self.timeline = Timeline(client, provider_url, run.provider, send_route(run.provider))
 
     async def admit(self, admission_urls: list[str]) -> None:
         started = time.monotonic()
@@ -223,26 +235,55 @@ class Storm:
         return len(self.ops) == self.run.n and await live_count(self.client) == 0
 
     async def storm(self, admission_urls: list[str], fleet: SenderFleet) -> None:
+        """During: the senders are up and the clock starts at the first admission. Ahead: the
+        N are admitted first, then the senders started; the clock starts at the first send."""
         run = self.run
-        fleet.begin()
+        admitting: asyncio.Task[None] | None = None
+        if run.admit_ahead:
+            await self.admit(admission_urls)
+            first_send = asyncio.create_task(self.first_send())
+            await fleet.start()
+            started = await first_send
+        else:
+            await fleet.start()
+            fleet.begin()
+            started = time.monotonic()
+            admitting = asyncio.create_task(self.admit(admission_urls))
         load_at_start = os.getloadavg()[0]
-        started = time.monotonic()
-        admitting = asyncio.create_task(self.admit(admission_urls))
         restarting = asyncio.create_task(self.restarts(fleet)) if run.scenario.restart else None
+        stop_sampling = asyncio.Event()
+        sampling = asyncio.create_task(
+            self.timeline.run(started, self.live, lambda: os.getloadavg()[0], stop_sampling)
+        )
         done = await wait_until(self.drained, self.timeout)
         run.drain_s = time.monotonic() - started if done else math.nan
         run.cpu_s = fleet.cpu()
         run.load = (load_at_start, os.getloadavg()[0])
+        stop_sampling.set()
         if not done:
             run.notes.append(f"not drained within {self.timeout:.0f} s: stopped waiting")
-        for task in (admitting, restarting):
-            if task is not None and not task.done():
+        tasks = [t for t in (admitting, restarting) if t is not None]
+        for task in tasks:
+            if not task.done():
                 task.cancel()
-        await asyncio.gather(*(t for t in (admitting, restarting) if t), return_exceptions=True)
+        await asyncio.gather(sampling, *tasks, return_exceptions=True)
         if restarting is not None and not restarting.cancelled() and restarting.exception():
             run.notes.append(f"a restart failed: {restarting.exception()!r}")
-        if admitting.done() and not admitting.cancelled() and admitting.exception():
+        if admitting and admitting.done() and not admitting.cancelled() and admitting.exception():
             raise admitting.exception()  # type: ignore[misc]
+
+    async def live(self) -> int:
+        return await live_count(self.client) if len(self.ops) == self.run.n else self.run.n
+
+    async def first_send(self) -> float:
+        """The last moment the sandbox had answered no send (the clock's start, never late)."""
+        route = send_route(self.run.provider)
+        while True:
+            before = time.monotonic()
+            stats = await sandbox_stats(self.provider_url, operation_id="storm-first-send")
+            if stats["requests_by_route"].get(route, 0):
+                return before
+            await asyncio.sleep(FIRST_SEND_POLL_SECONDS)
 
     async def restarts(self, fleet: SenderFleet) -> None:
         delay = 0.2 * self.run.ideal_s
@@ -264,9 +305,9 @@ class Storm:
         if not await wait_until(observed, SETTLE_SECONDS, step=0.5):
             self.run.notes.append("some deliveries not yet observed when memory was measured")
 
-    async def audit(self, provider_url: str) -> None:
+    async def audit(self) -> None:
         run = self.run
-        stats = await sandbox_stats(provider_url)
+        stats = await sandbox_stats(self.provider_url)
         run.sends = stats["requests_by_route"].get(send_route(run.provider), 0)
         run.throttled = stats["send_throttled_total"]
         run.dropped = stats["dropped_connections_total"]
@@ -279,7 +320,7 @@ class Storm:
         )
 
 
-async def storm(run: Run, timeout: float) -> Run:
+async def storm(run: Run, timeout: float, timeline: bool = False) -> Run:
     scenario = run.scenario
     sandbox = {**sandbox_overrides(scenario, run.rate), "mode": run.provider}
     sender_env = {"RESETGATE_PROVIDER_MAX_RATE": str(ceiling(scenario, run.rate))}
@@ -304,36 +345,34 @@ async def storm(run: Run, timeout: float) -> Run:
                 await asyncio.gather(*(a.start(STARTUP_SECONDS) for a in admissions))
                 await stack.start("poller", STARTUP_SECONDS)
                 fleet = SenderFleet(stack, {**env, **sender_env}, run.senders)
-                await fleet.start()
-                work = Storm(run, client, timeout)
+                work = Storm(run, client, timeout, provider_url)
                 work.empty_streams = await audit.shared_memory(
                     client, PARTITIONS, audit.QUEUED_SHARED
                 )
                 await work.storm([a.url for a in admissions], fleet)
-                await work.audit(provider_url)
+                await work.audit()
+                if timeline:
+                    run.timeline = work.timeline.lines()
     finally:
         await client.aclose()
         server.stop()
     return run
 
 
-def run_scenario(name: str, args: argparse.Namespace) -> Run | None:
+def run_scenario(name: str, args: argparse.Namespace) -> Run:
     run = Run(
-        SCENARIOS[name], args.n, args.rate, args.senders, args.admissions, provider=args.provider
+        SCENARIOS[name],
+        args.n,
+        args.rate,
+        args.senders,
+        args.admissions,
+        provider=args.provider,
+        admit_ahead=args.admit == "ahead",
     )
     timeout = args.timeout or max(
         120.0, 5 * ideal_seconds(args.n, args.rate, run.scenario.schedule)
     )
-    try:
-        return asyncio.run(storm(run, timeout))
-    except ValidationError as error:
-        if run.scenario.schedule and "send_rate_schedule" in str(error):
-            print(
-                f"\n== {name}: SKIPPED: this sandbox has no RESETGATE_SANDBOX_SEND_RATE_SCHEDULE "
-                "setting yet (the rate schedule comes with the new pacer work)"
-            )
-            return None
-        raise
+    return asyncio.run(storm(run, timeout, args.timeline))
 
 
 def main() -> None:
@@ -348,6 +387,16 @@ def main() -> None:
         choices=sorted(KEY_KINDS),
         help="the API the sandbox and the services speak (default http; SES: tests/providers)",
     )
+    parser.add_argument(
+        "--admit",
+        choices=("during", "ahead"),
+        default="during",
+        help="during: senders up, clock from the first admission (default); ahead: admit the "
+        "N first, then start the senders, clock from the first send (a backlog)",
+    )
+    parser.add_argument(
+        "--timeline", action="store_true", help="print sends, 429s and the pacing rate a second"
+    )
     parser.add_argument("--scenario", action="append", choices=sorted(SCENARIOS), default=[])
     parser.add_argument("--all", action="store_true", help="every scenario, in order")
     parser.add_argument(
@@ -361,9 +410,8 @@ def main() -> None:
     runs = []
     for name in names:
         run = run_scenario(name, args)
-        if run is not None:
-            report(run)
-            runs.append(run)
+        report(run)
+        runs.append(run)
     summary(runs)
 
 

@@ -53,6 +53,14 @@ class Pacer:
         """The configured ceiling, lowered to the provider's declared rate when it has one."""
         return min(self.ceiling, self.declared) if self.declared else self.ceiling
 
+    @property
+    def late_ms(self) -> float:
+        """How late a slot may still be spent: ``burst`` slots' worth. A process that stalled
+        (a busy core, a GC pause) catches up with at most the burst the provider's bucket
+        refilled meanwhile; spending every slot it missed would send more at once than the
+        provider allows, and each 429 would cut the shared rate for every replica."""
+        return self.burst * 1000 / self.rate
+
     async def acquire(self, stop: asyncio.Event) -> float | None:
         """Wait for one send slot: its time (ms), or None once shutdown began."""
         self._waiting += 1
@@ -63,7 +71,7 @@ class Pacer:
                     continue
                 slot, epoch = self._slots.popleft(), self._epoch
                 delay = slot - clock.now_ms()
-                if delay < -self.tuning.horizon_ms:
+                if delay < -self.late_ms:
                     continue  # its moment passed unused: spent now it would be a burst
                 if delay > 0:
                     await sleep_or_stop(stop, delay / 1000)

@@ -2,7 +2,8 @@
 
 Properties: a reserved slot never comes faster than the ceiling allows (beyond the burst),
 a cut never takes the rate under the floor, and a block ends exactly at the advised
-instant (never a slot before it, and the first slot right at it when the schedule is free).
+instant (never a slot before it, and the first slot right at it when the schedule is free);
+a sender that stalled spends no more than a burst of the slots it missed.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from redis.asyncio import Redis, RedisCluster
 
 from services.ctl.embedded import RedisServer
 from services.sandbox.retry_after import imf_fixdate
-from shared import keys, pacing
+from services.sender.pacer import Pacer
+from shared import clock, keys, pacing
 from shared.model import Outcome
 from shared.provider import SendResult
 from shared.rate_signal import RateSignal
@@ -158,6 +160,24 @@ def test_the_rate_climbs_back_and_probes_once_the_provider_is_quiet(redis_server
     rates = run(redis_server, steps)
     assert rates[0] == 90  # one 429 costs a tenth
     assert rates == sorted(rates) and rates[-1] == 100  # back at the ceiling within seconds
+
+
+def test_a_stalled_sender_catches_up_with_at_most_a_burst(redis_server, monkeypatch) -> None:
+    """A process that stalled past its slots (a busy core) spends the ones it missed by at
+    most ``burst`` slots' worth, and drops the older ones: sent all at once they would be
+    more than the provider's bucket refilled meanwhile, and each 429 cuts the shared rate."""
+    spacing = 1000 / 200
+    missed = [NOW - k * spacing for k in range(40, -1, -1)]  # 40 slots late, the last due now
+
+    async def steps(client: Redis) -> list[float | None]:
+        pacer = Pacer(client, "prop", ceiling=200, floor=1, burst=5, max_wait=60)
+        pacer._slots.extend(missed)
+        monkeypatch.setattr(clock, "now_ms", lambda: NOW)
+        stop = asyncio.Event()
+        return [await pacer.acquire(stop) for _ in range(6)]
+
+    # The slot due now and the five before it (25 ms = 5 slots late); the 35 older dropped.
+    assert run(redis_server, steps) == missed[-6:]
 
 
 # -- what a provider's answer advises (pure) -------------------------------------------

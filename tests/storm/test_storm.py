@@ -15,8 +15,13 @@ from benchmarks.storm_report import SCENARIOS, Run, ideal_seconds
 MEMORY_TARGET = 1.2 * 1024  # bytes per accepted operation with a one-attempt ledger
 
 
-async def run(name: str, n: int, rate: float, provider: str = "http") -> Run:
-    return await storm(Run(SCENARIOS[name], n, rate, senders=2, provider=provider), timeout=240)
+async def run(
+    name: str, n: int, rate: float, provider: str = "http", *, ahead: bool = False
+) -> Run:
+    scenario = SCENARIOS[name]
+    return await storm(
+        Run(scenario, n, rate, senders=2, provider=provider, admit_ahead=ahead), timeout=240
+    )
 
 
 def assert_whole(result: Run) -> None:
@@ -43,6 +48,17 @@ async def test_a_small_storm_is_drained_whole_and_fits_the_memory_target() -> No
 @pytest.mark.parametrize("name", ["ceiling-1.5", "restart", "drop"])
 async def test_every_scenario_ends_whole_at_small_n(name: str) -> None:
     assert_whole(await run(name, n=300, rate=100))
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+async def test_a_backlog_admitted_ahead_is_timed_from_the_first_send() -> None:
+    result = await run("ceiling-1.0", n=300, rate=100, ahead=True)
+    assert_whole(result)
+    # The clock started at the first send, after admission: the drain cannot be shorter
+    # than the provider allows beyond its burst, nor include the admission before it.
+    assert result.drain_s >= (result.n - 10) / result.rate
+    assert result.admitted_s > 0
 
 
 def test_the_schedule_scenario_is_measured_against_the_schedules_ideal_not_n_over_r() -> None:

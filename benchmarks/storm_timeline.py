@@ -1,0 +1,88 @@
+"""A storm's timeline, one row a second: what the provider saw and what the pacer asked for.
+
+``benchmarks/storm.py --timeline`` samples, once a second while the storm runs, the sandbox's
+send and 429 counters (the light form of its stats: one made-up operation id, so the
+per-operation maps stay out of the answer), the shared pacing hash (the rate last given, the
+time of the last cut) and the operations still live. It tells a pacer that holds the rate
+low (the rate column is low) from a machine that cannot keep up with it (the rate is at the
+provider's, the sends are not).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from redis.asyncio import Redis
+
+from services.sandbox.testing import sandbox_stats
+from shared.keys import provider_pacing
+
+# An id no operation has: the sandbox then answers its counters without the 10,000-entry maps.
+_LIGHT = {"operation_id": "storm-timeline"}
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    t: float  # seconds since the storm began
+    sends: int  # send requests the sandbox answered so far (2xx and 429)
+    throttled: int  # of them 429s
+    rate: float  # the shared pacing rate last given (sends/s)
+    cut_age: float  # seconds since the last cut (-1: none yet)
+    live: int  # operations not yet terminal
+    load: float
+
+
+@dataclass
+class Timeline:
+    client: Redis
+    provider_url: str
+    provider: str
+    route: str  # the sandbox's stats key for sends
+    rows: list[Row] = field(default_factory=list)
+
+    async def sample(self, started: float, live: int, load: float) -> None:
+        stats = await sandbox_stats(self.provider_url, **_LIGHT)
+        fields = await self.client.hmget(provider_pacing(self.provider), "rate", "cut_at")
+        now_ms = time.time() * 1000
+        cut_at = float(fields[1] or 0)
+        self.rows.append(
+            Row(
+                t=time.monotonic() - started,
+                sends=int(stats["requests_by_route"].get(self.route, 0)),
+                throttled=int(stats["send_throttled_total"]),
+                rate=float(fields[0] or 0),
+                cut_age=(now_ms - cut_at) / 1000 if cut_at else -1.0,
+                live=live,
+                load=load,
+            )
+        )
+
+    async def run(
+        self,
+        started: float,
+        live: Callable[[], Awaitable[int]],
+        load: Callable[[], float],
+        stop: asyncio.Event,
+    ) -> None:
+        """Sample every second until ``stop``."""
+        while not stop.is_set():
+            await self.sample(started, await live(), load())
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), 1.0)
+
+    def lines(self) -> list[str]:
+        lines = ["timeline:   t  sends/s  429s  pacing rate  since cut  live  load"]
+        previous = Row(0.0, 0, 0, 0.0, -1.0, 0, 0.0)
+        for row in self.rows:
+            span = max(row.t - previous.t, 1e-3)
+            lines.append(
+                f"{row.t:>12.1f} {(row.sends - previous.sends) / span:>8.0f} "
+                f"{row.throttled - previous.throttled:>5} {row.rate:>12.1f} "
+                f"{row.cut_age:>10.1f} {row.live:>5} {row.load:>5.1f}"
+            )
+            previous = row
+        return lines
