@@ -310,6 +310,9 @@ class Storm:
         stats = await sandbox_stats(self.provider_url)
         run.sends = stats["requests_by_route"].get(send_route(run.provider), 0)
         run.throttled = stats["send_throttled_total"]
+        # Older sandboxes (another checkout's) do not count their own stalls.
+        run.throttled_after_stall = stats.get("send_throttled_after_stall_total", 0)
+        run.sandbox_stalls = (stats.get("loop_stalls_total", 0), stats.get("longest_stall_ms", 0))
         run.dropped = stats["dropped_connections_total"]
         run.emails = stats["emails_sent_total"]
         run.sandbox_duplicates, run.sandbox_lost = audit.sandbox_counts(stats, self.ops)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from benchmarks import storm_audit as audit
+from services.sandbox.stalls import STALL_SECONDS
 
 # 8 in flight per admission replica keep its one core busy; 64 (32 each) made requests wait
 # past the Redis deadline (5 s) on a loaded machine and admission answered 503.
@@ -78,6 +79,8 @@ class Run:
     ideal_s: float = 0.0
     sends: int = 0
     throttled: int = 0
+    throttled_after_stall: int = 0  # of them, answered while the sandbox itself ran late
+    sandbox_stalls: tuple[int, float] = (0, 0.0)  # its loop's stalls, the longest (ms)
     dropped: int = 0  # sends the sandbox accepted, then dropped the connection of
     sandbox_duplicates: int = 0
     sandbox_lost: int = 0
@@ -139,6 +142,11 @@ def report(run: Run) -> None:
     print(
         f"   sends {run.sends}, 429s {run.throttled} ({100 * run.throttled / run.n:.2f} % of N), "
         f"accepted then dropped {run.dropped}"
+    )
+    print(
+        f"   429s answered while the sandbox itself ran late: {run.throttled_after_stall} "
+        f"(its loop stalled >= {STALL_SECONDS * 1000:.0f} ms {run.sandbox_stalls[0]} times, "
+        f"longest {run.sandbox_stalls[1]:.0f} ms: the machine's load, not the pacing)"
     )
     print(
         f"   duplicates: sandbox {run.sandbox_duplicates}, store {s.duplicates}; "

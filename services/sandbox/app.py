@@ -12,6 +12,7 @@ from services.sandbox.dialects import DIALECTS
 from services.sandbox.logs import log
 from services.sandbox.responses import SANDBOX, error, json_response
 from services.sandbox.settings import SandboxSettings
+from services.sandbox.stalls import watch
 from services.sandbox.state import Sandbox
 
 # Only provider traffic counts as "requests": a test reading stats must not skew them.
@@ -47,7 +48,8 @@ async def healthz(_: web.Request) -> web.Response:
 def create_app(settings: SandboxSettings) -> web.Application:
     # Bodies are read with our own limit (max_body_bytes can change at runtime).
     app = web.Application(middlewares=[json_errors], client_max_size=2**31)
-    app[SANDBOX] = Sandbox(settings)
+    app[SANDBOX] = sandbox = Sandbox(settings)
+    app.cleanup_ctx.append(watch(sandbox.stalls))
     if settings.mode == "http":
         provider.add_routes(app)
     else:

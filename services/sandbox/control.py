@@ -64,6 +64,8 @@ async def get_stats(request: web.Request) -> web.Response:
         events_evicted=store.evicted_events,
         events_pending=store.pending_events,
         in_flight=len(store.in_flight),
+        loop_stalls_total=sandbox.stalls.stalls,
+        longest_stall_ms=round(sandbox.stalls.longest * 1000, 1),
     )
     return json_response(body)
 

@@ -43,7 +43,7 @@ def _refusal(request: web.Request, sandbox: Sandbox, dialect: Dialect) -> web.Re
         return dialect.unauthorized()
     wait = sandbox.send_bucket.take() if request.method == "POST" else sandbox.poll_bucket.take()
     if wait > 0:
-        sandbox.stats.count("send_throttled" if request.method == "POST" else "poll_throttled")
+        sandbox.count_throttled("send_throttled" if request.method == "POST" else "poll_throttled")
         return dialect.throttled(sandbox, wait)
     return None
 

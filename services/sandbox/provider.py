@@ -49,7 +49,7 @@ def throttle(sandbox: Sandbox, bucket: TokenBucket, counter: str) -> web.Respons
     wait = bucket.take()
     if wait <= 0.0:
         return None
-    sandbox.stats.count(counter)
+    sandbox.count_throttled(counter)
     headers = sandbox.retry_after.header(wait)
     return error(429, "rate_limited", "too many requests", headers)
 

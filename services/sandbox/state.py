@@ -6,6 +6,7 @@ from services.sandbox.faults import Faults
 from services.sandbox.ratelimit import TokenBucket, send_bucket
 from services.sandbox.retry_after import RetryAfterFormatter
 from services.sandbox.settings import SandboxSettings
+from services.sandbox.stalls import StallWatch
 from services.sandbox.stats import Stats
 from services.sandbox.store import Store
 
@@ -15,6 +16,7 @@ class Sandbox:
         self.settings = settings
         self.store = _new_store(settings)
         self.stats = Stats(settings.max_tracked_keys)
+        self.stalls = StallWatch()
         self._fresh_buckets(settings)
         self._derive(settings)
 
@@ -37,6 +39,13 @@ class Sandbox:
         self.store.window = settings.idempotency_window_seconds
         self.stats.sent_by_key.cap = settings.max_tracked_keys
         self.stats.sent_by_operation.cap = settings.max_tracked_keys
+
+    def count_throttled(self, counter: str) -> None:
+        """Count one 429 (``send_throttled`` / ``poll_throttled``), and apart when the
+        sandbox itself was running late (``stalls.py``)."""
+        self.stats.count(counter)
+        if self.stalls.stalled_recently():
+            self.stats.count(f"{counter}_after_stall")
 
     def reconfigure(self, settings: SandboxSettings) -> None:
         """Apply new settings: fault counters, the RNG and the Retry-After rotation start

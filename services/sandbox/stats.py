@@ -63,6 +63,8 @@ class Stats:
             "replays_total": self.events["replay"],
             "conflicts_total": self.events["conflict"],
             "send_throttled_total": self.events["send_throttled"],
+            # 429s answered while the sandbox itself ran late (services/sandbox/stalls.py)
+            "send_throttled_after_stall_total": self.events["send_throttled_after_stall"],
             "poll_throttled_total": self.events["poll_throttled"],
             "throttled_total": self.events["send_throttled"] + self.events["poll_throttled"],
             "injected_errors_total": self.events["error"],
