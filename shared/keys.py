@@ -21,7 +21,7 @@ CONTROL = f"{PREFIX}:control"  # hash: paused:<p> -> reason, auth_paused:<provid
 CONTACT_FORMS = f"{PREFIX}:contact-forms"
 SUPPORT_CASES = f"{PREFIX}:support-cases"
 CONTACT_FORMS_DEAD = f"{PREFIX}:contact-forms:dead"
-POLLER_CURSOR = f"{PREFIX}:poller:cursor"
+POLLER_CURSOR = f"{PREFIX}:poller:cursor"  # + ":" + provider name: each feed's own cursor
 POLLER_LEASE = f"{PREFIX}:poller:lease"  # the one poller replica allowed to call the provider
 # + event_id -> hash(case_id, status claimed|written, claimed_at), with a TTL
 ROUTER_SEEN_PREFIX = f"{PREFIX}:router:seen:"
@@ -38,6 +38,11 @@ WEBHOOK_TOKEN_PREFIX = f"{PREFIX}:webhook-token:"
 AUDIT = f"{PREFIX}:audit"
 # + sha256(console session id) -> hash(actor, roles, expires_at); the id itself is never stored.
 CONSOLE_SESSION_PREFIX = f"{PREFIX}:console:session:"
+
+
+def poller_cursor(provider: str) -> str:
+    """Where the poller keeps its place in one provider's events feed."""
+    return f"{POLLER_CURSOR}:{provider}"
 
 
 def partition_of(account_id: str, partitions: int) -> int:

@@ -18,6 +18,9 @@ ENV_PREFIX = "RESETGATE_"
 # The operational listener's default port per service (``resetgate up`` keeps these when it
 # runs admission's API on 8080).
 METRICS_PORTS = {"admission": 8081, "sender": 8082, "poller": 8083, "router": 8084}
+# The name the single-provider settings (RESETGATE_PROVIDER_KIND, _URL, _API_KEY) give their
+# one provider: in metrics, pacing state, the credentials pause and the control record.
+DEFAULT_PROVIDER = "default"
 
 
 class CommonSettings(BaseSettings):
@@ -41,7 +44,7 @@ class CommonSettings(BaseSettings):
     http_keepalive_seconds: float = Field(default=75.0, gt=0, le=3600)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     shutdown_grace_seconds: float = Field(default=20.0, gt=0)
-    provider_name: str = Field(default="http", pattern=r"^[a-z0-9_-]{1,32}$")
+    provider_name: str = Field(default=DEFAULT_PROVIDER, pattern=r"^[a-z0-9_-]{1,32}$")
 
 
 class PolicySettings(CommonSettings):

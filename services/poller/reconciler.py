@@ -1,5 +1,10 @@
 """Ambiguous attempts: settle each as the provider's capabilities allow, before any replay.
 
+One reconciler per configured provider, each settling only the operations it owns (the
+provider of their latest attempt; an operation that names none belongs to the first listed):
+only the provider that holds an attempt can say whether it accepted it. An operation owned
+by a provider this poller does not know waits, and is logged once.
+
 The decision itself (look up / replay with the same key / wait / review) is
 ``shared.reconcile``; this loop asks about every ambiguous attempt at once (a key's
 retention may be short), ahead of feed polling in the request budget, honours 429s, and
@@ -19,31 +24,37 @@ from shared.delivery import parse_event
 from shared.logging import event
 from shared.operations import load_operation
 from shared.providers.base import ProviderUnavailable
-from shared.reconcile import LookupThrottled, Resolution, due_ambiguous, reconcile
+from shared.reconcile import LookupThrottled, Resolution, due_ambiguous, owners, reconcile
 from shared.redis import RedisClient
 
 log = logging.getLogger(__name__)
 
 MAX_TO_READ = 1000
 MAX_READ_TRIES = 5
+MAX_UNKNOWN_OWNERS = 1000
 
 
 class Reconciler:
     def __init__(
-        self, client: RedisClient, gate: Gate, observer: Observer, settings: PollerSettings
-    ) -> None:
+        self, client: RedisClient, gate: Gate, observer: Observer, settings: PollerSettings,
+        *, names: tuple[str, ...] = (),
+    ) -> None:  # fmt: skip
+        """``names``: every provider this poller knows, the first listed first (default: this
+        one alone)."""
         self.client = client
         self.gate = gate
         self.observer = observer
         self.settings = settings
+        self.names = names or (gate.name,)
         self.to_read: dict[str, int] = {}  # operation id -> failed reads so far
         self.waiting = 0  # ambiguous attempts due for a lookup at the last step
+        self.unknown: set[str] = set()  # operations owned elsewhere, already logged
 
     async def step(self) -> float:
         waiting = 0
         try:
             for partition in range(self.settings.partitions):
-                due = await due_ambiguous(self.client, partition)
+                due = await self._mine(await due_ambiguous(self.client, partition))
                 waiting += len(due)
                 self.gate.lookups_waiting = len(due)
                 for operation_id in due:
@@ -54,7 +65,30 @@ class Reconciler:
         finally:
             self.gate.lookups_waiting = 0
             self.waiting = waiting
+        if not waiting and self.gate.feed is None:
+            self.gate.succeeded()  # nothing waits on a provider without a feed: not stalled
         return await self._read_messages() or self.settings.reconcile_interval_seconds
+
+    async def _mine(self, due: list[str]) -> list[str]:
+        """The operations of ``due`` this provider holds."""
+        if not due:
+            return due
+        mine = []
+        for operation_id, owner in zip(due, await owners(self.client, due), strict=True):
+            owner = owner or self.names[0]
+            if owner == self.gate.name:
+                mine.append(operation_id)
+            elif owner not in self.names and self.gate.name == self.names[0]:
+                self._unknown_owner(operation_id, owner)
+        return mine
+
+    def _unknown_owner(self, operation_id: str, owner: str) -> None:
+        if operation_id in self.unknown or len(self.unknown) >= MAX_UNKNOWN_OWNERS:
+            return
+        self.unknown.add(operation_id)
+        event(log, logging.WARNING, "ambiguous attempt held by a provider that is not "
+              "configured; it waits (configure that provider again, or review it)",
+              operation_id=operation_id, provider=owner)  # fmt: skip
 
     async def _reconcile(self, operation_id: str) -> float:
         if self.gate.provider.capabilities.lookup is None:

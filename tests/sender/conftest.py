@@ -98,8 +98,10 @@ class Stack:
 
     async def reconcile(self, operation_id: str, **overrides: Any) -> Any:
         async with aiohttp.ClientSession() as session:
-            provider = HttpProvider(session, self.provider_url, SANDBOX_API_KEY)
-            return await reconcile(self.redis, provider, self.settings(**overrides), operation_id)
+            settings = self.settings(**overrides)
+            provider = HttpProvider(session, self.provider_url, SANDBOX_API_KEY,
+                                    name=settings.provider_name)  # fmt: skip
+            return await reconcile(self.redis, provider, settings, operation_id)
 
     async def wait_state(self, operation_id: str, states: set[State], timeout: float = 15.0) -> Any:
         return await wait_for(lambda: self._state_in(operation_id, states), timeout)

@@ -14,6 +14,7 @@ from shared.keys import CONTROL, PartitionKeys
 from shared.model import State
 from shared.operations import BeginCode, begin_attempt, load_attempts
 from shared.reconcile import Resolution
+from shared.settings import DEFAULT_PROVIDER
 from shared.tokens import parse_keys
 from tests.conftest import TEST_TOKEN_KEYS
 from tests.sender.conftest import Stack, wait_for
@@ -180,14 +181,14 @@ async def test_invariant_5_credentials_rejected_pause_without_failing(stack: Sta
         operation = await stack.wait_state(op, {State.QUEUED})
         assert operation.attempts == 0  # refunded: our fault, not the player's budget
     await configure(stack.provider_url, revoked_status=0)
-    await stack.redis.hdel(CONTROL, "auth_paused:http")
+    await stack.redis.hdel(CONTROL, f"auth_paused:{DEFAULT_PROVIDER}")
     async with stack.sender():
         done = await stack.wait_state(op, DONE)
     assert done.state == State.ACCEPTED
 
 
 async def _auth_paused(stack: Stack) -> bool:
-    return "http" in (await read_control(stack.redis)).auth_paused
+    return DEFAULT_PROVIDER in (await read_control(stack.redis)).auth_paused
 
 
 async def test_invariant_3_every_retry_reuses_id_key_and_token(stack: Stack) -> None:
