@@ -143,3 +143,31 @@ async def test_a_switch_killed_half_way_converges_when_run_again(
     state = await control.read(redis)
     assert state.providers == {0: "standby", 1: "standby"}
     assert not state.paused and state.switch is None
+
+
+async def test_switching_away_from_a_paused_provider_that_holds_ambiguity_is_refused(
+    redis: Redis, redis_server: RedisServer, settings: PolicySettings, token_keys: TokenKeys
+) -> None:
+    # Its lookups are refused while its key is: the ambiguous attempt waits for the key.
+    admitted = await Admitter(redis, settings, token_keys).admit("acct-2", "public")
+    op = admitted.operation_id
+    common: dict[str, Any] = dict(max_attempts=6, consumer="t", entry_id="",
+                                  retention_ms=60_000, provider="primary")  # fmt: skip
+    await begin_attempt(redis, op, attempt_id="a1", now=1, lease_ms=1, **common)
+    took = await begin_attempt(redis, op, attempt_id="a2", now=10**13, lease_ms=1, **common)
+    assert took.code is BeginCode.AMBIGUOUS
+    await control.auth_pause(redis, "primary", 401, "abc")
+    done = provider(redis_server, "switch", "--partitions", "0-3", "--to", "standby")
+    assert done.returncode == 1
+    assert "1 at primary" in done.stderr and "whose key is rejected" in done.stderr
+    state = await control.read(redis)
+    assert state.providers == {} and not state.paused and state.switch is None
+
+
+async def test_switching_away_from_a_paused_provider_with_nothing_ambiguous_is_the_failover(
+    redis: Redis, redis_server: RedisServer
+) -> None:
+    await control.auth_pause(redis, "primary", 401, "abc")
+    done = provider(redis_server, "switch", "--partitions", "0-3", "--to", "standby")
+    assert done.returncode == 0, done.stderr
+    assert (await control.read(redis)).providers == dict.fromkeys(range(4), "standby")
