@@ -10,7 +10,7 @@ import pytest
 
 from services.poller.budget import Budget
 from services.sandbox.testing import configure, sandbox_stats
-from shared.keys import poller_cursor
+from shared.keys import POLLER_CURSOR, poller_cursor
 from shared.model import Delivery, State
 from shared.settings import DEFAULT_PROVIDER
 from tests.poller.conftest import running_poller, sample
@@ -118,3 +118,19 @@ async def test_a_cursor_beyond_the_feeds_end_is_said_and_the_feed_read_again(
     assert sample("resetgate_poll_cursor_resets_total", provider=DEFAULT_PROVIDER) == resets + 1
     assert "cursor is beyond the feed's end" in caplog.text
     assert int(await stack.redis.get(CURSOR) or 0) < 1000000
+
+
+async def test_the_first_provider_resumes_from_the_cursor_kept_before_cursors_were_per_provider(
+    stack: Stack,
+) -> None:
+    # An upgrade keeps rg:poller:cursor: the first listed provider starts from it (here a
+    # cursor its feed no longer knows, so the feed says so and both keys are cleared).
+    await stack.redis.set(POLLER_CURSOR, "1000000")
+    resets = sample("resetgate_poll_cursor_resets_total", provider=DEFAULT_PROVIDER)
+    async with running_poller(stack):
+        await wait_for(lambda: _reset_since(resets))
+    assert await stack.redis.get(POLLER_CURSOR) is None
+
+
+async def _reset_since(before: float) -> bool:
+    return sample("resetgate_poll_cursor_resets_total", provider=DEFAULT_PROVIDER) > before
