@@ -200,14 +200,18 @@ def http_limits(settings: CommonSettings) -> dict[str, Any]:
 
 async def serve(
     name: str, settings: CommonSettings, workers: list[Worker],
-    public: tuple[web.Application, int] | None = None,
+    public: tuple[web.Application, int] | None = None, listening: Callable[[], None] | None = None,
 ) -> None:  # fmt: skip
-    """Run every worker (and ``public``, an app and its port) until SIGTERM, then shut down."""
+    """Run every worker (and ``public``, an app and its port) until SIGTERM, then shut down.
+    ``listening`` runs once the public port accepts connections: readiness must not say yes
+    before it does, or the first requests routed to the pod are refused."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     runner = await _start_public(name, settings, public)
+    if listening is not None:
+        listening()
     tasks = [asyncio.create_task(worker(stop), name=worker.__name__) for worker in workers]
     stopper = asyncio.create_task(stop.wait())
     done, _ = await asyncio.wait([stopper, *tasks], return_when=asyncio.FIRST_COMPLETED)

@@ -57,14 +57,16 @@ async def _run(settings: AdmissionSettings, ops: Operational) -> None:
                 directory="http" if settings.directory_url else "redis",
                 console=settings.console_port is not None,
             )
-            ops.ready_when(readiness(hot))
             app = create_app(settings, hot, directory)
             # The console (when configured): its own listener, and the plain client, so its
             # occasional scans never queue behind the public hot path's pipelined link.
             workers = (
                 [console_worker(settings, client)] if settings.console_port is not None else []
             )
-            await serve(SERVICE, settings, workers, public=(app, settings.http_port))
+            await serve(
+                SERVICE, settings, workers, public=(app, settings.http_port),
+                listening=lambda: ops.ready_when(readiness(hot)),
+            )  # fmt: skip
     finally:
         if hot is not client:
             await hot.aclose()
