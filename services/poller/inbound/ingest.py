@@ -131,6 +131,6 @@ class Ingest:
             if applied:
                 result.settled += 1
                 metrics.inbound_settled.labels(provider).inc()
-                metrics.reconciliations.labels("accepted").inc()
+                metrics.reconciliations.labels(provider, "accepted").inc()
                 log_event(log, logging.INFO, "ambiguous attempt settled by a delivery event",
                           operation_id=operation_id, provider=provider)  # fmt: skip
