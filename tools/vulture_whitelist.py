@@ -13,7 +13,7 @@ data_received
 connection_lost
 
 # pydantic settings fields read from the environment by name (RESETGATE_SANDBOX_...),
-# and settings_customise_sources' signature (services/sandbox/testing.py).
+# and settings_customise_sources' signature (tests/support/sandbox.py).
 error_probability
 error_every
 slow_probability

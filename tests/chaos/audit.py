@@ -18,7 +18,6 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from services.sandbox.testing import sandbox_stats, sent_emails
 from shared.keys import (
     CONTACT_FORMS,
     PREFIX,
@@ -31,6 +30,7 @@ from shared.keys import (
 from shared.model import TERMINAL, Attempt, State
 from tests.chaos.driver import Acks
 from tests.chaos.stack import PARTITIONS, account_id
+from tests.support.sandbox import sandbox_stats, sent_emails
 
 SETTLED = frozenset({*TERMINAL, State.REVIEW})
 CHUNK = 1000

@@ -16,11 +16,11 @@ import pytest
 import redis
 
 from services.ctl.embedded import RedisServer, free_port
-from services.sandbox.testing import SANDBOX_API_KEY
 from shared.keys import CONTACT_FORMS, PartitionKeys
 from shared.redis import until_done
 from tests.conftest import TEST_TOKEN_KEYS
 from tests.support.processes import ServiceProcess
+from tests.support.sandbox import SANDBOX_API_KEY
 
 PAUSE_MS = 10_000  # longer than the client's own retries (4 tries of a 1 s timeout)
 

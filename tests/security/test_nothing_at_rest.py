@@ -34,7 +34,6 @@ import aiohttp
 from redis.asyncio import Redis
 
 from services.ctl.embedded import RedisServer
-from services.sandbox.testing import SANDBOX_API_KEY, run_sandbox_process, sent_emails
 from shared.control import pause_partitions, resume_partitions
 from shared.directory import Account, RedisDirectory
 from shared.keys import CONTACT_FORMS, PREFIX, PartitionKeys
@@ -44,6 +43,7 @@ from tests.e2e.conftest import POLLER_ENV, ROUTER_ENV, SENDER_ENV
 from tests.security.conftest import BEARER, INTERNAL_TOKEN, Exchange, base_env
 from tests.security.scan import Finding, metric_data, redis_contents, scan, uncompressed_dumps
 from tests.support.processes import Processes
+from tests.support.sandbox import SANDBOX_API_KEY, run_sandbox_process, sent_emails
 
 SANDBOX: dict[str, Any] = {
     "delivered_delay_seconds": 0.3, "send_rate_per_second": 40, "send_burst": 5,

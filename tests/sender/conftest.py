@@ -12,7 +12,6 @@ import pytest
 from redis.asyncio import Redis
 
 from services.ctl.embedded import RedisServer
-from services.sandbox.testing import SANDBOX_API_KEY, run_sandbox
 from services.sender.app import build_sender, open_all, workers
 from services.sender.settings import SenderSettings
 from services.sender.worker import Sender, ensure_groups
@@ -26,6 +25,7 @@ from shared.providers.named import load_providers
 from shared.reconcile import reconcile
 from shared.tokens import parse_keys
 from tests.conftest import CLUSTER, TEST_TOKEN_KEYS
+from tests.support.sandbox import SANDBOX_API_KEY, run_sandbox
 
 
 def sender_settings(redis_url: str, provider_url: str, **overrides: Any) -> SenderSettings:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import pytest
 
-from services.sandbox.testing import configure, sandbox_stats, sent_emails
 from shared import clock
 from shared.control import read as read_control
 from shared.keys import CONTROL, PartitionKeys
@@ -17,6 +16,7 @@ from shared.reconcile import Resolution
 from shared.tokens import parse_keys
 from tests.conftest import TEST_TOKEN_KEYS
 from tests.sender.conftest import Stack, wait_for
+from tests.support.sandbox import configure, sandbox_stats, sent_emails
 
 DONE = {State.ACCEPTED, State.FAILED, State.EXHAUSTED, State.EXPIRED}
 

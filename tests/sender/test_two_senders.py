@@ -11,11 +11,11 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from services.ctl.embedded import free_port
-from services.sandbox.testing import SANDBOX_API_KEY, configure, sandbox_stats
 from shared.keys import PartitionKeys
 from shared.operations import load_attempts
 from tests.conftest import CLUSTER, TEST_TOKEN_KEYS
 from tests.sender.conftest import Stack
+from tests.support.sandbox import SANDBOX_API_KEY, configure, sandbox_stats
 
 ROOT = Path(__file__).resolve().parents[2]
 
