@@ -48,7 +48,7 @@ def horizon(created_ms: int, settings: PolicySettings) -> tuple[int, int]:
 
     A key's retention no longer bounds retries: a refused attempt (429, 5xx) was never
     accepted, and an ambiguous one is replayed only while the provider still holds its
-    key or after a trustworthy lookup (shared/reconcile.py)."""
+    key or after a trustworthy lookup (services/poller/ambiguity.py)."""
     expires = created_ms + settings.token_ttl_seconds * 1000
     return expires, expires - settings.horizon_margin_seconds * 1000
 

@@ -53,7 +53,7 @@ class PolicySettings(CommonSettings):
     max_attempts: int = Field(default=6, ge=1, le=100)
     # How long the provider keeps a native idempotency key (the http adapter's
     # Idempotency-Key). It may be small: an ambiguous attempt is replayed with the same key
-    # only while the key is kept, and otherwise looked up or held (shared/reconcile.py).
+    # only while the key is kept, and otherwise looked up or held (services/poller/ambiguity.py).
     idempotency_window_seconds: int = Field(default=86400, ge=1)
     horizon_margin_seconds: int = Field(default=120, ge=0)
     ambiguous_policy: Literal["replay", "review"] = "replay"

@@ -170,7 +170,7 @@ def readiness(poller: Poller) -> service.ReadinessCheck:
 def reconciling_provider(settings: PollerSettings) -> tuple[PollerSettings, ProviderConfig]:
     """With several providers the poller works with the first listed only (one poller per
     provider is not built yet); operations held by another provider wait for it, never
-    looked up here (shared.reconcile)."""
+    looked up here (services.poller.ambiguity)."""
     first = load_or_exit(settings)[0].config
     return settings.model_copy(update={"provider_name": first.name}), first
 

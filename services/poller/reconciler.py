@@ -1,7 +1,7 @@
 """Ambiguous attempts: settle each as the provider's capabilities allow, before any replay.
 
 The decision itself (look up / replay with the same key / wait / review) is
-``shared.reconcile``; this loop asks about every ambiguous attempt at once (a key's
+``services.poller.ambiguity``; this loop asks about every ambiguous attempt at once (a key's
 retention may be short), ahead of feed polling in the request budget, honours 429s, and
 afterwards reads the events of a send it has just learned the message id of (the feed may
 have shown them before the mapping existed).
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 
+from services.poller.ambiguity import LookupThrottled, Resolution, due_ambiguous, reconcile
 from services.poller.feed import Gate
 from services.poller.observer import Observer
 from services.poller.settings import PollerSettings
@@ -19,7 +20,6 @@ from shared.delivery import parse_event
 from shared.logging import event
 from shared.operations import load_operation
 from shared.providers.base import ProviderUnavailable
-from shared.reconcile import LookupThrottled, Resolution, due_ambiguous, reconcile
 from shared.redis import RedisClient
 
 log = logging.getLogger(__name__)

@@ -6,10 +6,10 @@ from __future__ import annotations
 import aiohttp
 from redis.asyncio import Redis
 
+from services.poller.ambiguity import Resolution, reconcile
 from shared.admission import Admitter
 from shared.operations import BeginCode, begin_attempt, load_operation
 from shared.providers.http import HttpProvider
-from shared.reconcile import Resolution, reconcile
 from shared.settings import PolicySettings
 from shared.tokens import TokenKeys
 from tests.support.sandbox import SANDBOX_API_KEY, run_sandbox

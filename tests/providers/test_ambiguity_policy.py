@@ -12,10 +12,10 @@ import pytest
 from redis.asyncio import Redis
 
 from services.ctl.embedded import RedisServer
+from services.poller.ambiguity import Situation, Step, plan
 from shared.model import State
 from shared.operations import load_operation
 from shared.providers import http, postmark, sendgrid
-from shared.reconcile import Situation, Step, plan
 from tests.poller.conftest import running_poller
 from tests.sender.conftest import Stack
 from tests.support.sandbox import configure, run_sandbox, sandbox_stats

@@ -12,6 +12,7 @@ import pytest
 from redis.asyncio import Redis
 
 from services.ctl.embedded import RedisServer
+from services.poller.ambiguity import reconcile
 from services.sender.app import build_sender, open_all, workers
 from services.sender.settings import SenderSettings
 from services.sender.worker import Sender, ensure_groups
@@ -22,7 +23,6 @@ from shared.operations import load_operation
 from shared.providers.base import Provider
 from shared.providers.http import HttpProvider
 from shared.providers.named import load_providers
-from shared.reconcile import reconcile
 from shared.tokens import parse_keys
 from tests.conftest import CLUSTER, TEST_TOKEN_KEYS
 from tests.support.sandbox import SANDBOX_API_KEY, run_sandbox

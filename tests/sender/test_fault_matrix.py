@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import pytest
 
+from services.poller.ambiguity import Resolution
 from shared import clock
 from shared.control import read as read_control
 from shared.keys import CONTROL, PartitionKeys
 from shared.model import State
 from shared.operations import BeginCode, begin_attempt, load_attempts
-from shared.reconcile import Resolution
 from shared.tokens import parse_keys
 from tests.conftest import TEST_TOKEN_KEYS
 from tests.sender.conftest import Stack, wait_for
