@@ -33,7 +33,7 @@ file_secret_settings
 
 # Enum members and dataclass fields: values the store, the API or a provider carries, part
 # of the type even where no code names them.
-COOLDOWN  # shared/admission.py AdmitResult
+COOLDOWN  # shared/admit.py AdmitResult
 RESEND  # shared/model.py EntryPoint
 AGENT
 AUTOMATION

@@ -13,7 +13,7 @@ from services.router.worker import Router, ensure_group
 from shared import logging as rglogging
 from shared import metrics, service
 from shared import settings as settings_module
-from shared.admission import Admitter
+from shared.admit import Admitter
 from shared.directory import Directory, HttpDirectory, RedisDirectory
 from shared.loops import resilient
 from shared.redis import RedisClient, connect, ping, until_done

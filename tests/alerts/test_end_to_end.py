@@ -8,7 +8,7 @@ from pathlib import Path
 from redis.asyncio import Redis
 
 from services.ctl.embedded import RedisServer
-from shared.admission import Admitter
+from shared.admit import Admitter
 from shared.directory import Account, RedisDirectory
 from shared.keys import PartitionKeys
 from shared.tokens import parse_keys

@@ -16,7 +16,7 @@ from typing import Any
 import aiohttp
 
 from shared import codec
-from shared.admission import Admitter
+from shared.admit import Admitter
 from shared.redis import create_client
 from shared.settings import PolicySettings
 from shared.tokens import parse_keys

@@ -14,7 +14,7 @@ from redis.asyncio import Redis
 
 from services.ctl.embedded import RedisServer
 from shared import codec, control
-from shared.admission import Admitter
+from shared.admit import Admitter
 from shared.keys import SEND_GROUP, PartitionKeys
 from shared.operations import BeginCode, begin_attempt
 from shared.settings import PolicySettings

@@ -7,7 +7,7 @@ import aiohttp
 from redis.asyncio import Redis
 
 from services.poller.ambiguity import Resolution, reconcile
-from shared.admission import Admitter
+from shared.admit import Admitter
 from shared.operations import BeginCode, begin_attempt, load_operation
 from shared.providers.http import HttpProvider
 from shared.settings import PolicySettings

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from shared.admission import Admitter
+from shared.admit import Admitter
 from shared.keys import PREFIX, PartitionKeys, partition_of
 from shared.model import State
 from shared.tokens import parse_keys

@@ -16,7 +16,7 @@ from services.poller.ambiguity import reconcile
 from services.sender.app import build_sender, open_all, workers
 from services.sender.settings import SenderSettings
 from services.sender.worker import Sender, ensure_groups
-from shared.admission import Admitter
+from shared.admit import Admitter
 from shared.directory import Account, RedisDirectory
 from shared.model import State
 from shared.operations import load_operation

@@ -1,4 +1,4 @@
-"""The admission gate: every entry point converges here, atomically, per account.
+"""admit.lua's typed wrapper: every entry point converges here, atomically, per account.
 
 Used by the admission service (public and internal API) and by the router (contact forms),
 so a contact form can never become a second, hidden send button.
