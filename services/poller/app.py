@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import aiohttp
 
 from services.poller.budget import Budget
-from services.poller.feed import Feed, Gate
+from services.poller.feed import Feed, ProviderCalls
 from services.poller.inbound.ingest import Ingest
 from services.poller.inbound.queue import SesQueue
 from services.poller.inbound.webhooks import Webhooks
@@ -67,7 +67,7 @@ class Leadership:
 class Poller:
     settings: PollerSettings
     client: RedisClient
-    gate: Gate
+    calls: ProviderCalls
     observer: Observer
     feed: Feed
     reconciler: Reconciler
@@ -85,7 +85,7 @@ class Poller:
         """The lease holder has work waiting on the provider (delivery events, lookups) and
         no events page or lookup succeeded for RESETGATE_POLL_STALL_SECONDS."""
         waiting = self.pending_observations + self.reconciler.waiting
-        too_long = self.gate.stalled_for() > self.settings.poll_stall_seconds
+        too_long = self.calls.stalled_for() > self.settings.poll_stall_seconds
         return self.leadership.active and waiting > 0 and too_long
 
     async def gc_step(self) -> float:
@@ -101,12 +101,12 @@ def build_poller(
         provider = build(ProviderConfig.from_settings(settings), session)
     budget = Budget(settings.poll_max_requests_per_minute, settings.poll_burst,
                     settings.poll_backoff_cap_seconds)  # fmt: skip
-    gate = Gate(provider, budget, settings.max_advised_wait_seconds)
+    calls = ProviderCalls(provider, budget, settings.max_advised_wait_seconds)
     observer = Observer(client, settings)
     ingest = Ingest(client, settings)
     return Poller(
-        settings, client, gate, observer, Feed(client, gate, observer, settings),
-        Reconciler(client, gate, observer, settings),
+        settings, client, calls, observer, Feed(client, calls, observer, settings),
+        Reconciler(client, calls, observer, settings),
         Leadership(client, settings.consumer_name, settings.lease_seconds),
         Webhooks(settings, client, ingest) if settings.webhooks_enabled else None,
         SesQueue(settings, ingest) if settings.ses_queue_url else None,
@@ -158,7 +158,7 @@ def _loop(name: str, step: Callable[[], Awaitable[float]]) -> service.Worker:
 def readiness(poller: Poller) -> service.ReadinessCheck:
     async def check() -> dict[str, bool]:
         checks = {"redis": await ping(poller.client),
-                  "provider_credentials": poller.gate.credentials_ok,
+                  "provider_credentials": poller.calls.credentials_ok,
                   "provider_answering": not poller.stalled()}  # fmt: skip
         if poller.webhooks is not None:
             checks["webhook_listener"] = poller.webhooks.listening.is_set()
