@@ -41,7 +41,7 @@ class Match:
 
 
 @dataclass(frozen=True, slots=True)
-class Outcome:
+class AppliedEvent:
     match: Match
     result: Applied
     delivery: str
@@ -97,7 +97,7 @@ async def _pipelined(client: Redis, script: Script, calls: list[Call]) -> list[A
 
 async def apply_events(
     client: RedisClient, matches: Sequence[Match], now: int, *, record: bool = False
-) -> list[Outcome]:
+) -> list[AppliedEvent]:
     """Apply each matched event atomically on its operation (dedupe + precedence in Lua).
     ``record``: the events were joined by operation id (pushed), so an operation without a
     provider message id takes the event's."""
@@ -122,7 +122,9 @@ async def apply_events(
             )
         )
     replies = await _run_many(client, _apply, calls)
-    return [Outcome(m, Applied(r[0]), str(r[1])) for m, r in zip(matches, replies, strict=True)]
+    return [
+        AppliedEvent(m, Applied(r[0]), str(r[1])) for m, r in zip(matches, replies, strict=True)
+    ]
 
 
 async def close_due(client: RedisClient, partition: int, now: int, batch: int = 500) -> int:
