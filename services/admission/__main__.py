@@ -10,10 +10,10 @@ import aiohttp
 
 from services.admission.app import SERVICE, create_app, readiness
 from services.admission.console.app import console_worker
+from services.admission.fastredis import fast_client
 from services.admission.settings import AdmissionSettings
 from shared import logging as jsonlog
 from shared.directory import Directory, HttpDirectory, RedisDirectory
-from shared.fastredis import fast_client
 from shared.logging import event
 from shared.redis import RedisClient, connect
 from shared.service import Operational, operational, run, serve
