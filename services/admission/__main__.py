@@ -43,7 +43,8 @@ async def main() -> None:
 
 async def _run(settings: AdmissionSettings, ops: Operational) -> None:
     client = await connect(settings)
-    hot: RedisClient = fast_client(client)  # the hot path's commands, pipelined (standalone)
+    # The hot path's commands, pipelined (standalone, unless RESETGATE_FAST_REDIS=false).
+    hot: RedisClient = fast_client(client, settings.fast_redis)
     try:
         async with open_directory(settings, hot) as directory:
             event(
@@ -56,6 +57,7 @@ async def _run(settings: AdmissionSettings, ops: Operational) -> None:
                 ip_limit_per_minute=settings.ip_limit_per_minute,
                 directory="http" if settings.directory_url else "redis",
                 console=settings.console_port is not None,
+                fast_redis=hot is not client,
             )
             ops.ready_when(readiness(hot))
             app = create_app(settings, hot, directory)

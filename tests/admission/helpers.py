@@ -61,7 +61,7 @@ async def serving(
     own = client is None
     store = create_client(settings) if client is None else client
     await ping(store)  # as shared.redis.connect does: a Cluster client learns its slots first
-    hot: RedisClient = fast_client(store)  # exactly what __main__ hands the app
+    hot: RedisClient = fast_client(store, settings.fast_redis)  # what __main__ hands the app
     app = create_app(settings, hot, directory or RedisDirectory(hot))
     try:
         async with TestClient(TestServer(app, host="127.0.0.1")) as http:
