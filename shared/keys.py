@@ -14,6 +14,7 @@ from shared.ids import valid_operation_id
 
 PREFIX = "rg"
 SEND_GROUP = "senders"
+JOB_FIELD = "op"  # a send stream entry's one field: the operation id
 ROUTER_GROUP = "router"
 
 # Global (untagged) keys: each is used on its own, never together with another in a script.

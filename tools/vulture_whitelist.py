@@ -54,3 +54,13 @@ binary_location  # selenium options (tests/console/browser.py)
 redirect_request  # urllib's redirect handler hook (tests/console/test_listener.py)
 aws_env  # a fixture requested by name (tests/providers/test_ses_moto.py)
 pytest_collection_modifyitems  # a pytest hook (tests/conftest.py: xdist groups)
+
+# Script request fields (shared.scripts.Request): read by position, through one
+# operator.attrgetter per request class, into KEYS and ARGV; reply codes a script returns.
+expected_operation  # shared/admit.py Admit
+expected_id
+cooldown_ms
+account_retention_ms
+event_type  # shared/observation.py ApplyDelivery
+FENCED  # shared/operations.py FinaliseCode
+STALE  # shared/operations.py Settled

@@ -18,7 +18,7 @@ from services.sender.attempt import AttemptRunner, Job
 from services.sender.room import Room
 from services.sender.settings import SenderSettings
 from shared import clock, control, metrics
-from shared.keys import SEND_GROUP, PartitionKeys
+from shared.keys import JOB_FIELD, SEND_GROUP, PartitionKeys
 from shared.logging import event
 from shared.loops import ERRORS, resilient
 from shared.operations import hand_back, promote_due
@@ -191,7 +191,7 @@ class Sender:
 
     async def _enqueue(self, partition: int, entry_id: str, fields: dict[str, str]) -> None:
         """Queue a job; an entry that names no operation of this partition is dropped."""
-        operation_id = fields.get("op", "")
+        operation_id = fields.get(JOB_FIELD, "")
         try:
             valid = PartitionKeys.of(operation_id).partition == partition
         except ValueError:
