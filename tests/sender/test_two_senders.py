@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from services.ctl.embedded import free_port
-from shared.keys import PartitionKeys
+from shared.keys import JOB_FIELD, PartitionKeys
 from shared.operations import load_attempts
 from tests.conftest import CLUSTER, TEST_TOKEN_KEYS
 from tests.sender.conftest import Stack
@@ -62,7 +62,7 @@ async def test_invariant_10_two_senders_share_the_work_and_never_overlap(stack: 
     await configure(stack.provider_url, slow_probability=1.0, slow_seconds=0.2)
     ops = [await stack.admit(f"acct-two-{i}") for i in range(120)]
     for op in ops[:40]:  # and every one of these jobs is delivered twice
-        await stack.redis.xadd(PartitionKeys.of(op).send, {"op": op})
+        await stack.redis.xadd(PartitionKeys.of(op).send, {JOB_FIELD: op})
     with sender_processes(stack, 2):
         for op in ops:
             await stack.wait_state(op, {"accepted"}, timeout=60)
