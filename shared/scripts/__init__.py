@@ -127,9 +127,7 @@ class Script:
         self.source = render(source)
         self.sha = hashlib.sha1(self.source.encode(), usedforsecurity=False).hexdigest()
 
-    async def __call__(
-        self, client: RedisClient, keys: list[str], args: list[str | int | float]
-    ) -> Any:
+    async def __call__(self, client: RedisClient, keys: list[str], args: list[Arg]) -> Any:
         try:
             return await client.evalsha(self.sha, len(keys), *keys, *args)
         except NoScriptError:
@@ -174,6 +172,11 @@ def key() -> Any:
 REQUESTS: dict[str, type[Request[Any]]] = {}
 
 
+def _one_or_none(names: tuple[str, ...]) -> Callable[[object], tuple[Any, ...]]:
+    """attrgetter returns a bare value for one name; a part always reads as a tuple."""
+    return lambda request: tuple(getattr(request, name) for name in names)
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class _Part:
     """How one side (KEYS or ARGV) of a request is read: by position, in field order."""
@@ -195,7 +198,7 @@ class _Part:
         bools = tuple(i for i, kind in enumerate(kinds) if kind == "bool")
         variadic = bool(kinds) and kinds[-1].startswith("tuple")
         # attrgetter: one C call for every field (admission's hot path builds a request each time)
-        get = operator.attrgetter(*names) if len(names) > 1 else lambda r: (getattr(r, names[0]),)
+        get = operator.attrgetter(*names) if len(names) > 1 else _one_or_none(names)
         return cls(names, bools, variadic, get)
 
     def read(self, request: object) -> list[Any]:
