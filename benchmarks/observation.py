@@ -41,10 +41,10 @@ sys.path.insert(0, str(ROOT))
 from benchmarks import observation_push as push
 from services.ctl.embedded import RedisServer, cleanup_directory
 from services.poller.settings import PollerSettings
-from services.sandbox.testing import SANDBOX_API_KEY, reset, run_sandbox_process, sandbox_stats
 from shared import ids
 from shared.keys import PartitionKeys
 from tests.support.processes import ServiceProcess
+from tests.support.sandbox import SANDBOX_API_KEY, reset, run_sandbox_process, sandbox_stats
 
 PARTITIONS = 16
 SEND_CONCURRENCY = 64

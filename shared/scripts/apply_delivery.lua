@@ -2,12 +2,15 @@
 -- (message_id, type, occurred_at), never letting a weaker or older event overwrite a
 -- stronger one. Transport acceptance (state) is never touched: only the delivery fields.
 --
--- KEYS[1] operation hash   rg:{p}:op:<id>
--- KEYS[2] observe zset     rg:{p}:observe   (accepted op -> observation window end, ms)
--- KEYS[3] message map      rg:{p}:msgs      (provider message id -> op id)
--- ARGV[1] message id       ARGV[2] event type (delivered|deferred|bounced|complained|rejected)
--- ARGV[3] occurred_at (ms) ARGV[4] now (ms)      ARGV[5] operation id
--- ARGV[6] "record" when the caller joined the event by operation id (a pushed event):
+-- KEYS[1] operation: hash  rg:{p}:op:<id>
+-- KEYS[2] observe: zset    rg:{p}:observe   (accepted op -> observation window end, ms)
+-- KEYS[3] messages: map    rg:{p}:msgs      (provider message id -> op id)
+-- ARGV[1] message_id: the provider's message id
+-- ARGV[2] event_type: delivered|deferred|bounced|complained|rejected
+-- ARGV[3] occurred_at: ms
+-- ARGV[4] now: ms
+-- ARGV[5] operation_id
+-- ARGV[6] mode: "record" when the caller joined the event by operation id (a pushed event):
 --         an operation with no provider message id yet takes this one (and the message map
 --         learns it); "" for the pull feed, which found the operation through the map.
 --

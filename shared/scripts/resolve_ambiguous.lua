@@ -1,13 +1,23 @@
 -- resolve_ambiguous: settle an ambiguous operation once the provider has been asked
 -- (lookup by idempotency key). Never mints anything: a replay reuses the operation id.
 --
--- KEYS[1] operation hash   KEYS[2] attempt ledger   KEYS[3] send stream
--- KEYS[4] ambiguous index  KEYS[5] review index     KEYS[6] live index
--- KEYS[7] message map      KEYS[8] observe zset
--- ARGV[1] now (ms)   ARGV[2] "accepted" | "replay" | "review"   ARGV[3] message id
--- ARGV[4] observation window end (ms)   ARGV[5] reason   ARGV[6] retention (ms)
--- ARGV[7] operation id
+-- KEYS[1] operation: hash
+-- KEYS[2] ledger: attempt ledger
+-- KEYS[3] send: send stream
+-- KEYS[4] ambiguous: index
+-- KEYS[5] review: index
+-- KEYS[6] live: index
+-- KEYS[7] messages: message map
+-- KEYS[8] observe: zset
+-- ARGV[1] now: ms
+-- ARGV[2] decision: "accepted" | "replay" | "review"
+-- ARGV[3] message_id
+-- ARGV[4] observe_until: observation window end (ms)
+-- ARGV[5] reason
+-- ARGV[6] retention_ms
+-- ARGV[7] operation_id
 -- Returns {"ok", state} or {"stale", state} when the operation is no longer ambiguous.
+-- @names
 -- @ledger
 local now, decision, id = tonumber(ARGV[1]), ARGV[2], ARGV[7]
 local state = redis.call("HGET", KEYS[1], "state")
@@ -34,7 +44,7 @@ if decision == "accepted" then
 elseif decision == "replay" then
   redis.call("HINCRBY", KEYS[1], "replays", 1)
   redis.call("HSET", KEYS[1], "state", "queued", "reason", ARGV[5], "next_attempt_at", now)
-  redis.call("XADD", KEYS[3], "*", "op", id)
+  redis.call("XADD", KEYS[3], "*", JOB_FIELD, id)
 else
   redis.call("HSET", KEYS[1], "state", "review", "reason", ARGV[5])
   redis.call("ZADD", KEYS[5], now, id)
