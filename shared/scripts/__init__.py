@@ -12,6 +12,7 @@ from typing import Any
 
 from redis.exceptions import NoScriptError
 
+from shared.delivery import DEFINITIVE_RANK, PRECEDENCE
 from shared.model import (
     LEDGER_FIELDS,
     LIVE,
@@ -71,8 +72,19 @@ local ON_TOKEN_CONSUMED = {{{consumed}}}
 """
 
 
+def delivery_prelude() -> str:
+    """What a script that ranks delivery events gets in place of ``-- @delivery``: the
+    precedence of shared/delivery.py, and the rank from which an event ends the wait."""
+    ranks = ", ".join(f"{kind}={rank}" for kind, rank in PRECEDENCE.items())
+    return f"""-- delivery precedence (rendered from shared/delivery.py)
+local RANK = {{{ranks}}}
+local DEFINITIVE = {DEFINITIVE_RANK}
+"""
+
+
 # A line "-- @<name>" in a script is replaced, at load time, by what these render.
-PRELUDES = {"-- @ledger\n": ledger_prelude, "-- @states\n": states_prelude}
+PRELUDES = {"-- @ledger\n": ledger_prelude, "-- @states\n": states_prelude,
+            "-- @delivery\n": delivery_prelude}  # fmt: skip
 
 
 def render(source: str) -> str:

@@ -16,8 +16,7 @@
 --   {"kept", current}      new event (remembered), but the recorded delivery outranks it
 --   {"duplicate", current} this (message_id, type, occurred_at) was seen before; no write
 --   {"missing", ""}        the operation is gone (retention ran out); its mapping is dropped
--- The precedence table mirrors shared/delivery.py PRECEDENCE.
-local RANK = {unknown=0, deferred=1, delivered=2, bounced=3, rejected=3, complained=4}
+-- @delivery
 local kind, occurred, now = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 
 local f = redis.call("HMGET", KEYS[1], "state", "delivery", "delivery_event_at",
@@ -49,7 +48,7 @@ if RANK[kind] ~= RANK[current] then
 else
   wins = occurred > current_at
 end
-if RANK[kind] >= 2 then
+if RANK[kind] >= DEFINITIVE then
   -- A definitive outcome ends the wait, whether or not it replaces the recorded one.
   redis.call("ZREM", KEYS[2], id)
 end
