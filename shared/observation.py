@@ -45,6 +45,7 @@ class Outcome:
     match: Match
     result: Applied
     delivery: str
+    state: str = ""  # the operation's state as the event found it ("" when missing)
 
 
 async def operations_for(
@@ -122,7 +123,8 @@ async def apply_events(
             )
         )
     replies = await _run_many(client, _apply, calls)
-    return [Outcome(m, Applied(r[0]), str(r[1])) for m, r in zip(matches, replies, strict=True)]
+    return [Outcome(m, Applied(r[0]), str(r[1]), str(r[2]))
+            for m, r in zip(matches, replies, strict=True)]  # fmt: skip
 
 
 async def close_due(client: RedisClient, partition: int, now: int, batch: int = 500) -> int:
