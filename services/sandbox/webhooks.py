@@ -118,11 +118,22 @@ class Emitter:
                 self.signing.settings = self.sandbox.settings  # keys may change at runtime
                 # Credentials in the URL are the dialect's to send (Postmark's basic auth).
                 url = URL(self.sandbox.settings.webhook_url).with_user(None)
-                for body, headers in self.hook.build(self.signing, self.due(time.monotonic())):
+                for body, headers in self._posts():
                     await limit.acquire()
                     task = asyncio.create_task(self._post(session, url, body, headers))
                     tasks.add(task)
                     task.add_done_callback(finished)
+
+    def _posts(self) -> list[Post]:
+        """The due events as requests; a dialect that fails is logged, never the end of the
+        loop (those events are lost, and counted as dropped)."""
+        due = self.due(time.monotonic())
+        try:
+            return self.hook.build(self.signing, due)
+        except Exception:
+            self.sandbox.stats.events["webhook_dropped"] += len(due)
+            log("sandbox.webhook.build_failed", logging.ERROR, exc_info=True)
+            return []
 
     async def _next(self) -> None:
         """Until the earliest event is due (or a new one is queued)."""
