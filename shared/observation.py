@@ -37,6 +37,7 @@ class AppliedEvent:
     match: Match
     result: Applied
     delivery: str
+    state: str = ""  # the operation's state as the event found it ("" when missing)
 
 
 async def operations_for(
@@ -56,7 +57,7 @@ async def operations_for(
 
 
 @dataclass(slots=True, kw_only=True)
-class ApplyDelivery(Request[tuple[Applied, str]]):
+class ApplyDelivery(Request[tuple[Applied, str, str]]):
     SCRIPT = Script("apply_delivery")
     CODES = Applied
 
@@ -70,8 +71,9 @@ class ApplyDelivery(Request[tuple[Applied, str]]):
     operation_id: str
     mode: str  # "record": joined by operation id (pushed); "": found through the message map
 
-    def decode(self, raw: Any) -> tuple[Applied, str]:
-        return Applied(raw[0]), str(raw[1])  # (code, the operation's delivery now)
+    def decode(self, raw: Any) -> tuple[Applied, str, str]:
+        # (code, the operation's delivery now, its state as the event found it)
+        return Applied(raw[0]), str(raw[1]), str(raw[2])
 
 
 async def apply_events(

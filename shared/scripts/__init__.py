@@ -24,6 +24,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 from redis.asyncio import RedisCluster
 from redis.exceptions import NoScriptError
 
+from shared.delivery import DEFINITIVE_RANK, PRECEDENCE
 from shared.keys import JOB_FIELD, SEND_GROUP
 from shared.model import (
     ENTRY_POINT_PREFIX,
@@ -100,11 +101,22 @@ def names_prelude() -> str:
     return f"-- names (rendered from shared/keys.py and shared/model.py)\n{lines}"
 
 
+def delivery_prelude() -> str:
+    """What a script that ranks delivery events gets in place of ``-- @delivery``: the
+    precedence of shared/delivery.py, and the rank from which an event ends the wait."""
+    ranks = ", ".join(f"{kind}={rank}" for kind, rank in PRECEDENCE.items())
+    return f"""-- delivery precedence (rendered from shared/delivery.py)
+local RANK = {{{ranks}}}
+local DEFINITIVE = {DEFINITIVE_RANK}
+"""
+
+
 # A line "-- @<name>" in a script is replaced, at load time, by what these render.
 PRELUDES = {
     "-- @ledger\n": ledger_prelude,
     "-- @states\n": states_prelude,
     "-- @names\n": names_prelude,
+    "-- @delivery\n": delivery_prelude,
 }
 
 

@@ -32,7 +32,8 @@
 -- @names
 -- @ledger
 -- @states
-local f = redis.call("HMGET", KEYS[1], "state", "attempt_id")
+-- @delivery
+local f = redis.call("HMGET", KEYS[1], "state", "attempt_id", "delivery")
 if f[1] ~= "attempting" or f[2] ~= ARGV[1] then return {"fenced"} end
 local id, now, state = ARGV[15], tonumber(ARGV[2]), ARGV[6]
 if not TRANSITIONS.attempting[state] then
@@ -72,7 +73,11 @@ elseif state == "accepted" then
   -- When it was accepted is the attempt's ended_at in the ledger.
   redis.call("HSET", KEYS[1], "provider_message_id", ARGV[10])
   redis.call("HSET", KEYS[7], ARGV[10], id)
-  redis.call("ZADD", KEYS[8], tonumber(ARGV[11]), id)
+  -- A pushed event can beat this write (a webhook may arrive while the call is in flight);
+  -- one that already ended the wait must not open the observation window again.
+  if (RANK[f[3] or "unknown"] or 0) < DEFINITIVE then
+    redis.call("ZADD", KEYS[8], tonumber(ARGV[11]), id)
+  end
 end
 if TERMINAL[state] then
   redis.call("ZREM", KEYS[6], id)

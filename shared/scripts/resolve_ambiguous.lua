@@ -19,8 +19,10 @@
 -- Returns {"ok", state} or {"stale", state} when the operation is no longer ambiguous.
 -- @names
 -- @ledger
+-- @delivery
 local now, decision, id = tonumber(ARGV[1]), ARGV[2], ARGV[7]
-local state = redis.call("HGET", KEYS[1], "state")
+local f = redis.call("HMGET", KEYS[1], "state", "delivery")
+local state = f[1]
 if state ~= "ambiguous" then
   redis.call("ZREM", KEYS[4], id)
   return {"stale", state or ""}
@@ -37,7 +39,10 @@ if decision == "accepted" then
   redis.call("HSET", KEYS[1], "state", "accepted", "reason", ARGV[5],
     "provider_message_id", ARGV[3])
   redis.call("HSET", KEYS[7], ARGV[3], id)
-  redis.call("ZADD", KEYS[8], tonumber(ARGV[4]), id)
+  -- An event recorded while the attempt was in flight may already have ended the wait.
+  if (RANK[f[2] or "unknown"] or 0) < DEFINITIVE then
+    redis.call("ZADD", KEYS[8], tonumber(ARGV[4]), id)
+  end
   redis.call("ZREM", KEYS[6], id)
   redis.call("PEXPIRE", KEYS[1], ARGV[6])
   redis.call("PEXPIRE", KEYS[2], ARGV[6])
