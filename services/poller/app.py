@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import aiohttp
 
 from services.poller.budget import Budget
-from services.poller.feed import Feed, Gate
+from services.poller.feed import Feed, ProviderCalls
 from services.poller.inbound.ingest import Ingest
 from services.poller.inbound.queue import SesQueue
 from services.poller.inbound.webhooks import Webhooks
@@ -69,17 +69,17 @@ class Lane:
     """One provider's side of the poller: its own request budget, feed and cursor, the
     ambiguous attempts it holds, its credentials and its stall clock."""
 
-    gate: Gate
+    calls: ProviderCalls
     feed: Feed
     reconciler: Reconciler
 
     @property
     def name(self) -> str:
-        return self.gate.name
+        return self.calls.name
 
     def waiting(self, pending_observations: int) -> int:
         """Work waiting on this provider: lookups, and delivery events if it has a feed."""
-        pending = pending_observations if self.gate.feed is not None else 0
+        pending = pending_observations if self.calls.feed is not None else 0
         return self.reconciler.waiting + pending
 
 
@@ -104,7 +104,7 @@ class Poller:
         no events page or lookup with it succeeded for RESETGATE_POLL_STALL_SECONDS."""
         limit = self.settings.poll_stall_seconds
         stalled = any(
-            lane.waiting(self.pending_observations) > 0 and lane.gate.stalled_for() > limit
+            lane.waiting(self.pending_observations) > 0 and lane.calls.stalled_for() > limit
             for lane in self.lanes
         )
         return self.leadership.active and stalled
@@ -112,7 +112,7 @@ class Poller:
     def credentials_ok(self) -> bool:
         """At least one provider takes the poller's key (as for the senders: one rejected
         key must not take the webhook listener of every provider out of service)."""
-        return any(lane.gate.credentials_ok for lane in self.lanes)
+        return any(lane.calls.credentials_ok for lane in self.lanes)
 
     async def gc_step(self) -> float:
         await self.observer.collect_garbage()
@@ -145,10 +145,10 @@ def _lane(
 ) -> Lane:  # fmt: skip
     budget = Budget(settings.poll_max_requests_per_minute, settings.poll_burst,
                     settings.poll_backoff_cap_seconds)  # fmt: skip
-    gate = Gate(provider, budget, settings.max_advised_wait_seconds)
+    calls = ProviderCalls(provider, budget, settings.max_advised_wait_seconds)
     first = provider.name == names[0]
-    return Lane(gate, Feed(client, gate, observer, settings, first=first),
-                Reconciler(client, gate, observer, settings, names=names))  # fmt: skip
+    return Lane(calls, Feed(client, calls, observer, settings, first=first),
+                Reconciler(client, calls, observer, settings, names=names))  # fmt: skip
 
 
 def workers(poller: Poller) -> list[service.Worker]:

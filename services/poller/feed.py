@@ -1,11 +1,11 @@
 """The events feed: one page per step, cursor stored in Redis after the page is applied.
 
-With several providers each has its own feed, cursor and :class:`Gate` (request budget,
+With several providers each has its own feed, cursor and `ProviderCalls` (request budget,
 credentials, last success): one provider throttling or failing never holds up another.
 
 A restart resumes from the stored cursor and replays at most the page that was being
 applied when it stopped; deduplication on (message_id, type, occurred_at) makes that
-harmless. Every call goes through :class:`Gate`: the request budget, the metrics, and
+harmless. Every call goes through :class:`ProviderCalls`: the request budget, the metrics, and
 429 + Retry-After on the polling routes.
 """
 
@@ -35,7 +35,7 @@ LOOKUP_YIELD_SECONDS = 0.05
 CURSOR_BEYOND_FEED = 410
 
 
-class Gate:
+class ProviderCalls:
     """Budget, metrics and 429 handling shared by every provider call the poller makes."""
 
     def __init__(
@@ -115,33 +115,33 @@ def parse_page(body: dict[str, object]) -> tuple[list[DeliveryEvent], int, str] 
 
 class Feed:
     def __init__(
-        self, client: RedisClient, gate: Gate, observer: Observer, settings: PollerSettings,
-        *, first: bool = True,
+        self, client: RedisClient, calls: ProviderCalls, observer: Observer,
+        settings: PollerSettings, *, first: bool = True,
     ) -> None:  # fmt: skip
         """``first``: the provider listed first, which resumes from the cursor a poller of a
         single provider kept before cursors were per provider."""
         self.client = client
-        self.gate = gate
+        self.calls = calls
         self.observer = observer
         self.settings = settings
-        self.cursor_key = poller_cursor(gate.name)
+        self.cursor_key = poller_cursor(calls.name)
         self.legacy_cursor = first
 
     async def step(self) -> float:
         """Poll one page; 0 when the page was full (more is waiting), else the interval."""
         idle = self.settings.poll_interval_seconds
-        feed = self.gate.feed
+        feed = self.calls.feed
         if feed is None:
             return idle
-        if self.gate.lookups_waiting > 0:
+        if self.calls.lookups_waiting > 0:
             return LOOKUP_YIELD_SECONDS
         cursor = await self._cursor()
         try:
-            answer = await self.gate.call(
+            answer = await self.calls.call(
                 "events", lambda: feed.events(cursor, self.settings.poll_batch)
             )
         except ProviderUnavailable as error:
-            event(log, logging.WARNING, "events feed unreachable", provider=self.gate.name,
+            event(log, logging.WARNING, "events feed unreachable", provider=self.calls.name,
                   error=str(error))  # fmt: skip
             return idle
         if isinstance(answer, float):
@@ -151,11 +151,11 @@ class Feed:
         page = parse_page(answer.body) if answer.status == 200 else None
         if page is None:
             # A rejected cursor (400) needs a person: see docs/poller-router.md.
-            event(log, logging.WARNING, "events feed answered unusably", provider=self.gate.name,
+            event(log, logging.WARNING, "events feed answered unusably", provider=self.calls.name,
                   status=answer.status)  # fmt: skip
             return idle
         events, rows, next_cursor = page
-        self.gate.succeeded()
+        self.calls.succeeded()
         tally = await self.observer.observe(events)
         if next_cursor != cursor:
             await self.client.set(self.cursor_key, next_cursor)
@@ -178,8 +178,8 @@ class Feed:
         await self.client.delete(self.cursor_key)
         if self.legacy_cursor:  # one key per call: the two may sit on different Cluster nodes
             await self.client.delete(POLLER_CURSOR)
-        metrics.poll_cursor_resets.labels(self.gate.name).inc()
+        metrics.poll_cursor_resets.labels(self.calls.name).inc()
         event(log, logging.WARNING, "events feed cursor is beyond the feed's end (the provider "
               "lost its events); reading the feed again from its start",
-              provider=self.gate.name)  # fmt: skip
+              provider=self.calls.name)  # fmt: skip
         return 0.0

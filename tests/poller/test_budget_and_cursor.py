@@ -9,13 +9,13 @@ import logging
 import pytest
 
 from services.poller.budget import Budget
-from services.sandbox.testing import configure, sandbox_stats
 from shared.keys import POLLER_CURSOR, poller_cursor
 from shared.model import Delivery, State
 from shared.settings import DEFAULT_PROVIDER
 from tests.poller.conftest import running_poller, sample
 from tests.poller.test_observation_feed import delivery_of
 from tests.sender.conftest import Stack, wait_for
+from tests.support.sandbox import configure, sandbox_stats
 
 CURSOR = poller_cursor(DEFAULT_PROVIDER)  # the single-provider settings' one feed
 THROTTLED = "resetgate_poll_throttled_total"

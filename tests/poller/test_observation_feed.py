@@ -6,13 +6,13 @@ Real Redis, the real sandbox over HTTP, the sender and poller loops in this even
 
 from __future__ import annotations
 
-from services.sandbox.testing import configure, sandbox_stats
 from shared.keys import PartitionKeys, poller_cursor
 from shared.model import Delivery, State
 from shared.operations import load_operation
 from shared.settings import DEFAULT_PROVIDER
 from tests.poller.conftest import running_poller, sample
 from tests.sender.conftest import Stack, wait_for
+from tests.support.sandbox import configure, sandbox_stats
 
 CURSOR = poller_cursor(DEFAULT_PROVIDER)  # the single-provider settings' one feed
 

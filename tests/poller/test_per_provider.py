@@ -17,7 +17,6 @@ from typing import Any
 import aiohttp
 
 from services.poller.app import Poller, build_poller, open_all, workers
-from services.sandbox.testing import configure, run_sandbox, sent_emails
 from shared.keys import poller_cursor
 from shared.model import Delivery, State
 from shared.operations import load_attempts, load_operation
@@ -26,6 +25,7 @@ from tests.poller.conftest import poller_settings, sample
 from tests.poller.test_observation_feed import delivery_of
 from tests.sender.conftest import Stack, wait_for
 from tests.sender.test_provider_per_partition import NAMES, move, named_env
+from tests.support.sandbox import configure, run_sandbox, sent_emails
 
 
 @contextlib.asynccontextmanager

@@ -40,11 +40,11 @@ from benchmarks.storm import (
     wait_until,
 )
 from services.ctl.embedded import RedisServer
-from services.sandbox.testing import SANDBOX_API_KEY, run_sandbox_process, sandbox_stats
 from shared import control
 from shared.model import Outcome, State
 from shared.operations import load_attempts, load_operation
 from tests.support.processes import PROJECT_ROOT, Processes, ServiceProcess, child_env
+from tests.support.sandbox import SANDBOX_API_KEY, run_sandbox_process, sandbox_stats
 
 NAMES = ("a", "b")
 WAVES = (("0-7", "b"), ("8-15", "b"), ("0-7", "a"))  # two waves out, half of it back
