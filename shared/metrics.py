@@ -110,19 +110,24 @@ observation_pending = Gauge(
     ["partition"],
 )
 reconciliations = Counter(
-    "resetgate_reconciliations", "Ambiguous attempts reconciled, by outcome.", ["outcome"]
+    "resetgate_reconciliations",
+    "Ambiguous attempts reconciled, by the provider that held them and outcome.",
+    ["provider", "outcome"],
 )
 reconciliation_lag = Histogram(
     "resetgate_reconciliation_lag_seconds", "Ambiguous to reconciled.", buckets=LAG_BUCKETS
 )
 poll_requests = Counter(
-    "resetgate_poll_requests", "Poller requests to the provider.", ["route", "status"]
+    "resetgate_poll_requests", "Poller requests to a provider.", ["provider", "route", "status"]
 )
-poll_throttled = Counter("resetgate_poll_throttled", "429s on polling routes.", ["route"])
+poll_throttled = Counter(
+    "resetgate_poll_throttled", "429s on a provider's polling routes.", ["provider", "route"]
+)
 poll_cursor_resets = Counter(
     "resetgate_poll_cursor_resets",
     "Times the events feed refused the stored cursor as beyond its end (the provider lost its "
     "feed, e.g. a restarted sandbox) and the poller read the feed again from its start.",
+    ["provider"],
 )
 support_cases = Counter(
     "resetgate_support_cases",
@@ -146,7 +151,9 @@ advised_wait_capped = Counter(
 )
 poller_last_success = Gauge(
     "resetgate_poller_last_success_timestamp_seconds",
-    "Unix time of the poller's last successful events page or lookup (its start until then).",
+    "Unix time of the poller's last successful events page or lookup with a provider, or of "
+    "its last step with nothing waiting on that provider (its start until then).",
+    ["provider"],
 )
 
 inbound_events = Counter(
@@ -167,12 +174,13 @@ inbound_settled = Counter(
     ["provider"],
 )
 webhook_requests = Counter(
-    "resetgate_webhook_requests", "Webhook requests answered, by provider and status.",
+    "resetgate_webhook_requests",
+    "Webhook requests answered, by provider and status.",
     ["provider", "status"],
 )
 queue_messages = Counter(
     "resetgate_queue_messages",
-    "SQS messages handled, by result (applied, dead_lettered, returned).",
+    "SQS messages handled, by result (applied, dead_lettered, returned, released).",
     ["provider", "result"],
 )
 redis_maxmemory_policy = Gauge(

@@ -157,6 +157,7 @@ async def _refuse_ambiguous(
     if held:
         detail = "; ".join(
             f"{sum(c.values())} at {name} (partitions {_ranges(sorted(c))})"
+            + (" whose key is rejected: they wait for it" if name in state.auth_paused else "")
             for name, c in held.items()
         )
         raise SwitchRefused(

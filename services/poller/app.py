@@ -1,7 +1,9 @@
-"""Wiring: settings -> Redis, provider session -> the poller's loops, behind one lease.
+"""Wiring: settings -> Redis, provider sessions -> the poller's loops, behind one lease.
 
-Only the replica holding the lease calls the provider (feed, lookups, message reads) or
-closes windows, so the provider sees one polling budget however many pods run.
+Only the replica holding the lease calls a provider (feed, lookups, message reads) or
+closes windows, so each provider sees one polling budget however many pods run. Each
+configured provider (``RESETGATE_PROVIDERS``) has its own :class:`Lane`: budget, feed
+cursor, lookups of the ambiguous attempts it holds, credentials and stall clock.
 """
 
 from __future__ import annotations
@@ -9,28 +11,27 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 import aiohttp
 
 from services.poller.budget import Budget
-from services.poller.feed import Feed, Gate
+from services.poller.feed import Feed, ProviderCalls
 from services.poller.inbound.ingest import Ingest
 from services.poller.inbound.queue import SesQueue
 from services.poller.inbound.webhooks import Webhooks
 from services.poller.observer import Observer
 from services.poller.reconciler import Reconciler
 from services.poller.settings import PollerSettings
-from shared import logging as rglogging
 from shared import metrics, observation, service
-from shared import settings as settings_module
 from shared.logging import event
-from shared.loops import ERRORS, resilient
+from shared.loops import ERRORS, named, named_loop, resilient
 from shared.providers.base import Provider
 from shared.providers.factory import ProviderConfig, build, open_provider
-from shared.providers.named import load_or_exit
-from shared.redis import RedisClient, connect, ping
+from shared.providers.named import NamedProvider, load_or_exit
+from shared.redis import RedisClient, ping
 
 log = logging.getLogger(__name__)
 SERVICE = "poller"
@@ -63,14 +64,31 @@ class Leadership:
         return run
 
 
+@dataclass(frozen=True, slots=True)
+class Lane:
+    """One provider's side of the poller: its own request budget, feed and cursor, the
+    ambiguous attempts it holds, its credentials and its stall clock."""
+
+    calls: ProviderCalls
+    feed: Feed
+    reconciler: Reconciler
+
+    @property
+    def name(self) -> str:
+        return self.calls.name
+
+    def waiting(self, pending_observations: int) -> int:
+        """Work waiting on this provider: lookups, and delivery events if it has a feed."""
+        pending = pending_observations if self.calls.feed is not None else 0
+        return self.reconciler.waiting + pending
+
+
 @dataclass
 class Poller:
     settings: PollerSettings
     client: RedisClient
-    gate: Gate
+    lanes: list[Lane]
     observer: Observer
-    feed: Feed
-    reconciler: Reconciler
     leadership: Leadership
     webhooks: Webhooks | None = None
     queue: SesQueue | None = None
@@ -82,11 +100,19 @@ class Poller:
         return self.settings.close_interval_seconds
 
     def stalled(self) -> bool:
-        """The lease holder has work waiting on the provider (delivery events, lookups) and
-        no events page or lookup succeeded for RESETGATE_POLL_STALL_SECONDS."""
-        waiting = self.pending_observations + self.reconciler.waiting
-        too_long = self.gate.stalled_for() > self.settings.poll_stall_seconds
-        return self.leadership.active and waiting > 0 and too_long
+        """The lease holder has work waiting on a provider (delivery events, lookups) and
+        no events page or lookup with it succeeded for RESETGATE_POLL_STALL_SECONDS."""
+        limit = self.settings.poll_stall_seconds
+        stalled = any(
+            lane.waiting(self.pending_observations) > 0 and lane.calls.stalled_for() > limit
+            for lane in self.lanes
+        )
+        return self.leadership.active and stalled
+
+    def credentials_ok(self) -> bool:
+        """At least one provider takes the poller's key (as for the senders: one rejected
+        key must not take the webhook listener of every provider out of service)."""
+        return any(lane.calls.credentials_ok for lane in self.lanes)
 
     async def gc_step(self) -> float:
         await self.observer.collect_garbage()
@@ -95,70 +121,64 @@ class Poller:
 
 def build_poller(
     settings: PollerSettings, client: RedisClient, session: aiohttp.ClientSession,
-    provider: Provider | None = None,
+    providers: Sequence[Provider] = (),
 ) -> Poller:  # fmt: skip
-    if provider is None:
-        provider = build(ProviderConfig.from_settings(settings), session)
-    budget = Budget(settings.poll_max_requests_per_minute, settings.poll_burst,
-                    settings.poll_backoff_cap_seconds)  # fmt: skip
-    gate = Gate(provider, budget, settings.max_advised_wait_seconds)
+    """One lane per provider in ``providers`` (the first listed first); none given: the
+    single-provider settings."""
+    if not providers:
+        providers = [build(ProviderConfig.from_settings(settings), session)]
     observer = Observer(client, settings)
+    names = tuple(p.name for p in providers)
+    lanes = [_lane(settings, client, observer, p, names) for p in providers]
     ingest = Ingest(client, settings)
     return Poller(
-        settings, client, gate, observer, Feed(client, gate, observer, settings),
-        Reconciler(client, gate, observer, settings),
+        settings, client, lanes, observer,
         Leadership(client, settings.consumer_name, settings.lease_seconds),
         Webhooks(settings, client, ingest) if settings.webhooks_enabled else None,
         SesQueue(settings, ingest) if settings.ses_queue_url else None,
     )  # fmt: skip
 
 
+def _lane(
+    settings: PollerSettings, client: RedisClient, observer: Observer, provider: Provider,
+    names: tuple[str, ...],
+) -> Lane:  # fmt: skip
+    budget = Budget(settings.poll_max_requests_per_minute, settings.poll_burst,
+                    settings.poll_backoff_cap_seconds)  # fmt: skip
+    calls = ProviderCalls(provider, budget, settings.max_advised_wait_seconds)
+    first = provider.name == names[0]
+    return Lane(calls, Feed(client, calls, observer, settings, first=first),
+                Reconciler(client, calls, observer, settings, names=names))  # fmt: skip
+
+
 def workers(poller: Poller) -> list[service.Worker]:
     lead = poller.leadership
-    loops = {
-        "feed": lead.gated(poller.feed.step),
-        "reconcile": lead.gated(poller.reconciler.step),
-        "close": lead.gated(poller.close_step),
-        "gc": lead.gated(poller.gc_step),
-    }
+    loops: dict[str, Callable[[], Awaitable[float]]] = {}
+    for lane in poller.lanes:
+        loops[f"feed:{lane.name}"] = lead.gated(lane.feed.step)
+        loops[f"reconcile:{lane.name}"] = lead.gated(lane.reconciler.step)
+    loops |= {"close": lead.gated(poller.close_step), "gc": lead.gated(poller.gc_step)}
 
     async def lease(stop: asyncio.Event) -> None:
         await resilient(SERVICE, "lease", stop, lead.renew)
         with contextlib.suppress(*ERRORS):  # unreleased, it runs out by itself
             await observation.release_lease(poller.client, lead.holder)
 
-    result: list[service.Worker] = [lease]
-    for name, step in loops.items():
-        result.append(_loop(name, step))
+    result: list[service.Worker] = [named("lease", lease)]
+    result.extend(named_loop(SERVICE, name, step) for name, step in loops.items())
     # Pushed events are taken by every replica, not only the lease holder: the provider
     # spreads its requests (and SQS its messages) over them, and applying is idempotent.
     if poller.webhooks is not None:
-        result.append(_named("webhooks", poller.webhooks.serve))
+        result.append(named("webhooks", poller.webhooks.serve))
     if poller.queue is not None:
-        result.append(_named("ses-queue", poller.queue.serve))
+        result.append(named("ses-queue", poller.queue.serve))
     return result
-
-
-def _named(name: str, worker: service.Worker) -> service.Worker:
-    async def run(stop: asyncio.Event) -> None:
-        await worker(stop)
-
-    run.__name__ = name
-    return run
-
-
-def _loop(name: str, step: Callable[[], Awaitable[float]]) -> service.Worker:
-    async def loop(stop: asyncio.Event) -> None:
-        await resilient(SERVICE, name, stop, step)
-
-    loop.__name__ = name
-    return loop
 
 
 def readiness(poller: Poller) -> service.ReadinessCheck:
     async def check() -> dict[str, bool]:
         checks = {"redis": await ping(poller.client),
-                  "provider_credentials": poller.gate.credentials_ok,
+                  "provider_credentials": poller.credentials_ok(),
                   "provider_answering": not poller.stalled()}  # fmt: skip
         if poller.webhooks is not None:
             checks["webhook_listener"] = poller.webhooks.listening.is_set()
@@ -167,33 +187,30 @@ def readiness(poller: Poller) -> service.ReadinessCheck:
     return check
 
 
-def reconciling_provider(settings: PollerSettings) -> tuple[PollerSettings, ProviderConfig]:
-    """With several providers the poller works with the first listed only (one poller per
-    provider is not built yet); operations held by another provider wait for it, never
-    looked up here (shared.reconcile)."""
-    first = load_or_exit(settings)[0].config
-    return settings.model_copy(update={"provider_name": first.name}), first
+@asynccontextmanager
+async def wire(settings: PollerSettings, client: RedisClient) -> AsyncIterator[service.Wiring]:
+    configured = load_or_exit(settings)
+    connector = aiohttp.TCPConnector(limit=8 * len(configured))
+    async with (
+        aiohttp.ClientSession(connector=connector) as session,
+        contextlib.AsyncExitStack() as stack,
+    ):
+        providers = await open_all(stack, session, configured)
+        poller = build_poller(settings, client, session, providers)
+        yield service.Wiring(workers(poller), readiness(poller))
 
 
-async def run(settings: PollerSettings) -> None:
-    settings, config = reconciling_provider(settings)
-    async with service.operational(SERVICE, settings) as ops:
-        client = await connect(settings)
-        async with (
-            aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=8)) as session,
-            open_provider(config, session) as provider,
-        ):
-            poller = build_poller(settings, client, session, provider)
-            ops.ready_when(readiness(poller))
-            await service.serve(SERVICE, settings, workers(poller))
-        await client.aclose()
+async def open_all(
+    stack: contextlib.AsyncExitStack, session: aiohttp.ClientSession,
+    configured: Sequence[NamedProvider],
+) -> list[Provider]:  # fmt: skip
+    """Every configured provider's adapter, the first listed first; ``stack`` closes them."""
+    return [await stack.enter_async_context(open_provider(n.config, session)) for n in configured]
 
 
 def main() -> None:
-    settings = settings_module.load(PollerSettings)
-    load_or_exit(settings)  # a bad provider setting stops the process before anything starts
-    rglogging.setup(SERVICE, settings.log_level)
-    service.run(lambda: run(settings))
+    # A bad provider setting stops the process before anything starts.
+    service.main(SERVICE, PollerSettings, wire, check=load_or_exit)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,11 @@
 """The events feed: one page per step, cursor stored in Redis after the page is applied.
 
+With several providers each has its own feed, cursor and `ProviderCalls` (request budget,
+credentials, last success): one provider throttling or failing never holds up another.
+
 A restart resumes from the stored cursor and replays at most the page that was being
 applied when it stopped; deduplication on (message_id, type, occurred_at) makes that
-harmless. Every call goes through :class:`Gate`: the request budget, the metrics, and
+harmless. Every call goes through :class:`ProviderCalls`: the request budget, the metrics, and
 429 + Retry-After on the polling routes.
 """
 
@@ -18,7 +21,7 @@ from services.poller.observer import Observer
 from services.poller.settings import PollerSettings
 from shared import clock, metrics, retry_after
 from shared.delivery import DeliveryEvent, parse_event
-from shared.keys import POLLER_CURSOR
+from shared.keys import POLLER_CURSOR, poller_cursor
 from shared.logging import event
 from shared.loops import cap_advised_wait
 from shared.providers.base import PollResult, Provider, ProviderUnavailable
@@ -32,7 +35,7 @@ LOOKUP_YIELD_SECONDS = 0.05
 CURSOR_BEYOND_FEED = 410
 
 
-class Gate:
+class ProviderCalls:
     """Budget, metrics and 429 handling shared by every provider call the poller makes."""
 
     def __init__(
@@ -40,6 +43,7 @@ class Gate:
         clock: Callable[[], float] = time.time,
     ) -> None:  # fmt: skip
         self.provider = provider
+        self.name = provider.name
         # The pull feed and message reads exist only for the http contract; the other
         # providers push their events (webhook, queue).
         self.feed = provider if isinstance(provider, HttpProvider) else None
@@ -52,12 +56,13 @@ class Gate:
         # Until a first success, the process start: a poller that never gets one is as
         # stalled as one that stopped getting them.
         self.last_success = clock()
-        metrics.poller_last_success.set(self.last_success)
+        metrics.poller_last_success.labels(self.name).set(self.last_success)
 
     def succeeded(self) -> None:
-        """An events page or a lookup answered usefully: the poller is not stalled."""
+        """An events page or a lookup answered usefully, or nothing waits on this provider:
+        the poller is not stalled on it."""
         self.last_success = self.clock()
-        metrics.poller_last_success.set(self.last_success)
+        metrics.poller_last_success.labels(self.name).set(self.last_success)
 
     def stalled_for(self) -> float:
         return self.clock() - self.last_success
@@ -70,9 +75,9 @@ class Gate:
         if wait:
             return wait
         result = await request()
-        metrics.poll_requests.labels(route, str(result.status)).inc()
+        metrics.poll_requests.labels(self.name, route, str(result.status)).inc()
         if result.status == 429:
-            metrics.poll_throttled.labels(route).inc()
+            metrics.poll_throttled.labels(self.name, route).inc()
             return self.throttled(result.retry_after, result.server_date)
         self.budget.answered()
         self._credentials(result.status, route)
@@ -84,15 +89,15 @@ class Gate:
         if delay is not None:
             delay = cap_advised_wait(delay, self.max_wait, "poller")
         wait = self.budget.throttled(delay)
-        event(log, logging.INFO, "provider throttled polling; waiting", source=advice.source,
-              wait_s=round(wait, 3))  # fmt: skip
+        event(log, logging.INFO, "provider throttled polling; waiting", provider=self.name,
+              source=advice.source, wait_s=round(wait, 3))  # fmt: skip
         return wait
 
     def _credentials(self, status: int, route: str) -> None:
         rejected = status in (401, 403)
         if rejected and self.credentials_ok:
-            event(log, logging.ERROR, "provider rejected the poller's credentials", route=route,
-                  status=status)  # fmt: skip
+            event(log, logging.ERROR, "provider rejected the poller's credentials",
+                  provider=self.name, route=route, status=status)  # fmt: skip
         self.credentials_ok = not rejected
 
 
@@ -110,28 +115,34 @@ def parse_page(body: dict[str, object]) -> tuple[list[DeliveryEvent], int, str] 
 
 class Feed:
     def __init__(
-        self, client: RedisClient, gate: Gate, observer: Observer, settings: PollerSettings
-    ) -> None:
+        self, client: RedisClient, calls: ProviderCalls, observer: Observer,
+        settings: PollerSettings, *, first: bool = True,
+    ) -> None:  # fmt: skip
+        """``first``: the provider listed first, which resumes from the cursor a poller of a
+        single provider kept before cursors were per provider."""
         self.client = client
-        self.gate = gate
+        self.calls = calls
         self.observer = observer
         self.settings = settings
+        self.cursor_key = poller_cursor(calls.name)
+        self.legacy_cursor = first
 
     async def step(self) -> float:
         """Poll one page; 0 when the page was full (more is waiting), else the interval."""
         idle = self.settings.poll_interval_seconds
-        feed = self.gate.feed
+        feed = self.calls.feed
         if feed is None:
             return idle
-        if self.gate.lookups_waiting > 0:
+        if self.calls.lookups_waiting > 0:
             return LOOKUP_YIELD_SECONDS
-        cursor = str(await self.client.get(POLLER_CURSOR) or "")
+        cursor = await self._cursor()
         try:
-            answer = await self.gate.call(
+            answer = await self.calls.call(
                 "events", lambda: feed.events(cursor, self.settings.poll_batch)
             )
         except ProviderUnavailable as error:
-            event(log, logging.WARNING, "events feed unreachable", error=str(error))
+            event(log, logging.WARNING, "events feed unreachable", provider=self.calls.name,
+                  error=str(error))  # fmt: skip
             return idle
         if isinstance(answer, float):
             return answer
@@ -140,25 +151,35 @@ class Feed:
         page = parse_page(answer.body) if answer.status == 200 else None
         if page is None:
             # A rejected cursor (400) needs a person: see docs/poller-router.md.
-            event(log, logging.WARNING, "events feed answered unusably", status=answer.status)
+            event(log, logging.WARNING, "events feed answered unusably", provider=self.calls.name,
+                  status=answer.status)  # fmt: skip
             return idle
         events, rows, next_cursor = page
-        self.gate.succeeded()
+        self.calls.succeeded()
         tally = await self.observer.observe(events)
         if next_cursor != cursor:
-            await self.client.set(POLLER_CURSOR, next_cursor)
+            await self.client.set(self.cursor_key, next_cursor)
         if rows:
             event(log, logging.DEBUG, "events page applied", rows=rows, applied=tally.applied,
                   kept=tally.kept, duplicate=tally.duplicate, held=tally.held)  # fmt: skip
         return 0.0 if rows >= self.settings.poll_batch else idle
+
+    async def _cursor(self) -> str:
+        cursor = await self.client.get(self.cursor_key)
+        if cursor is None and self.legacy_cursor:
+            cursor = await self.client.get(POLLER_CURSOR)
+        return str(cursor or "")
 
     async def restart_feed(self) -> float:
         """The provider has forgotten the feed our cursor points into (a restarted sandbox, a
         provider-side reset): read it again from its start. Replayed events are deduplicated;
         events the provider lost are not coming back, and their operations' delivery stays
         ``unknown`` until the observation window closes."""
-        await self.client.delete(POLLER_CURSOR)
-        metrics.poll_cursor_resets.inc()
+        await self.client.delete(self.cursor_key)
+        if self.legacy_cursor:  # one key per call: the two may sit on different Cluster nodes
+            await self.client.delete(POLLER_CURSOR)
+        metrics.poll_cursor_resets.labels(self.calls.name).inc()
         event(log, logging.WARNING, "events feed cursor is beyond the feed's end (the provider "
-              "lost its events); reading the feed again from its start")  # fmt: skip
+              "lost its events); reading the feed again from its start",
+              provider=self.calls.name)  # fmt: skip
         return 0.0

@@ -1,7 +1,12 @@
 """Ambiguous attempts: settle each as the provider's capabilities allow, before any replay.
 
+One reconciler per configured provider, each settling only the operations it owns (the
+provider of their latest attempt; an operation that names none belongs to the first listed):
+only the provider that holds an attempt can say whether it accepted it. An operation owned
+by a provider this poller does not know waits, and is logged once.
+
 The decision itself (look up / replay with the same key / wait / review) is
-``shared.reconcile``; this loop asks about every ambiguous attempt at once (a key's
+``services.poller.ambiguity``; this loop asks about every ambiguous attempt at once (a key's
 retention may be short), ahead of feed polling in the request budget, honours 429s, and
 afterwards reads the events of a send it has just learned the message id of (the feed may
 have shown them before the mapping existed).
@@ -11,7 +16,8 @@ from __future__ import annotations
 
 import logging
 
-from services.poller.feed import Gate
+from services.poller.ambiguity import LookupThrottled, Resolution, due_ambiguous, owners, reconcile
+from services.poller.feed import ProviderCalls
 from services.poller.observer import Observer
 from services.poller.settings import PollerSettings
 from shared import clock
@@ -19,67 +25,95 @@ from shared.delivery import parse_event
 from shared.logging import event
 from shared.operations import load_operation
 from shared.providers.base import ProviderUnavailable
-from shared.reconcile import LookupThrottled, Resolution, due_ambiguous, reconcile
 from shared.redis import RedisClient
 
 log = logging.getLogger(__name__)
 
 MAX_TO_READ = 1000
 MAX_READ_TRIES = 5
+MAX_UNKNOWN_OWNERS = 1000
 
 
 class Reconciler:
     def __init__(
-        self, client: RedisClient, gate: Gate, observer: Observer, settings: PollerSettings
-    ) -> None:
+        self, client: RedisClient, calls: ProviderCalls, observer: Observer,
+        settings: PollerSettings, *, names: tuple[str, ...] = (),
+    ) -> None:  # fmt: skip
+        """``names``: every provider this poller knows, the first listed first (default: this
+        one alone)."""
         self.client = client
-        self.gate = gate
+        self.calls = calls
         self.observer = observer
         self.settings = settings
+        self.names = names or (calls.name,)
         self.to_read: dict[str, int] = {}  # operation id -> failed reads so far
         self.waiting = 0  # ambiguous attempts due for a lookup at the last step
+        self.unknown: set[str] = set()  # operations owned elsewhere, already logged
 
     async def step(self) -> float:
         waiting = 0
         try:
             for partition in range(self.settings.partitions):
-                due = await due_ambiguous(self.client, partition)
+                due = await self._mine(await due_ambiguous(self.client, partition))
                 waiting += len(due)
-                self.gate.lookups_waiting = len(due)
+                self.calls.lookups_waiting = len(due)
                 for operation_id in due:
                     wait = await self._reconcile(operation_id)
-                    self.gate.lookups_waiting -= 1
+                    self.calls.lookups_waiting -= 1
                     if wait:
                         return wait
         finally:
-            self.gate.lookups_waiting = 0
+            self.calls.lookups_waiting = 0
             self.waiting = waiting
+        if not waiting and self.calls.feed is None:
+            self.calls.succeeded()  # nothing waits on a provider without a feed: not stalled
         return await self._read_messages() or self.settings.reconcile_interval_seconds
 
+    async def _mine(self, due: list[str]) -> list[str]:
+        """The operations of ``due`` this provider holds."""
+        if not due:
+            return due
+        mine = []
+        for operation_id, owner in zip(due, await owners(self.client, due), strict=True):
+            owner = owner or self.names[0]
+            if owner == self.calls.name:
+                mine.append(operation_id)
+            elif owner not in self.names and self.calls.name == self.names[0]:
+                self._unknown_owner(operation_id, owner)
+        return mine
+
+    def _unknown_owner(self, operation_id: str, owner: str) -> None:
+        if operation_id in self.unknown or len(self.unknown) >= MAX_UNKNOWN_OWNERS:
+            return
+        self.unknown.add(operation_id)
+        event(log, logging.WARNING, "ambiguous attempt held by a provider that is not "
+              "configured; it waits (configure that provider again, or review it)",
+              operation_id=operation_id, provider=owner)  # fmt: skip
+
     async def _reconcile(self, operation_id: str) -> float:
-        if self.gate.provider.capabilities.lookup is None:
+        if self.calls.provider.capabilities.lookup is None:
             return await self._settle(operation_id)  # never asks: spends no budget
         return await self._ask(operation_id)
 
     async def _settle(self, operation_id: str) -> float:
-        await reconcile(self.client, self.gate.provider, self.settings, operation_id)
+        await reconcile(self.client, self.calls.provider, self.settings, operation_id)
         return 0.0
 
     async def _ask(self, operation_id: str) -> float:
-        wait = self.gate.budget.take()
+        wait = self.calls.budget.take()
         if wait:
             return wait
         try:
-            decision = await reconcile(self.client, self.gate.provider, self.settings,
+            decision = await reconcile(self.client, self.calls.provider, self.settings,
                                        operation_id)  # fmt: skip
         except LookupThrottled as throttled:
-            return self.gate.throttled(throttled.retry_after, throttled.server_date)
+            return self.calls.throttled(throttled.retry_after, throttled.server_date)
         except ProviderUnavailable as error:
             event(log, logging.WARNING, "lookup failed; will ask again",
                   operation_id=operation_id, error=str(error))  # fmt: skip
             return self.settings.reconcile_interval_seconds
-        self.gate.budget.answered()
-        self.gate.succeeded()
+        self.calls.budget.answered()
+        self.calls.succeeded()
         if decision is Resolution.ACCEPTED:
             self._remember(operation_id)
         return 0.0
@@ -102,18 +136,18 @@ class Reconciler:
         if not message_id:
             self.to_read.pop(operation_id, None)
             return 0.0
-        feed = self.gate.feed
+        feed = self.calls.feed
         if feed is None:
             self.to_read.pop(operation_id, None)  # events come by webhook or queue
             return 0.0
         try:
-            answer = await self.gate.call("message", lambda: feed.message(message_id))
+            answer = await self.calls.call("message", lambda: feed.message(message_id))
         except ProviderUnavailable:
             answer = None
         if isinstance(answer, float):
             return answer
         if answer is not None and answer.status == 200:
-            self.gate.succeeded()
+            self.calls.succeeded()
             rows = answer.body.get("events")
             now = clock.now_ms()
             parsed = (parse_event(row, now) for row in (rows if isinstance(rows, list) else []))

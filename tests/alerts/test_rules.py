@@ -51,6 +51,9 @@ NOT_PAGES = {
     "ContactFormsDeadLettered": "ticket",
     "AlertInputsMissing": "warning",
     "RedisEvictionPolicyUnsafe": "ticket",
+    "PushedEventsRefused": "warning",
+    "PushedEventsDropped": "ticket",
+    "QueueMessagesUnparseable": "ticket",
 }
 # Alerts built on per-partition metrics must name the partition they fire for.
 PARTITIONED = {"OperationsExhausted", "OldestEligibleAgeHigh", "SendersStalled",

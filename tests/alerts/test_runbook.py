@@ -19,7 +19,7 @@ COMMANDS = [
     r'resetgate ops quarantine OPERATION_ID --reason (TEXT|"[^"`]+")',
     r"resetgate ops release OPERATION_ID",
     r"resetgate ops status",
-    r"resetgate ops provider-resume",
+    r"resetgate ops provider-resume( --provider [A-Za-z0-9]+)?",
     r"resetgate ops review list",
     r"resetgate ops review release OPERATION_ID",
     r"resetgate ops provider show",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import shutil
@@ -302,3 +303,90 @@ def test_install_notes_render(helm: Helm, tmp_path: Path, values_file: str) -> N
     notes = yaml.safe_load(done.stdout)["data"]["notes"]
     assert "port-forward svc/rg-resetgate-admission 8080:8080" in notes
     assert ("DEV ONLY" in notes) == (values_file == "values-dev.yaml")
+
+
+# --- several providers (provider.named) ----------------------------------------------------
+
+NAMED = {
+    "provider.named": [
+        {"name": "primary", "kind": "sendgrid", "url": "https://api.sendgrid.com", "maxRate": 80},
+        {"name": "standby", "kind": "mailgun", "url": "https://api.mailgun.net",
+         "mailgunDomain": "mg.game.example"},
+        {"name": "aws", "kind": "ses"},
+    ],
+    "provider.awsRegion": "eu-west-1",
+}  # fmt: skip
+
+
+def test_named_providers_reach_the_services_as_resetgate_providers(helm: Helm) -> None:
+    data = config_data(helm.template(NAMED))
+    assert data["RESETGATE_PROVIDERS"] == "primary,standby,aws"
+    assert data["RESETGATE_PROVIDER_PRIMARY_KIND"] == "sendgrid"
+    assert data["RESETGATE_PROVIDER_PRIMARY_URL"] == "https://api.sendgrid.com"
+    assert data["RESETGATE_PROVIDER_PRIMARY_MAX_RATE"] == "80"
+    assert data["RESETGATE_PROVIDER_STANDBY_MAILGUN_DOMAIN"] == "mg.game.example"
+    assert data["RESETGATE_PROVIDER_AWS_KIND"] == "ses"
+    assert "RESETGATE_PROVIDER_AWS_URL" not in data  # the region's endpoint
+    assert "RESETGATE_PROVIDER_STANDBY_MAX_RATE" not in data  # provider.maxRate applies
+    assert "API_KEY" not in " ".join(data)
+
+
+def test_named_provider_keys_reach_only_the_sender_and_the_poller(helm: Helm) -> None:
+    docs = helm.template(NAMED)
+    named = {"RESETGATE_PROVIDER_PRIMARY_API_KEY": "provider-primary-api-key",
+             "RESETGATE_PROVIDER_STANDBY_API_KEY": "provider-standby-api-key"}  # fmt: skip
+    for component, deployment in deployments(docs).items():
+        refs = {k: v["secretKeyRef"]["key"] for k, v in env(deployment).items()
+                if isinstance(v, dict) and k.startswith("RESETGATE_PROVIDER_")
+                and k != "RESETGATE_PROVIDER_API_KEY"}  # fmt: skip
+        assert refs == (named if component in ("sender", "poller") else {}), component
+
+
+def test_the_chart_stores_each_named_providers_key_when_it_creates_the_secret(
+    helm: Helm,
+) -> None:
+    keys = {"primary": "sg-key", "standby": "mg-key"}
+    docs = helm.template({**NAMED, "secrets.existingSecret": "", **SECRET_VALUES,
+                          "secrets.namedProviderApiKeys": keys})  # fmt: skip
+    (secret,) = of_kind(docs, "Secret").values()
+    assert secret["data"]["provider-primary-api-key"] == base64.b64encode(b"sg-key").decode()
+    assert secret["data"]["provider-standby-api-key"] == base64.b64encode(b"mg-key").decode()
+    assert "provider-aws-api-key" not in secret["data"]
+
+
+def test_named_providers_default_to_the_in_chart_sandbox(helm: Helm) -> None:
+    named = [{"name": "a", "kind": "http"}, {"name": "b", "kind": "http"}]
+    values = {"provider.url": "", "sandbox.enabled": True, "provider.named": named}
+    data = config_data(helm.template(values))
+    assert data["RESETGATE_PROVIDER_A_URL"] == data["RESETGATE_PROVIDER_URL"]
+    assert data["RESETGATE_PROVIDER_B_URL"].startswith("http://rg-resetgate-sandbox:")
+
+
+@pytest.mark.parametrize(
+    ("named", "message"),
+    [
+        ([{"name": "a", "kind": "http", "url": "https://x"}] * 2, "lists a twice"),
+        ([{"name": "m", "kind": "mailgun", "url": "https://x"}], "m (mailgun) needs mailgunDomain"),
+        ([{"name": "h", "kind": "http"}], "h has no url"),
+    ],
+)
+def test_named_providers_are_refused_with_a_clear_message(
+    helm: Helm, named: list[dict[str, str]], message: str
+) -> None:
+    flat = " ".join(helm.template_error({"provider.named": named}).split())
+    assert "VALUES VALIDATION:" in flat and message in flat
+
+
+def test_a_named_provider_without_its_key_is_refused_when_the_chart_makes_the_secret(
+    helm: Helm,
+) -> None:
+    values = {**NAMED, "secrets.existingSecret": "", **SECRET_VALUES}
+    flat = " ".join(helm.template_error(values).split())
+    assert "primary has no API key: set secrets.namedProviderApiKeys.primary" in flat
+    assert "aws has no API key" not in flat
+
+
+def test_the_schema_refuses_a_provider_name_the_services_would_refuse(helm: Helm) -> None:
+    for name in ("Primary", "stand-by", ""):
+        done = helm.lint({**BASE, "provider.named": [{"name": name, "kind": "http"}]})
+        assert done.returncode != 0, name

@@ -14,8 +14,8 @@ from redis.asyncio import Redis
 
 from services.ctl.embedded import RedisServer
 from shared import codec, control
-from shared.admission import Admitter
-from shared.keys import SEND_GROUP, PartitionKeys
+from shared.admit import Admitter
+from shared.keys import JOB_FIELD, SEND_GROUP, PartitionKeys
 from shared.operations import BeginCode, begin_attempt
 from shared.settings import PolicySettings
 from shared.tokens import TokenKeys
@@ -118,7 +118,7 @@ async def test_a_switch_killed_half_way_converges_when_run_again(
     # One job of partition 0 read and not acknowledged: the switch has to wait for it.
     stream = PartitionKeys(0).send
     await redis.xgroup_create(stream, SEND_GROUP, id="0", mkstream=True)
-    entry = await redis.xadd(stream, {"op": "x"})
+    entry = await redis.xadd(stream, {JOB_FIELD: "x"})
     await redis.xreadgroup(SEND_GROUP, "sender-1", {stream: ">"})
     args = ["switch", "--partitions", "0-1", "--to", "standby", "--timeout", "60"]
     command = [sys.executable, "-m", "services.ctl.main", "ops", "provider", *args]
@@ -143,3 +143,31 @@ async def test_a_switch_killed_half_way_converges_when_run_again(
     state = await control.read(redis)
     assert state.providers == {0: "standby", 1: "standby"}
     assert not state.paused and state.switch is None
+
+
+async def test_switching_away_from_a_paused_provider_that_holds_ambiguity_is_refused(
+    redis: Redis, redis_server: RedisServer, settings: PolicySettings, token_keys: TokenKeys
+) -> None:
+    # Its lookups are refused while its key is: the ambiguous attempt waits for the key.
+    admitted = await Admitter(redis, settings, token_keys).admit("acct-2", "public")
+    op = admitted.operation_id
+    common: dict[str, Any] = dict(max_attempts=6, consumer="t", entry_id="",
+                                  retention_ms=60_000, provider="primary")  # fmt: skip
+    await begin_attempt(redis, op, attempt_id="a1", now=1, lease_ms=1, **common)
+    took = await begin_attempt(redis, op, attempt_id="a2", now=10**13, lease_ms=1, **common)
+    assert took.code is BeginCode.AMBIGUOUS
+    await control.auth_pause(redis, "primary", 401, "abc")
+    done = provider(redis_server, "switch", "--partitions", "0-3", "--to", "standby")
+    assert done.returncode == 1
+    assert "1 at primary" in done.stderr and "whose key is rejected" in done.stderr
+    state = await control.read(redis)
+    assert state.providers == {} and not state.paused and state.switch is None
+
+
+async def test_switching_away_from_a_paused_provider_with_nothing_ambiguous_is_the_failover(
+    redis: Redis, redis_server: RedisServer
+) -> None:
+    await control.auth_pause(redis, "primary", 401, "abc")
+    done = provider(redis_server, "switch", "--partitions", "0-3", "--to", "standby")
+    assert done.returncode == 0, done.stderr
+    assert (await control.read(redis)).providers == dict.fromkeys(range(4), "standby")

@@ -9,12 +9,16 @@ import logging
 import pytest
 
 from services.poller.budget import Budget
-from services.sandbox.testing import configure, sandbox_stats
-from shared.keys import POLLER_CURSOR
+from shared.keys import POLLER_CURSOR, poller_cursor
 from shared.model import Delivery, State
+from shared.settings import DEFAULT_PROVIDER
 from tests.poller.conftest import running_poller, sample
 from tests.poller.test_observation_feed import delivery_of
 from tests.sender.conftest import Stack, wait_for
+from tests.support.sandbox import configure, sandbox_stats
+
+CURSOR = poller_cursor(DEFAULT_PROVIDER)  # the single-provider settings' one feed
+THROTTLED = "resetgate_poll_throttled_total"
 
 
 class FakeClock:
@@ -50,13 +54,13 @@ def test_budget_429_blocks_for_the_advice_or_a_capped_backoff() -> None:
 async def test_poll_429_waits_for_retry_after(stack: Stack, form: str) -> None:
     await configure(stack.provider_url, poll_rate_per_second=0.5, poll_burst=1,
                     retry_after_form=form, delivered_delay_seconds=0.1)  # fmt: skip
-    before = sample("resetgate_poll_throttled_total", route="events")
+    before = sample(THROTTLED, provider=DEFAULT_PROVIDER, route="events")
     op = await stack.admit(f"acct-throttled-{form}")
     async with stack.sender(), running_poller(stack):
         await delivery_of(stack, op, {Delivery.DELIVERED})
         await asyncio.sleep(2.5)
     stats = await sandbox_stats(stack.provider_url)
-    assert sample("resetgate_poll_throttled_total", route="events") > before
+    assert sample(THROTTLED, provider=DEFAULT_PROVIDER, route="events") > before
     # Every 0.05 s without honouring Retry-After would be ~60 polls and ~55 429s here.
     assert stats["poll_throttled_total"] <= 4
     assert stats["requests_by_route"].get("GET /email/events", 0) <= 8
@@ -77,7 +81,7 @@ async def test_restart_resumes_from_the_cursor_and_a_replay_is_harmless(stack: S
     async with stack.sender():
         async with running_poller(stack):
             await delivery_of(stack, first, {Delivery.DELIVERED})
-        cursor = await stack.redis.get(POLLER_CURSOR)
+        cursor = await stack.redis.get(CURSOR)
         assert cursor
         second = await stack.admit("acct-cursor-2")
         await stack.wait_state(second, {State.ACCEPTED})
@@ -86,7 +90,7 @@ async def test_restart_resumes_from_the_cursor_and_a_replay_is_harmless(stack: S
             await delivery_of(stack, second, {Delivery.DELIVERED})
         assert sample("resetgate_delivery_events_duplicate_total") == duplicates, "resumed"
         # A crash after applying a page but before storing the cursor replays that page.
-        await stack.redis.set(POLLER_CURSOR, "0")
+        await stack.redis.set(CURSOR, "0")
         async with running_poller(stack):
             await wait_for(lambda: _at_least("resetgate_delivery_events_duplicate_total",
                                              duplicates + 2))  # fmt: skip
@@ -105,12 +109,28 @@ async def test_a_cursor_beyond_the_feeds_end_is_said_and_the_feed_read_again(
     feed starts again from nothing. The poller says so (log line, metric) and reads the new
     feed from its start, so what is sent from now on is observed."""
     await configure(stack.provider_url, delivered_delay_seconds=0.1)
-    await stack.redis.set(POLLER_CURSOR, "1000000")  # the feed that issued it is gone
-    resets = sample("resetgate_poll_cursor_resets_total")
+    await stack.redis.set(CURSOR, "1000000")  # the feed that issued it is gone
+    resets = sample("resetgate_poll_cursor_resets_total", provider=DEFAULT_PROVIDER)
     op = await stack.admit("acct-cursor-beyond")
     with caplog.at_level(logging.WARNING, logger="services.poller.feed"):
         async with stack.sender(), running_poller(stack):
             await delivery_of(stack, op, {Delivery.DELIVERED})
-    assert sample("resetgate_poll_cursor_resets_total") == resets + 1
+    assert sample("resetgate_poll_cursor_resets_total", provider=DEFAULT_PROVIDER) == resets + 1
     assert "cursor is beyond the feed's end" in caplog.text
-    assert int(await stack.redis.get(POLLER_CURSOR) or 0) < 1000000
+    assert int(await stack.redis.get(CURSOR) or 0) < 1000000
+
+
+async def test_the_first_provider_resumes_from_the_cursor_kept_before_cursors_were_per_provider(
+    stack: Stack,
+) -> None:
+    # An upgrade keeps rg:poller:cursor: the first listed provider starts from it (here a
+    # cursor its feed no longer knows, so the feed says so and both keys are cleared).
+    await stack.redis.set(POLLER_CURSOR, "1000000")
+    resets = sample("resetgate_poll_cursor_resets_total", provider=DEFAULT_PROVIDER)
+    async with running_poller(stack):
+        await wait_for(lambda: _reset_since(resets))
+    assert await stack.redis.get(POLLER_CURSOR) is None
+
+
+async def _reset_since(before: float) -> bool:
+    return sample("resetgate_poll_cursor_resets_total", provider=DEFAULT_PROVIDER) > before

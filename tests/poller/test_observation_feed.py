@@ -6,12 +6,15 @@ Real Redis, the real sandbox over HTTP, the sender and poller loops in this even
 
 from __future__ import annotations
 
-from services.sandbox.testing import configure, sandbox_stats
-from shared.keys import POLLER_CURSOR, PartitionKeys
+from shared.keys import PartitionKeys, poller_cursor
 from shared.model import Delivery, State
 from shared.operations import load_operation
+from shared.settings import DEFAULT_PROVIDER
 from tests.poller.conftest import running_poller, sample
 from tests.sender.conftest import Stack, wait_for
+from tests.support.sandbox import configure, sandbox_stats
+
+CURSOR = poller_cursor(DEFAULT_PROVIDER)  # the single-provider settings' one feed
 
 
 async def delivery_of(stack: Stack, operation_id: str, wanted: set[Delivery]) -> object:
@@ -37,7 +40,7 @@ async def test_invariant_7_delivery_unknown_until_the_feed_says_delivered(stack:
     assert done.observation_closed_at == 0
     # A definitive event ends the wait: the operation leaves the observation window.
     assert await stack.redis.zscore(PartitionKeys.of(op).observe, op) is None
-    assert await stack.redis.get(POLLER_CURSOR)
+    assert await stack.redis.get(CURSOR)
 
 
 async def test_bounce_is_recorded_as_bounced_and_never_resent(stack: Stack) -> None:

@@ -6,13 +6,13 @@ from __future__ import annotations
 import aiohttp
 from redis.asyncio import Redis
 
-from services.sandbox.testing import SANDBOX_API_KEY, run_sandbox
-from shared.admission import Admitter
+from services.poller.ambiguity import Resolution, reconcile
+from shared.admit import Admitter
 from shared.operations import BeginCode, begin_attempt, load_operation
 from shared.providers.http import HttpProvider
-from shared.reconcile import Resolution, reconcile
 from shared.settings import PolicySettings
 from shared.tokens import TokenKeys
+from tests.support.sandbox import SANDBOX_API_KEY, run_sandbox
 
 
 async def ambiguous_at(redis: Redis, settings: PolicySettings, keys: TokenKeys, name: str) -> str:
@@ -30,11 +30,10 @@ async def test_another_provider_never_settles_an_ambiguous_attempt(
     op = await ambiguous_at(redis, settings, token_keys, "standby")
     async with run_sandbox() as url, aiohttp.ClientSession() as session:
         primary = HttpProvider(session, url, SANDBOX_API_KEY, name="primary")
-        here = settings.model_copy(update={"provider_name": "primary"})
-        assert await reconcile(redis, primary, here, op) is Resolution.WAIT
+        assert await reconcile(redis, primary, settings, op) is Resolution.WAIT
         operation = await load_operation(redis, op)
         assert operation is not None and operation.state == "ambiguous"
         assert operation.provider == "standby"
-        # The holder's poller does settle it (here: the sandbox has no record of it).
-        holder = settings.model_copy(update={"provider_name": "standby"})
-        assert await reconcile(redis, primary, holder, op) is not Resolution.WAIT
+        # The holder does settle it (here: its sandbox has no record of it).
+        standby = HttpProvider(session, url, SANDBOX_API_KEY, name="standby")
+        assert await reconcile(redis, standby, settings, op) is not Resolution.WAIT

@@ -3,13 +3,16 @@ the reconciliation of ambiguous attempts by the poller (invariant 6), on a real 
 
 from __future__ import annotations
 
-from services.sandbox.testing import configure, sandbox_stats
 from shared.keys import PartitionKeys
 from shared.model import Delivery, State
 from shared.operations import load_attempts, load_operation
+from shared.settings import DEFAULT_PROVIDER
 from tests.poller.conftest import running_poller, sample
 from tests.poller.test_observation_feed import delivery_of
 from tests.sender.conftest import Stack, wait_for
+from tests.support.sandbox import configure, sandbox_stats
+
+RECONCILED = "resetgate_reconciliations_total"
 
 
 async def test_invariant_7_window_closes_unknown_and_never_resends(stack: Stack) -> None:
@@ -37,7 +40,7 @@ async def _closed(stack: Stack, op: str) -> object:
 async def test_invariant_6_dropped_connection_reconciled_by_the_poller(stack: Stack) -> None:
     # The provider sends the email, then the connection drops: the sender cannot know.
     await configure(stack.provider_url, drop_every=1, delivered_delay_seconds=0.1)
-    before = sample("resetgate_reconciliations_total", outcome="accepted")
+    before = sample(RECONCILED, provider=DEFAULT_PROVIDER, outcome="accepted")
     op = await stack.admit("acct-drop")
     async with stack.sender():
         await stack.wait_state(op, {State.AMBIGUOUS})
@@ -48,7 +51,7 @@ async def test_invariant_6_dropped_connection_reconciled_by_the_poller(stack: St
     stats = await sandbox_stats(stack.provider_url, operation_id=op)
     assert stats["sent_by_operation"][op] == 1
     assert stats["duplicate_sends_total"] == 0
-    assert sample("resetgate_reconciliations_total", outcome="accepted") == before + 1
+    assert sample(RECONCILED, provider=DEFAULT_PROVIDER, outcome="accepted") == before + 1
     ledger = await load_attempts(stack.redis, op)
     assert [(a.outcome, a.reconciled) for a in ledger] == [("ambiguous", "accepted")]
 

@@ -12,13 +12,13 @@ import pytest
 from redis.asyncio import Redis
 
 from services.ctl.embedded import RedisServer
-from services.sandbox.testing import configure, run_sandbox, sandbox_stats
+from services.poller.ambiguity import Situation, Step, plan
 from shared.model import State
 from shared.operations import load_operation
 from shared.providers import http, postmark, sendgrid
-from shared.reconcile import Situation, Step, plan
 from tests.poller.conftest import running_poller
 from tests.sender.conftest import Stack
+from tests.support.sandbox import configure, run_sandbox, sandbox_stats
 
 KEYED = http.capabilities(60.0)  # key and key-lookup kept 60 s
 NO_KEY_LOOKUP = postmark.capabilities(20.0)  # search trusted about sends older than 20 s
@@ -125,4 +125,3 @@ async def test_no_key_and_no_lookup_waits_for_the_event_window_then_review(
             final = await stack.wait_state(op, {State.REVIEW}, timeout=10)
         stats = await sandbox_stats(url, operation_id=op)
     assert final.state is State.REVIEW and stats["sent_by_operation"][op] == 1
-

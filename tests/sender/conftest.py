@@ -12,20 +12,20 @@ import pytest
 from redis.asyncio import Redis
 
 from services.ctl.embedded import RedisServer
-from services.sandbox.testing import SANDBOX_API_KEY, run_sandbox
+from services.poller.ambiguity import reconcile
 from services.sender.app import build_sender, open_all, workers
 from services.sender.settings import SenderSettings
 from services.sender.worker import Sender, ensure_groups
-from shared.admission import Admitter
+from shared.admit import Admitter
 from shared.directory import Account, RedisDirectory
 from shared.model import State
 from shared.operations import load_operation
 from shared.providers.base import Provider
 from shared.providers.http import HttpProvider
 from shared.providers.named import load_providers
-from shared.reconcile import reconcile
 from shared.tokens import parse_keys
 from tests.conftest import CLUSTER, TEST_TOKEN_KEYS
+from tests.support.sandbox import SANDBOX_API_KEY, run_sandbox
 
 
 def sender_settings(redis_url: str, provider_url: str, **overrides: Any) -> SenderSettings:
@@ -98,8 +98,10 @@ class Stack:
 
     async def reconcile(self, operation_id: str, **overrides: Any) -> Any:
         async with aiohttp.ClientSession() as session:
-            provider = HttpProvider(session, self.provider_url, SANDBOX_API_KEY)
-            return await reconcile(self.redis, provider, self.settings(**overrides), operation_id)
+            settings = self.settings(**overrides)
+            provider = HttpProvider(session, self.provider_url, SANDBOX_API_KEY,
+                                    name=settings.provider_name)  # fmt: skip
+            return await reconcile(self.redis, provider, settings, operation_id)
 
     async def wait_state(self, operation_id: str, states: set[State], timeout: float = 15.0) -> Any:
         return await wait_for(lambda: self._state_in(operation_id, states), timeout)

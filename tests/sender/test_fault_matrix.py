@@ -7,16 +7,17 @@ from __future__ import annotations
 
 import pytest
 
-from services.sandbox.testing import configure, sandbox_stats, sent_emails
+from services.poller.ambiguity import Resolution
 from shared import clock
 from shared.control import read as read_control
-from shared.keys import CONTROL, PartitionKeys
+from shared.keys import CONTROL, JOB_FIELD, PartitionKeys
 from shared.model import State
 from shared.operations import BeginCode, begin_attempt, load_attempts
-from shared.reconcile import Resolution
+from shared.settings import DEFAULT_PROVIDER
 from shared.tokens import parse_keys
 from tests.conftest import TEST_TOKEN_KEYS
 from tests.sender.conftest import Stack, wait_for
+from tests.support.sandbox import configure, sandbox_stats, sent_emails
 
 DONE = {State.ACCEPTED, State.FAILED, State.EXHAUSTED, State.EXPIRED}
 
@@ -134,7 +135,7 @@ async def test_invariant_6_worker_dead_before_the_call_is_replayed_once(stack: S
 
 async def test_invariant_10_duplicate_stream_delivery_sends_once(stack: Stack) -> None:
     op = await stack.admit("acct-dup")
-    await stack.redis.xadd(PartitionKeys.of(op).send, {"op": op})  # a redelivered job
+    await stack.redis.xadd(PartitionKeys.of(op).send, {JOB_FIELD: op})  # a redelivered job
     async with stack.sender():
         await stack.wait_state(op, {State.ACCEPTED})
         await wait_for(lambda: _stream_drained(stack, op))
@@ -180,14 +181,14 @@ async def test_invariant_5_credentials_rejected_pause_without_failing(stack: Sta
         operation = await stack.wait_state(op, {State.QUEUED})
         assert operation.attempts == 0  # refunded: our fault, not the player's budget
     await configure(stack.provider_url, revoked_status=0)
-    await stack.redis.hdel(CONTROL, "auth_paused:http")
+    await stack.redis.hdel(CONTROL, f"auth_paused:{DEFAULT_PROVIDER}")
     async with stack.sender():
         done = await stack.wait_state(op, DONE)
     assert done.state == State.ACCEPTED
 
 
 async def _auth_paused(stack: Stack) -> bool:
-    return "http" in (await read_control(stack.redis)).auth_paused
+    return DEFAULT_PROVIDER in (await read_control(stack.redis)).auth_paused
 
 
 async def test_invariant_3_every_retry_reuses_id_key_and_token(stack: Stack) -> None:
@@ -224,9 +225,21 @@ async def test_expired_token_is_never_sent(stack: Stack) -> None:
 async def test_a_malformed_send_job_is_dropped_and_sending_goes_on(stack: Stack) -> None:
     op = await stack.admit("acct-after-garbage")
     stream = PartitionKeys.of(op).send
-    await stack.redis.xadd(stream, {"op": "not-an-operation"})
+    await stack.redis.xadd(stream, {JOB_FIELD: "not-an-operation"})
     await stack.redis.xadd(stream, {"unexpected": "field"})
-    await stack.redis.xadd(stream, {"op": "op-99-XYZ"})  # another partition's id
+    await stack.redis.xadd(stream, {JOB_FIELD: "op-99-XYZ"})  # another partition's id
+    async with stack.sender():
+        await stack.wait_state(op, {State.ACCEPTED})
+        await wait_for(lambda: _stream_drained(stack, op))
+    assert await emails_for(stack, op) == 1
+
+
+async def test_a_send_job_that_is_not_utf8_is_dropped_and_sending_goes_on(stack: Stack) -> None:
+    """Read with the client's decoding, one such entry failed every read (and every claim)
+    of its partition, so nothing behind it was ever sent (shared/consumer.py)."""
+    for partition in range(stack.settings().partitions):  # ahead of the job, wherever it lands
+        await stack.redis.xadd(PartitionKeys(partition).send, {"op": b"\xff\xfe-not-text"})
+    op = await stack.admit("acct-utf8")
     async with stack.sender():
         await stack.wait_state(op, {State.ACCEPTED})
         await wait_for(lambda: _stream_drained(stack, op))

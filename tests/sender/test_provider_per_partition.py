@@ -6,11 +6,11 @@ from __future__ import annotations
 from prometheus_client import REGISTRY
 from redis.asyncio import Redis
 
-from services.sandbox.testing import SANDBOX_API_KEY, run_sandbox, sent_emails
 from shared import control, switch
 from shared.model import State
 from shared.operations import load_attempts, load_operation
-from tests.sender.conftest import Stack
+from tests.sender.conftest import Stack, wait_for
+from tests.support.sandbox import SANDBOX_API_KEY, configure, run_sandbox, sent_emails
 
 NAMES = ["primary", "standby"]
 
@@ -79,3 +79,30 @@ async def test_a_switch_mid_run_sends_every_operation_exactly_once(stack: Stack)
             assert operation is not None and counts[operation.provider] == 1
             used[operation.provider] += 1
         assert all(used.values()), used  # the switches really moved work between them
+
+
+async def test_failover_moves_partitions_away_from_a_provider_whose_key_is_rejected(
+    stack: Stack,
+) -> None:
+    # The failover the credentials page suggests: primary answers 401 (its key revoked), the
+    # partitions it serves wait; switched to standby they are sent there, each once.
+    await configure(stack.provider_url, revoked_status=401)
+    async with run_sandbox(delivered_delay_seconds=0.2) as standby_url:
+        urls = {"primary": stack.provider_url, "standby": standby_url}
+        async with stack.sender(named=named_env(urls)):
+            ops = [await stack.admit(f"failover-{i}") for i in range(12)]
+            await wait_for(lambda: _auth_paused(stack, "primary"))
+            await move(stack.redis, [0, 1, 2, 3], "standby")
+            for op in ops:
+                await stack.wait_state(op, {State.ACCEPTED})
+        for op in ops:
+            assert await emails(urls, op) == {"primary": 0, "standby": 1}
+            operation = await load_operation(stack.redis, op)
+            assert operation is not None and operation.provider == "standby"
+            attempts = await load_attempts(stack.redis, op)
+            # Any attempt at primary was refused by it (401), never an email.
+            assert all(a.outcome == "auth" for a in attempts if a.provider == "primary")
+
+
+async def _auth_paused(stack: Stack, provider: str) -> bool:
+    return provider in (await control.read(stack.redis)).auth_paused

@@ -149,6 +149,28 @@ without a URL uses the region's endpoint). */}}
 {{- end -}}
 {{- end -}}
 
+{{/* provider.named as RESETGATE_PROVIDERS: the names in order, comma-separated. */}}
+{{- define "resetgate.providerNames" -}}
+{{- $names := list -}}
+{{- range .Values.provider.named }}{{ $names = append $names .name }}{{ end -}}
+{{- join "," $names -}}
+{{- end -}}
+
+{{/* One named provider's URL: its own, or the in-chart sandbox (never for SES). */}}
+{{- define "resetgate.namedProviderUrl" -}}
+{{- $root := .root -}}
+{{- if .provider.url -}}
+{{- .provider.url -}}
+{{- else if and $root.Values.sandbox.enabled (ne .provider.kind "ses") -}}
+{{- printf "http://%s:%d" (include "resetgate.componentName" (dict "root" $root "component" "sandbox")) (int $root.Values.sandbox.service.port) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The Secret's key holding a named provider's API key. */}}
+{{- define "resetgate.namedProviderKey" -}}
+{{- printf "provider-%s-api-key" . -}}
+{{- end -}}
+
 {{/* Redis URL when it is not secret: the dev Redis, else redis.url. */}}
 {{- define "resetgate.redisUrl" -}}
 {{- if .Values.devRedis.enabled -}}
@@ -174,6 +196,15 @@ with the token keys; the sandbox accepts the provider key.
   "router" (dict "RESETGATE_TOKEN_KEYS" $k.tokenKeys)
   "sandbox" (dict "RESETGATE_SANDBOX_API_KEY" $k.providerApiKey)
 -}}
+{{- /* The sender and the poller call every named provider (SES has no key: the AWS chain). */}}
+{{- range $p := .root.Values.provider.named }}
+{{- if ne $p.kind "ses" }}
+{{- $env := printf "RESETGATE_PROVIDER_%s_API_KEY" (upper $p.name) }}
+{{- $key := include "resetgate.namedProviderKey" $p.name }}
+{{- $_ := set (get $map "sender") $env $key }}
+{{- $_ := set (get $map "poller") $env $key }}
+{{- end }}
+{{- end }}
 {{- toYaml (get $map .component) -}}
 {{- end -}}
 

@@ -46,7 +46,15 @@ its full timeout and still miss the target. Set durability.waitReplicas=0 with d
 
 {{- define "resetgate.validate.provider" -}}
 {{- $p := .Values.provider -}}
-{{- if and (eq $p.kind "mailgun") (not $p.mailgunDomain) -}}
+{{- $namedUrls := list -}}
+{{- range $p.named }}{{ if .url }}{{ $namedUrls = append $namedUrls .url }}{{ end }}{{ end -}}
+{{- if $p.named -}}
+{{- /* provider.named replaces the single provider (resetgate.validate.namedProviders). */ -}}
+{{- if and $namedUrls (not (and .Values.config.resetUrlBase .Values.config.emailFrom)) -}}
+resetgate: provider.named sends real email, so set config.resetUrlBase (the link players click) and
+config.emailFrom; the services' built-in placeholders must never reach a player.
+{{- end -}}
+{{- else if and (eq $p.kind "mailgun") (not $p.mailgunDomain) -}}
 resetgate: provider.kind=mailgun needs provider.mailgunDomain (the sending domain, RESETGATE_MAILGUN_DOMAIN).
 {{- else if and (eq $p.kind "ses") (not $p.awsRegion) -}}
 resetgate: provider.kind=ses needs provider.awsRegion (AWS_REGION); credentials come from the AWS chain.
@@ -55,6 +63,28 @@ resetgate: no email provider. Set provider.url, or sandbox.enabled=true to run t
 {{- else if and .Values.provider.url (not (and .Values.config.resetUrlBase .Values.config.emailFrom)) -}}
 resetgate: provider.url sends real email, so set config.resetUrlBase (the link players click) and
 config.emailFrom; the services' built-in placeholders must never reach a player.
+{{- end -}}
+{{- end -}}
+
+{{- define "resetgate.validate.namedProviders" -}}
+{{- $seen := dict -}}
+{{- range $p := .Values.provider.named -}}
+{{- if hasKey $seen $p.name -}}
+resetgate: provider.named lists {{ $p.name }} twice; each name once.
+{{ end -}}
+{{- $_ := set $seen $p.name true -}}
+{{- if and (eq $p.kind "mailgun") (not $p.mailgunDomain) -}}
+resetgate: provider.named {{ $p.name }} (mailgun) needs mailgunDomain (RESETGATE_PROVIDER_{{ upper $p.name }}_MAILGUN_DOMAIN).
+{{ end -}}
+{{- if and (eq $p.kind "ses") (not $.Values.provider.awsRegion) -}}
+resetgate: provider.named {{ $p.name }} (ses) needs provider.awsRegion (AWS_REGION).
+{{ end -}}
+{{- if and (ne $p.kind "ses") (not (include "resetgate.namedProviderUrl" (dict "root" $ "provider" $p))) -}}
+resetgate: provider.named {{ $p.name }} has no url. Set it, or sandbox.enabled=true (never sends real email).
+{{ end -}}
+{{- if and (ne $p.kind "ses") (not $.Values.secrets.existingSecret) (not (get $.Values.secrets.namedProviderApiKeys $p.name)) -}}
+resetgate: provider.named {{ $p.name }} has no API key: set secrets.namedProviderApiKeys.{{ $p.name }}, or put {{ include "resetgate.namedProviderKey" $p.name | quote }} in secrets.existingSecret.
+{{ end -}}
 {{- end -}}
 {{- end -}}
 
@@ -110,7 +140,7 @@ metrics.runbookBaseUrl to the absolute URL of docs/runbook.md as responders open
 
 {{- define "resetgate.validateValues" -}}
 {{- $messages := list -}}
-{{- range $check := list "secrets" "redis" "devRedis" "provider" "autoscaling" "grace" "ingress" "monitoring" -}}
+{{- range $check := list "secrets" "redis" "devRedis" "provider" "namedProviders" "autoscaling" "grace" "ingress" "monitoring" -}}
 {{- $m := include (printf "resetgate.validate.%s" $check) $ | trim -}}
 {{- if $m -}}{{- $messages = append $messages $m -}}{{- end -}}
 {{- end -}}

@@ -102,9 +102,9 @@ async def situation(
 async def lookup(provider: Provider, operation_id: str) -> str:
     """The provider's message id for this operation, or "" if it has none."""
     result = await provider.lookup(operation_id)
-    metrics.poll_requests.labels("lookup", str(result.status)).inc()
+    metrics.poll_requests.labels(provider.name, "lookup", str(result.status)).inc()
     if result.status == 429:
-        metrics.poll_throttled.labels("lookup").inc()
+        metrics.poll_throttled.labels(provider.name, "lookup").inc()
         raise LookupThrottled(result.retry_after, result.server_date)
     if result.status != 200:
         raise ProviderUnavailable(f"lookup answered {result.status}")
@@ -120,12 +120,13 @@ def _replay_or_review(operation: Operation, settings: PolicySettings, now: int) 
 async def decide(
     client: RedisClient, provider: Provider, settings: PolicySettings, operation: Operation
 ) -> tuple[Resolution, str, str]:
-    """(resolution, message id, reason) for one ambiguous operation."""
+    """(resolution, message id, reason) for one ambiguous operation, asking ``provider``
+    only if it holds the attempt."""
     owner = operation.provider
-    if owner and owner != settings.provider_name:
+    if owner and owner != provider.name:
         # Only the provider that holds the attempt can say whether it was accepted: asking
         # another one would find nothing and replay it, a second email.
-        return Resolution.WAIT, "", f"waiting: held by {owner}, not {settings.provider_name}"
+        return Resolution.WAIT, "", f"waiting: held by {owner}, not {provider.name}"
     now = clock.now_ms()
     where = await situation(client, operation, settings, now)
     step = plan(provider.capabilities, where)
@@ -167,19 +168,30 @@ async def reconcile(
     )
     if not applied:
         return None
-    await _record(client, operation_id, decision, now)
+    await _record(client, provider.name, operation_id, decision, now)
     return decision
 
 
-async def _record(client: RedisClient, operation_id: str, decision: Resolution, now: int) -> None:
-    metrics.reconciliations.labels(decision.value if decision != "replay" else "replayed").inc()
+async def _record(
+    client: RedisClient, provider: str, operation_id: str, decision: Resolution, now: int
+) -> None:
+    outcome = decision.value if decision != "replay" else "replayed"
+    metrics.reconciliations.labels(provider, outcome).inc()
     ambiguous_at = int(
         await client.hget(PartitionKeys.of(operation_id).operation(operation_id), "ambiguous_at")
         or now
     )
     metrics.reconciliation_lag.observe(max(0, now - ambiguous_at) / 1000)
     event(log, logging.INFO, "ambiguous attempt reconciled", operation_id=operation_id,
-          decision=str(decision))  # fmt: skip
+          provider=provider, decision=str(decision))  # fmt: skip
+
+
+async def owners(client: RedisClient, operation_ids: list[str]) -> list[str]:
+    """Each operation's owner (``provider``): the provider its latest attempt went to."""
+    async with client.pipeline(transaction=False) as pipe:
+        for operation_id in operation_ids:
+            pipe.hget(PartitionKeys.of(operation_id).operation(operation_id), "provider")
+        return [str(owner or "") for owner in await pipe.execute()]
 
 
 async def due_ambiguous(
