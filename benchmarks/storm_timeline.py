@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 
 from redis.asyncio import Redis
 
-from services.sandbox.testing import sandbox_stats
 from shared.keys import provider_pacing
+from tests.support.sandbox import sandbox_stats
 
 # An id no operation has: the sandbox then answers its counters without the 10,000-entry maps.
 _LIGHT = {"operation_id": "storm-timeline"}
