@@ -102,7 +102,7 @@ class E2E:
         return dict(body)
 
     async def until(
-        self, operation_id: str, check: Callable[[dict[str, Any]], bool], timeout: float = 20
+        self, operation_id: str, check: Callable[[dict[str, Any]], bool], timeout: float = 60
     ) -> dict[str, Any]:
         async def probe() -> dict[str, Any] | None:
             view = await self.operation(operation_id)
