@@ -167,7 +167,8 @@ inbound_settled = Counter(
     ["provider"],
 )
 webhook_requests = Counter(
-    "resetgate_webhook_requests", "Webhook requests answered, by provider and status.",
+    "resetgate_webhook_requests",
+    "Webhook requests answered, by provider and status.",
     ["provider", "status"],
 )
 queue_messages = Counter(
@@ -180,6 +181,12 @@ redis_maxmemory_policy = Gauge(
     "1 for Redis's maxmemory-policy as read at start (unknown: CONFIG GET refused).",
     ["policy"],
 )
+send_twice_exposure = Gauge(
+    "resetgate_send_twice_exposure",
+    "1 when a Redis host crash could make this provider send an email twice: it has no "
+    "idempotency key and Redis is not verified appendonly with appendfsync always.",
+    ["provider", "appendfsync"],
+)
 
 # Families every service exports: its HTTP latency and what it sees of Redis.
 COMMON: tuple[MetricWrapperBase, ...] = (http_request_duration, redis_up, redis_maxmemory_policy)
@@ -191,6 +198,7 @@ OWNERS: dict[str, tuple[MetricWrapperBase, ...]] = {
         operations_terminal, ambiguous_attempts, pacing_rate, pacing_blocked_until,
         provider_auth_paused, oldest_eligible_age, queue_depth, partition_paused, token_ttl,
         advised_wait_capped, pacing_cuts, provider_redirects, partition_provider,
+        send_twice_exposure,
     ),
     "poller": (
         delivery_events, delivery_events_duplicate, observation_lag, observation_pending,

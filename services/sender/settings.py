@@ -25,6 +25,9 @@ class SenderSettings(ProviderSettings):
     promote_interval_seconds: float = Field(default=0.25, gt=0)
     directory_url: str = ""
     directory_timeout_seconds: float = Field(default=2.0, gt=0)
+    # A provider without an idempotency key needs Redis to keep every acknowledged write
+    # across a host crash (shared.redis_policy): refuse to start when it says it may not.
+    keyless_require_fsync_always: bool = True
     consumer_name: str = Field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
 
     @model_validator(mode="after")
