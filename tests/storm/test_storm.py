@@ -74,8 +74,13 @@ def test_each_provider_kind_is_wired_to_the_services_and_its_send_route_counted(
     # Postmark's and Mailgun's dropped sends are found by their searches at once; SendGrid's
     # settle only by delivery events (not in the storm): it runs without drops. SES runs on
     # moto (no faults) at moto's 1 send/s quota, hence its small N.
-    [("postmark", "drop"), ("mailgun", "drop"), ("sendgrid", "ceiling-1.0"),
-     ("mailgun", "ceiling-1.0"), ("ses", "ceiling-1.5")],  # fmt: skip
+    [
+        ("postmark", "drop"),
+        ("mailgun", "drop"),
+        ("sendgrid", "ceiling-1.0"),
+        ("mailgun", "ceiling-1.0"),
+        ("ses", "ceiling-1.5"),
+    ],
 )
 async def test_a_small_storm_through_each_provider_mode_ends_whole(
     provider: str, name: str
