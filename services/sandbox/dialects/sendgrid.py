@@ -7,13 +7,12 @@ custom_args), .../how-to-use-the-sendgrid-v3-api/errors (``{"errors": [{"field",
 from __future__ import annotations
 
 import hmac
-import math
-import time
 from typing import Any
 
 from aiohttp import web
 
 from services.sandbox.modes import Dialect, Parsed
+from services.sandbox.ratelimit import FixedWindow
 from services.sandbox.responses import json_response, read_json
 from services.sandbox.state import Sandbox
 from services.sandbox.store import Message
@@ -59,11 +58,12 @@ async def parse(request: web.Request, limit: int) -> Parsed:
             "tags": {"operation_id": args.get("operation_id")}}  # fmt: skip
 
 
-def _limits(sandbox: Sandbox, remaining: int, wait: float) -> dict[str, str]:
-    limit = max(1, int(sandbox.send_bucket.burst))
-    reset = math.ceil(time.time() + max(wait, 1.0))
-    return {"X-RateLimit-Limit": str(limit), "X-RateLimit-Remaining": str(remaining),
-            "X-RateLimit-Reset": str(reset)}  # fmt: skip
+def _limits(sandbox: Sandbox) -> dict[str, str]:
+    """The refresh period's figures: in this mode the send bucket is a FixedWindow."""
+    bucket = sandbox.send_bucket
+    assert isinstance(bucket, FixedWindow), "state._send_bucket builds one for sendgrid"
+    return {"X-RateLimit-Limit": str(bucket.limit), "X-RateLimit-Remaining": str(bucket.remaining),
+            "X-RateLimit-Reset": str(bucket.reset)}  # fmt: skip
 
 
 def accepted(message: Message) -> web.Response:
@@ -71,7 +71,8 @@ def accepted(message: Message) -> web.Response:
 
 
 def throttled(sandbox: Sandbox, wait: float) -> web.Response:
-    return _errors(429, "too many requests", headers=_limits(sandbox, 0, wait))
+    del wait  # the period's end says when, in whole epoch seconds
+    return _errors(429, "too many requests", headers=_limits(sandbox))
 
 
 DIALECT = Dialect(
@@ -84,6 +85,7 @@ DIALECT = Dialect(
     ),
     throttled=throttled,
     failed=lambda status: _errors(status, "internal server error"),
-    rejected=lambda: _errors(400, "Does not contain a valid address.",
-                             "personalizations.0.to.0.email"),
+    rejected=lambda: _errors(
+        400, "Does not contain a valid address.", "personalizations.0.to.0.email"
+    ),
 )
