@@ -16,19 +16,25 @@ TEST_WORKERS ?= 4
 .PHONY: setup setup-run tools run test lint typecheck deadcode chart-lint chart-readme chromium \
         unit unit-parallel unit-serial test-cluster test-slow bench clean
 
+# The virtualenv gets uv first: it resolves and installs the same versions as pip (checked
+# with `pip freeze` on both) in about 6 s where pip takes about 50 s. Where uv cannot be
+# installed, pip does the work.
+INSTALL = $(if $(wildcard $(BIN)/uv),$(BIN)/uv pip install --python $(BIN)/python,$(BIN)/pip install --progress-bar off)
+
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --progress-bar off uv || echo "==> uv unavailable: installing with pip"
 
 $(RUNTIME_STAMP): pyproject.toml | $(BIN)/python
 	@echo "==> installing resetgate and its runtime dependencies into $(VENV)"
-	$(BIN)/pip install --progress-bar off -e .
+	$(INSTALL) -e .
 	@rm -f $(VENV)/.installed-runtime-* && touch $@
 
 # The test and lint tools resolved together with the project's own dependencies (installed
 # apart, moto's boto3 would pull a botocore newer than aiobotocore allows).
 $(DEV_STAMP): $(RUNTIME_STAMP)
 	@echo "==> installing the test and lint tools into $(VENV)"
-	$(BIN)/pip install --progress-bar off -e '.[dev]'
+	$(INSTALL) -e '.[dev]'
 	@rm -f $(VENV)/.installed-dev-* && touch $@
 
 setup-run: $(RUNTIME_STAMP)

@@ -9,7 +9,8 @@ operation store.
 from __future__ import annotations
 
 import csv
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Protocol
 from urllib.parse import quote
@@ -20,6 +21,7 @@ from yarl import URL
 from shared import keys
 from shared.ids import valid_account_id
 from shared.redis import RedisClient
+from shared.settings import DirectorySettings
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +117,25 @@ class HttpDirectory:
         if not valid_account_id(account_id):
             return None  # no account has this id; it must not become a path
         return await self._get(self.url("accounts", account_id))
+
+
+def directory_for(
+    settings: DirectorySettings, client: RedisClient, session: aiohttp.ClientSession
+) -> Directory:
+    """The studio's directory over HTTP when ``RESETGATE_DIRECTORY_URL`` is set (through
+    ``session``), else the Redis stand-in."""
+    if settings.directory_url:
+        return HttpDirectory(session, settings.directory_url, settings.directory_timeout_seconds)
+    return RedisDirectory(client)
+
+
+@asynccontextmanager
+async def open_directory(
+    settings: DirectorySettings, client: RedisClient
+) -> AsyncIterator[Directory]:
+    """:func:`directory_for` with a session of its own, closed on exit."""
+    async with aiohttp.ClientSession() as session:
+        yield directory_for(settings, client, session)
 
 
 class ImportError_(ValueError):

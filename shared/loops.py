@@ -1,11 +1,13 @@
 """Background loops that log and continue: a Redis blip or a provider outage costs a log
-line and a capped backoff, never a crashed worker (the poller and the router use this)."""
+line and a capped backoff, never a crashed worker. :func:`named_loop` turns a step into a
+worker for :func:`shared.service.serve`; its name is what a log says when a loop ends."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from redis.exceptions import RedisError
 
@@ -13,7 +15,7 @@ from shared import metrics
 from shared.logging import event
 from shared.providers.base import ProviderUnavailable
 from shared.redis import TRANSIENT_ERRORS
-from shared.service import sleep_or_stop
+from shared.service import Worker, sleep_or_stop
 
 log = logging.getLogger(__name__)
 ERRORS = (RedisError, ProviderUnavailable, *TRANSIENT_ERRORS)
@@ -58,3 +60,23 @@ async def resilient(service: str, name: str, stop: asyncio.Event, step: Step) ->
             delay, backoff = max(backoff, 1.0), min(backoff * 2, 30.0)
         if delay:
             await sleep_or_stop(stop, delay)
+
+
+def named_loop(service: str, name: str, step: Step) -> Worker:
+    """A worker that runs ``step`` through :func:`resilient` until shutdown."""
+
+    async def loop(stop: asyncio.Event) -> None:
+        await resilient(service, name, stop, step)
+
+    return named(name, loop)
+
+
+def named(name: str, worker: Callable[[asyncio.Event], Awaitable[Any]]) -> Worker:
+    """``worker`` under ``name``, the task name :func:`shared.service.serve` logs when a
+    worker ends before shutdown (a lambda or a partial would log as ``<lambda>``)."""
+
+    async def run(stop: asyncio.Event) -> None:
+        await worker(stop)
+
+    run.__name__ = name
+    return run

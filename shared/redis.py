@@ -21,7 +21,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from shared.logging import event
 from shared.redis_policy import check_eviction_policy
-from shared.settings import CommonSettings
+from shared.settings import RedisSettings
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +30,7 @@ T = TypeVar("T")
 TRANSIENT_ERRORS = (RedisConnectionError, RedisTimeoutError, ConnectionError, OSError)
 
 
-def _options(settings: CommonSettings) -> dict[str, Any]:
+def _options(settings: RedisSettings) -> dict[str, Any]:
     return {
         "decode_responses": True,
         "socket_timeout": settings.redis_timeout_seconds,
@@ -43,7 +43,7 @@ def _options(settings: CommonSettings) -> dict[str, Any]:
     }
 
 
-def create_client(settings: CommonSettings) -> RedisClient:
+def create_client(settings: RedisSettings) -> RedisClient:
     """A client for ``RESETGATE_REDIS_URL``; Cluster when ``RESETGATE_REDIS_CLUSTER`` is set."""
     if settings.redis_cluster:
         return RedisCluster.from_url(
@@ -63,7 +63,7 @@ def create_client(settings: CommonSettings) -> RedisClient:
     return Redis.from_pool(pool)
 
 
-async def connect(settings: CommonSettings, attempts: int = 30) -> RedisClient:
+async def connect(settings: RedisSettings, attempts: int = 30) -> RedisClient:
     """Create a client and wait (with a log line per try) until Redis answers."""
 
     async def answering_client() -> RedisClient:

@@ -10,6 +10,13 @@ readiness says "not yet" until the service has its store.
 A worker is ``async def loop(stop: asyncio.Event) -> None`` that returns soon after ``stop``
 is set. SIGTERM sets it; loops get ``shutdown_grace_seconds`` (shorter than the pod's
 terminationGracePeriodSeconds) to finish what is in flight, then are cancelled.
+
+Every service is wired the same way: ``services/<name>/app.py`` has ``main()``, which calls
+:func:`main` here with its settings class and its ``wire``: an async context manager that
+takes the settings and the connected Redis client, opens what else the service needs (a
+provider session, the directory), and yields a :class:`Wiring` (its workers, its readiness
+check and, for admission, its public app). Loading settings, logging, the operational
+listener, connecting to Redis, serving and closing are done here, once.
 """
 
 from __future__ import annotations
@@ -19,14 +26,18 @@ import contextlib
 import logging
 import signal
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
-from typing import Any
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from shared import codec, metrics
+from shared import logging as jsonlog
 from shared.logging import event
-from shared.settings import CommonSettings
+from shared.redis import RedisClient, connect
+from shared.settings import CommonSettings, ListenerSettings, load
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +104,7 @@ def operational_app(name: str, readiness: ReadinessCheck) -> web.Application:
 class Operational:
     """The operational listener: started before anything waits for Redis."""
 
-    def __init__(self, name: str, settings: CommonSettings) -> None:
+    def __init__(self, name: str, settings: ListenerSettings) -> None:
         self.name = name
         self.settings = settings
         self.readiness = Readiness()
@@ -117,7 +128,7 @@ class Operational:
 
 
 @contextlib.asynccontextmanager
-async def operational(name: str, settings: CommonSettings) -> AsyncIterator[Operational]:
+async def operational(name: str, settings: ListenerSettings) -> AsyncIterator[Operational]:
     """The operational listener for the whole life of the process. SIGTERM before the service
     is serving (still waiting for Redis, say) ends the start cleanly; :func:`serve` installs
     its own handlers for the graceful shutdown."""
@@ -187,7 +198,7 @@ MAX_HEADERS = 64
 LINGER_SECONDS = 2.0
 
 
-def http_limits(settings: CommonSettings) -> dict[str, Any]:
+def http_limits(settings: ListenerSettings) -> dict[str, Any]:
     """The aiohttp server keywords that bound what one connection can cost."""
     return {
         "keepalive_timeout": settings.http_keepalive_seconds,
@@ -199,15 +210,19 @@ def http_limits(settings: CommonSettings) -> dict[str, Any]:
 
 
 async def serve(
-    name: str, settings: CommonSettings, workers: list[Worker],
-    public: tuple[web.Application, int] | None = None,
+    name: str, settings: ListenerSettings, workers: list[Worker],
+    public: tuple[web.Application, int] | None = None, listening: Callable[[], None] | None = None,
 ) -> None:  # fmt: skip
-    """Run every worker (and ``public``, an app and its port) until SIGTERM, then shut down."""
+    """Run every worker (and ``public``, an app and its port) until SIGTERM, then shut down.
+    ``listening`` runs once the public port accepts connections: readiness must not say yes
+    before it does, or the first requests routed to the pod are refused."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     runner = await _start_public(name, settings, public)
+    if listening is not None:
+        listening()
     tasks = [asyncio.create_task(worker(stop), name=worker.__name__) for worker in workers]
     stopper = asyncio.create_task(stop.wait())
     done, _ = await asyncio.wait([stopper, *tasks], return_when=asyncio.FIRST_COMPLETED)
@@ -235,7 +250,7 @@ async def serve(
 
 
 async def _start_public(
-    name: str, settings: CommonSettings, public: tuple[web.Application, int] | None
+    name: str, settings: ListenerSettings, public: tuple[web.Application, int] | None
 ) -> web.AppRunner | None:
     if public is None:
         event(log, logging.INFO, "service started", service=name)
@@ -257,6 +272,45 @@ async def _drain(tasks: list[asyncio.Task[None]], grace: float) -> None:
     if pending:
         event(log, logging.WARNING, "grace period over; cancelled workers", count=len(pending))
         await asyncio.gather(*pending, return_exceptions=True)
+
+
+@dataclass(frozen=True, slots=True)
+class Wiring:
+    """What a service's ``wire`` hands to the shared lifecycle."""
+
+    workers: list[Worker]
+    readiness: ReadinessCheck
+    public: tuple[web.Application, int] | None = None  # admission's API and its port
+
+
+S = TypeVar("S", bound=CommonSettings)
+Wire = Callable[[S, RedisClient], AbstractAsyncContextManager[Wiring]]
+
+
+def main(
+    name: str, settings_class: type[S], wire: Wire[S], check: Callable[[S], object] | None = None
+) -> None:
+    """A service's process: settings (or one line naming the bad variable, then exit 2),
+    ``check`` (settings the class cannot validate alone), JSON logs, then :func:`start`."""
+    settings = load(settings_class)
+    if check is not None:
+        check(settings)
+    jsonlog.setup(name, settings.log_level)
+    run(lambda: start(name, settings, wire))
+
+
+async def start(name: str, settings: S, wire: Wire[S]) -> None:
+    """The operational listener first, then Redis, then the service ``wire`` builds, served
+    until SIGTERM; what ``wire`` opened is closed before the Redis client."""
+    async with operational(name, settings) as ops:
+        client = await connect(settings)
+        try:
+            async with wire(settings, client) as wiring:
+                ready = wiring.readiness
+                await serve(name, settings, wiring.workers, wiring.public,
+                            listening=lambda: ops.ready_when(ready))  # fmt: skip
+        finally:
+            await client.aclose()
 
 
 def run(main: Callable[[], Coroutine[Any, Any, None]]) -> None:

@@ -8,6 +8,7 @@ variable and exits, instead of a pydantic traceback at 3 a.m.
 from __future__ import annotations
 
 import os
+import socket
 import sys
 from typing import Literal, TypeVar
 
@@ -20,16 +21,27 @@ ENV_PREFIX = "RESETGATE_"
 METRICS_PORTS = {"admission": 8081, "sender": 8082, "poller": 8083, "router": 8084}
 
 
-class CommonSettings(BaseSettings):
-    """What every service needs: the store, the partitioning, logging and its HTTP port."""
-
+class _Env(BaseSettings):
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore")
+
+
+# One mixin per concern: a service's settings class lists the concerns it has, and each
+# variable is declared (default, bounds, check) in exactly one of them.
+
+
+class RedisSettings(_Env):
+    """The operation store and its partitioning (every service, ``resetgate``)."""
 
     redis_url: str = "redis://127.0.0.1:6379/0"
     redis_cluster: bool = False
     redis_timeout_seconds: float = Field(default=5.0, gt=0)
     redis_max_connections: int = Field(default=64, ge=2, le=10000)
     partitions: int = Field(default=16, ge=1, le=1024)
+
+
+class ListenerSettings(_Env):
+    """The process: its operational listener, logging and graceful shutdown."""
+
     http_host: str = "0.0.0.0"
     # /healthz, /readyz and /metrics, never on a public port. Each service has its own default
     # (METRICS_PORTS), so the four can run side by side on one machine unconfigured.
@@ -41,7 +53,33 @@ class CommonSettings(BaseSettings):
     http_keepalive_seconds: float = Field(default=75.0, gt=0, le=3600)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     shutdown_grace_seconds: float = Field(default=20.0, gt=0)
+
+
+class CommonSettings(RedisSettings, ListenerSettings):
+    """What every service needs: the store, the process, and the default provider's name
+    (its pacing state and the partitions it serves are read by every service)."""
+
     provider_name: str = Field(default="http", pattern=r"^[a-z0-9_-]{1,32}$")
+
+
+class DirectorySettings(_Env):
+    """The account directory: the studio's over HTTP when set, else the Redis stand-in."""
+
+    directory_url: str = ""
+    directory_timeout_seconds: float = Field(default=2.0, gt=0, le=30)
+
+    @field_validator("directory_url")
+    @classmethod
+    def _directory_url_http(cls, value: str) -> str:
+        if value and not value.startswith(("http://", "https://")):
+            raise ValueError("must be an http:// or https:// URL")
+        return value
+
+
+class ConsumerSettings(_Env):
+    """A reader of a Redis Streams consumer group (or a lease holder): its name in the group."""
+
+    consumer_name: str = Field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
 
 
 class PolicySettings(CommonSettings):
@@ -51,17 +89,9 @@ class PolicySettings(CommonSettings):
     cooldown_seconds: int = Field(default=300, ge=0)
     token_ttl_seconds: int = Field(default=3600, ge=60)
     max_attempts: int = Field(default=6, ge=1, le=100)
-    # How long the provider keeps a native idempotency key (the http adapter's
-    # Idempotency-Key). It may be small: an ambiguous attempt is replayed with the same key
-    # only while the key is kept, and otherwise looked up or held (shared/reconcile.py).
-    idempotency_window_seconds: int = Field(default=86400, ge=1)
     horizon_margin_seconds: int = Field(default=120, ge=0)
     ambiguous_policy: Literal["replay", "review"] = "replay"
     observation_window_seconds: int = Field(default=7200, ge=1)
-    # The longest wait a provider's Retry-After can impose on a loop (the poller's requests,
-    # the sender's provider-wide block); beyond it we ask again. One absurd answer must not
-    # silence a loop for days.
-    max_advised_wait_seconds: float = Field(default=900.0, gt=0, le=86400)
     retention_seconds: int = Field(default=30 * 24 * 3600, ge=3600)
 
     @model_validator(mode="after")
@@ -87,11 +117,10 @@ ProviderKind = Literal["http", "sendgrid", "postmark", "mailgun", "ses"]
 KEY_KINDS = frozenset({"http", "sendgrid", "postmark", "mailgun"})
 
 
-class ProviderSettings(PolicySettings):
-    """The email provider the sender sends through and the poller reconciles with.
-
-    One set today (``RESETGATE_PROVIDER_*``); ``shared.providers.factory.ProviderConfig``
-    is what an adapter is built from, so several named sets can follow.
+class ProviderSettings(CommonSettings):
+    """The email provider the sender sends through and the poller reconciles with (the
+    default one; ``RESETGATE_PROVIDERS`` names more, ``shared.providers.named``).
+    ``shared.providers.factory.ProviderConfig`` is what an adapter is built from.
     """
 
     provider_kind: ProviderKind = "http"
@@ -107,6 +136,14 @@ class ProviderSettings(PolicySettings):
     # A provider without a native key may still be processing a request the sender timed
     # out on: its lookup is believed only about sends at least this old.
     reconcile_grace_seconds: float = Field(default=20.0, ge=0)
+    # How long the provider keeps a native idempotency key (the http adapter's
+    # Idempotency-Key). It may be small: an ambiguous attempt is replayed with the same key
+    # only while the key is kept, and otherwise looked up or held (shared/reconcile.py).
+    idempotency_window_seconds: int = Field(default=86400, ge=1)
+    # The longest wait a provider's Retry-After can impose on a loop (the poller's requests,
+    # the sender's provider-wide block); beyond it we ask again. One absurd answer must not
+    # silence a loop for days.
+    max_advised_wait_seconds: float = Field(default=900.0, gt=0, le=86400)
 
     @model_validator(mode="after")
     def _provider_complete(self) -> ProviderSettings:

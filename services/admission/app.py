@@ -1,12 +1,15 @@
-"""``create_app``: the admission service as an aiohttp application."""
+"""``create_app``: the admission service as an aiohttp application; ``wire`` and ``main``."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 from aiohttp import web
 
 from services.admission import internal, resetpage
+from services.admission.console.app import console_worker
 from services.admission.context import (
     DIRECTORY,
     GATE,
@@ -22,13 +25,16 @@ from services.admission.openapi import document
 from services.admission.public import password_reset
 from services.admission.ratelimit import IpLimiter
 from services.admission.settings import AdmissionSettings
-from shared import codec, metrics
-from shared.directory import Directory
+from shared import codec, metrics, service
+from shared.directory import Directory, open_directory
+from shared.fastredis import fast_client
+from shared.logging import event
 from shared.redis import RedisClient, ping
 from shared.service import ReadinessCheck, instrument
 from shared.tokens import parse_keys
 
 SERVICE = "admission"
+log = logging.getLogger("services.admission")
 
 
 async def openapi_json(request: web.Request) -> web.Response:
@@ -79,3 +85,33 @@ def readiness(client: RedisClient) -> ReadinessCheck:
 async def _gate_lifecycle(app: web.Application) -> AsyncIterator[None]:
     yield
     await app[GATE].close()  # per-node connections opened for WAIT on Cluster
+
+
+@asynccontextmanager
+async def wire(settings: AdmissionSettings, client: RedisClient) -> AsyncIterator[service.Wiring]:
+    hot: RedisClient = fast_client(client)  # the hot path's commands, pipelined (standalone)
+    try:
+        async with open_directory(settings, hot) as directory:
+            event(log, logging.INFO, "admission configured", partitions=settings.partitions,
+                  cluster=settings.redis_cluster, wait_replicas=settings.wait_replicas,
+                  ip_limit_per_minute=settings.ip_limit_per_minute,
+                  directory="http" if settings.directory_url else "redis",
+                  console=settings.console_port is not None)  # fmt: skip
+            app = create_app(settings, hot, directory)
+            # The console (when configured): its own listener, and the plain client, so its
+            # occasional scans never queue behind the public hot path's pipelined link.
+            workers = (
+                [console_worker(settings, client)] if settings.console_port is not None else []
+            )
+            yield service.Wiring(workers, readiness(hot), public=(app, settings.http_port))
+    finally:
+        if hot is not client:
+            await hot.aclose()
+
+
+def main() -> None:
+    service.main(SERVICE, AdmissionSettings, wire)
+
+
+if __name__ == "__main__":
+    main()

@@ -5,18 +5,16 @@ from __future__ import annotations
 from pydantic import Field, SecretStr, field_validator, model_validator
 
 from services.admission.console.settings import ConsoleSettings
-from shared.settings import METRICS_PORTS, PolicySettings
+from shared.settings import METRICS_PORTS, DirectorySettings, PolicySettings
 
 
-class AdmissionSettings(PolicySettings, ConsoleSettings):
+class AdmissionSettings(PolicySettings, DirectorySettings, ConsoleSettings):
     http_port: int = Field(default=8080, ge=0, le=65535)  # the API; nothing operational
     metrics_port: int = Field(default=METRICS_PORTS["admission"], ge=0, le=65535)
     # Required here: admission records the key id each operation's token is derived with.
     token_keys: SecretStr
     # Required: an internal API that silently accepted an empty token would be open.
     internal_api_token: SecretStr
-    directory_url: str | None = None
-    directory_timeout_seconds: float = Field(default=2.0, gt=0, le=30)
     # GCRA per client IP on the public endpoint; 0 turns the limit off.
     ip_limit_per_minute: int = Field(default=30, ge=0, le=1_000_000)
     ip_limit_burst: int = Field(default=10, ge=1, le=100_000)
@@ -52,10 +50,3 @@ class AdmissionSettings(PolicySettings, ConsoleSettings):
         if len(value.get_secret_value()) < 16:
             raise ValueError("must be at least 16 characters")
         return value
-
-    @field_validator("directory_url")
-    @classmethod
-    def _directory_url_http(cls, value: str | None) -> str | None:
-        if value is not None and not value.startswith(("http://", "https://")):
-            raise ValueError("must be an http:// or https:// URL")
-        return value or None

@@ -1,4 +1,5 @@
 """``python -m services.poller``."""
+
 from services.poller.app import main
 
 main()

@@ -9,7 +9,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 import aiohttp
@@ -22,15 +23,13 @@ from services.poller.inbound.webhooks import Webhooks
 from services.poller.observer import Observer
 from services.poller.reconciler import Reconciler
 from services.poller.settings import PollerSettings
-from shared import logging as rglogging
 from shared import metrics, observation, service
-from shared import settings as settings_module
 from shared.logging import event
-from shared.loops import ERRORS, resilient
+from shared.loops import ERRORS, named, named_loop, resilient
 from shared.providers.base import Provider
 from shared.providers.factory import ProviderConfig, build, open_provider
 from shared.providers.named import load_or_exit
-from shared.redis import RedisClient, connect, ping
+from shared.redis import RedisClient, ping
 
 log = logging.getLogger(__name__)
 SERVICE = "poller"
@@ -127,32 +126,15 @@ def workers(poller: Poller) -> list[service.Worker]:
         with contextlib.suppress(*ERRORS):  # unreleased, it runs out by itself
             await observation.release_lease(poller.client, lead.holder)
 
-    result: list[service.Worker] = [lease]
-    for name, step in loops.items():
-        result.append(_loop(name, step))
+    result: list[service.Worker] = [named("lease", lease)]
+    result.extend(named_loop(SERVICE, name, step) for name, step in loops.items())
     # Pushed events are taken by every replica, not only the lease holder: the provider
     # spreads its requests (and SQS its messages) over them, and applying is idempotent.
     if poller.webhooks is not None:
-        result.append(_named("webhooks", poller.webhooks.serve))
+        result.append(named("webhooks", poller.webhooks.serve))
     if poller.queue is not None:
-        result.append(_named("ses-queue", poller.queue.serve))
+        result.append(named("ses-queue", poller.queue.serve))
     return result
-
-
-def _named(name: str, worker: service.Worker) -> service.Worker:
-    async def run(stop: asyncio.Event) -> None:
-        await worker(stop)
-
-    run.__name__ = name
-    return run
-
-
-def _loop(name: str, step: Callable[[], Awaitable[float]]) -> service.Worker:
-    async def loop(stop: asyncio.Event) -> None:
-        await resilient(SERVICE, name, stop, step)
-
-    loop.__name__ = name
-    return loop
 
 
 def readiness(poller: Poller) -> service.ReadinessCheck:
@@ -175,25 +157,20 @@ def reconciling_provider(settings: PollerSettings) -> tuple[PollerSettings, Prov
     return settings.model_copy(update={"provider_name": first.name}), first
 
 
-async def run(settings: PollerSettings) -> None:
+@asynccontextmanager
+async def wire(settings: PollerSettings, client: RedisClient) -> AsyncIterator[service.Wiring]:
     settings, config = reconciling_provider(settings)
-    async with service.operational(SERVICE, settings) as ops:
-        client = await connect(settings)
-        async with (
-            aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=8)) as session,
-            open_provider(config, session) as provider,
-        ):
-            poller = build_poller(settings, client, session, provider)
-            ops.ready_when(readiness(poller))
-            await service.serve(SERVICE, settings, workers(poller))
-        await client.aclose()
+    async with (
+        aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=8)) as session,
+        open_provider(config, session) as provider,
+    ):
+        poller = build_poller(settings, client, session, provider)
+        yield service.Wiring(workers(poller), readiness(poller))
 
 
 def main() -> None:
-    settings = settings_module.load(PollerSettings)
-    load_or_exit(settings)  # a bad provider setting stops the process before anything starts
-    rglogging.setup(SERVICE, settings.log_level)
-    service.run(lambda: run(settings))
+    # A bad provider setting stops the process before anything starts.
+    service.main(SERVICE, PollerSettings, wire, check=load_or_exit)
 
 
 if __name__ == "__main__":

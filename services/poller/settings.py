@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
-import os
-import socket
-
 from pydantic import Field, SecretStr, field_validator
 
-from shared.settings import METRICS_PORTS, ProviderSettings
+from shared.settings import METRICS_PORTS, ConsumerSettings, PolicySettings, ProviderSettings
 
 
-class PollerSettings(ProviderSettings):
+class PollerSettings(PolicySettings, ProviderSettings, ConsumerSettings):
     metrics_port: int = Field(default=METRICS_PORTS["poller"], ge=0, le=65535)
     # The poller never derives a token (a replay reuses the operation; the sender derives
     # its token), so it neither needs nor checks RESETGATE_TOKEN_KEYS.
     token_keys: SecretStr = SecretStr("")
-    total_timeout_seconds: float = Field(default=10.0, gt=0)
     # How stale the support view of delivery may get: the pause between feed polls once
     # the feed is drained (a full page is followed at once, within the budget). Lag is about
     # half of it on average and all of it at worst (docs/poller-router.md, "Choosing").
@@ -40,7 +36,6 @@ class PollerSettings(ProviderSettings):
     # With work waiting on the provider and no events page or lookup succeeding for this
     # long, the lease holder says it is not ready (and PollerStalled pages).
     poll_stall_seconds: float = Field(default=600.0, ge=1)
-    consumer_name: str = Field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
 
     # Pushed events (docs/providers.md, "Delivery events"). The webhook listener has its own
     # port, never admission's; it starts when at least one provider's credential is set, and a
@@ -83,8 +78,11 @@ class PollerSettings(ProviderSettings):
 
     @property
     def webhooks_enabled(self) -> bool:
-        return bool(self.sendgrid_webhook_public_key or self.mailgun_webhook_signing_key
-                    .get_secret_value() or self.postmark_webhook_password.get_secret_value())
+        return bool(
+            self.sendgrid_webhook_public_key
+            or self.mailgun_webhook_signing_key.get_secret_value()
+            or self.postmark_webhook_password.get_secret_value()
+        )
 
     @field_validator("token_keys")
     @classmethod

@@ -1,4 +1,5 @@
 """``python -m services.router``."""
+
 from services.router.app import main
 
 main()

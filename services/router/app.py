@@ -2,34 +2,19 @@
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-
-import aiohttp
 
 from services.router.settings import RouterSettings
 from services.router.worker import Router, ensure_group
-from shared import logging as rglogging
 from shared import metrics, service
-from shared import settings as settings_module
 from shared.admission import Admitter
-from shared.directory import Directory, HttpDirectory, RedisDirectory
-from shared.loops import resilient
-from shared.redis import RedisClient, connect, ping, until_done
+from shared.directory import Directory, open_directory
+from shared.loops import named_loop
+from shared.redis import RedisClient, ping, until_done
 from shared.tokens import parse_keys
 
 SERVICE = "router"
-
-
-@asynccontextmanager
-async def open_directory(settings: RouterSettings, client: RedisClient) -> AsyncIterator[Directory]:
-    """The studio's directory over HTTP when configured, else the Redis one."""
-    if not settings.directory_url:
-        yield RedisDirectory(client)
-        return
-    async with aiohttp.ClientSession() as session:
-        yield HttpDirectory(session, settings.directory_url, settings.directory_timeout_seconds)
 
 
 def build_router(settings: RouterSettings, client: RedisClient, directory: Directory) -> Router:
@@ -38,15 +23,10 @@ def build_router(settings: RouterSettings, client: RedisClient, directory: Direc
 
 
 def workers(router: Router) -> list[service.Worker]:
-    return [_loop("read", router.read_step), _loop("claim", router.claim_step)]
-
-
-def _loop(name: str, step: Callable[[], Awaitable[float]]) -> service.Worker:
-    async def loop(stop: asyncio.Event) -> None:
-        await resilient(SERVICE, name, stop, step)
-
-    loop.__name__ = name
-    return loop
+    return [
+        named_loop(SERVICE, "read", router.read_step),
+        named_loop(SERVICE, "claim", router.claim_step),
+    ]
 
 
 def readiness(client: RedisClient) -> service.ReadinessCheck:
@@ -58,21 +38,16 @@ def readiness(client: RedisClient) -> service.ReadinessCheck:
     return check
 
 
-async def run(settings: RouterSettings) -> None:
-    async with service.operational(SERVICE, settings) as ops:
-        client = await connect(settings)
-        await until_done(lambda: ensure_group(client), "contact form group")
-        async with open_directory(settings, client) as directory:
-            router = build_router(settings, client, directory)
-            ops.ready_when(readiness(client))
-            await service.serve(SERVICE, settings, workers(router))
-        await client.aclose()
+@asynccontextmanager
+async def wire(settings: RouterSettings, client: RedisClient) -> AsyncIterator[service.Wiring]:
+    await until_done(lambda: ensure_group(client), "contact form group")
+    async with open_directory(settings, client) as directory:
+        router = build_router(settings, client, directory)
+        yield service.Wiring(workers(router), readiness(client))
 
 
 def main() -> None:
-    settings = settings_module.load(RouterSettings)
-    rglogging.setup(SERVICE, settings.log_level)
-    service.run(lambda: run(settings))
+    service.main(SERVICE, RouterSettings, wire)
 
 
 if __name__ == "__main__":

@@ -8,10 +8,8 @@ the topic and the names of the fields it had, each only when it has its field's 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from shared.ids import valid_account_id
 from shared.logging import scrub
@@ -39,30 +37,6 @@ class ContactForm:
     login: str
     account_id: str
     submitted_ms: int
-
-
-def decode_fields(raw: Mapping[Any, Any]) -> tuple[dict[str, str], str | None]:
-    """An entry read undecoded, as text; with "not_utf8" when a routed field is not UTF-8.
-
-    Other fields are never used or copied (only their names reach a dead letter), so their
-    bytes may be anything: they are decoded with replacement instead of refusing the form.
-    """
-    fields: dict[str, str] = {}
-    reason = None
-    for key, value in raw.items():
-        name = _text(key, strict=False)
-        try:
-            fields[name] = _text(value, strict=name in ROUTED_FIELDS)
-        except UnicodeDecodeError:
-            fields[name] = ""
-            reason = "not_utf8"
-    return fields, reason
-
-
-def _text(value: Any, *, strict: bool) -> str:
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "strict" if strict else "replace")
-    return str(value)
 
 
 def entry_ms(entry_id: str) -> int:

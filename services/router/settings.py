@@ -2,22 +2,17 @@
 
 from __future__ import annotations
 
-import os
-import socket
-
 from pydantic import Field, SecretStr, field_validator
 
-from shared.settings import METRICS_PORTS, PolicySettings
+from shared.settings import METRICS_PORTS, ConsumerSettings, DirectorySettings, PolicySettings
 
 DEFAULT_ACCOUNT_TOPICS = "account_access,password_reset,login_problem,hacked_account"
 
 
-class RouterSettings(PolicySettings):
+class RouterSettings(PolicySettings, DirectorySettings, ConsumerSettings):
     metrics_port: int = Field(default=METRICS_PORTS["router"], ge=0, le=65535)
     # Required: admission records the key id each new operation's token is derived with.
     token_keys: SecretStr
-    directory_url: str = ""
-    directory_timeout_seconds: float = Field(default=2.0, gt=0, le=30)
     # Comma-separated contact-form topics that are about getting into an account.
     account_topics: str = DEFAULT_ACCOUNT_TOPICS
     read_batch: int = Field(default=16, ge=1, le=1000)
@@ -29,7 +24,6 @@ class RouterSettings(PolicySettings):
     seen_ttl_seconds: int = Field(default=14 * 24 * 3600, ge=60)
     support_cases_maxlen: int = Field(default=1_000_000, ge=1000)
     dead_letter_maxlen: int = Field(default=100_000, ge=100)
-    consumer_name: str = Field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
 
     @field_validator("account_topics")
     @classmethod

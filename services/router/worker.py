@@ -9,25 +9,22 @@ otherwise converges on the account's live operation.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 from typing import Any
-
-from redis.client import NEVER_DECODE
-from redis.exceptions import ResponseError
 
 from services.router import cases
 from services.router.form import (
+    ROUTED_FIELDS,
     ContactForm,
     Malformed,
     account_id_or_blank,
     dead_letter,
-    decode_fields,
     parse_form,
 )
 from services.router.routing import Facts, case_fields, route
 from services.router.settings import RouterSettings
 from shared import clock, ids, metrics
 from shared.admission import AdmissionConflict, Admitter
+from shared.consumer import RawFields, StreamConsumer, decode_fields
 from shared.directory import Directory, DirectoryError
 from shared.keys import (
     CONTACT_FORMS,
@@ -45,22 +42,14 @@ from shared.redis import RedisClient
 log = logging.getLogger(__name__)
 
 
-# Contact forms are read undecoded and decoded per entry (form.decode_fields): with the
-# client's decoding, one entry that is not UTF-8 raised in the read itself, on every retry,
-# and took the router down with it (a crash loop that also stalled every later form).
-_UNDECODED = {NEVER_DECODE: True}
-
-
-def _entry_id(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
+def contact_forms(client: RedisClient, consumer: str) -> StreamConsumer:
+    """The contact-form stream as ``consumer`` of the routers' group reads it (undecoded:
+    a form that is not UTF-8 is dead-lettered, never a crash loop; shared.consumer)."""
+    return StreamConsumer(client, CONTACT_FORMS, ROUTER_GROUP, consumer)
 
 
 async def ensure_group(client: RedisClient) -> None:
-    try:
-        await client.xgroup_create(CONTACT_FORMS, ROUTER_GROUP, id="0", mkstream=True)
-    except ResponseError as error:
-        if "BUSYGROUP" not in str(error):
-            raise
+    await contact_forms(client, "").ensure_group()
 
 
 class Router:
@@ -72,40 +61,25 @@ class Router:
         self.client = client
         self.directory = directory
         self.admitter = admitter
+        self.forms = contact_forms(client, settings.consumer_name)
         self.topics = settings.account_topic_set
         self.idle_ms = int(settings.claim_idle_seconds * 1000)
         self.ttl_ms = settings.seen_ttl_seconds * 1000
 
     # -- loops -----------------------------------------------------------------------------
     async def read_step(self) -> float:
-        try:
-            reply: Any = await self.client.execute_command(
-                "XREADGROUP", "GROUP", ROUTER_GROUP, self.settings.consumer_name,
-                "COUNT", self.settings.read_batch, "BLOCK", self.settings.block_ms,
-                "STREAMS", CONTACT_FORMS, ">", **_UNDECODED,
-            )  # fmt: skip
-        except ResponseError as error:
-            if "NOGROUP" not in str(error):
-                raise
-            await ensure_group(self.client)  # the stream was deleted under us
-            return 0.1
-        for _, entries in reply or []:
-            for entry_id, fields in entries:
-                await self.handle(_entry_id(entry_id), fields)
+        for entry in await self.forms.read(self.settings.read_batch, self.settings.block_ms):
+            await self.handle(entry.entry_id, entry.raw)
         return 0.0
 
     async def claim_step(self) -> float:
         """Forms whose routing failed (a directory outage) or whose router died are retried
         here: entries read but not yet taken over, then taken-over forms that are due."""
-        reply: Any = await self.client.execute_command(
-            "XAUTOCLAIM", CONTACT_FORMS, ROUTER_GROUP, self.settings.consumer_name,
-            self.idle_ms, "0-0", "COUNT", 100, **_UNDECODED,
-        )  # fmt: skip
-        for entry_id, fields in reply[1]:
-            if fields:
-                await self.handle(_entry_id(entry_id), fields)
-            elif entry_id is not None:  # Redis 6.2: deleted while pending, nothing to route
-                await self._consume(_entry_id(entry_id))
+        claimed = await self.forms.claim(self.idle_ms, 100)
+        for entry in claimed.entries:
+            await self.handle(entry.entry_id, entry.raw)
+        for entry_id in claimed.deleted:  # deleted while pending: nothing to route
+            await self._consume(entry_id)
         now = clock.now_ms()
         for due in await self.client.zrangebyscore(ROUTER_RETRY, "-inf", now, 0, 100):
             entry_id = str(due)
@@ -115,8 +89,10 @@ class Router:
         return self.settings.claim_idle_seconds / 2
 
     # -- one entry -------------------------------------------------------------------------
-    async def handle(self, entry_id: str, raw: Mapping[Any, Any]) -> None:
-        fields, undecodable = decode_fields(raw)
+    async def handle(self, entry_id: str, raw: RawFields) -> None:
+        # Other fields are never used or copied (only their names reach a dead letter):
+        # decoded with replacement instead of refusing the form for their bytes.
+        fields, undecodable = decode_fields(raw, ROUTED_FIELDS)
         try:
             if undecodable:
                 raise Malformed(undecodable)
@@ -152,7 +128,7 @@ class Router:
             pipe.pexpire(key, self.ttl_ms)
             pipe.zadd(ROUTER_RETRY, {form.entry_id: clock.now_ms() + self.idle_ms})
             await pipe.execute()
-        await self._consume_entry(form.entry_id)
+        await self.forms.ack_and_delete(form.entry_id)
 
     async def _route_or_retry(self, form: ContactForm) -> None:
         try:
@@ -227,8 +203,12 @@ class Router:
 
     async def _dead_letter(self, entry_id: str, fields: dict[str, str], reason: str) -> None:
         record = dead_letter(entry_id, fields, reason, clock.now_ms())
-        await self.client.xadd(CONTACT_FORMS_DEAD, record,  # type: ignore[arg-type]
-                               maxlen=self.settings.dead_letter_maxlen, approximate=True)
+        await self.client.xadd(
+            CONTACT_FORMS_DEAD,
+            record,  # type: ignore[arg-type]
+            maxlen=self.settings.dead_letter_maxlen,
+            approximate=True,
+        )
         await self._consume(entry_id)
         metrics.contact_forms_dead_lettered.labels(reason).inc()
         event(log, logging.WARNING, "contact form dead-lettered", entry_id=entry_id,
@@ -242,19 +222,10 @@ class Router:
         """The form is done with (case or dead letter written first): the entry, if it is
         still there, and the routed fields kept for it. A redelivery is recognised by its
         seen record, not by the entry."""
-        await self._consume_entry(entry_id)
+        await self.forms.ack_and_delete(entry_id)
         async with self.client.pipeline(transaction=False) as pipe:
             pipe.delete(ROUTER_FORM_PREFIX + entry_id)
             pipe.zrem(ROUTER_RETRY, entry_id)
-            await pipe.execute()
-
-    async def _consume_entry(self, entry_id: str) -> None:
-        """Acknowledge and delete, in one transaction: a form carries what the player typed
-        (addresses, a pasted reset link), which must not outlive its reading in our store
-        (one key, so the transaction is fine on Cluster)."""
-        async with self.client.pipeline(transaction=True) as pipe:
-            pipe.xack(CONTACT_FORMS, ROUTER_GROUP, entry_id)
-            pipe.xdel(CONTACT_FORMS, entry_id)
             await pipe.execute()
 
 

@@ -1,3 +1,5 @@
+"""``python -m services.sandbox``."""
+
 from services.sandbox.server import main
 
 main()

@@ -1,16 +1,22 @@
-"""Running the sandbox: ``main()`` for ``python -m services.sandbox``, ``serve()`` for reuse."""
+"""Running the sandbox: ``main()`` for ``python -m services.sandbox``, ``start()`` for tests.
+
+The sandbox stands in for the email provider and is not wired like resetgate's services
+(``shared.service.main``): it has no Redis and no operational listener (``/healthz`` and
+``/readyz`` are on its one port), and its settings are ``RESETGATE_SANDBOX_*``. It shares
+the event loop runner.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import signal
-from collections.abc import Callable
 
 from aiohttp import web
 
 from services.sandbox.app import create_app
 from services.sandbox.logs import configure_logging, log
 from services.sandbox.settings import SandboxSettings
+from shared.service import run
 
 # Short: in-flight sends are test traffic, and Kubernetes/CI should not wait long.
 SHUTDOWN_GRACE_SECONDS = 5.0
@@ -56,12 +62,4 @@ async def _run(settings: SandboxSettings) -> None:
 def main() -> None:
     settings = SandboxSettings()
     configure_logging(settings.log_level)
-    loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None
-    try:
-        import uvloop  # the storm benchmark wants the faster loop when it is there
-    except ImportError:
-        pass
-    else:
-        loop_factory = uvloop.new_event_loop
-    with asyncio.Runner(loop_factory=loop_factory) as runner:
-        runner.run(_run(settings))
+    run(lambda: _run(settings))

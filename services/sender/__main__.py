@@ -1,3 +1,5 @@
+"""``python -m services.sender``."""
+
 from services.sender.app import main
 
 main()

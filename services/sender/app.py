@@ -5,7 +5,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import sys
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 import aiohttp
@@ -14,14 +15,13 @@ from services.sender.attempt import AttemptRunner
 from services.sender.pacer import Pacer
 from services.sender.settings import SenderSettings
 from services.sender.worker import Sender, ensure_groups
-from shared import logging as rglogging
 from shared import metrics, service
-from shared import settings as settings_module
-from shared.directory import Directory, HttpDirectory, RedisDirectory
+from shared.directory import directory_for
+from shared.loops import named
 from shared.providers.base import Provider
 from shared.providers.factory import ProviderConfig, build, open_provider
 from shared.providers.named import NamedProvider, load_or_exit
-from shared.redis import RedisClient, connect, ping, until_done
+from shared.redis import RedisClient, ping, until_done
 from shared.redis_policy import StoreNotDurable, check_keyless_durability
 from shared.tokens import parse_keys
 
@@ -49,11 +49,7 @@ def build_sender(
     Without ``opened``: the single-provider settings (``provider`` overrides the adapter).
     ``provider_rate``: the account's maximum send rate where the provider reports one
     (SES); the pacing ceiling is then min(configured, provider's)."""
-    directory: Directory = (
-        HttpDirectory(session, settings.directory_url, settings.directory_timeout_seconds)
-        if settings.directory_url
-        else RedisDirectory(client)
-    )
+    directory = directory_for(settings, client, session)
     keys = parse_keys(settings.token_keys.get_secret_value())
     if not opened:
         single = provider or build(ProviderConfig.from_settings(settings), session)
@@ -93,13 +89,10 @@ def _pacer(
 def workers(sender: Sender) -> list[service.Worker]:
     loops: list[service.Worker] = [sender.gauges, sender.promote]
     for p in range(sender.settings.partitions):
-        loops.append(functools.partial(sender.read_partition, p))
-        loops.append(functools.partial(sender.claim_partition, p))
+        loops.append(named(f"read_partition:{p}", functools.partial(sender.read_partition, p)))
+        loops.append(named(f"claim_partition:{p}", functools.partial(sender.claim_partition, p)))
     loops.extend(sender.work for _ in range(sender.settings.concurrency))
     loops.append(sender.hand_back_on_stop)
-    for index, loop in enumerate(loops):  # names for logs when a loop crashes
-        if isinstance(loop, functools.partial):
-            loop.__name__ = f"{loop.func.__name__}:{index}"  # type: ignore[attr-defined]
     return loops
 
 
@@ -110,23 +103,20 @@ def readiness(sender: Sender, client: RedisClient) -> service.ReadinessCheck:
     return check
 
 
-async def run(settings: SenderSettings) -> None:
-    async with service.operational(SERVICE, settings) as ops:
-        client = await connect(settings)
-        await until_done(lambda: ensure_groups(client, settings.partitions), "send groups")
-        metrics.token_ttl.set(settings.token_ttl_seconds)
-        connector = aiohttp.TCPConnector(limit=settings.concurrency * 2, ttl_dns_cache=60)
-        async with (
-            aiohttp.ClientSession(connector=connector) as session,
-            contextlib.AsyncExitStack() as stack,
-        ):
-            opened = await open_all(stack, session, load_or_exit(settings))
-            await durable_enough_or_exit(client, opened, settings)
-            sender = build_sender(settings, client, session, opened=opened)
-            await until_done(sender.refresh_control, "control state")
-            ops.ready_when(readiness(sender, client))
-            await service.serve(SERVICE, settings, workers(sender))
-        await client.aclose()
+@asynccontextmanager
+async def wire(settings: SenderSettings, client: RedisClient) -> AsyncIterator[service.Wiring]:
+    await until_done(lambda: ensure_groups(client, settings.partitions), "send groups")
+    metrics.token_ttl.set(settings.token_ttl_seconds)
+    connector = aiohttp.TCPConnector(limit=settings.concurrency * 2, ttl_dns_cache=60)
+    async with (
+        aiohttp.ClientSession(connector=connector) as session,
+        contextlib.AsyncExitStack() as stack,
+    ):
+        opened = await open_all(stack, session, load_or_exit(settings))
+        await durable_enough_or_exit(client, opened, settings)
+        sender = build_sender(settings, client, session, opened=opened)
+        await until_done(sender.refresh_control, "control state")
+        yield service.Wiring(workers(sender), readiness(sender, client))
 
 
 async def open_all(
@@ -136,9 +126,9 @@ async def open_all(
 ) -> list[Opened]:
     """Open every configured provider's adapter; ``stack`` closes them."""
     opened = []
-    for named in providers:
-        provider = await stack.enter_async_context(open_provider(named.config, session))
-        opened.append(Opened(named, provider, await provider.max_send_rate()))
+    for configured in providers:
+        provider = await stack.enter_async_context(open_provider(configured.config, session))
+        opened.append(Opened(configured, provider, await provider.max_send_rate()))
     return opened
 
 
@@ -156,10 +146,8 @@ async def durable_enough_or_exit(
 
 
 def main() -> None:
-    settings = settings_module.load(SenderSettings)
-    load_or_exit(settings)  # a bad setting stops the process before anything starts
-    rglogging.setup(SERVICE, settings.log_level)
-    service.run(lambda: run(settings))
+    # A bad provider setting stops the process before anything starts.
+    service.main(SERVICE, SenderSettings, wire, check=load_or_exit)
 
 
 if __name__ == "__main__":

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-import os
-import socket
-
 from pydantic import Field, model_validator
 
-from shared.settings import METRICS_PORTS, ProviderSettings
+from shared.settings import (
+    METRICS_PORTS,
+    ConsumerSettings,
+    DirectorySettings,
+    PolicySettings,
+    ProviderSettings,
+)
 
 
-class SenderSettings(ProviderSettings):
+class SenderSettings(PolicySettings, ProviderSettings, DirectorySettings, ConsumerSettings):
     metrics_port: int = Field(default=METRICS_PORTS["sender"], ge=0, le=65535)
     reset_url_base: str = "https://game.example/reset-password"
     email_from: str = "Account Recovery <no-reply@game.example>"
@@ -23,12 +26,9 @@ class SenderSettings(ProviderSettings):
     backoff_base_seconds: float = Field(default=2.0, gt=0)
     backoff_cap_seconds: float = Field(default=300.0, gt=0)
     promote_interval_seconds: float = Field(default=0.25, gt=0)
-    directory_url: str = ""
-    directory_timeout_seconds: float = Field(default=2.0, gt=0)
     # A provider without an idempotency key needs Redis to keep every acknowledged write
     # across a host crash (shared.redis_policy): refuse to start when it says it may not.
     keyless_require_fsync_always: bool = True
-    consumer_name: str = Field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
 
     @model_validator(mode="after")
     def _lease_outlives_a_request(self) -> SenderSettings:

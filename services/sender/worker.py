@@ -12,12 +12,11 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from redis.exceptions import ResponseError
-
 from services.sender.attempt import AttemptRunner, Job
 from services.sender.room import Room
 from services.sender.settings import SenderSettings
 from shared import clock, control, metrics
+from shared.consumer import Entry, StreamConsumer
 from shared.keys import SEND_GROUP, PartitionKeys
 from shared.logging import event
 from shared.loops import ERRORS, resilient
@@ -30,6 +29,7 @@ SERVICE = "sender"
 # An idle stream is waited on this long per read; shutdown waits at most this for a read.
 READ_BLOCK_MS = 2000
 GAUGE_TICKS = 3  # partition gauges every third control refresh (seconds)
+JOB_FIELDS = ("op",)  # all a send job carries (every script that enqueues one: XADD … "op", id)
 
 
 async def ensure_groups(client: RedisClient, partitions: int) -> None:
@@ -38,11 +38,13 @@ async def ensure_groups(client: RedisClient, partitions: int) -> None:
 
 
 async def ensure_group(client: RedisClient, partition: int) -> None:
-    try:
-        await client.xgroup_create(PartitionKeys(partition).send, SEND_GROUP, id="0", mkstream=True)
-    except ResponseError as error:
-        if "BUSYGROUP" not in str(error):
-            raise
+    await send_jobs(client, partition, "").ensure_group()
+
+
+def send_jobs(client: RedisClient, partition: int, consumer: str) -> StreamConsumer:
+    """A partition's send stream as ``consumer`` of the senders' group reads it (undecoded:
+    a job that is not UTF-8 is dropped, never a stalled partition; shared.consumer)."""
+    return StreamConsumer(client, PartitionKeys(partition).send, SEND_GROUP, consumer)
 
 
 class Sender:
@@ -61,6 +63,9 @@ class Sender:
             settings.concurrency + settings.partitions, low_water=settings.concurrency // 4
         )
         self.state = control.ControlState(frozenset(), {})
+        self.streams = [
+            send_jobs(client, p, settings.consumer_name) for p in range(settings.partitions)
+        ]
         self._serving: dict[int, str] = {}  # partition -> provider, as last exported
         self._readers = 0
         self.readers_done = asyncio.Event()
@@ -143,29 +148,13 @@ class Sender:
         return got
 
     async def _read_entries(self, partition: int, count: int, block: int | None) -> int:
-        stream = PartitionKeys(partition).send
-        try:
-            reply: Any = await self.client.xreadgroup(
-                SEND_GROUP, self.settings.consumer_name, {stream: ">"}, count=count, block=block
-            )
-        except ResponseError as error:
-            if "NOGROUP" not in str(error):
-                raise
-            # Redis came back without its data (no persistence, an empty replica, a
-            # flush): without the group this partition would never be read again.
-            await ensure_group(self.client, partition)
-            event(log, logging.WARNING, "send group re-created", partition=partition)
-            return 0
-        got = 0
-        for _, entries in reply or []:
-            for entry_id, fields in entries:
-                got += 1
-                await self._enqueue(partition, entry_id, fields)
-        return got
+        entries = await self.streams[partition].read(count, block)
+        for entry in entries:
+            await self._enqueue(partition, entry)
+        return len(entries)
 
     async def claim_partition(self, partition: int, stop: asyncio.Event) -> None:
         """Take over entries whose consumer went quiet for longer than a lease."""
-        stream = PartitionKeys(partition).send
         lease_ms = self.settings.lease_seconds * 1000
 
         async def step() -> float:
@@ -175,38 +164,32 @@ class Sender:
             claimed = 0
             try:
                 if room:
-                    reply: Any = await self.client.xautoclaim(
-                        stream, SEND_GROUP, self.settings.consumer_name, lease_ms, "0-0",
-                        count=room,
-                    )  # fmt: skip
-                    for entry_id, fields in reply[1]:
-                        if fields:  # a deleted entry comes back without fields
-                            claimed += 1
-                            await self._enqueue(partition, entry_id, fields)
+                    taken = await self.streams[partition].claim(lease_ms, room)
+                    for entry in taken.entries:
+                        claimed += 1
+                        await self._enqueue(partition, entry)
             finally:
                 await self.room.give(room - claimed)
             return lease_ms / 2000
 
         await resilient(SERVICE, f"claim:{partition}", stop, step)
 
-    async def _enqueue(self, partition: int, entry_id: str, fields: dict[str, str]) -> None:
+    async def _enqueue(self, partition: int, entry: Entry) -> None:
         """Queue a job; an entry that names no operation of this partition is dropped."""
+        fields, _ = entry.fields(JOB_FIELDS)  # an "op" that is not UTF-8 reads as ""
         operation_id = fields.get("op", "")
         try:
             valid = PartitionKeys.of(operation_id).partition == partition
         except ValueError:
             valid = False
         if valid:
-            self.jobs.put_nowait(Job(partition, entry_id, operation_id))
+            self.jobs.put_nowait(Job(partition, entry.entry_id, operation_id))
             return
         await self.room.give(1)
         # Nothing can ever send it; left pending it would be claimed again forever.
-        stream = PartitionKeys(partition).send
-        await self.client.xack(stream, SEND_GROUP, entry_id)
-        await self.client.xdel(stream, entry_id)
-        event(
-            log, logging.ERROR, "malformed send job dropped", partition=partition, entry_id=entry_id
-        )
+        await self.streams[partition].ack_and_delete(entry.entry_id)
+        event(log, logging.ERROR, "malformed send job dropped", partition=partition,
+              entry_id=entry.entry_id)  # fmt: skip
 
     # -- workers -------------------------------------------------------------------------
     async def work(self, stop: asyncio.Event) -> None:

@@ -25,7 +25,8 @@ def dry_run(target: str, tmp_path: Path) -> str:
 def test_make_run_installs_the_runtime_dependencies_only(tmp_path: Path) -> None:
     commands = dry_run("run", tmp_path)
     assert "pip install --progress-bar off -e .\n" in commands
-    assert "dev" not in commands and "-q" not in commands.split(), commands
+    installs = [line for line in commands.splitlines() if " -e " in line]
+    assert "dev" not in commands and not any("-q" in line.split() for line in installs), commands
     assert commands.rstrip().endswith("resetgate up")
 
 
@@ -37,3 +38,15 @@ def test_make_test_runs_the_suite_on_parallel_workers(tmp_path: Path) -> None:
     dev = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert any(d.startswith("pytest-xdist") for d in dev["optional-dependencies"]["dev"])
     assert not any("xdist" in d or "pytest" in d for d in dev["dependencies"])
+
+
+def test_setup_installs_with_uv_once_the_virtualenv_has_it(tmp_path: Path) -> None:
+    """uv resolves the same versions as pip in a tenth of the time; pip stays the fallback."""
+    uv = tmp_path / "venv" / "bin" / "uv"
+    uv.parent.mkdir(parents=True)
+    uv.write_text("#!/bin/sh\n")
+    uv.chmod(0o755)
+    (tmp_path / "venv" / "bin" / "python").symlink_to("/bin/true")
+    commands = dry_run("setup", tmp_path)
+    assert f"{uv} pip install --python {uv.parent / 'python'} -e '.[dev]'" in commands, commands
+    assert "pip install --progress-bar off" not in commands, commands

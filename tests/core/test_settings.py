@@ -76,3 +76,30 @@ def test_invalid_settings_stop_the_service_with_one_clear_line(
     assert len(lines) == 1, done.stderr
     assert lines[0].startswith("invalid configuration:") and named in lines[0]
     assert SECRET not in done.stderr
+
+
+# A service class may give a shared variable its own default only where the default is the
+# point: its operational port, and whether the token keys are required.
+OWN_DEFAULTS = {"metrics_port", "token_keys"}
+
+
+def test_every_shared_variable_is_declared_once() -> None:
+    """Issue 17: the directory settings were declared three times with different checks, and
+    the poller's provider call timeout drifted from the sender's (10 s vs 15 s)."""
+    from services.admission.settings import AdmissionSettings
+    from services.poller.settings import PollerSettings
+    from services.router.settings import RouterSettings
+    from services.sender.settings import SenderSettings
+    from shared import settings
+
+    mixins = [settings.RedisSettings, settings.ListenerSettings, settings.CommonSettings,
+              settings.PolicySettings, settings.ProviderSettings, settings.DirectorySettings,
+              settings.ConsumerSettings]  # fmt: skip
+    shared_fields = {name for mixin in mixins for name in mixin.__annotations__}
+    for service in (AdmissionSettings, PollerSettings, RouterSettings, SenderSettings):
+        redeclared = set(service.__annotations__) & shared_fields
+        assert redeclared <= OWN_DEFAULTS, f"{service.__name__} redeclares {redeclared}"
+    for name in settings.ProviderSettings.__annotations__:
+        assert (
+            SenderSettings.model_fields[name].default == PollerSettings.model_fields[name].default
+        ), name

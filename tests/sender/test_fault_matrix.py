@@ -231,3 +231,15 @@ async def test_a_malformed_send_job_is_dropped_and_sending_goes_on(stack: Stack)
         await stack.wait_state(op, {State.ACCEPTED})
         await wait_for(lambda: _stream_drained(stack, op))
     assert await emails_for(stack, op) == 1
+
+
+async def test_a_send_job_that_is_not_utf8_is_dropped_and_sending_goes_on(stack: Stack) -> None:
+    """Read with the client's decoding, one such entry failed every read (and every claim)
+    of its partition, so nothing behind it was ever sent (shared/consumer.py)."""
+    for partition in range(stack.settings().partitions):  # ahead of the job, wherever it lands
+        await stack.redis.xadd(PartitionKeys(partition).send, {"op": b"\xff\xfe-not-text"})
+    op = await stack.admit("acct-utf8")
+    async with stack.sender():
+        await stack.wait_state(op, {State.ACCEPTED})
+        await wait_for(lambda: _stream_drained(stack, op))
+    assert await emails_for(stack, op) == 1

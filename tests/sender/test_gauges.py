@@ -21,7 +21,7 @@ async def test_waiting_work_ages_and_deliberate_deferrals_do_not(stack: Stack) -
     other = next(i for i in range(4) if i != p)
     await stack.redis.zadd(PartitionKeys(other).due, {f"op-{other}-X": clock.now_ms() + 3_600_000})
     async with stack.sender():
-        await wait_for(lambda: _aged(str(p)), timeout=10)
+        await wait_for(lambda: _aged(str(p)), timeout=30)
         assert gauge("resetgate_oldest_eligible_age_seconds", partition=str(other)) == 0
         assert gauge("resetgate_queue_depth", partition=str(other), queue="due") == 1
         assert gauge("resetgate_queue_depth", partition=str(p), queue="send") == 1

@@ -10,18 +10,21 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import aiohttp
+
 from services.ctl.embedded import free_port
 from services.sandbox.testing import SANDBOX_API_KEY, configure, sandbox_stats
 from shared.keys import PartitionKeys
 from shared.operations import load_attempts
 from tests.conftest import CLUSTER, TEST_TOKEN_KEYS
-from tests.sender.conftest import Stack
+from tests.sender.conftest import Stack, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @contextmanager
-def sender_processes(stack: Stack, count: int) -> Iterator[list[subprocess.Popen[bytes]]]:
+def sender_processes(stack: Stack, count: int) -> Iterator[list[int]]:
+    """``count`` sender processes; yields their operational ports."""
     env = dict(
         os.environ,
         RESETGATE_REDIS_URL=stack.redis_url,
@@ -38,18 +41,17 @@ def sender_processes(stack: Stack, count: int) -> Iterator[list[subprocess.Popen
         RESETGATE_CONNECT_TIMEOUT_SECONDS="1",
         RESETGATE_LOG_LEVEL="WARNING",
     )
+    ports = [free_port() for _ in range(count)]
     processes = [
         subprocess.Popen(
             [sys.executable, "-m", "services.sender"],
             cwd=ROOT,
-            env=dict(
-                env, RESETGATE_METRICS_PORT=str(free_port()), RESETGATE_CONSUMER_NAME=f"sender-{i}"
-            ),
+            env=dict(env, RESETGATE_METRICS_PORT=str(port), RESETGATE_CONSUMER_NAME=f"sender-{i}"),
         )
-        for i in range(count)
+        for i, port in enumerate(ports)
     ]
     try:
-        yield processes
+        yield ports
     finally:
         for process in processes:
             process.send_signal(signal.SIGTERM)
@@ -57,13 +59,28 @@ def sender_processes(stack: Stack, count: int) -> Iterator[list[subprocess.Popen
             process.wait(timeout=30)
 
 
+async def all_ready(ports: list[int]) -> bool:
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as session:
+        for port in ports:
+            try:
+                async with session.get(f"http://127.0.0.1:{port}/readyz") as response:
+                    if response.status != 200:
+                        return False
+            except (aiohttp.ClientError, TimeoutError):
+                return False
+    return True
+
+
 async def test_invariant_10_two_senders_share_the_work_and_never_overlap(stack: Stack) -> None:
     # Slow provider: every attempt is in flight long enough for a second worker to collide.
     await configure(stack.provider_url, slow_probability=1.0, slow_seconds=0.2)
-    ops = [await stack.admit(f"acct-two-{i}") for i in range(120)]
-    for op in ops[:40]:  # and every one of these jobs is delivered twice
-        await stack.redis.xadd(PartitionKeys.of(op).send, {"op": op})
-    with sender_processes(stack, 2):
+    with sender_processes(stack, 2) as ports:
+        # Both ready before the work arrives: on a loaded machine one could otherwise start
+        # after the other had sent everything, and "both did real work" would measure that.
+        await wait_for(lambda: all_ready(ports), timeout=60)
+        ops = [await stack.admit(f"acct-two-{i}") for i in range(120)]
+        for op in ops[:40]:  # and every one of these jobs is delivered twice
+            await stack.redis.xadd(PartitionKeys.of(op).send, {"op": op})
         for op in ops:
             await stack.wait_state(op, {"accepted"}, timeout=60)
     stats = await sandbox_stats(stack.provider_url)
