@@ -51,6 +51,7 @@ NOT_PAGES = {
     "ContactFormsDeadLettered": "ticket",
     "AlertInputsMissing": "warning",
     "RedisEvictionPolicyUnsafe": "ticket",
+    "RedisMaySendTwice": "ticket",
 }
 # Alerts built on per-partition metrics must name the partition they fire for.
 PARTITIONED = {"OperationsExhausted", "OldestEligibleAgeHigh", "SendersStalled",
