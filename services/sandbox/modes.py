@@ -34,6 +34,8 @@ class Dialect:
     rejected: Callable[[], web.Response]
     lookup_path: str = ""
     lookup: Callable[[web.Request, Sandbox], web.Response] | None = None
+    # Rate-limit headers a provider puts on every answer, accepted ones too (SendGrid).
+    rate_headers: Callable[[Sandbox], dict[str, str]] | None = None
 
 
 def _refusal(request: web.Request, sandbox: Sandbox, dialect: Dialect) -> web.Response | None:
@@ -65,9 +67,22 @@ def sender(dialect: Dialect) -> Callable[[web.Request], Awaitable[web.Response]]
         if reject and reject in provider.domains(body):
             sandbox.stats.count("rejected")
             return dialect.rejected()
-        return await provider.accept(request, sandbox, body, None, dialect.accepted)
+        return await provider.accept(request, sandbox, body, None, _accepted(dialect, sandbox))
 
     return send
+
+
+def _accepted(dialect: Dialect, sandbox: Sandbox) -> Callable[[Message], web.Response]:
+    rate_headers = dialect.rate_headers
+    if rate_headers is None:
+        return dialect.accepted
+
+    def accepted(message: Message) -> web.Response:
+        response = dialect.accepted(message)
+        response.headers.update(rate_headers(sandbox))
+        return response
+
+    return accepted
 
 
 def looker(

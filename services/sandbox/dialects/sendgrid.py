@@ -84,6 +84,7 @@ DIALECT = Dialect(
         401, "The provided authorization grant is invalid, expired, or revoked"
     ),
     throttled=throttled,
+    rate_headers=_limits,
     failed=lambda status: _errors(status, "internal server error"),
     rejected=lambda: _errors(
         400, "Does not contain a valid address.", "personalizations.0.to.0.email"
