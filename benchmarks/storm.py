@@ -283,10 +283,21 @@ class Storm:
         run.emails = stats["emails_sent_total"]
         run.sandbox_duplicates, run.sandbox_lost = audit.sandbox_counts(stats, self.ops)
         run.store = await audit.store_counts(self.client, self.ops)
+        self.note_ambiguous()
         await self.settle()
         run.accepted_memory = await audit.memory_per_operation(
             self.client, run.store.one_attempt, PARTITIONS, queued=False
         )
+
+    def note_ambiguous(self) -> None:
+        """The store's "lost" counts every operation not accepted; an ambiguous one is
+        waiting (for a lookup, an event, or the window to close and ``review``)."""
+        waiting = self.run.store.states.get("ambiguous", 0)
+        if waiting:
+            self.run.notes.append(
+                f"{waiting} ambiguous at the end (in the store's lost): waiting for a lookup "
+                "or a delivery event, else review when the observation window closes"
+            )
 
     async def audit_moto(self, moto_url: str) -> None:
         """SES on moto: sends and per-operation emails by recipient (moto drops tags)."""
