@@ -93,7 +93,7 @@ def reference_server(port: int, redis_url: str) -> None:
     from aiohttp import web
     from redis.asyncio import Redis
 
-    from shared.fastredis import FastRedis
+    from services.admission.fastredis import FastRedis
     from shared.redis import create_client
     from shared.settings import CommonSettings
 
@@ -105,7 +105,7 @@ def reference_server(port: int, redis_url: str) -> None:
         async def handler(request: web.Request) -> web.Response:
             await request.read()
             for _ in range(5):
-                await client.get("rg:benchmark:reference")
+                await client.get(f"{keys.PREFIX}:benchmark:reference")
             return web.Response(body=BODY, status=202, content_type="application/json")
 
         async def close(_: web.Application) -> None:

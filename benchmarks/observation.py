@@ -16,6 +16,8 @@ operation has observed delivery and prints one row per run:
 Pushed events (benchmarks/observation_push.py: the SendGrid webhook, the SES queue):
 
     .venv/bin/python benchmarks/observation.py --mode webhook --ops 30000 --rate 1000
+    .venv/bin/python benchmarks/observation.py --mode webhook --ops 30000 --rate 1000 \
+        --profile /tmp/rg-profile                 # + py-spy flame graphs (pip install py-spy)
     .venv/bin/python benchmarks/observation.py --mode queue --ops 3000 --rate 100
 """
 
@@ -41,10 +43,11 @@ sys.path.insert(0, str(ROOT))
 from benchmarks import observation_push as push
 from services.ctl.embedded import RedisServer, cleanup_directory
 from services.poller.settings import PollerSettings
-from services.sandbox.testing import SANDBOX_API_KEY, reset, run_sandbox_process, sandbox_stats
 from shared import ids
 from shared.keys import PartitionKeys
+from shared.service import run as run_service
 from tests.support.processes import ServiceProcess
+from tests.support.sandbox import SANDBOX_API_KEY, reset, run_sandbox_process, sandbox_stats
 
 PARTITIONS = 16
 SEND_CONCURRENCY = 64
@@ -232,7 +235,8 @@ async def push_run(
     # The pull feed stays idle (nothing is sent through the sandbox); it polls rarely.
     env = poller_env(redis_server.url, url, Run("push", "push", 60.0, 1000, 120))
     if args.mode == "webhook":
-        row = await push.webhook_run(redis, ops, env, logs, args.rate, args.batch)
+        row = await push.webhook_run(redis, ops, env, logs, args.rate, args.batch,
+                                     args.profile)  # fmt: skip
         shape = f"SendGrid batches of {args.batch}"
     else:
         row = await push.queue_run(redis, ops, env, logs, args.rate, args.wait)
@@ -285,6 +289,10 @@ if __name__ == "__main__":
     parser.add_argument("--rate", type=float, default=1000, help="pushed events/s")
     parser.add_argument("--batch", type=int, default=50, help="events per webhook POST")
     parser.add_argument("--wait", type=int, default=20, help="SQS long-poll seconds")
+    parser.add_argument("--profile", type=Path, default=None,
+                        help="webhook mode: py-spy flame graphs of the poller and the driver "
+                        "into this directory")  # fmt: skip
     parser.add_argument("--send-rate", type=float, default=0,
                         help="sends/s in the live runs (default: as fast as the sandbox takes)")
-    asyncio.run(main(parser.parse_args()))
+    arguments = parser.parse_args()
+    run_service(lambda: main(arguments))  # uvloop, as the services: the driver must keep up

@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -68,15 +71,46 @@ async def paced(n: int, rate: float, batch: int, send: Any) -> None:
     await asyncio.gather(*tasks)
 
 
+def signed_batches(
+    ops: list[str], batch: int, signer: SendGridSigner
+) -> list[tuple[list[str], bytes]]:
+    """Every batch's body, built before the clock starts: the driver's own work per POST is
+    then one signature (over a fresh timestamp) and the POST itself."""
+    now = time.time()
+    return [(ops[start : start + batch],
+             codec.dumps([sendgrid_event(op, f"bench-{op}", "delivered", now)
+                          for op in ops[start : start + batch]]))
+            for start in range(0, len(ops), batch)]  # fmt: skip
+
+
+def profile(pid: int, seconds: float, out: Path) -> subprocess.Popen[bytes] | None:
+    """py-spy on ``pid`` for ``seconds`` (a flame graph in ``out``), when py-spy is there."""
+    spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    if not Path(spy).exists():
+        print("py-spy not found: pip install py-spy to profile", flush=True)
+        return None
+    out.parent.mkdir(parents=True, exist_ok=True)
+    argv = [spy, "record", "-p", str(pid), "-d", str(int(seconds)), "-r", "100", "-o", str(out)]
+    return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
 async def webhook_run(
-    redis: Redis, ops: list[str], env: dict[str, str], logs: Path, rate: float, batch: int
-) -> dict[str, Any]:
+    redis: Redis, ops: list[str], env: dict[str, str], logs: Path, rate: float, batch: int,
+    profile_dir: Path | None = None,
+) -> dict[str, Any]:  # fmt: skip
     signer = SendGridSigner.generate()
     port = free_port()
     service = ServiceProcess("poller", {**env, "RESETGATE_WEBHOOK_PORT": str(port),
                                         "RESETGATE_SENDGRID_WEBHOOK_PUBLIC_KEY": signer.public_key},
                              logs)  # fmt: skip
     await service.start()
+    batches = signed_batches(ops, batch, signer)
+    spies = []
+    if profile_dir is not None:
+        assert service.process is not None
+        seconds = len(ops) / rate
+        spies = [profile(service.process.pid, seconds, profile_dir / "poller.svg"),
+                 profile(os.getpid(), seconds, profile_dir / "driver.svg")]  # fmt: skip
     cpu0 = cpu_seconds(service)
     posted: dict[str, float] = {}
     url = f"http://127.0.0.1:{port}/webhooks/sendgrid"
@@ -85,12 +119,12 @@ async def webhook_run(
 
         async def send(start: int, stop: int) -> None:
             nonlocal failures
+            chunk, body = batches[start // batch]
+            headers = signer.headers(body)
             now = time.time()
-            body = codec.dumps([sendgrid_event(op, f"bench-{op}", "delivered", now)
-                                for op in ops[start:stop]])  # fmt: skip
-            for op in ops[start:stop]:
+            for op in chunk:
                 posted[op] = now
-            async with session.post(url, data=body, headers=signer.headers(body)) as answer:
+            async with session.post(url, data=body, headers=headers) as answer:
                 failures += answer.status != 200
 
         began = time.monotonic()
@@ -99,6 +133,9 @@ async def webhook_run(
     seen = await _until_seen(redis, ops)
     cpu = cpu_seconds(service) - cpu0
     await service.stop()
+    for spy in spies:
+        if spy is not None:
+            await asyncio.to_thread(spy.wait)
     lags = [(seen_ms / 1000 - posted[op]) for op, (_, seen_ms) in seen.items()]
     return {"lags": lags, "observed": len(seen), "send_seconds": sent, "failures": failures,
             "cpu": cpu}  # fmt: skip

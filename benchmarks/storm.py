@@ -53,12 +53,12 @@ from benchmarks.storm_report import (
 )
 from services.ctl.embedded import RedisServer
 from services.sandbox.dialects import DIALECTS
-from services.sandbox.testing import SANDBOX_API_KEY, run_sandbox_process, sandbox_stats
 from shared import keys
 from shared.providers.factory import keyless
 from shared.providers.named import KINDS
 from shared.settings import PolicySettings
 from tests.support.processes import Processes, ServiceProcess
+from tests.support.sandbox import SANDBOX_API_KEY, run_sandbox_process, sandbox_stats
 
 TOKEN_KEYS = "storm:storm-benchmark-secret-0123456789"
 INTERNAL_TOKEN = "storm-internal-token-0123456789"

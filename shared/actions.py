@@ -26,7 +26,7 @@ MAX_REASON = 200
 
 
 @dataclass(frozen=True, slots=True)
-class Outcome:
+class ActionResult:
     done: bool
     state: str  # the state before the action, or the state that refused it ("missing")
 
@@ -54,22 +54,24 @@ async def recent(client: RedisClient, count: int = 20) -> list[dict[str, Any]]:
 
 async def _hold(
     client: RedisClient, operation_id: str, action: str, actor: str, note: str, reason: str
-) -> Outcome:
+) -> ActionResult:
     done, state = await hold(client, operation_id, action, now=clock.now_ms(), reason=note)
     await record(
         client, actor, action, operation_id, "done" if done else f"refused:{state}", reason
     )
-    return Outcome(done, state)
+    return ActionResult(done, state)
 
 
-async def quarantine(client: RedisClient, operation_id: str, actor: str, reason: str) -> Outcome:
+async def quarantine(
+    client: RedisClient, operation_id: str, actor: str, reason: str
+) -> ActionResult:
     """Hold a live operation: it keeps its id and token and is not sent until released."""
     reason = clean_reason(reason)
     note = f"quarantined by {actor}: {reason}"
     return await _hold(client, operation_id, "quarantine", actor, note, reason)
 
 
-async def release(client: RedisClient, operation_id: str, actor: str) -> Outcome:
+async def release(client: RedisClient, operation_id: str, actor: str) -> ActionResult:
     """Return a quarantined operation, or one held for review, to the send queue."""
     return await _hold(client, operation_id, "release", actor, f"released by {actor}", "")
 

@@ -19,7 +19,7 @@ from shared.model import Delivery
 # player will not read it; ``complained`` (marked as spam) happens after a delivery.
 # Within a rank (bounced vs rejected, or one type twice) the later occurrence wins, so the
 # outcome depends only on what happened, never on the order the feed reported it in.
-# apply_delivery.lua holds the same table; tests/poller check the two agree.
+# The scripts get this table rendered in (shared/scripts ``-- @delivery``).
 PRECEDENCE: dict[Delivery, int] = {
     Delivery.UNKNOWN: 0,
     Delivery.DEFERRED: 1,
@@ -28,6 +28,8 @@ PRECEDENCE: dict[Delivery, int] = {
     Delivery.REJECTED: 3,
     Delivery.COMPLAINED: 4,
 }
+# From this rank on an event is definitive: the observation window has nothing left to wait for.
+DEFINITIVE_RANK = PRECEDENCE[Delivery.DELIVERED]
 
 EVENT_TYPES: frozenset[str] = frozenset(str(d) for d in Delivery if d is not Delivery.UNKNOWN)
 MAX_ID_LENGTH = 256

@@ -14,6 +14,7 @@ from shared.ids import valid_operation_id
 
 PREFIX = "rg"
 SEND_GROUP = "senders"
+JOB_FIELD = "op"  # a send stream entry's one field: the operation id
 ROUTER_GROUP = "router"
 
 # Global (untagged) keys: each is used on its own, never together with another in a script.
@@ -29,8 +30,10 @@ ROUTER_SEEN_PREFIX = f"{PREFIX}:router:seen:"
 # (the entry itself is deleted from rg:contact-forms as soon as it is read: services/router)
 ROUTER_FORM_PREFIX = f"{PREFIX}:router:form:"
 ROUTER_RETRY = f"{PREFIX}:router:retry"  # zset: entry id -> when to try routing it again (ms)
-DIRECTORY_LOGIN_PREFIX = "rgdir:login:"  # + normalised login -> account_id
-DIRECTORY_ACCOUNT_PREFIX = "rgdir:acct:"  # + account_id -> hash(email, locale)
+# The Redis stand-in for the studio's account directory: apart from the operation store.
+DIRECTORY_PREFIX = "rgdir:"
+DIRECTORY_LOGIN_PREFIX = f"{DIRECTORY_PREFIX}login:"  # + normalised login -> account_id
+DIRECTORY_ACCOUNT_PREFIX = f"{DIRECTORY_PREFIX}acct:"  # + account_id -> hash(email, locale)
 IP_LIMIT_PREFIX = f"{PREFIX}:iplimit:"  # + client ip -> GCRA theoretical arrival time
 # + provider + ":" + sha256(webhook token) -> "1", with a TTL: a signed token honoured once
 WEBHOOK_TOKEN_PREFIX = f"{PREFIX}:webhook-token:"

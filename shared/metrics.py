@@ -173,7 +173,7 @@ webhook_requests = Counter(
 )
 queue_messages = Counter(
     "resetgate_queue_messages",
-    "SQS messages handled, by result (applied, dead_lettered, returned).",
+    "SQS messages handled, by result (applied, dead_lettered, returned, released).",
     ["provider", "result"],
 )
 redis_maxmemory_policy = Gauge(

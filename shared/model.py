@@ -41,6 +41,10 @@ class EntryPoint(StrEnum):
     AUTOMATION = "automation"
 
 
+# The operation hash counts requests per entry point in fields "ep:<entry point>".
+ENTRY_POINT_PREFIX = "ep:"
+
+
 class Outcome(StrEnum):
     """The class of one attempt, as the provider contract defines them."""
 
@@ -197,7 +201,11 @@ class Operation:
             token_expires_at=0,
             horizon_at=0,
             delivery=Delivery(raw.get("delivery") or Delivery.UNKNOWN),
-            entry_points={k[3:]: int(v) for k, v in raw.items() if k.startswith("ep:")},
+            entry_points={
+                k.removeprefix(ENTRY_POINT_PREFIX): int(v)
+                for k, v in raw.items()
+                if k.startswith(ENTRY_POINT_PREFIX)
+            },
         )
         for name in _INT_FIELDS:
             setattr(operation, name, _int(raw.get(name)))

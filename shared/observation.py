@@ -8,23 +8,15 @@ a batch in one pipeline round trip.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from redis.asyncio import Redis, RedisCluster
-from redis.exceptions import NoScriptError
-
 from shared.delivery import DeliveryEvent
 from shared.keys import POLLER_LEASE, PartitionKeys
 from shared.redis import RedisClient
-from shared.scripts import Script
-
-_apply = Script("apply_delivery")
-_close = Script("close_observation")
-_lease = Script("lease")
+from shared.scripts import Request, Script, key
 
 
 class Applied(StrEnum):
@@ -41,10 +33,11 @@ class Match:
 
 
 @dataclass(frozen=True, slots=True)
-class Outcome:
+class AppliedEvent:
     match: Match
     result: Applied
     delivery: str
+    state: str = ""  # the operation's state as the event found it ("" when missing)
 
 
 async def operations_for(
@@ -63,75 +56,79 @@ async def operations_for(
     return found
 
 
-Call = tuple[list[str], list[str | int | float]]
-_CLUSTER_CONCURRENCY = 64
+@dataclass(slots=True, kw_only=True)
+class ApplyDelivery(Request[tuple[Applied, str, str]]):
+    SCRIPT = Script("apply_delivery")
+    CODES = Applied
 
+    operation: str = key()
+    observe: str = key()
+    messages: str = key()
+    message_id: str
+    event_type: str
+    occurred_at: int
+    now: int
+    operation_id: str
+    mode: str  # "record": joined by operation id (pushed); "": found through the message map
 
-async def _run_many(client: RedisClient, script: Script, calls: list[Call]) -> list[Any]:
-    """Many calls of one script: one pipelined round trip on a standalone Redis; on a
-    Cluster (whose pipelines refuse EVALSHA) concurrent calls, each routed by its keys."""
-    if isinstance(client, RedisCluster):
-        results: list[Any] = []
-        for start in range(0, len(calls), _CLUSTER_CONCURRENCY):
-            chunk = calls[start : start + _CLUSTER_CONCURRENCY]
-            results += await asyncio.gather(*(script(client, k, a) for k, a in chunk))
-        return results
-    return await _pipelined(client, script, calls)
-
-
-async def _pipelined(client: Redis, script: Script, calls: list[Call]) -> list[Any]:
-    """NOSCRIPT -> load it and run them all again (the scripts here are idempotent, so a
-    partly-run batch may safely run twice)."""
-    for attempt in range(2):
-        pipe = client.pipeline(transaction=False)
-        for keys, args in calls:
-            pipe.evalsha(script.sha, len(keys), *keys, *args)
-        try:
-            return list(await pipe.execute())
-        except NoScriptError:
-            if attempt:
-                raise
-            await client.script_load(script.source)
-    raise AssertionError("unreachable")
+    def decode(self, raw: Any) -> tuple[Applied, str, str]:
+        # (code, the operation's delivery now, its state as the event found it)
+        return Applied(raw[0]), str(raw[1]), str(raw[2])
 
 
 async def apply_events(
     client: RedisClient, matches: Sequence[Match], now: int, *, record: bool = False
-) -> list[Outcome]:
+) -> list[AppliedEvent]:
     """Apply each matched event atomically on its operation (dedupe + precedence in Lua).
     ``record``: the events were joined by operation id (pushed), so an operation without a
     provider message id takes the event's."""
     if not matches:
         return []
     mode = "record" if record else ""
-    calls: list[Call] = []
+    requests = []
     for match in matches:
         pk = PartitionKeys.of(match.operation_id)
         event = match.event
-        calls.append(
-            (
-                [pk.operation(match.operation_id), pk.observe, pk.messages],
-                [
-                    event.message_id,
-                    str(event.type),
-                    event.occurred_ms,
-                    now,
-                    match.operation_id,
-                    mode,
-                ],
+        requests.append(
+            ApplyDelivery(
+                operation=pk.operation(match.operation_id), observe=pk.observe,
+                messages=pk.messages, message_id=event.message_id, event_type=str(event.type),
+                occurred_at=event.occurred_ms, now=now, operation_id=match.operation_id,
+                mode=mode,
             )
-        )
-    replies = await _run_many(client, _apply, calls)
-    return [Outcome(m, Applied(r[0]), str(r[1])) for m, r in zip(matches, replies, strict=True)]
+        )  # fmt: skip
+    # Safe to run twice (dedupe on the event's identity), as Script.many may on NOSCRIPT.
+    replies = await ApplyDelivery.SCRIPT.many(client, [r.call() for r in requests])
+    return [
+        AppliedEvent(m, *r.decode(raw))
+        for m, r, raw in zip(matches, requests, replies, strict=True)
+    ]
+
+
+@dataclass(slots=True, kw_only=True)
+class CloseObservation(Request[int]):
+    SCRIPT = Script("close_observation")
+
+    observe: str = key()
+    operations: tuple[str, ...] = key()
+    now: int
+    operation_ids: tuple[str, ...]
+
+    def decode(self, raw: Any) -> int:
+        return int(raw)  # how many windows were closed
 
 
 async def close_due(client: RedisClient, partition: int, now: int, batch: int = 500) -> int:
     """Close the observation windows of one partition that ended by ``now``."""
     pk = PartitionKeys(partition)
-    ids = [str(i) for i in await client.zrangebyscore(pk.observe, "-inf", now, start=0, num=batch)]
+    due = await client.zrangebyscore(pk.observe, "-inf", now, start=0, num=batch)
+    ids = tuple(str(i) for i in due)
     if not ids:
         return 0
-    return int(await _close(client, [pk.observe, *(pk.operation(i) for i in ids)], [now, *ids]))
+    return await CloseObservation(
+        observe=pk.observe, operations=tuple(pk.operation(i) for i in ids), now=now,
+        operation_ids=ids,
+    ).run(client)  # fmt: skip
 
 
 async def pending(client: RedisClient, partitions: int, now: int) -> list[int]:
@@ -142,13 +139,28 @@ async def pending(client: RedisClient, partitions: int, now: int) -> list[int]:
     return [int(n) for n in await pipe.execute()]
 
 
+@dataclass(slots=True, kw_only=True)
+class Lease(Request[bool]):
+    SCRIPT = Script("lease")
+
+    lease: str = key()
+    holder: str
+    lease_ms: int
+    release: bool
+
+    def decode(self, raw: Any) -> bool:
+        return bool(int(raw))  # True while holder has the lease
+
+
 async def hold_lease(client: RedisClient, holder: str, lease_ms: int) -> bool:
     """Take or renew the single-poller lease; True while ``holder`` has it."""
-    return bool(int(await _lease(client, [POLLER_LEASE], [holder, lease_ms, ""])))
+    return await Lease(lease=POLLER_LEASE, holder=holder, lease_ms=lease_ms, release=False).run(
+        client
+    )
 
 
 async def release_lease(client: RedisClient, holder: str) -> None:
-    await _lease(client, [POLLER_LEASE], [holder, 0, "release"])
+    await Lease(lease=POLLER_LEASE, holder=holder, lease_ms=0, release=True).run(client)
 
 
 async def forget_stale_messages(

@@ -1,25 +1,20 @@
 """Typed wrappers over the operation scripts: what the sender, poller and CLI call.
 
-Each function passes every key through KEYS (built by shared.keys) and decodes the
-script's reply into a small dataclass or enum, so no caller parses Lua tables.
+Each script call is a typed request (shared.scripts.Request: its KEYS, built by shared.keys,
+and its ARGV, by name) whose reply is decoded into a small dataclass or enum, so no caller
+parses Lua tables.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
-from shared.keys import SEND_GROUP, PartitionKeys
+from shared.keys import PartitionKeys
 from shared.model import Attempt, Operation
 from shared.redis import RedisClient
-from shared.scripts import Script
-
-_begin = Script("begin_attempt")
-_finalise = Script("finalise_attempt")
-_promote = Script("promote_due")
-_resolve = Script("resolve_ambiguous")
-_hand_back = Script("hand_back")
-_hold = Script("hold")
+from shared.scripts import Request, Script, key
 
 
 class BeginCode(StrEnum):
@@ -47,6 +42,33 @@ def keys_for(operation_id: str) -> PartitionKeys:
     return PartitionKeys.of(operation_id)
 
 
+@dataclass(slots=True, kw_only=True)
+class BeginAttempt(Request[Begun]):
+    SCRIPT = Script("begin_attempt")
+    CODES = BeginCode
+
+    operation: str = key()
+    ledger: str = key()
+    send: str = key()
+    ambiguous: str = key()
+    live: str = key()
+    now: int
+    attempt_id: str
+    lease_ms: int
+    max_attempts: int
+    consumer: str
+    entry_id: str
+    retention_ms: int
+    operation_id: str
+    provider: str
+
+    def decode(self, raw: Any) -> Begun:
+        code = BeginCode(raw[0])
+        if code is BeginCode.BEGIN:
+            return Begun(code, int(raw[1]), raw[2], raw[3], raw[4], int(raw[5]))
+        return Begun(code, detail=str(raw[1]) if len(raw) > 1 else "")
+
+
 async def begin_attempt(
     client: RedisClient,
     operation_id: str,
@@ -61,14 +83,12 @@ async def begin_attempt(
     provider: str = "",
 ) -> Begun:
     pk = keys_for(operation_id)
-    keys = [pk.operation(operation_id), pk.attempts(operation_id), pk.send, pk.ambiguous, pk.live]
-    args: list[str | int | float] = [now, attempt_id, lease_ms, max_attempts, consumer, entry_id,
-                                     retention_ms, operation_id, provider]  # fmt: skip
-    reply = await _begin(client, keys, args)
-    code = BeginCode(reply[0])
-    if code is BeginCode.BEGIN:
-        return Begun(code, int(reply[1]), reply[2], reply[3], reply[4], int(reply[5]))
-    return Begun(code, detail=str(reply[1]) if len(reply) > 1 else "")
+    return await BeginAttempt(
+        operation=pk.operation(operation_id), ledger=pk.attempts(operation_id), send=pk.send,
+        ambiguous=pk.ambiguous, live=pk.live, now=now, attempt_id=attempt_id,
+        lease_ms=lease_ms, max_attempts=max_attempts, consumer=consumer, entry_id=entry_id,
+        retention_ms=retention_ms, operation_id=operation_id, provider=provider,
+    ).run(client)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +107,44 @@ class Finalisation:
     decision: str = ""
 
 
+class FinaliseCode(StrEnum):
+    OK = "ok"
+    FENCED = "fenced"  # the lease was lost: someone else owns the operation, nothing written
+
+
+@dataclass(slots=True, kw_only=True)
+class FinaliseAttempt(Request[FinaliseCode]):
+    SCRIPT = Script("finalise_attempt")
+    CODES = FinaliseCode
+
+    operation: str = key()
+    ledger: str = key()
+    send: str = key()
+    due: str = key()
+    ambiguous: str = key()
+    live: str = key()
+    messages: str = key()
+    observe: str = key()
+    attempt_id: str
+    now: int
+    entry_id: str
+    outcome: str
+    http_status: int
+    next_state: str
+    retry_at: int
+    reason: str
+    retry_after_source: str
+    message_id: str
+    observe_until: int
+    refund: bool
+    retention_ms: int
+    decision: str
+    operation_id: str
+
+    def decode(self, raw: Any) -> FinaliseCode:
+        return FinaliseCode(raw[0])
+
+
 async def finalise_attempt(
     client: RedisClient,
     operation_id: str,
@@ -99,37 +157,31 @@ async def finalise_attempt(
 ) -> bool:
     """Apply ``result``; False when fenced (the lease was lost and someone else owns it)."""
     pk = keys_for(operation_id)
-    reply = await _finalise(
-        client,
-        [
-            pk.operation(operation_id),
-            pk.attempts(operation_id),
-            pk.send,
-            pk.due,
-            pk.ambiguous,
-            pk.live,
-            pk.messages,
-            pk.observe,
-        ],
-        [
-            attempt_id,
-            now,
-            entry_id,
-            result.outcome,
-            result.http_status,
-            result.next_state,
-            result.retry_at,
-            result.reason,
-            result.retry_after_source,
-            result.message_id,
-            result.observe_until,
-            "1" if result.refund else "0",
-            retention_ms,
-            result.decision,
-            operation_id,
-        ],
-    )
-    return bool(reply[0] == "ok")
+    code = await FinaliseAttempt(
+        operation=pk.operation(operation_id), ledger=pk.attempts(operation_id), send=pk.send,
+        due=pk.due, ambiguous=pk.ambiguous, live=pk.live, messages=pk.messages,
+        observe=pk.observe, attempt_id=attempt_id, now=now, entry_id=entry_id,
+        outcome=result.outcome, http_status=result.http_status, next_state=result.next_state,
+        retry_at=result.retry_at, reason=result.reason,
+        retry_after_source=result.retry_after_source, message_id=result.message_id,
+        observe_until=result.observe_until, refund=result.refund, retention_ms=retention_ms,
+        decision=result.decision, operation_id=operation_id,
+    ).run(client)  # fmt: skip
+    return code is FinaliseCode.OK
+
+
+@dataclass(slots=True, kw_only=True)
+class PromoteDue(Request[int]):
+    SCRIPT = Script("promote_due")
+
+    due: str = key()
+    send: str = key()
+    operations: tuple[str, ...] = key()
+    now: int
+    operation_ids: tuple[str, ...]
+
+    def decode(self, raw: Any) -> int:
+        return int(raw)  # how many were moved to the send stream
 
 
 async def promote_due(client: RedisClient, partition: int, now: int, batch: int = 200) -> int:
@@ -138,11 +190,23 @@ async def promote_due(client: RedisClient, partition: int, now: int, batch: int 
     ids = await client.zrangebyscore(pk.due, "-inf", now, start=0, num=batch)
     if not ids:
         return 0
-    op_ids = [str(i) for i in ids]
-    moved = await _promote(
-        client, [pk.due, pk.send, *(pk.operation(i) for i in op_ids)], [now, *op_ids]
-    )
-    return int(moved)
+    op_ids = tuple(str(i) for i in ids)
+    return await PromoteDue(
+        due=pk.due, send=pk.send, operations=tuple(pk.operation(i) for i in op_ids), now=now,
+        operation_ids=op_ids,
+    ).run(client)  # fmt: skip
+
+
+@dataclass(slots=True, kw_only=True)
+class HandBack(Request[int]):
+    SCRIPT = Script("hand_back")
+
+    send: str = key()
+    consumer: str
+    entry_ids: tuple[str, ...]
+
+    def decode(self, raw: Any) -> int:
+        return int(raw)  # how many entries were handed back
 
 
 async def hand_back(
@@ -151,8 +215,40 @@ async def hand_back(
     """Give never-started send jobs back to the group (see hand_back.lua)."""
     if not entry_ids:
         return 0
-    stream = PartitionKeys(partition).send
-    return int(await _hand_back(client, [stream], [SEND_GROUP, consumer, *entry_ids]))
+    send = PartitionKeys(partition).send
+    return await HandBack(send=send, consumer=consumer, entry_ids=tuple(entry_ids)).run(client)
+
+
+class Settled(StrEnum):
+    """resolve_ambiguous.lua's reply codes."""
+
+    OK = "ok"
+    STALE = "stale"  # the operation is no longer ambiguous: nothing written
+
+
+@dataclass(slots=True, kw_only=True)
+class ResolveAmbiguous(Request[tuple[Settled, str]]):
+    SCRIPT = Script("resolve_ambiguous")
+    CODES = Settled
+
+    operation: str = key()
+    ledger: str = key()
+    send: str = key()
+    ambiguous: str = key()
+    review: str = key()
+    live: str = key()
+    messages: str = key()
+    observe: str = key()
+    now: int
+    decision: str
+    message_id: str
+    observe_until: int
+    reason: str
+    retention_ms: int
+    operation_id: str
+
+    def decode(self, raw: Any) -> tuple[Settled, str]:
+        return Settled(raw[0]), str(raw[1])
 
 
 async def resolve_ambiguous(
@@ -168,21 +264,40 @@ async def resolve_ambiguous(
 ) -> tuple[bool, str]:
     """Settle an ambiguous operation: accepted, replay (same id and key) or review."""
     pk = keys_for(operation_id)
-    reply = await _resolve(
-        client,
-        [
-            pk.operation(operation_id),
-            pk.attempts(operation_id),
-            pk.send,
-            pk.ambiguous,
-            pk.review,
-            pk.live,
-            pk.messages,
-            pk.observe,
-        ],
-        [now, decision, message_id, observe_until, reason, retention_ms, operation_id],
-    )
-    return reply[0] == "ok", str(reply[1])
+    code, state = await ResolveAmbiguous(
+        operation=pk.operation(operation_id), ledger=pk.attempts(operation_id), send=pk.send,
+        ambiguous=pk.ambiguous, review=pk.review, live=pk.live, messages=pk.messages,
+        observe=pk.observe, now=now, decision=decision, message_id=message_id,
+        observe_until=observe_until, reason=reason, retention_ms=retention_ms,
+        operation_id=operation_id,
+    ).run(client)  # fmt: skip
+    return code is Settled.OK, state
+
+
+class HoldCode(StrEnum):
+    """hold.lua's reply codes."""
+
+    OK = "ok"
+    REFUSED = "refused"  # the state does not allow it (or the operation is missing)
+
+
+@dataclass(slots=True, kw_only=True)
+class Hold(Request[tuple[HoldCode, str]]):
+    SCRIPT = Script("hold")
+    CODES = HoldCode
+
+    operation: str = key()
+    send: str = key()
+    due: str = key()
+    ambiguous: str = key()
+    review: str = key()
+    action: str
+    now: int
+    reason: str
+    operation_id: str
+
+    def decode(self, raw: Any) -> tuple[HoldCode, str]:
+        return HoldCode(raw[0]), str(raw[1])
 
 
 async def hold(
@@ -190,12 +305,12 @@ async def hold(
 ) -> tuple[bool, str]:
     """Quarantine or release one operation; (done, previous state or refusing state)."""
     pk = keys_for(operation_id)
-    reply = await _hold(
-        client,
-        [pk.operation(operation_id), pk.send, pk.due, pk.ambiguous, pk.review],
-        [action, now, reason[:200], operation_id],
-    )
-    return reply[0] == "ok", str(reply[1])
+    code, state = await Hold(
+        operation=pk.operation(operation_id), send=pk.send, due=pk.due,
+        ambiguous=pk.ambiguous, review=pk.review, action=action, now=now,
+        reason=reason[:200], operation_id=operation_id,
+    ).run(client)  # fmt: skip
+    return code is HoldCode.OK, state
 
 
 async def load_operation(client: RedisClient, operation_id: str) -> Operation | None:

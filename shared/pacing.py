@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from shared.keys import provider_pacing
 from shared.model import Outcome
@@ -17,10 +18,7 @@ from shared.provider import SendResult
 from shared.rate_signal import RateSignal
 from shared.redis import RedisClient
 from shared.retry_after import MAX_DELAY_MS, parse_http_date
-from shared.scripts import Script
-
-_reserve = Script("pace_acquire")
-_feedback = Script("pace_feedback")
+from shared.scripts import Request, Script, key
 
 # Our clock and the provider's Date header agree this closely (the header has a resolution
 # of one second): an HTTP date is then an instant on our clock, kept to the millisecond.
@@ -81,6 +79,45 @@ class Adjusted:
     cut: bool
 
 
+@dataclass(slots=True, kw_only=True)
+class PaceAcquire(Request[Slots]):
+    SCRIPT = Script("pace_acquire")
+
+    pacing: str = key()
+    now: int
+    ceiling: float
+    burst: float
+    want: int
+    horizon_ms: int
+    growth: float
+    quiet_ms: int
+    probe: float
+
+    def decode(self, raw: Any) -> Slots:
+        count, first_us, rate_milli, blocked, wait = (int(x) for x in raw)
+        return Slots(count, first_us / 1000, rate_milli / 1000, blocked, wait)
+
+
+@dataclass(slots=True, kw_only=True)
+class PaceFeedback(Request[Adjusted]):
+    SCRIPT = Script("pace_feedback")
+
+    pacing: str = key()
+    now: int
+    throttled: bool
+    slot_ms: float
+    blocked_until: int
+    floor: float
+    cut: float
+    hint: float
+    hint_until: int
+    returned_ms: float
+    horizon_ms: int
+
+    def decode(self, raw: Any) -> Adjusted:
+        return Adjusted(int(raw[0]) / 1000, int(raw[1]), bool(int(raw[2])))
+
+
 async def reserve(
     client: RedisClient,
     provider: str,
@@ -91,26 +128,22 @@ async def reserve(
     want: int,
     tuning: Tuning,
 ) -> Slots:
-    reply = await _reserve(
-        client,
-        [provider_pacing(provider)],
-        [now, ceiling, burst, want, tuning.horizon_ms, tuning.growth, tuning.quiet_ms,
-         tuning.probe],
-    )  # fmt: skip
-    count, first_us, rate_milli, blocked, wait = (int(x) for x in reply)
-    return Slots(count, first_us / 1000, rate_milli / 1000, blocked, wait)
+    return await PaceAcquire(
+        pacing=provider_pacing(provider), now=now, ceiling=ceiling, burst=burst, want=want,
+        horizon_ms=tuning.horizon_ms, growth=tuning.growth, quiet_ms=tuning.quiet_ms,
+        probe=tuning.probe,
+    ).run(client)  # fmt: skip
 
 
 async def feedback(
     client: RedisClient, provider: str, seen: Observation, *, floor: float, tuning: Tuning
 ) -> Adjusted:
-    reply = await _feedback(
-        client,
-        [provider_pacing(provider)],
-        [seen.now, int(seen.throttled), seen.slot_ms, seen.blocked_until, floor, tuning.cut,
-         seen.hint, seen.hint_until, seen.returned_ms, tuning.horizon_ms],
-    )  # fmt: skip
-    return Adjusted(int(reply[0]) / 1000, int(reply[1]), bool(int(reply[2])))
+    return await PaceFeedback(
+        pacing=provider_pacing(provider), now=seen.now, throttled=seen.throttled,
+        slot_ms=seen.slot_ms, blocked_until=seen.blocked_until, floor=floor, cut=tuning.cut,
+        hint=seen.hint, hint_until=seen.hint_until, returned_ms=seen.returned_ms,
+        horizon_ms=tuning.horizon_ms,
+    ).run(client)  # fmt: skip
 
 
 def observe(result: SendResult, slot_ms: float, now: int, floor: float) -> Observation:

@@ -138,7 +138,7 @@ class ProviderSettings(CommonSettings):
     reconcile_grace_seconds: float = Field(default=20.0, ge=0)
     # How long the provider keeps a native idempotency key (the http adapter's
     # Idempotency-Key). It may be small: an ambiguous attempt is replayed with the same key
-    # only while the key is kept, and otherwise looked up or held (shared/reconcile.py).
+    # only while the key is kept, and otherwise looked up or held (services/poller/ambiguity.py).
     idempotency_window_seconds: int = Field(default=86400, ge=1)
     # The longest wait a provider's Retry-After can impose on a loop (the poller's requests,
     # the sender's provider-wide block); beyond it we ask again. One absurd answer must not

@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 from redis.asyncio import Redis, RedisCluster
 
-from services.ctl.embedded import RedisClusterServers, RedisServer
+from services.ctl.embedded import RedisServer
 from shared.settings import PolicySettings
 from shared.tokens import parse_keys
+from tests.support.redis_cluster import RedisClusterServers
 
 TEST_TOKEN_KEYS = "k2:second-secret-0123456789abcdef,k1:first-secret-0123456789abcdef"
 

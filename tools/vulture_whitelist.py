@@ -7,13 +7,13 @@ listed here.
 # vulture reads these bare names as uses; the file is never imported.
 # ruff: noqa: B018, F821
 
-# asyncio.Protocol callbacks (shared/fastredis.py): called by the event loop.
+# asyncio.Protocol callbacks (services/admission/fastredis.py): called by the event loop.
 connection_made
 data_received
 connection_lost
 
 # pydantic settings fields read from the environment by name (RESETGATE_SANDBOX_...),
-# and settings_customise_sources' signature (services/sandbox/testing.py).
+# and settings_customise_sources' signature (tests/support/sandbox.py).
 error_probability
 error_every
 slow_probability
@@ -33,7 +33,7 @@ file_secret_settings
 
 # Enum members and dataclass fields: values the store, the API or a provider carries, part
 # of the type even where no code names them.
-COOLDOWN  # shared/admission.py AdmitResult
+COOLDOWN  # shared/admit.py AdmitResult
 RESEND  # shared/model.py EntryPoint
 AGENT
 AUTOMATION
@@ -54,3 +54,13 @@ binary_location  # selenium options (tests/console/browser.py)
 redirect_request  # urllib's redirect handler hook (tests/console/test_listener.py)
 aws_env  # a fixture requested by name (tests/providers/test_ses_moto.py)
 pytest_collection_modifyitems  # a pytest hook (tests/conftest.py: xdist groups)
+
+# Script request fields (shared.scripts.Request): read by position, through one
+# operator.attrgetter per request class, into KEYS and ARGV; reply codes a script returns.
+expected_operation  # shared/admit.py Admit
+expected_id
+cooldown_ms
+account_retention_ms
+event_type  # shared/observation.py ApplyDelivery
+FENCED  # shared/operations.py FinaliseCode
+STALE  # shared/operations.py Settled

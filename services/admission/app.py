@@ -19,6 +19,7 @@ from services.admission.context import (
     SETTINGS,
     TOKEN_KEYS,
 )
+from services.admission.fastredis import fast_client
 from services.admission.gate import Gate
 from services.admission.http import internal_auth, json_errors
 from services.admission.openapi import document
@@ -27,7 +28,6 @@ from services.admission.ratelimit import IpLimiter
 from services.admission.settings import AdmissionSettings
 from shared import codec, metrics, service
 from shared.directory import Directory, open_directory
-from shared.fastredis import fast_client
 from shared.logging import event
 from shared.redis import RedisClient, ping
 from shared.service import ReadinessCheck, instrument
@@ -89,14 +89,16 @@ async def _gate_lifecycle(app: web.Application) -> AsyncIterator[None]:
 
 @asynccontextmanager
 async def wire(settings: AdmissionSettings, client: RedisClient) -> AsyncIterator[service.Wiring]:
-    hot: RedisClient = fast_client(client)  # the hot path's commands, pipelined (standalone)
+    # The hot path's commands, pipelined (standalone, unless RESETGATE_FAST_REDIS=false).
+    hot: RedisClient = fast_client(client, settings.fast_redis)
     try:
         async with open_directory(settings, hot) as directory:
             event(log, logging.INFO, "admission configured", partitions=settings.partitions,
                   cluster=settings.redis_cluster, wait_replicas=settings.wait_replicas,
                   ip_limit_per_minute=settings.ip_limit_per_minute,
                   directory="http" if settings.directory_url else "redis",
-                  console=settings.console_port is not None)  # fmt: skip
+                  console=settings.console_port is not None,
+                  fast_redis=hot is not client)  # fmt: skip
             app = create_app(settings, hot, directory)
             # The console (when configured): its own listener, and the plain client, so its
             # occasional scans never queue behind the public hot path's pipelined link.

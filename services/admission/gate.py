@@ -15,7 +15,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from redis.asyncio import Redis, RedisCluster
 
-from shared.admission import Admission, Admitter, unknown_account_id
+from shared.admit import Admission, Admitter, unknown_account_id
 from shared.keys import PartitionKeys, partition_of
 from shared.redis import RedisClient
 from shared.settings import PolicySettings

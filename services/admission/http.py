@@ -20,7 +20,7 @@ from services.admission.context import SETTINGS
 from services.admission.gate import NotReplicated
 from services.admission.schemas import BodySchema
 from shared import codec
-from shared.admission import AdmissionConflict
+from shared.admit import AdmissionConflict
 from shared.directory import DirectoryError
 from shared.errors import ApiError
 from shared.logging import event

@@ -13,12 +13,11 @@ import ipaddress
 import math
 import socket
 from dataclasses import dataclass
+from typing import Any
 
 from shared import keys
 from shared.redis import RedisClient
-from shared.scripts import Script
-
-_gcra = Script("gcra")
+from shared.scripts import Request, Script, key
 
 
 def client_address(peer: str | None, forwarded_for: str | None, trusted_hops: int) -> str:
@@ -59,6 +58,21 @@ class Decision:
 ALLOWED = Decision(True, 0)
 
 
+@dataclass(slots=True, kw_only=True)
+class Gcra(Request[Decision]):
+    SCRIPT = Script("gcra")
+
+    limit: str = key()
+    interval_ms: float
+    burst: int
+
+    def decode(self, raw: Any) -> Decision:
+        allowed, wait_ms = raw
+        if allowed:
+            return ALLOWED
+        return Decision(False, max(1, math.ceil(int(wait_ms) / 1000)))
+
+
 class IpLimiter:
     def __init__(self, client: RedisClient, per_minute: int, burst: int) -> None:
         self.client = client
@@ -69,9 +83,5 @@ class IpLimiter:
     async def check(self, address: str) -> Decision:
         if not self.enabled:
             return ALLOWED
-        allowed, wait_ms = await _gcra(
-            self.client, [keys.ip_limit(address)], [self.interval_ms, self.burst]
-        )
-        if allowed:
-            return ALLOWED
-        return Decision(False, max(1, math.ceil(int(wait_ms) / 1000)))
+        limit = Gcra(limit=keys.ip_limit(address), interval_ms=self.interval_ms, burst=self.burst)
+        return await limit.run(self.client)

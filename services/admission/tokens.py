@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 from shared import clock
 from shared.keys import PartitionKeys
 from shared.queries import operation_partition
 from shared.redis import RedisClient
-from shared.scripts import Script
+from shared.scripts import Request, Script, key
 from shared.tokens import TokenKeys
-
-_consume = Script("consume_token")
 
 
 class ConsumeResult(StrEnum):
-    """consume_token.lua's replies, plus the checks made before it runs."""
+    """consume_token.lua's replies, plus the checks made before it runs (INVALID)."""
 
     CONSUMED = "consumed"
     USED = "used"
@@ -23,6 +23,21 @@ class ConsumeResult(StrEnum):
     SUPERSEDED = "superseded"
     MISSING = "missing"
     INVALID = "invalid"  # the token does not match the operation (wrong, or another op's)
+
+
+@dataclass(slots=True, kw_only=True)
+class ConsumeToken(Request[ConsumeResult]):
+    SCRIPT = Script("consume_token")
+    CODES = ConsumeResult
+
+    operation: str = key()
+    account: str = key()
+    live: str = key()
+    now: int
+    operation_id: str
+
+    def decode(self, raw: Any) -> ConsumeResult:
+        return ConsumeResult(raw[0])
 
 
 async def consume(
@@ -39,9 +54,8 @@ async def consume(
     # Verified with the key id the operation was created under: rotation keeps old links valid.
     if not keys.verify(operation_id, str(kid or ""), token):
         return ConsumeResult.INVALID, str(account_id)
-    (result,) = await _consume(
-        client,
-        [pk.operation(operation_id), pk.account(str(account_id)), pk.live],
-        [clock.now_ms(), operation_id],
-    )
-    return ConsumeResult(result), str(account_id)
+    result = await ConsumeToken(
+        operation=pk.operation(operation_id), account=pk.account(str(account_id)), live=pk.live,
+        now=clock.now_ms(), operation_id=operation_id,
+    ).run(client)  # fmt: skip
+    return result, str(account_id)

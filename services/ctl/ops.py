@@ -172,7 +172,7 @@ async def drain(client: RedisClient, settings: OpsSettings, args: argparse.Names
         await asyncio.sleep(0.5)
 
 
-def _held(args: argparse.Namespace, outcome: actions.Outcome, target: str) -> int:
+def _held(args: argparse.Namespace, outcome: actions.ActionResult, target: str) -> int:
     if not outcome.done:
         print(f"refused: operation is {outcome.state}", file=sys.stderr)
         return 1

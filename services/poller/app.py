@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import aiohttp
 
 from services.poller.budget import Budget
-from services.poller.feed import Feed, Gate
+from services.poller.feed import Feed, ProviderCalls
 from services.poller.inbound.ingest import Ingest
 from services.poller.inbound.queue import SesQueue
 from services.poller.inbound.webhooks import Webhooks
@@ -66,7 +66,7 @@ class Leadership:
 class Poller:
     settings: PollerSettings
     client: RedisClient
-    gate: Gate
+    calls: ProviderCalls
     observer: Observer
     feed: Feed
     reconciler: Reconciler
@@ -84,7 +84,7 @@ class Poller:
         """The lease holder has work waiting on the provider (delivery events, lookups) and
         no events page or lookup succeeded for RESETGATE_POLL_STALL_SECONDS."""
         waiting = self.pending_observations + self.reconciler.waiting
-        too_long = self.gate.stalled_for() > self.settings.poll_stall_seconds
+        too_long = self.calls.stalled_for() > self.settings.poll_stall_seconds
         return self.leadership.active and waiting > 0 and too_long
 
     async def gc_step(self) -> float:
@@ -100,12 +100,12 @@ def build_poller(
         provider = build(ProviderConfig.from_settings(settings), session)
     budget = Budget(settings.poll_max_requests_per_minute, settings.poll_burst,
                     settings.poll_backoff_cap_seconds)  # fmt: skip
-    gate = Gate(provider, budget, settings.max_advised_wait_seconds)
+    calls = ProviderCalls(provider, budget, settings.max_advised_wait_seconds)
     observer = Observer(client, settings)
     ingest = Ingest(client, settings)
     return Poller(
-        settings, client, gate, observer, Feed(client, gate, observer, settings),
-        Reconciler(client, gate, observer, settings),
+        settings, client, calls, observer, Feed(client, calls, observer, settings),
+        Reconciler(client, calls, observer, settings),
         Leadership(client, settings.consumer_name, settings.lease_seconds),
         Webhooks(settings, client, ingest) if settings.webhooks_enabled else None,
         SesQueue(settings, ingest) if settings.ses_queue_url else None,
@@ -140,7 +140,7 @@ def workers(poller: Poller) -> list[service.Worker]:
 def readiness(poller: Poller) -> service.ReadinessCheck:
     async def check() -> dict[str, bool]:
         checks = {"redis": await ping(poller.client),
-                  "provider_credentials": poller.gate.credentials_ok,
+                  "provider_credentials": poller.calls.credentials_ok,
                   "provider_answering": not poller.stalled()}  # fmt: skip
         if poller.webhooks is not None:
             checks["webhook_listener"] = poller.webhooks.listening.is_set()
@@ -152,7 +152,7 @@ def readiness(poller: Poller) -> service.ReadinessCheck:
 def reconciling_provider(settings: PollerSettings) -> tuple[PollerSettings, ProviderConfig]:
     """With several providers the poller works with the first listed only (one poller per
     provider is not built yet); operations held by another provider wait for it, never
-    looked up here (shared.reconcile)."""
+    looked up here (services.poller.ambiguity)."""
     first = load_or_exit(settings)[0].config
     return settings.model_copy(update={"provider_name": first.name}), first
 

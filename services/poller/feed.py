@@ -2,7 +2,7 @@
 
 A restart resumes from the stored cursor and replays at most the page that was being
 applied when it stopped; deduplication on (message_id, type, occurred_at) makes that
-harmless. Every call goes through :class:`Gate`: the request budget, the metrics, and
+harmless. Every call goes through :class:`ProviderCalls`: the request budget, the metrics, and
 429 + Retry-After on the polling routes.
 """
 
@@ -32,7 +32,7 @@ LOOKUP_YIELD_SECONDS = 0.05
 CURSOR_BEYOND_FEED = 410
 
 
-class Gate:
+class ProviderCalls:
     """Budget, metrics and 429 handling shared by every provider call the poller makes."""
 
     def __init__(
@@ -110,24 +110,28 @@ def parse_page(body: dict[str, object]) -> tuple[list[DeliveryEvent], int, str] 
 
 class Feed:
     def __init__(
-        self, client: RedisClient, gate: Gate, observer: Observer, settings: PollerSettings
+        self,
+        client: RedisClient,
+        calls: ProviderCalls,
+        observer: Observer,
+        settings: PollerSettings,
     ) -> None:
         self.client = client
-        self.gate = gate
+        self.calls = calls
         self.observer = observer
         self.settings = settings
 
     async def step(self) -> float:
         """Poll one page; 0 when the page was full (more is waiting), else the interval."""
         idle = self.settings.poll_interval_seconds
-        feed = self.gate.feed
+        feed = self.calls.feed
         if feed is None:
             return idle
-        if self.gate.lookups_waiting > 0:
+        if self.calls.lookups_waiting > 0:
             return LOOKUP_YIELD_SECONDS
         cursor = str(await self.client.get(POLLER_CURSOR) or "")
         try:
-            answer = await self.gate.call(
+            answer = await self.calls.call(
                 "events", lambda: feed.events(cursor, self.settings.poll_batch)
             )
         except ProviderUnavailable as error:
@@ -143,7 +147,7 @@ class Feed:
             event(log, logging.WARNING, "events feed answered unusably", status=answer.status)
             return idle
         events, rows, next_cursor = page
-        self.gate.succeeded()
+        self.calls.succeeded()
         tally = await self.observer.observe(events)
         if next_cursor != cursor:
             await self.client.set(POLLER_CURSOR, next_cursor)

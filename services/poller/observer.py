@@ -18,7 +18,7 @@ from services.poller.settings import PollerSettings
 from shared import clock, metrics, observation
 from shared.delivery import DeliveryEvent
 from shared.logging import event
-from shared.observation import Applied, Match, Outcome
+from shared.observation import Applied, AppliedEvent, Match
 from shared.redis import RedisClient
 
 log = logging.getLogger(__name__)
@@ -34,12 +34,12 @@ class Tally:
     missing: int = 0
     held: int = 0
 
-    def add(self, outcome: Outcome) -> None:
+    def add(self, outcome: AppliedEvent) -> None:
         name = outcome.result.value
         setattr(self, name, getattr(self, name) + 1)
 
 
-def count(outcomes: Sequence[Outcome], now: int) -> Tally:
+def count(outcomes: Sequence[AppliedEvent], now: int) -> Tally:
     """Tally applied events and export them (types, duplicates, lag): the pull feed and the
     pushed events count alike."""
     tally = Tally()

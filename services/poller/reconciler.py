@@ -1,7 +1,7 @@
 """Ambiguous attempts: settle each as the provider's capabilities allow, before any replay.
 
 The decision itself (look up / replay with the same key / wait / review) is
-``shared.reconcile``; this loop asks about every ambiguous attempt at once (a key's
+``services.poller.ambiguity``; this loop asks about every ambiguous attempt at once (a key's
 retention may be short), ahead of feed polling in the request budget, honours 429s, and
 afterwards reads the events of a send it has just learned the message id of (the feed may
 have shown them before the mapping existed).
@@ -11,15 +11,7 @@ from __future__ import annotations
 
 import logging
 
-from services.poller.feed import Gate
-from services.poller.observer import Observer
-from services.poller.settings import PollerSettings
-from shared import clock
-from shared.delivery import parse_event
-from shared.logging import event
-from shared.operations import load_operation
-from shared.providers.base import ProviderUnavailable
-from shared.reconcile import (
+from services.poller.ambiguity import (
     Asking,
     BudgetWait,
     LookupThrottled,
@@ -27,6 +19,14 @@ from shared.reconcile import (
     due_ambiguous,
     reconcile,
 )
+from services.poller.feed import ProviderCalls
+from services.poller.observer import Observer
+from services.poller.settings import PollerSettings
+from shared import clock
+from shared.delivery import parse_event
+from shared.logging import event
+from shared.operations import load_operation
+from shared.providers.base import ProviderUnavailable
 from shared.redis import RedisClient
 
 log = logging.getLogger(__name__)
@@ -38,10 +38,14 @@ MAX_READ_TRIES = 5
 
 class Reconciler:
     def __init__(
-        self, client: RedisClient, gate: Gate, observer: Observer, settings: PollerSettings
+        self,
+        client: RedisClient,
+        calls: ProviderCalls,
+        observer: Observer,
+        settings: PollerSettings,
     ) -> None:
         self.client = client
-        self.gate = gate
+        self.calls = calls
         self.observer = observer
         self.settings = settings
         self.to_read: dict[str, int] = {}  # operation id -> failed reads so far
@@ -56,24 +60,24 @@ class Reconciler:
             for partition in range(self.settings.partitions):
                 due = await due_ambiguous(self.client, partition)
                 waiting += len(due)
-                self.gate.lookups_waiting = len(due)
+                self.calls.lookups_waiting = len(due)
                 for operation_id in due:
                     wait = await self._reconcile(operation_id)
-                    self.gate.lookups_waiting -= 1
+                    self.calls.lookups_waiting -= 1
                     if wait:
                         return wait
         finally:
-            self.gate.lookups_waiting = 0
+            self.calls.lookups_waiting = 0
             self.waiting = waiting
         return await self._read_messages() or self.settings.reconcile_interval_seconds
 
     async def _reconcile(self, operation_id: str) -> float:
-        if self.gate.provider.capabilities.lookup is None:
+        if self.calls.provider.capabilities.lookup is None:
             return await self._settle(operation_id)  # never asks: spends no budget
         return await self._ask(operation_id)
 
     async def _settle(self, operation_id: str) -> float:
-        await reconcile(self.client, self.gate.provider, self.settings, operation_id)
+        await reconcile(self.client, self.calls.provider, self.settings, operation_id)
         return 0.0
 
     async def _ask(self, operation_id: str) -> float:
@@ -81,25 +85,25 @@ class Reconciler:
 
         def permit() -> float:
             # Budget is spent only when a lookup is really made, never on a wait.
-            wait = self.gate.budget.take()
+            wait = self.calls.budget.take()
             asked.append(not wait)
             return wait
 
         early = operation_id not in self.asked_early
         try:
-            decision = await reconcile(self.client, self.gate.provider, self.settings,
+            decision = await reconcile(self.client, self.calls.provider, self.settings,
                                        operation_id, Asking(early, permit))  # fmt: skip
         except BudgetWait as wait:
             return wait.seconds
         except LookupThrottled as throttled:
-            return self.gate.throttled(throttled.retry_after, throttled.server_date)
+            return self.calls.throttled(throttled.retry_after, throttled.server_date)
         except ProviderUnavailable as error:
             event(log, logging.WARNING, "lookup failed; will ask again",
                   operation_id=operation_id, error=str(error))  # fmt: skip
             return self.settings.reconcile_interval_seconds
         if any(asked):
-            self.gate.budget.answered()
-            self.gate.succeeded()
+            self.calls.budget.answered()
+            self.calls.succeeded()
         self._asked_early(operation_id, decision)
         if decision is Resolution.ACCEPTED:
             self._remember(operation_id)
@@ -131,18 +135,18 @@ class Reconciler:
         if not message_id:
             self.to_read.pop(operation_id, None)
             return 0.0
-        feed = self.gate.feed
+        feed = self.calls.feed
         if feed is None:
             self.to_read.pop(operation_id, None)  # events come by webhook or queue
             return 0.0
         try:
-            answer = await self.gate.call("message", lambda: feed.message(message_id))
+            answer = await self.calls.call("message", lambda: feed.message(message_id))
         except ProviderUnavailable:
             answer = None
         if isinstance(answer, float):
             return answer
         if answer is not None and answer.status == 200:
-            self.gate.succeeded()
+            self.calls.succeeded()
             rows = answer.body.get("events")
             now = clock.now_ms()
             parsed = (parse_event(row, now) for row in (rows if isinstance(rows, list) else []))

@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 from services.router.settings import RouterSettings
 from services.router.worker import Router, ensure_group
 from shared import metrics, service
-from shared.admission import Admitter
+from shared.admit import Admitter
 from shared.directory import Directory, open_directory
 from shared.loops import named_loop
 from shared.redis import RedisClient, ping, until_done

@@ -14,13 +14,12 @@ from __future__ import annotations
 from contextlib import aclosing
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 from shared.keys import ROUTER_SEEN_PREFIX, SUPPORT_CASES
 from shared.queries import scan_cases
 from shared.redis import RedisClient
-from shared.scripts import Script
-
-_claim = Script("route_claim")
+from shared.scripts import Request, Script, key
 
 
 class ClaimCode(StrEnum):
@@ -37,6 +36,21 @@ class Claim:
     claimed_at: int
 
 
+@dataclass(slots=True, kw_only=True)
+class RouteClaim(Request[Claim]):
+    SCRIPT = Script("route_claim")
+    CODES = ClaimCode
+
+    seen: str = key()
+    case_id: str
+    now: int
+    ttl_ms: int
+    stale_ms: int
+
+    def decode(self, raw: Any) -> Claim:
+        return Claim(ClaimCode(raw[0]), str(raw[1]), int(raw[2]))
+
+
 def seen_key(event_id: str) -> str:
     return ROUTER_SEEN_PREFIX + event_id
 
@@ -44,8 +58,9 @@ def seen_key(event_id: str) -> str:
 async def claim(
     client: RedisClient, event_id: str, case_id: str, *, now: int, ttl_ms: int, stale_ms: int
 ) -> Claim:
-    reply = await _claim(client, [seen_key(event_id)], [case_id, now, ttl_ms, stale_ms])
-    return Claim(ClaimCode(reply[0]), str(reply[1]), int(reply[2]))
+    return await RouteClaim(
+        seen=seen_key(event_id), case_id=case_id, now=now, ttl_ms=ttl_ms, stale_ms=stale_ms
+    ).run(client)
 
 
 async def mark_written(client: RedisClient, event_id: str, entry_id: str, ttl_ms: int) -> None:

@@ -23,7 +23,7 @@ from services.router.form import (
 from services.router.routing import Facts, case_fields, route
 from services.router.settings import RouterSettings
 from shared import clock, ids, metrics
-from shared.admission import AdmissionConflict, Admitter
+from shared.admit import AdmissionConflict, Admitter
 from shared.consumer import RawFields, StreamConsumer, decode_fields
 from shared.directory import Directory, DirectoryError
 from shared.keys import (

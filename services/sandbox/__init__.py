@@ -1,7 +1,7 @@
 """Sandbox email provider: the provider contract with rate limits and fault injection.
 
 Run it with ``python -m services.sandbox``; start one inside a test with
-``services.sandbox.testing.run_sandbox``.
+``tests.support.sandbox.run_sandbox``.
 """
 
 from services.sandbox.app import create_app

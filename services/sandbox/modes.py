@@ -18,6 +18,9 @@ from services.sandbox import provider
 from services.sandbox.responses import SANDBOX
 from services.sandbox.state import Sandbox
 from services.sandbox.store import JsonDict, Message
+from services.sandbox.webhooks import Hook, install
+
+Handler = Callable[[web.Request], Awaitable[web.Response]]
 
 Parsed = JsonDict | web.Response  # the generic body (to, from, subject, text, html, tags)
 
@@ -34,6 +37,10 @@ class Dialect:
     rejected: Callable[[], web.Response]
     lookup_path: str = ""
     lookup: Callable[[web.Request, Sandbox], web.Response] | None = None
+    # Delivery events pushed to ``webhook_url`` (services/sandbox/webhooks.py), and the
+    # provider's routes that go with them (SendGrid's public verification key).
+    hook: Hook | None = None
+    routes: tuple[tuple[str, str, Handler], ...] = ()
     # Rate-limit headers a provider puts on every answer, accepted ones too (SendGrid).
     rate_headers: Callable[[Sandbox], dict[str, str]] | None = None
 
@@ -50,7 +57,7 @@ def _refusal(request: web.Request, sandbox: Sandbox, dialect: Dialect) -> web.Re
     return None
 
 
-def sender(dialect: Dialect) -> Callable[[web.Request], Awaitable[web.Response]]:
+def sender(dialect: Dialect) -> Handler:
     async def send(request: web.Request) -> web.Response:
         sandbox = request.app[SANDBOX]
         refused = _refusal(request, sandbox, dialect)
@@ -111,3 +118,7 @@ def add_routes(app: web.Application, dialect: Dialect) -> None:
     app.router.add_post(dialect.send_path, sender(dialect))
     if dialect.lookup is not None:
         app.router.add_get(dialect.lookup_path, looker(dialect, dialect.lookup))
+    if dialect.hook is not None:
+        install(app, dialect.hook)
+    for method, path, handler in dialect.routes:
+        app.router.add_route(method, path, handler)

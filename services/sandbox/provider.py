@@ -210,7 +210,9 @@ def record(sandbox: Sandbox, body: JsonDict, key: str | None) -> Message:
         response=orjson.dumps({"id": message_id}),
     )
     sandbox.store.record(message)
-    sandbox.store.plan_events(message, _event_plan(sandbox, body))
+    planned = sandbox.store.plan_events(message, _event_plan(sandbox, body))
+    if sandbox.on_recorded is not None:
+        sandbox.on_recorded(message, planned)
     sandbox.stats.email_sent(key, message.operation_id)
     return message
 

@@ -66,6 +66,11 @@ class SandboxSettings(BaseSettings):
     bounce_domain: str = ""  # recipients here get "bounced" instead of "delivered"
     complaint_domain: str = ""  # recipients here get "delivered", then "complained"
     reject_domain: str = ""  # sends to recipients here answer 422
+    # Provider modes: POST each message's events here as the provider would
+    # (services/sandbox/webhooks.py); "" = the events are only in the feed. Postmark's
+    # basic-auth credentials go in the URL, as Postmark documents (https://user:pass@host/...).
+    webhook_url: str = ""
+    webhook_signing_key: SecretStr = SecretStr("")  # Mailgun's HTTP webhook signing key
 
     # Fault injection: each fault fires with a probability, on every Nth eligible
     # request, or both. The RNG is seeded by ``seed`` so a run can be replayed.

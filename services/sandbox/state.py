@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from services.sandbox.faults import Faults
 from services.sandbox.ratelimit import TokenBucket, send_bucket
 from services.sandbox.retry_after import RetryAfterFormatter
 from services.sandbox.settings import SandboxSettings
 from services.sandbox.stats import Stats
-from services.sandbox.store import Store
+from services.sandbox.store import Event, Message, Store
+
+# Told of every recorded message and the events planned for it (a provider mode's webhooks).
+OnRecorded = Callable[[Message, list[tuple[float, Event]]], None]
 
 
 class Sandbox:
@@ -15,6 +20,7 @@ class Sandbox:
         self.settings = settings
         self.store = _new_store(settings)
         self.stats = Stats(settings.max_tracked_keys)
+        self.on_recorded: OnRecorded | None = None
         self._fresh_buckets(settings)
         self._derive(settings)
 

@@ -131,27 +131,34 @@ class Store:
         return self.messages.get(message_id)
 
     # -- events ------------------------------------------------------------------
-    def plan_events(self, message: Message, plan: EventPlan) -> None:
-        """Queue the message's events; they enter the feed when due (see ``materialize``)."""
+    def plan_events(self, message: Message, plan: EventPlan) -> list[tuple[float, Event]]:
+        """Queue the message's events; they enter the feed when due (see ``materialize``).
+        Returns them with their due (monotonic) times, for a provider mode's webhooks."""
         due = message.created_mono + plan.delay
         occurred = message.created_at + plan.delay
-        self._push(due, message.id, plan.final_type, occurred)
+        planned = [self._push(due, message.id, plan.final_type, occurred)]
         if plan.complaint:
             # The player marks the delivered email as spam, one more delay later.
             later = max(plan.delay, 0.001)
-            self._push(due + later, message.id, "complained", occurred + later)
+            planned.append(self._push(due + later, message.id, "complained", occurred + later))
         if plan.out_of_order:
             # A "deferred" that happened before the final event but is reported after it.
-            self._push(due + 0.001, message.id, "deferred", message.created_at + plan.delay / 2)
+            planned.append(self._push(due + 0.001, message.id, "deferred",
+                                      message.created_at + plan.delay / 2))  # fmt: skip
         if plan.duplicate:
             # Same (message_id, type, occurred_at), a fresh event_id, one more delay later.
-            self._push(due + max(plan.delay, 0.002), message.id, plan.final_type, occurred)
+            planned.append(self._push(due + max(plan.delay, 0.002), message.id, plan.final_type,
+                                      occurred))  # fmt: skip
         if len(self._pending) > self.max_events:
             self._bound_pending()
+        return planned
 
-    def _push(self, due: float, message_id: str, kind: str, occurred: float) -> None:
+    def _push(
+        self, due: float, message_id: str, kind: str, occurred: float
+    ) -> tuple[float, Event]:
         event = Event(f"evt_{secrets.token_hex(8)}", message_id, kind, occurred)
         heapq.heappush(self._pending, (due, next(self._tiebreak), event))
+        return due, event
 
     def materialize(self, now_mono: float | None = None) -> None:
         """Move every due event into the feed (lazily, so no background task is needed)."""

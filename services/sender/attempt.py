@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 
 from services.sender import template
 from services.sender.pacer import Pacer
-from services.sender.policy import Budget, decide
+from services.sender.policy import RetryPolicy, decide
 from services.sender.settings import SenderSettings
 from shared import clock, control, ids, metrics, retry_after
 from shared.directory import Directory, DirectoryError
@@ -65,7 +65,7 @@ class AttemptRunner:
         self.keys = keys
         self.pacer = pacer
         self.rng = random.Random()
-        self.budget = Budget(
+        self.policy = RetryPolicy(
             max_attempts=settings.max_attempts,
             backoff_base_ms=int(settings.backoff_base_seconds * 1000),
             backoff_cap_ms=int(settings.backoff_cap_seconds * 1000),
@@ -131,7 +131,7 @@ class AttemptRunner:
                 attempt=begun.attempts,
                 now=now,
                 horizon_at=begun.horizon_at,
-                budget=self.budget,
+                policy=self.policy,
                 rng=self.rng,
                 reason="directory_unavailable",
             )
@@ -165,7 +165,7 @@ class AttemptRunner:
         event(log, logging.ERROR, "token key missing; partition paused", kid=kid,
               partition=job.partition, operation_id=job.operation_id)  # fmt: skip
         final = decide(Outcome.TRANSIENT, 0, attempt=begun.attempts, now=now,
-                       horizon_at=begun.horizon_at, budget=self.budget, rng=self.rng,
+                       horizon_at=begun.horizon_at, policy=self.policy, rng=self.rng,
                        reason="token_key_missing")  # fmt: skip
         return replace(final, refund=True)
 
@@ -214,7 +214,7 @@ class AttemptRunner:
             attempt=begun.attempts,
             now=now,
             horizon_at=begun.horizon_at,
-            budget=self.budget,
+            policy=self.policy,
             rng=self.rng,
             retry_after=advice,
             message_id=result.message_id,

@@ -15,16 +15,16 @@ from shared.retry_after import RetryAfter, Source
 
 
 @dataclass(frozen=True, slots=True)
-class Budget:
+class RetryPolicy:
     max_attempts: int
     backoff_base_ms: int
     backoff_cap_ms: int
     observation_window_ms: int
 
 
-def backoff_ms(attempt: int, budget: Budget, rng: random.Random) -> int:
+def backoff_ms(attempt: int, policy: RetryPolicy, rng: random.Random) -> int:
     """Capped exponential backoff with full jitter: uniform(0, min(cap, base * 2^(n-1)))."""
-    ceiling = min(budget.backoff_cap_ms, budget.backoff_base_ms * 2 ** min(attempt - 1, 30))
+    ceiling = min(policy.backoff_cap_ms, policy.backoff_base_ms * 2 ** min(attempt - 1, 30))
     return max(1, int(rng.uniform(0, ceiling)))
 
 
@@ -34,12 +34,12 @@ def _retry(
     attempt: int,
     now: int,
     horizon_at: int,
-    budget: Budget,
+    policy: RetryPolicy,
     delay_ms: int,
     source: str,
     reason: str,
 ) -> Finalisation:
-    if attempt >= budget.max_attempts:
+    if attempt >= policy.max_attempts:
         return Finalisation(
             outcome,
             status,
@@ -77,7 +77,7 @@ def decide(
     attempt: int,
     now: int,
     horizon_at: int,
-    budget: Budget,
+    policy: RetryPolicy,
     rng: random.Random,
     retry_after: RetryAfter | None = None,
     message_id: str = "",
@@ -90,7 +90,7 @@ def decide(
             status,
             State.ACCEPTED,
             message_id=message_id,
-            observe_until=now + budget.observation_window_ms,
+            observe_until=now + policy.observation_window_ms,
             reason=reason or "accepted",
             decision="done",
         )
@@ -127,7 +127,7 @@ def decide(
             attempt,
             now,
             horizon_at,
-            budget,
+            policy,
             retry_after.delay_ms,
             retry_after.source,
             reason or "throttled",
@@ -136,5 +136,5 @@ def decide(
     why = reason or ("throttled" if outcome is Outcome.THROTTLED else f"transient_{status}")
     if source in (Source.ABSENT, Source.INVALID):
         why = f"{why}; retry-after {source}, backoff"
-    delay = backoff_ms(attempt, budget, rng)
-    return _retry(outcome, status, attempt, now, horizon_at, budget, delay, source, why)
+    delay = backoff_ms(attempt, policy, rng)
+    return _retry(outcome, status, attempt, now, horizon_at, policy, delay, source, why)

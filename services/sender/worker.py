@@ -17,7 +17,7 @@ from services.sender.room import Room
 from services.sender.settings import SenderSettings
 from shared import clock, control, metrics
 from shared.consumer import Entry, StreamConsumer
-from shared.keys import SEND_GROUP, PartitionKeys
+from shared.keys import JOB_FIELD, SEND_GROUP, PartitionKeys
 from shared.logging import event
 from shared.loops import ERRORS, resilient
 from shared.operations import hand_back, promote_due
@@ -29,7 +29,7 @@ SERVICE = "sender"
 # An idle stream is waited on this long per read; shutdown waits at most this for a read.
 READ_BLOCK_MS = 2000
 GAUGE_TICKS = 3  # partition gauges every third control refresh (seconds)
-JOB_FIELDS = ("op",)  # all a send job carries (every script that enqueues one: XADD … "op", id)
+JOB_FIELDS = (JOB_FIELD,)  # all a send job carries (every script that enqueues one)
 
 
 async def ensure_groups(client: RedisClient, partitions: int) -> None:
@@ -176,8 +176,8 @@ class Sender:
 
     async def _enqueue(self, partition: int, entry: Entry) -> None:
         """Queue a job; an entry that names no operation of this partition is dropped."""
-        fields, _ = entry.fields(JOB_FIELDS)  # an "op" that is not UTF-8 reads as ""
-        operation_id = fields.get("op", "")
+        fields, _ = entry.fields(JOB_FIELDS)  # a job field that is not UTF-8 reads as ""
+        operation_id = fields.get(JOB_FIELD, "")
         try:
             valid = PartitionKeys.of(operation_id).partition == partition
         except ValueError:

@@ -1,18 +1,33 @@
-"""Lua scripts, one per file, each with a typed async wrapper.
+"""Lua scripts, one per file, each called through a typed request.
 
 A script is sent by SHA (computed up front); on NOSCRIPT it is loaded and the call retried,
 which also covers a Redis restart or a failover to a replica without the script cache.
+
+The contract with each script is one :class:`Request` subclass beside its wrapper: a frozen
+dataclass whose fields, in order, are the script's KEYS (declared with :func:`key`) and
+ARGV (every other field), named as the script's header names them, and whose ``decode``
+turns the reply into a typed value (an enum code, a dataclass, a count).
+tests/core/test_script_contract.py checks each header against its request.
 """
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import hashlib
+import operator
+from collections.abc import Callable, Sequence
+from enum import StrEnum
 from importlib import resources
-from typing import Any
+from typing import Any, ClassVar, Generic, TypeVar
 
+from redis.asyncio import RedisCluster
 from redis.exceptions import NoScriptError
 
+from shared.delivery import DEFINITIVE_RANK, PRECEDENCE
+from shared.keys import JOB_FIELD, SEND_GROUP
 from shared.model import (
+    ENTRY_POINT_PREFIX,
     LEDGER_FIELDS,
     LIVE,
     QUARANTINABLE,
@@ -71,8 +86,38 @@ local ON_TOKEN_CONSUMED = {{{consumed}}}
 """
 
 
+# Names Python reads or writes too (the send stream's group and job field, the operation
+# hash's entry-point counters): a script never spells them itself.
+NAMES = {
+    "SEND_GROUP": SEND_GROUP,
+    "JOB_FIELD": JOB_FIELD,
+    "ENTRY_POINT_PREFIX": ENTRY_POINT_PREFIX,
+}
+
+
+def names_prelude() -> str:
+    """What a script gets in place of ``-- @names``: :data:`NAMES` as Lua locals."""
+    lines = "".join(f'local {name} = "{value}"\n' for name, value in NAMES.items())
+    return f"-- names (rendered from shared/keys.py and shared/model.py)\n{lines}"
+
+
+def delivery_prelude() -> str:
+    """What a script that ranks delivery events gets in place of ``-- @delivery``: the
+    precedence of shared/delivery.py, and the rank from which an event ends the wait."""
+    ranks = ", ".join(f"{kind}={rank}" for kind, rank in PRECEDENCE.items())
+    return f"""-- delivery precedence (rendered from shared/delivery.py)
+local RANK = {{{ranks}}}
+local DEFINITIVE = {DEFINITIVE_RANK}
+"""
+
+
 # A line "-- @<name>" in a script is replaced, at load time, by what these render.
-PRELUDES = {"-- @ledger\n": ledger_prelude, "-- @states\n": states_prelude}
+PRELUDES = {
+    "-- @ledger\n": ledger_prelude,
+    "-- @states\n": states_prelude,
+    "-- @names\n": names_prelude,
+    "-- @delivery\n": delivery_prelude,
+}
 
 
 def render(source: str) -> str:
@@ -82,6 +127,11 @@ def render(source: str) -> str:
     return source
 
 
+Arg = str | int | float
+Call = tuple[list[str], list[Arg]]
+_CLUSTER_CONCURRENCY = 64
+
+
 class Script:
     def __init__(self, name: str) -> None:
         self.name = name
@@ -89,11 +139,124 @@ class Script:
         self.source = render(source)
         self.sha = hashlib.sha1(self.source.encode(), usedforsecurity=False).hexdigest()
 
-    async def __call__(
-        self, client: RedisClient, keys: list[str], args: list[str | int | float]
-    ) -> Any:
+    async def __call__(self, client: RedisClient, keys: list[str], args: list[Arg]) -> Any:
         try:
             return await client.evalsha(self.sha, len(keys), *keys, *args)
         except NoScriptError:
             await client.script_load(self.source)
             return await client.evalsha(self.sha, len(keys), *keys, *args)
+
+    async def many(self, client: RedisClient, calls: Sequence[Call]) -> list[Any]:
+        """Many calls: one pipelined round trip on a standalone Redis; on a Cluster (whose
+        pipelines refuse EVALSHA) concurrent calls, each routed by its keys.
+
+        On NOSCRIPT the script is loaded and the whole batch runs again: only for scripts
+        whose calls may safely run twice (a partly-run batch is not told apart)."""
+        if isinstance(client, RedisCluster):
+            results: list[Any] = []
+            for start in range(0, len(calls), _CLUSTER_CONCURRENCY):
+                chunk = calls[start : start + _CLUSTER_CONCURRENCY]
+                results += await asyncio.gather(*(self(client, k, a) for k, a in chunk))
+            return results
+        for attempt in range(2):
+            pipe = client.pipeline(transaction=False)
+            for keys, args in calls:
+                pipe.evalsha(self.sha, len(keys), *keys, *args)
+            try:
+                return list(await pipe.execute())
+            except NoScriptError:
+                if attempt:
+                    raise
+                await client.script_load(self.source)
+        raise AssertionError("unreachable")
+
+
+R = TypeVar("R")
+_ROLE = "script_role"
+
+
+def key() -> Any:
+    """Declares a :class:`Request` field as one of the script's KEYS (in field order)."""
+    return dataclasses.field(metadata={_ROLE: "key"})
+
+
+# script name -> its request class (filled as the wrapper modules define them)
+REQUESTS: dict[str, type[Request[Any]]] = {}
+
+
+def _one_or_none(names: tuple[str, ...]) -> Callable[[object], tuple[Any, ...]]:
+    """attrgetter returns a bare value for one name; a part always reads as a tuple."""
+    return lambda request: tuple(getattr(request, name) for name in names)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Part:
+    """How one side (KEYS or ARGV) of a request is read: by position, in field order."""
+
+    names: tuple[str, ...]
+    bools: tuple[int, ...]  # positions sent as "1" / "0"
+    variadic: bool  # the last field is a tuple, spread into KEYS[n..] / ARGV[n..]
+    get: Callable[[object], Any]
+
+    @classmethod
+    def of(cls, fields: list[dataclasses.Field[Any]]) -> _Part:
+        kinds = [str(f.type).replace(" ", "") for f in fields]
+        for kind in kinds:
+            if kind not in ("str", "int", "float", "bool", "tuple[str,...]"):
+                raise TypeError(f"a script argument is str, int, float, bool or tuple: {kind}")
+        if "tuple[str,...]" in kinds[:-1]:
+            raise TypeError("only the last field may be variadic")
+        names = tuple(f.name for f in fields)
+        bools = tuple(i for i, kind in enumerate(kinds) if kind == "bool")
+        variadic = bool(kinds) and kinds[-1].startswith("tuple")
+        # attrgetter: one C call for every field (admission's hot path builds a request each time)
+        get = operator.attrgetter(*names) if len(names) > 1 else _one_or_none(names)
+        return cls(names, bools, variadic, get)
+
+    def read(self, request: object) -> list[Any]:
+        values = list(self.get(request))
+        for i in self.bools:
+            values[i] = "1" if values[i] else "0"
+        if self.variadic:
+            values[-1:] = values[-1]
+        return values
+
+
+_LAYOUTS: dict[type[Any], tuple[_Part, _Part]] = {}  # computed once per request class
+
+
+class Request(Generic[R]):
+    """One call of one script: a keyword-only dataclass (slots; not frozen, which would
+    double its construction cost on admission's hot path)."""
+
+    __slots__ = ()
+    SCRIPT: ClassVar[Script]
+    # The enum of the codes the script replies with first ({"ok", ...}), when it has one.
+    CODES: ClassVar[type[StrEnum] | None] = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        REQUESTS[cls.SCRIPT.name] = cls  # @dataclass(slots=True) re-creates it: the last wins
+
+    @classmethod
+    def layout(cls) -> tuple[_Part, _Part]:
+        """The KEYS and the ARGV fields, in the order the script takes them."""
+        layout = _LAYOUTS.get(cls)
+        if layout is None:
+            fields = dataclasses.fields(cls)  # type: ignore[arg-type]
+            keys = _Part.of([f for f in fields if f.metadata.get(_ROLE) == "key"])
+            args = _Part.of([f for f in fields if f.metadata.get(_ROLE) != "key"])
+            layout = _LAYOUTS[cls] = (keys, args)
+        return layout
+
+    def call(self) -> Call:
+        """(KEYS, ARGV) as the script's header lists them."""
+        keys, args = self.layout()
+        return keys.read(self), args.read(self)
+
+    def decode(self, raw: Any) -> R:
+        raise NotImplementedError
+
+    async def run(self, client: RedisClient) -> R:
+        keys, args = self.call()
+        return self.decode(await self.SCRIPT(client, keys, args))

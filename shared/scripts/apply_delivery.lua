@@ -2,22 +2,24 @@
 -- (message_id, type, occurred_at), never letting a weaker or older event overwrite a
 -- stronger one. Transport acceptance (state) is never touched: only the delivery fields.
 --
--- KEYS[1] operation hash   rg:{p}:op:<id>
--- KEYS[2] observe zset     rg:{p}:observe   (accepted op -> observation window end, ms)
--- KEYS[3] message map      rg:{p}:msgs      (provider message id -> op id)
--- ARGV[1] message id       ARGV[2] event type (delivered|deferred|bounced|complained|rejected)
--- ARGV[3] occurred_at (ms) ARGV[4] now (ms)      ARGV[5] operation id
--- ARGV[6] "record" when the caller joined the event by operation id (a pushed event):
+-- KEYS[1] operation: hash  rg:{p}:op:<id>
+-- KEYS[2] observe: zset    rg:{p}:observe   (accepted op -> observation window end, ms)
+-- KEYS[3] messages: map    rg:{p}:msgs      (provider message id -> op id)
+-- ARGV[1] message_id: the provider's message id
+-- ARGV[2] event_type: delivered|deferred|bounced|complained|rejected
+-- ARGV[3] occurred_at: ms
+-- ARGV[4] now: ms
+-- ARGV[5] operation_id
+-- ARGV[6] mode: "record" when the caller joined the event by operation id (a pushed event):
 --         an operation with no provider message id yet takes this one (and the message map
 --         learns it); "" for the pull feed, which found the operation through the map.
 --
--- Returns {code, delivery}:
---   {"applied", type}      new event; the operation's delivery is now this type
---   {"kept", current}      new event (remembered), but the recorded delivery outranks it
---   {"duplicate", current} this (message_id, type, occurred_at) was seen before; no write
---   {"missing", ""}        the operation is gone (retention ran out); its mapping is dropped
--- The precedence table mirrors shared/delivery.py PRECEDENCE.
-local RANK = {unknown=0, deferred=1, delivered=2, bounced=3, rejected=3, complained=4}
+-- Returns {code, delivery, state} (state: the operation's, which this never changes):
+--   {"applied", type, state}      new event; the operation's delivery is now this type
+--   {"kept", current, state}      new event (remembered), but the recorded delivery outranks it
+--   {"duplicate", current, state} this (message_id, type, occurred_at) was seen before; no write
+--   {"missing", "", ""}           the operation is gone (retention ran out); its mapping is dropped
+-- @delivery
 local kind, occurred, now = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 
 local f = redis.call("HMGET", KEYS[1], "state", "delivery", "delivery_event_at",
@@ -26,7 +28,7 @@ local id = ARGV[5]
 if not f[1] then
   -- Writing now would resurrect a hash without its TTL: forget the stale mapping instead.
   redis.call("HDEL", KEYS[3], ARGV[1])
-  return {"missing", ""}
+  return {"missing", "", ""}
 end
 if ARGV[6] == "record" and (not f[4] or f[4] == "") then
   redis.call("HSET", KEYS[1], "provider_message_id", ARGV[1])
@@ -38,7 +40,7 @@ if RANK[current] == nil then current = "unknown" end
 -- The event's identity lives on the operation itself, so it expires with it; as a 64-bit
 -- digest, so a provider's long message ids never push the hash out of listpack encoding.
 local seen = "evt:" .. string.sub(redis.sha1hex(ARGV[1] .. ":" .. kind .. ":" .. ARGV[3]), 1, 16)
-if redis.call("HSETNX", KEYS[1], seen, 1) == 0 then return {"duplicate", current} end
+if redis.call("HSETNX", KEYS[1], seen, 1) == 0 then return {"duplicate", current, f[1]} end
 
 local current_at = tonumber(f[3] or "0") or 0
 -- Higher rank wins; within a rank (bounced/rejected, or the same type again) the later
@@ -49,11 +51,11 @@ if RANK[kind] ~= RANK[current] then
 else
   wins = occurred > current_at
 end
-if RANK[kind] >= 2 then
+if RANK[kind] >= DEFINITIVE then
   -- A definitive outcome ends the wait, whether or not it replaces the recorded one.
   redis.call("ZREM", KEYS[2], id)
 end
-if not wins then return {"kept", current} end
+if not wins then return {"kept", current, f[1]} end
 redis.call("HSET", KEYS[1], "delivery", kind, "delivery_observed_at", now,
   "delivery_event_at", occurred)
-return {"applied", kind}
+return {"applied", kind, f[1]}

@@ -2,16 +2,21 @@
 -- Writes the attempt to the ledger as in_flight and sets a lease; the attempt id is the
 -- fencing token finalise_attempt checks.
 --
--- KEYS[1] operation hash   rg:{p}:op:<id>
--- KEYS[2] attempt ledger   rg:{p}:op:<id>:attempts   (list of compact rows, append-only)
--- KEYS[3] send stream      rg:{p}:send
--- KEYS[4] ambiguous index  rg:{p}:ambiguous
--- KEYS[5] live index       rg:{p}:live
--- ARGV[1] now (ms)         ARGV[2] attempt id     ARGV[3] lease (ms)
--- ARGV[4] max attempts     ARGV[5] consumer       ARGV[6] stream entry id ("" = none)
--- ARGV[7] retention of a finished operation (ms)    ARGV[8] operation id
--- ARGV[9] the provider this attempt goes to ("" = not recorded); it becomes the operation's
---         "provider", its owner: the one that accepts it or holds it while ambiguous
+-- KEYS[1] operation: hash        rg:{p}:op:<id>
+-- KEYS[2] ledger: attempt ledger  rg:{p}:op:<id>:attempts   (list of compact rows, append-only)
+-- KEYS[3] send: send stream       rg:{p}:send
+-- KEYS[4] ambiguous: index        rg:{p}:ambiguous
+-- KEYS[5] live: index             rg:{p}:live
+-- ARGV[1] now: ms
+-- ARGV[2] attempt_id: the fencing token finalise_attempt checks
+-- ARGV[3] lease_ms
+-- ARGV[4] max_attempts
+-- ARGV[5] consumer: the sender's consumer name, recorded in the ledger
+-- ARGV[6] entry_id: the send stream entry ("" = none); acked (SEND_GROUP) when done with
+-- ARGV[7] retention_ms: how long a finished operation is kept
+-- ARGV[8] operation_id
+-- ARGV[9] provider: the provider this attempt goes to ("" = not recorded); it becomes the
+--         operation's "provider", its owner: the one that accepts it or holds it while ambiguous
 --
 -- Returns {code, detail...}:
 --   {"begin", attempts, account_id, token_kid, template_revision, horizon_at} - go and send
@@ -20,12 +25,13 @@
 --   {"ambiguous"}       - the previous holder's lease ran out mid-attempt; entry acked
 --   {"expired"} / {"exhausted", reason} - terminal now; entry acked
 --   {"missing"}         - no such operation; entry acked
+-- @names
 -- @ledger
 local now, id = tonumber(ARGV[1]), ARGV[8]
 
 local function ack()
   if ARGV[6] ~= "" then
-    redis.call("XACK", KEYS[3], "senders", ARGV[6])
+    redis.call("XACK", KEYS[3], SEND_GROUP, ARGV[6])
     redis.call("XDEL", KEYS[3], ARGV[6])
   end
 end

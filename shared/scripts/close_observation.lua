@@ -4,8 +4,10 @@
 -- The caller read candidate ids with ZRANGE BYSCORE; each is re-checked here, so a racing
 -- event (which removes the id) or a second poller never closes one twice.
 --
--- KEYS[1] observe zset   KEYS[2..n] operation hashes (same order as ids)
--- ARGV[1] now (ms)       ARGV[2..n] operation ids
+-- KEYS[1] observe: zset
+-- KEYS[2..] operations: operation hashes (same order as operation_ids)
+-- ARGV[1] now: ms
+-- ARGV[2..] operation_ids
 -- Returns the number of windows closed.
 local now, closed = tonumber(ARGV[1]), 0
 for i = 2, #ARGV do

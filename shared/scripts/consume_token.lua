@@ -1,10 +1,11 @@
 -- consume_token: single use of a verified reset token; closes the account's live operation.
 -- The caller has already compared the token in constant time (Python, shared/tokens.py).
 --
--- KEYS[1] operation hash   rg:{p}:op:<id>
--- KEYS[2] account hash     rg:{p}:acct:<account>
--- KEYS[3] live index       rg:{p}:live
--- ARGV[1] now (ms)         ARGV[2] operation id
+-- KEYS[1] operation: hash   rg:{p}:op:<id>
+-- KEYS[2] account: hash     rg:{p}:acct:<account>
+-- KEYS[3] live: index       rg:{p}:live
+-- ARGV[1] now: ms
+-- ARGV[2] operation_id
 --
 -- Returns {result}:
 --   "consumed"   - first use: token_consumed_at set, the account has no live operation

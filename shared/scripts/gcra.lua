@@ -2,9 +2,9 @@
 -- One key per client holds its theoretical arrival time (TAT); the key expires once the
 -- client is fully replenished, so idle clients cost no memory.
 --
--- KEYS[1] limit key            rg:iplimit:<client>     (string: TAT in ms)
--- ARGV[1] emission interval    ms between requests at the sustained rate (60000 / per-minute)
--- ARGV[2] burst                requests that may arrive at once (>= 1)
+-- KEYS[1] limit: key          rg:iplimit:<client>     (string: TAT in ms)
+-- ARGV[1] interval_ms: ms between requests at the sustained rate (60000 / per-minute)
+-- ARGV[2] burst: requests that may arrive at once (>= 1)
 --
 -- Returns {allowed, retry_after_ms}:
 --   {1, 0}  - allowed; the TAT moved one interval forward

@@ -4,16 +4,18 @@
 -- with the same fields (a new id, owned by nobody); an entry no longer pending here (taken
 -- over, or finished) is left alone. The operation itself is untouched: it was never begun.
 --
--- KEYS[1] send stream   rg:{p}:send
--- ARGV[1] group         ARGV[2] consumer      ARGV[3..n] entry ids
+-- KEYS[1] send: send stream   rg:{p}:send   (consumer group SEND_GROUP)
+-- ARGV[1] consumer: the stopping sender's consumer name
+-- ARGV[2..] entry_ids
 -- Returns the number of entries handed back.
+-- @names
 local moved = 0
-for i = 3, #ARGV do
+for i = 2, #ARGV do
   local id = ARGV[i]
-  local mine = redis.call("XPENDING", KEYS[1], ARGV[1], id, id, 1, ARGV[2])
+  local mine = redis.call("XPENDING", KEYS[1], SEND_GROUP, id, id, 1, ARGV[1])
   local entry = redis.call("XRANGE", KEYS[1], id, id)
   if #mine == 1 and #entry == 1 then
-    redis.call("XACK", KEYS[1], ARGV[1], id)
+    redis.call("XACK", KEYS[1], SEND_GROUP, id)
     redis.call("XDEL", KEYS[1], id)
     redis.call("XADD", KEYS[1], "*", unpack(entry[1][2]))
     moved = moved + 1

@@ -9,12 +9,17 @@
 -- then, once the provider has stayed quiet, with a probe that speeds up; never above the
 -- ceiling, nor above an X-RateLimit hint while it lasts.
 --
--- KEYS[1] pacing hash   rg:{provider:<name>}:pacing
+-- KEYS[1] pacing: hash   rg:{provider:<name>}:pacing
 --   base, cut_at (ms): the rate set by the last cut and when; tat (ms); rate (last given);
 --   blocked_until (ms); hint, hint_until (ms): a cap from X-RateLimit-Remaining / -Reset
--- ARGV[1] now (ms)      ARGV[2] ceiling (sends/s)    ARGV[3] burst (slots)
--- ARGV[4] want (slots)  ARGV[5] horizon (ms)          ARGV[6] growth (share of base per s)
--- ARGV[7] quiet (ms) before probing                   ARGV[8] probe (share of base per s^2)
+-- ARGV[1] now: ms
+-- ARGV[2] ceiling: sends/s
+-- ARGV[3] burst: slots
+-- ARGV[4] want: slots
+-- ARGV[5] horizon_ms
+-- ARGV[6] growth: share of base per s
+-- ARGV[7] quiet_ms: before probing
+-- ARGV[8] probe: share of base per s^2
 --
 -- Returns {count, first (µs), rate*1000, blocked_until (ms), wait (ms)}:
 --   count >= 1: slots at first, first + 1/rate, ... (times before now mean "now");

@@ -7,13 +7,18 @@
 -- A hint (X-RateLimit-Remaining over the time to -Reset) caps the rate until that reset.
 -- Every 429 is also counted (throttled_total, last_throttled_at) for on-call's views.
 --
--- KEYS[1] pacing hash   rg:{provider:<name>}:pacing   (fields: see pace_acquire)
--- ARGV[1] now (ms)      ARGV[2] throttled (1|0)        ARGV[3] slot of the send (ms)
--- ARGV[4] blocked until (ms, 0 = no block)             ARGV[5] floor (sends/s)
--- ARGV[6] cut factor (0..1)                            ARGV[7] hint (sends/s, 0 = none)
--- ARGV[8] hint until (ms)                             ARGV[9] returned (ms): the span of
---   slots the caller had reserved and now drops; the schedule takes them back
--- ARGV[10] horizon (ms) of a reservation
+-- KEYS[1] pacing: hash   rg:{provider:<name>}:pacing   (fields: see pace_acquire)
+-- ARGV[1] now: ms
+-- ARGV[2] throttled: 1|0
+-- ARGV[3] slot_ms: the slot of the send
+-- ARGV[4] blocked_until: ms, 0 = no block
+-- ARGV[5] floor: sends/s
+-- ARGV[6] cut: factor (0..1)
+-- ARGV[7] hint: sends/s, 0 = none
+-- ARGV[8] hint_until: ms
+-- ARGV[9] returned_ms: the span of slots the caller had reserved and now drops; the
+--   schedule takes them back
+-- ARGV[10] horizon_ms: of a reservation
 --
 -- Returns {rate*1000, blocked_until (ms), cut (1|0)}.
 local now, slot, advised = tonumber(ARGV[1]), tonumber(ARGV[3]), tonumber(ARGV[4])

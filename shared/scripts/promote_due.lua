@@ -3,9 +3,13 @@
 -- so two promoters racing never enqueue one operation twice. Cost is O(batch), flat in
 -- the size of the due set.
 --
--- KEYS[1] due zset   KEYS[2] send stream   KEYS[3..n] operation hashes (same order as ids)
--- ARGV[1] now (ms)   ARGV[2..n] operation ids
+-- KEYS[1] due: zset
+-- KEYS[2] send: send stream
+-- KEYS[3..] operations: operation hashes (same order as operation_ids)
+-- ARGV[1] now: ms
+-- ARGV[2..] operation_ids
 -- Returns the number of operations moved to the send stream.
+-- @names
 local now, moved = tonumber(ARGV[1]), 0
 for i = 2, #ARGV do
   local id, key = ARGV[i], KEYS[i + 1]
@@ -14,7 +18,7 @@ for i = 2, #ARGV do
     redis.call("ZREM", KEYS[1], id)
     if redis.call("HGET", key, "state") == "deferred" then
       redis.call("HSET", key, "state", "queued")
-      redis.call("XADD", KEYS[2], "*", "op", id)
+      redis.call("XADD", KEYS[2], "*", JOB_FIELD, id)
       moved = moved + 1
     end
   end

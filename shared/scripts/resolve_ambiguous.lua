@@ -1,16 +1,28 @@
 -- resolve_ambiguous: settle an ambiguous operation once the provider has been asked
 -- (lookup by idempotency key). Never mints anything: a replay reuses the operation id.
 --
--- KEYS[1] operation hash   KEYS[2] attempt ledger   KEYS[3] send stream
--- KEYS[4] ambiguous index  KEYS[5] review index     KEYS[6] live index
--- KEYS[7] message map      KEYS[8] observe zset
--- ARGV[1] now (ms)   ARGV[2] "accepted" | "replay" | "review"   ARGV[3] message id
--- ARGV[4] observation window end (ms)   ARGV[5] reason   ARGV[6] retention (ms)
--- ARGV[7] operation id
+-- KEYS[1] operation: hash
+-- KEYS[2] ledger: attempt ledger
+-- KEYS[3] send: send stream
+-- KEYS[4] ambiguous: index
+-- KEYS[5] review: index
+-- KEYS[6] live: index
+-- KEYS[7] messages: message map
+-- KEYS[8] observe: zset
+-- ARGV[1] now: ms
+-- ARGV[2] decision: "accepted" | "replay" | "review"
+-- ARGV[3] message_id
+-- ARGV[4] observe_until: observation window end (ms)
+-- ARGV[5] reason
+-- ARGV[6] retention_ms
+-- ARGV[7] operation_id
 -- Returns {"ok", state} or {"stale", state} when the operation is no longer ambiguous.
+-- @names
 -- @ledger
+-- @delivery
 local now, decision, id = tonumber(ARGV[1]), ARGV[2], ARGV[7]
-local state = redis.call("HGET", KEYS[1], "state")
+local f = redis.call("HMGET", KEYS[1], "state", "delivery")
+local state = f[1]
 if state ~= "ambiguous" then
   redis.call("ZREM", KEYS[4], id)
   return {"stale", state or ""}
@@ -27,14 +39,17 @@ if decision == "accepted" then
   redis.call("HSET", KEYS[1], "state", "accepted", "reason", ARGV[5],
     "provider_message_id", ARGV[3])
   redis.call("HSET", KEYS[7], ARGV[3], id)
-  redis.call("ZADD", KEYS[8], tonumber(ARGV[4]), id)
+  -- An event recorded while the attempt was in flight may already have ended the wait.
+  if (RANK[f[2] or "unknown"] or 0) < DEFINITIVE then
+    redis.call("ZADD", KEYS[8], tonumber(ARGV[4]), id)
+  end
   redis.call("ZREM", KEYS[6], id)
   redis.call("PEXPIRE", KEYS[1], ARGV[6])
   redis.call("PEXPIRE", KEYS[2], ARGV[6])
 elseif decision == "replay" then
   redis.call("HINCRBY", KEYS[1], "replays", 1)
   redis.call("HSET", KEYS[1], "state", "queued", "reason", ARGV[5], "next_attempt_at", now)
-  redis.call("XADD", KEYS[3], "*", "op", id)
+  redis.call("XADD", KEYS[3], "*", JOB_FIELD, id)
 else
   redis.call("HSET", KEYS[1], "state", "review", "reason", ARGV[5])
   redis.call("ZADD", KEYS[5], now, id)

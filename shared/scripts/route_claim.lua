@@ -2,10 +2,11 @@
 -- a second support case. The claim is written before the case; the case is marked written
 -- after its XADD (a plain HSET), and the stream entry is acked last.
 --
--- KEYS[1] seen hash   rg:router:seen:<event_id>   (case_id, status, claimed_at; has a TTL)
--- ARGV[1] case id to use if this is the first time   ARGV[2] now (ms)
--- ARGV[3] how long the seen record is kept (ms)      ARGV[4] a claim older than this (ms)
---                                                     is abandoned and may be taken over
+-- KEYS[1] seen: hash   rg:router:seen:<event_id>   (case_id, status, claimed_at; has a TTL)
+-- ARGV[1] case_id: to use if this is the first time
+-- ARGV[2] now: ms
+-- ARGV[3] ttl_ms: how long the seen record is kept
+-- ARGV[4] stale_ms: a claim older than this is abandoned and may be taken over
 -- Returns {code, case_id, claimed_at}:
 --   {"new", case_id, now}          first sight: route it with this case id
 --   {"done", case_id, claimed_at}  its case was written already: just ack the entry

@@ -16,10 +16,10 @@ import aiohttp
 from aiohttp.test_utils import TestClient, TestServer
 
 from services.admission.app import create_app
+from services.admission.fastredis import fast_client
 from services.admission.settings import AdmissionSettings
 from services.ctl.embedded import free_port
 from shared.directory import Account, Directory, RedisDirectory
-from shared.fastredis import fast_client
 from shared.redis import RedisClient, create_client, ping
 from tests.conftest import TEST_TOKEN_KEYS
 
@@ -61,7 +61,7 @@ async def serving(
     own = client is None
     store = create_client(settings) if client is None else client
     await ping(store)  # as shared.redis.connect does: a Cluster client learns its slots first
-    hot: RedisClient = fast_client(store)  # exactly what __main__ hands the app
+    hot: RedisClient = fast_client(store, settings.fast_redis)  # what __main__ hands the app
     app = create_app(settings, hot, directory or RedisDirectory(hot))
     try:
         async with TestClient(TestServer(app, host="127.0.0.1")) as http:

@@ -11,6 +11,7 @@ import redis as sync_redis
 
 from services.ctl import accounts
 from services.ctl.embedded import RedisServer
+from shared.keys import directory_account, directory_login
 
 
 def run(*argv: str) -> int:
@@ -41,9 +42,9 @@ def test_import_writes_every_row(store: sync_redis.Redis, tmp_path: Path,
     assert run("accounts", "import", str(csv_file)) == 0
     out = capsys.readouterr()
     assert out.out.strip() == "imported 1000 account(s)"
-    assert store.get("rgdir:login:player7@example.com") == "acct-7"  # logins are normalised
-    assert store.hgetall("rgdir:acct:acct-7") == {"email": "p7@example.com", "locale": "de"}
-    assert store.hget("rgdir:acct:acct-8", "locale") == "en"
+    assert store.get(directory_login("player7@example.com")) == "acct-7"  # logins are normalised
+    assert store.hgetall(directory_account("acct-7")) == {"email": "p7@example.com", "locale": "de"}
+    assert store.hget(directory_account("acct-8"), "locale") == "en"
 
 
 @pytest.mark.parametrize(
@@ -82,8 +83,11 @@ def test_unreadable_files_are_clear_errors(store: sync_redis.Redis, tmp_path: Pa
 def test_add_one_account(store: sync_redis.Redis, capsys: pytest.CaptureFixture[str]) -> None:
     assert run("accounts", "add", "Carol", "acct-carol", "carol@example.com", "--locale", "fr") == 0
     assert capsys.readouterr().out.strip() == "added account acct-carol"
-    assert store.get("rgdir:login:carol") == "acct-carol"
-    assert store.hgetall("rgdir:acct:acct-carol") == {"email": "carol@example.com", "locale": "fr"}
+    assert store.get(directory_login("carol")) == "acct-carol"
+    assert store.hgetall(directory_account("acct-carol")) == {
+        "email": "carol@example.com",
+        "locale": "fr",
+    }
     assert run("accounts", "add", "dave", "acct-dave", "no-address") == 1
     assert run("accounts", "add", "dave", "bad id", "d@example.com") == 1
     assert "@" not in capsys.readouterr().err

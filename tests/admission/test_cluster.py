@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 from redis.asyncio import RedisCluster
 
-from services.ctl.embedded import RedisClusterServers
 from shared.directory import Account
 from shared.keys import PartitionKeys, partition_of
 from shared.tokens import parse_keys
@@ -27,6 +26,7 @@ from tests.admission.helpers import (
     serving,
 )
 from tests.conftest import TEST_TOKEN_KEYS
+from tests.support.redis_cluster import RedisClusterServers
 
 pytestmark = pytest.mark.cluster
 

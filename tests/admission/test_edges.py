@@ -23,6 +23,7 @@ from tests.admission.helpers import (
     seed_directory,
     serving,
 )
+from tests.support.keys import ANY_PARTITION
 
 INTERNAL_ROUTES = [
     ("POST", "/internal/v1/recovery-operations"),
@@ -290,5 +291,5 @@ async def test_the_http_directory_resolves_logins_and_accounts(
                 body = {"account_id": "ghost", "entry_point": "agent"}
                 ghost = await http.post(ADMIT_ROUTE, headers=BEARER, json=body)
                 assert ghost.status == 404
-    live = [k async for k in redis.scan_iter(f"{PREFIX}:{{*}}:live")]
+    live = [k async for k in redis.scan_iter(ANY_PARTITION.live)]
     assert len(live) == 1

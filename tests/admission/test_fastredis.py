@@ -15,11 +15,20 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import DataError, NoScriptError, RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from services.admission.fastredis import FastRedis, fast_client
 from services.ctl.embedded import RedisServer, cleanup_directory, free_port
-from shared.fastredis import FastRedis, fast_client
+from shared.keys import PartitionKeys
 from shared.redis import create_client
 from shared.scripts import Script
 from shared.settings import CommonSettings
+from tests.admission.helpers import (
+    ALICE,
+    admission_settings,
+    internal_admit,
+    public,
+    seed_directory,
+    serving,
+)
 
 
 @pytest.fixture
@@ -243,3 +252,26 @@ async def test_fast_client_wraps_a_standalone_client(redis_server: RedisServer) 
     assert await client.ping() is True
     await client.aclose()
     await inner.aclose()
+
+
+@pytest.mark.parametrize("fast_redis", ["true", "false"])
+async def test_admission_behaves_the_same_with_fastredis_on_and_off(
+    fast_redis: str, redis: Redis, redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """RESETGATE_FAST_REDIS=false (plain redis-py, the way out if a redis upgrade breaks the
+    internals fastredis uses) serves the same answers as the pipelined client."""
+    monkeypatch.setenv("RESETGATE_FAST_REDIS", fast_redis)
+    settings = admission_settings(redis_server.url)
+    inner = create_client(settings)
+    assert isinstance(fast_client(inner, settings.fast_redis), FastRedis) is (fast_redis == "true")
+    await inner.aclose()
+    await seed_directory(redis)
+    async with serving(settings) as http:
+        assert (await public(http, ALICE[0])).status == 202
+        first = await (await internal_admit(http, ALICE[1].account_id)).json()
+        again = await (await internal_admit(http, ALICE[1].account_id)).json()
+    assert first["result"] == "converged"  # the public request created it
+    assert again["operation_id"] == first["operation_id"]
+    op = first["operation_id"]
+    account = PartitionKeys.of(op).account(ALICE[1].account_id)
+    assert await redis.hget(account, "last") == op  # one operation, created once

@@ -9,7 +9,7 @@ import aiohttp
 from aiohttp.test_utils import TestClient
 from redis.asyncio import Redis
 
-from shared.admission import Admitter
+from shared.admit import Admitter
 from shared.keys import PartitionKeys, partition_of
 from shared.tokens import parse_keys
 from tests.admission.helpers import (

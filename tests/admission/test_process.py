@@ -13,6 +13,7 @@ import pytest
 import redis as sync_redis
 
 from services.ctl.embedded import RedisServer
+from shared.keys import directory_account, directory_login
 from tests.admission.helpers import INTERNAL_TOKEN, admission_process
 
 SCHEMATHESIS = Path(sys.executable).with_name("schemathesis")
@@ -24,9 +25,11 @@ def seed(url: str) -> None:
     client = sync_redis.Redis.from_url(url)
     client.flushall()
     for i in range(1, 6):
-        client.hset(f"rgdir:acct:acct-{i}", mapping={"email": f"p{i}@example.com", "locale": "en"})
-        client.set(f"rgdir:login:player{i}", f"acct-{i}")
-    client.set("rgdir:login:player@example.com", "acct-1")
+        client.hset(
+            directory_account(f"acct-{i}"), mapping={"email": f"p{i}@example.com", "locale": "en"}
+        )
+        client.set(directory_login(f"player{i}"), f"acct-{i}")
+    client.set(directory_login("player@example.com"), "acct-1")
     client.close()
 
 

@@ -8,14 +8,14 @@ from pathlib import Path
 from redis.asyncio import Redis
 
 from services.ctl.embedded import RedisServer
-from services.sandbox.testing import SANDBOX_API_KEY, run_sandbox
-from shared.admission import Admitter
+from shared.admit import Admitter
 from shared.directory import Account, RedisDirectory
 from shared.keys import PartitionKeys
 from shared.tokens import parse_keys
 from tests.alerts.prometheus import PrometheusServer
 from tests.conftest import TEST_TOKEN_KEYS, make_settings
 from tests.support.processes import Processes
+from tests.support.sandbox import SANDBOX_API_KEY, run_sandbox
 
 
 async def test_an_exhausted_operation_pages_through_a_real_prometheus(

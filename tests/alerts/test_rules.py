@@ -52,6 +52,9 @@ NOT_PAGES = {
     "AlertInputsMissing": "warning",
     "RedisEvictionPolicyUnsafe": "ticket",
     "RedisMaySendTwice": "ticket",
+    "PushedEventsRefused": "warning",
+    "PushedEventsDropped": "ticket",
+    "QueueMessagesUnparseable": "ticket",
 }
 # Alerts built on per-partition metrics must name the partition they fire for.
 PARTITIONED = {"OperationsExhausted", "OldestEligibleAgeHigh", "SendersStalled",

@@ -18,10 +18,8 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from services.sandbox.testing import sandbox_stats, sent_emails
 from shared.keys import (
     CONTACT_FORMS,
-    PREFIX,
     ROUTER_GROUP,
     ROUTER_RETRY,
     SUPPORT_CASES,
@@ -31,6 +29,8 @@ from shared.keys import (
 from shared.model import TERMINAL, Attempt, State
 from tests.chaos.driver import Acks
 from tests.chaos.stack import PARTITIONS, account_id
+from tests.support.keys import ANY_PARTITION
+from tests.support.sandbox import sandbox_stats, sent_emails
 
 SETTLED = frozenset({*TERMINAL, State.REVIEW})
 CHUNK = 1000
@@ -46,7 +46,7 @@ class Operation:
 
 async def scan_operations(redis: Redis) -> dict[str, Operation]:
     """Every operation hash in the store (attempt ledgers share the prefix: skipped)."""
-    found = [key async for key in redis.scan_iter(match=f"{PREFIX}:*:op:*", count=5000)
+    found = [key async for key in redis.scan_iter(match=ANY_PARTITION.operation("*"), count=5000)
              if not key.endswith(":attempts")]  # fmt: skip
     operations: dict[str, Operation] = {}
     for start in range(0, len(found), CHUNK):

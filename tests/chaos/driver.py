@@ -4,7 +4,7 @@ writes down exactly what it was told was accepted.
 Each operation uses a fresh account and one channel: the admission process's public endpoint
 (202 = received), its internal API (200/201 with an operation id), a contact form XADDed to
 ``rg:contact-forms`` for the router (the XADD reply is the acknowledgement), or
-``shared.admission.Admitter`` directly (volume). Some accounts get a follow-up (a resend
+``shared.admit.Admitter`` directly (volume). Some accounts get a follow-up (a resend
 click or a contact form) that must converge on the same operation. A failed call (a killed
 process, Redis down, a 503) is retried with backoff until acknowledged, like a client would;
 an acknowledgement is only recorded once received.
@@ -22,7 +22,7 @@ from enum import StrEnum
 import aiohttp
 from redis.exceptions import RedisError
 
-from shared.admission import Admitter
+from shared.admit import Admitter
 from shared.keys import CONTACT_FORMS
 from shared.redis import TRANSIENT_ERRORS, RedisClient
 from tests.chaos.stack import INTERNAL_TOKEN, Stack, account_id, login

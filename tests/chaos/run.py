@@ -15,9 +15,8 @@ from typing import Any
 
 import aiohttp
 
-from services.sandbox.testing import configure
 from shared import codec
-from shared.admission import Admitter
+from shared.admit import Admitter
 from shared.redis import create_client
 from shared.settings import PolicySettings
 from shared.tokens import parse_keys
@@ -27,6 +26,7 @@ from tests.chaos.driver import Driver
 from tests.chaos.monkey import Monkey, plan
 from tests.chaos.stack import NO_FAULTS, PARTITIONS, SERVICES, Stack, running_stack
 from tests.conftest import TEST_TOKEN_KEYS
+from tests.support.sandbox import configure
 
 DEFAULT_SEED = 20260701
 

@@ -20,13 +20,13 @@ from typing import Any
 import aiohttp
 from redis.asyncio import Redis
 
-from services.sandbox.testing import SANDBOX_API_KEY, run_sandbox_process
 from shared import keys
 from shared.redis import create_client
 from shared.settings import CommonSettings
 from tests.chaos.crashable_redis import Crash, CrashableRedis
 from tests.conftest import TEST_TOKEN_KEYS
 from tests.support.processes import Processes, ServiceProcess
+from tests.support.sandbox import SANDBOX_API_KEY, run_sandbox_process
 
 INTERNAL_TOKEN = "chaos-internal-token-0123456789"
 PARTITIONS = 8

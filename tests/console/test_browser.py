@@ -24,13 +24,13 @@ from selenium.webdriver.support.expected_conditions import staleness_of
 from selenium.webdriver.support.ui import WebDriverWait
 
 from services.ctl.embedded import free_port
-from services.sandbox.testing import SANDBOX_API_KEY, run_sandbox_process, sandbox_stats
 from shared.directory import Account, RedisDirectory
 from shared.keys import CONTACT_FORMS, PartitionKeys
 from tests.conftest import TEST_TOKEN_KEYS
 from tests.console import browser as chromium
 from tests.console.helpers import forbidden_texts, scan
 from tests.support.processes import Processes
+from tests.support.sandbox import SANDBOX_API_KEY, run_sandbox_process, sandbox_stats
 
 TOKEN = "browser-internal-token-0123456789"
 STORM = 240  # operations admitted at once

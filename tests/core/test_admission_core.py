@@ -6,7 +6,7 @@ import asyncio
 
 from redis.asyncio import Redis
 
-from shared.admission import AdmitResult, Admitter, unknown_account_id
+from shared.admit import AdmitResult, Admitter, unknown_account_id
 from shared.keys import PartitionKeys, partition_of
 from shared.settings import PolicySettings
 from shared.tokens import TokenKeys

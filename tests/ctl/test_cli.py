@@ -13,7 +13,7 @@ from redis.asyncio import Redis
 
 from services.ctl import stack
 from services.ctl.embedded import RedisServer, free_port
-from shared.admission import Admitter
+from shared.admit import Admitter
 from shared.ids import operation_id
 from shared.settings import PolicySettings
 from shared.tokens import TokenKeys

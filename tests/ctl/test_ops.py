@@ -12,7 +12,7 @@ from redis.asyncio import Redis
 
 from services.ctl.embedded import RedisServer
 from shared import codec
-from shared.admission import Admitter
+from shared.admit import Admitter
 from shared.control import read as read_control
 from shared.keys import AUDIT, PartitionKeys
 from shared.operations import load_operation

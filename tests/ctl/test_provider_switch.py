@@ -14,8 +14,8 @@ from redis.asyncio import Redis
 
 from services.ctl.embedded import RedisServer
 from shared import codec, control
-from shared.admission import Admitter
-from shared.keys import SEND_GROUP, PartitionKeys
+from shared.admit import Admitter
+from shared.keys import JOB_FIELD, SEND_GROUP, PartitionKeys
 from shared.operations import BeginCode, begin_attempt
 from shared.settings import PolicySettings
 from shared.tokens import TokenKeys
@@ -118,7 +118,7 @@ async def test_a_switch_killed_half_way_converges_when_run_again(
     # One job of partition 0 read and not acknowledged: the switch has to wait for it.
     stream = PartitionKeys(0).send
     await redis.xgroup_create(stream, SEND_GROUP, id="0", mkstream=True)
-    entry = await redis.xadd(stream, {"op": "x"})
+    entry = await redis.xadd(stream, {JOB_FIELD: "x"})
     await redis.xreadgroup(SEND_GROUP, "sender-1", {stream: ">"})
     args = ["switch", "--partitions", "0-1", "--to", "standby", "--timeout", "60"]
     command = [sys.executable, "-m", "services.ctl.main", "ops", "provider", *args]

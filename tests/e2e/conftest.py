@@ -16,11 +16,12 @@ import aiohttp
 import pytest
 from redis.asyncio import Redis, RedisCluster
 
-from services.ctl.embedded import RedisClusterServers, RedisServer
-from services.sandbox.testing import SANDBOX_API_KEY, configure, run_sandbox_process
+from services.ctl.embedded import RedisServer
 from shared.directory import Account, RedisDirectory
 from tests.conftest import TEST_TOKEN_KEYS
 from tests.support.processes import Processes
+from tests.support.redis_cluster import RedisClusterServers
+from tests.support.sandbox import SANDBOX_API_KEY, configure, run_sandbox_process
 
 INTERNAL_TOKEN = "e2e-internal-token-0123456789"
 DELIVERED_DELAY = 1.5

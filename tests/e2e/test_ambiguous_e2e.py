@@ -4,8 +4,8 @@ after the provider sent it or the sender was SIGKILLed with the request in fligh
 
 from __future__ import annotations
 
-from services.sandbox.testing import configure, sandbox_stats
 from tests.e2e.conftest import E2E, poll
+from tests.support.sandbox import configure, sandbox_stats
 
 
 async def one_email(live: E2E, op: str) -> None:

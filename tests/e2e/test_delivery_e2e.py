@@ -7,8 +7,8 @@ and stays "unknown" (window closed) when none comes.
 
 from __future__ import annotations
 
-from services.sandbox.testing import configure, sandbox_stats
 from tests.e2e.conftest import E2E, poll
+from tests.support.sandbox import configure, sandbox_stats
 
 
 def accepted(view: dict[str, object]) -> bool:

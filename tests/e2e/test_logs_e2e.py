@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import re
 
-from services.sandbox.testing import sent_emails
 from tests.e2e.conftest import E2E, poll
 from tests.e2e.test_contact_forms_e2e import case_for, submit
+from tests.support.sandbox import sent_emails
 
 EMAIL = re.compile(r"[A-Za-z0-9._%+\-]+@[A-Za-z0-9.\-]+\.[A-Za-z]{2,}")
 

@@ -25,9 +25,9 @@ from pathlib import Path
 import pytest
 
 from services.ctl.embedded import RedisServer
-from services.sandbox.testing import run_sandbox_process
 from tests.e2e.conftest import POLLER_ENV, ROUTER_ENV, SENDER_ENV, service_env
 from tests.support.processes import Processes, ServiceProcess
+from tests.support.sandbox import run_sandbox_process
 from tools.lockinputs import dependencies_digest
 
 ROOT = Path(__file__).resolve().parents[2]

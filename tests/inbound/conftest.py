@@ -22,11 +22,11 @@ import pytest
 from redis.asyncio import Redis
 
 from services.ctl.embedded import RedisServer, free_port
-from services.sandbox.testing import run_sandbox_process
 from tests.e2e.conftest import BASELINE, E2E, POLLER_ENV, SENDER_ENV, service_env
 from tests.inbound.providers import SendGridSigner
 from tests.support.moto_server import AWS_ENV, moto_server, ses_event_queue
 from tests.support.processes import Processes
+from tests.support.sandbox import run_sandbox_process
 
 MAILGUN_KEY = "mailgun-webhook-signing-key-0123"
 POSTMARK_USER, POSTMARK_PASSWORD = "postmark-hooks", "postmark-password-0123456789"

@@ -18,7 +18,7 @@ from services.poller.inbound.ingest import MAX_FUTURE_MS, Ingest
 from shared import clock, codec, ids
 from shared.keys import PREFIX, PartitionKeys
 from shared.model import Delivery
-from shared.operations import load_operation
+from shared.operations import Finalisation, finalise_attempt, load_operation, resolve_ambiguous
 from shared.settings import PolicySettings
 from tests.inbound.providers import sendgrid_event
 
@@ -147,3 +147,61 @@ async def test_unknown_operations_and_absurd_dates_are_dropped(
     assert view is not None and view.delivery == "unknown" and not view.delivery_observed_at
     keys = {k async for k in redis.scan_iter(f"{PREFIX}:*")}
     assert not any("NOPE" in k or "not-an-id" in k for k in keys), "no key minted for junk"
+
+
+async def attempting(redis: Redis) -> str:
+    """An attempt in flight: what begin_attempt leaves before the provider has answered."""
+    op = await operation(redis, state="attempting")
+    await redis.hset(PartitionKeys.of(op).operation(op), "attempt_id", "att-1")
+    return op
+
+
+ACCEPTED = Finalisation("accepted", 202, "accepted", message_id="msg-1",
+                        observe_until=clock.now_ms() + 3_600_000)  # fmt: skip
+
+
+async def test_event_during_attempt_does_not_reopen_the_window(
+    redis: Redis, settings: PolicySettings
+) -> None:
+    """A webhook can beat the sender's finalise: the delivered event it recorded while the
+    attempt was in flight has already ended the wait, so acceptance must not open it again
+    (the window would later close on a delivered operation)."""
+    op = await attempting(redis)
+    result = await Ingest(redis, settings).apply(
+        "sendgrid", Parsed([event(op, Delivery.DELIVERED)])
+    )
+    assert result.tally.applied == 1
+    done = await finalise_attempt(redis, op, attempt_id="att-1", now=clock.now_ms(),
+                                  entry_id="", result=ACCEPTED, retention_ms=3_600_000)  # fmt: skip
+    assert done
+    view = await load_operation(redis, op)
+    assert view is not None and (view.state, view.delivery) == ("accepted", "delivered")
+    assert await redis.zscore(PartitionKeys.of(op).observe, op) is None
+
+
+async def test_deferred_during_attempt_still_opens_the_window(
+    redis: Redis, settings: PolicySettings
+) -> None:
+    op = await attempting(redis)
+    await Ingest(redis, settings).apply("sendgrid", Parsed([event(op, Delivery.DEFERRED)]))
+    await finalise_attempt(redis, op, attempt_id="att-1", now=clock.now_ms(), entry_id="",
+                           result=ACCEPTED, retention_ms=3_600_000)  # fmt: skip
+    assert await redis.zscore(PartitionKeys.of(op).observe, op) == ACCEPTED.observe_until
+
+
+async def test_event_before_a_reconciled_acceptance_does_not_reopen_the_window(
+    redis: Redis, settings: PolicySettings
+) -> None:
+    op = await attempting(redis)
+    await Ingest(redis, settings).apply("sendgrid", Parsed([event(op, Delivery.BOUNCED)]))
+    ambiguous = Finalisation("timeout", 0, "ambiguous")
+    await finalise_attempt(redis, op, attempt_id="att-1", now=clock.now_ms(), entry_id="",
+                           result=ambiguous, retention_ms=3_600_000)  # fmt: skip
+    applied, _ = await resolve_ambiguous(
+        redis, op, now=clock.now_ms(), decision="accepted", message_id="msg-1",
+        observe_until=clock.now_ms() + 3_600_000, reason="looked up", retention_ms=3_600_000,
+    )  # fmt: skip
+    assert applied
+    view = await load_operation(redis, op)
+    assert view is not None and (view.state, view.delivery) == ("accepted", "bounced")
+    assert await redis.zscore(PartitionKeys.of(op).observe, op) is None

@@ -20,10 +20,10 @@ from typing import Any
 import aiohttp
 import pytest
 
-from services.sandbox.testing import sandbox_stats
 from shared.keys import CONTACT_FORMS, PartitionKeys
 from tests.chaos.audit import cases_by_event
 from tests.chaos.stack import INTERNAL_TOKEN, SERVICES, Stack, account_id, login, running_stack
+from tests.support.sandbox import sandbox_stats
 
 BEFORE = 24  # operations admitted just before the outage
 OUTAGE_SECONDS = 5.0

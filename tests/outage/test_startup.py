@@ -17,11 +17,11 @@ import pytest
 import redis
 
 from services.ctl.embedded import RedisServer, free_port
-from services.sandbox.testing import SANDBOX_API_KEY
 from shared.keys import CONTACT_FORMS, PartitionKeys
 from shared.redis import until_done
 from tests.conftest import TEST_TOKEN_KEYS
 from tests.support.processes import ServiceProcess
+from tests.support.sandbox import SANDBOX_API_KEY
 
 PAUSE_MS = 120_000  # lifted by the test once the service has been seen waiting
 

@@ -12,10 +12,10 @@ from prometheus_client import REGISTRY
 
 from services.poller.app import Poller, build_poller, workers
 from services.poller.settings import PollerSettings
-from services.sandbox.testing import SANDBOX_API_KEY
 from tests.conftest import TEST_TOKEN_KEYS
 from tests.sender import conftest as sender_fixtures
 from tests.sender.conftest import Stack
+from tests.support.sandbox import SANDBOX_API_KEY
 
 # The sender's harness fixtures (real Redis + an in-loop sandbox), shared with these tests.
 sandbox_url = sender_fixtures.sandbox_url

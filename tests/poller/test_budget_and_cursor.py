@@ -9,12 +9,12 @@ import logging
 import pytest
 
 from services.poller.budget import Budget
-from services.sandbox.testing import configure, sandbox_stats
 from shared.keys import POLLER_CURSOR
 from shared.model import Delivery, State
 from tests.poller.conftest import running_poller, sample
 from tests.poller.test_observation_feed import delivery_of
 from tests.sender.conftest import Stack, wait_for
+from tests.support.sandbox import configure, sandbox_stats
 
 
 class FakeClock:

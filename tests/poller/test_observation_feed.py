@@ -6,12 +6,12 @@ Real Redis, the real sandbox over HTTP, the sender and poller loops in this even
 
 from __future__ import annotations
 
-from services.sandbox.testing import configure, sandbox_stats
 from shared.keys import POLLER_CURSOR, PartitionKeys
 from shared.model import Delivery, State
 from shared.operations import load_operation
 from tests.poller.conftest import running_poller, sample
 from tests.sender.conftest import Stack, wait_for
+from tests.support.sandbox import configure, sandbox_stats
 
 
 async def delivery_of(stack: Stack, operation_id: str, wanted: set[Delivery]) -> object:

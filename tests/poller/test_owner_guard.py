@@ -6,13 +6,13 @@ from __future__ import annotations
 import aiohttp
 from redis.asyncio import Redis
 
-from services.sandbox.testing import SANDBOX_API_KEY, run_sandbox
-from shared.admission import Admitter
+from services.poller.ambiguity import Resolution, reconcile
+from shared.admit import Admitter
 from shared.operations import BeginCode, begin_attempt, load_operation
 from shared.providers.http import HttpProvider
-from shared.reconcile import Resolution, reconcile
 from shared.settings import PolicySettings
 from shared.tokens import TokenKeys
+from tests.support.sandbox import SANDBOX_API_KEY, run_sandbox
 
 
 async def ambiguous_at(redis: Redis, settings: PolicySettings, keys: TokenKeys, name: str) -> str:

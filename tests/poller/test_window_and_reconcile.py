@@ -3,13 +3,13 @@ the reconciliation of ambiguous attempts by the poller (invariant 6), on a real 
 
 from __future__ import annotations
 
-from services.sandbox.testing import configure, sandbox_stats
 from shared.keys import PartitionKeys
 from shared.model import Delivery, State
 from shared.operations import load_attempts, load_operation
 from tests.poller.conftest import running_poller, sample
 from tests.poller.test_observation_feed import delivery_of
 from tests.sender.conftest import Stack, wait_for
+from tests.support.sandbox import configure, sandbox_stats
 
 
 async def test_invariant_7_window_closes_unknown_and_never_resends(stack: Stack) -> None:

@@ -16,13 +16,13 @@ import pytest
 from redis.asyncio import Redis
 
 from services.ctl.embedded import RedisServer
-from services.sandbox.testing import run_sandbox, sandbox_stats, sent_emails
 from shared.control import read as read_control
 from shared.model import Outcome, State
 from shared.operations import load_attempts
 from tests.providers.conftest import Scripted
 from tests.providers.kinds import DOMAIN, KINDS, adapter, success
 from tests.sender.conftest import Stack, wait_for
+from tests.support.sandbox import run_sandbox, sandbox_stats, sent_emails
 
 MESSAGE = {"from": "Recovery <no-reply@game.example>", "to": ["p@example.com"],
            "subject": "Reset", "text": "link", "html": "<a>link</a>"}  # fmt: skip

@@ -12,15 +12,15 @@ import pytest
 from redis.asyncio import Redis
 
 from services.ctl.embedded import RedisServer
+from services.poller.ambiguity import Situation, Step, plan
 from services.sandbox.dialects import DIALECTS
-from services.sandbox.testing import configure, run_sandbox, sandbox_stats
 from shared import clock
 from shared.model import State
 from shared.operations import begin_attempt, load_operation
 from shared.providers import http, postmark, sendgrid
-from shared.reconcile import Situation, Step, plan
 from tests.poller.conftest import running_poller
 from tests.sender.conftest import Stack, wait_for
+from tests.support.sandbox import configure, run_sandbox, sandbox_stats
 
 KEYED = http.capabilities(60.0)  # key and key-lookup kept 60 s
 NO_KEY_LOOKUP = postmark.capabilities(20.0)  # search trusted about sends older than 20 s

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import pytest
 
-from shared.admission import Admitter
-from shared.keys import PREFIX, PartitionKeys, partition_of
+from shared.admit import Admitter
+from shared.keys import PartitionKeys, partition_of
 from shared.model import State
 from shared.tokens import parse_keys
 from tests.conftest import TEST_TOKEN_KEYS
 from tests.poller.conftest import sample
 from tests.router.conftest import Desk, router_settings, wait_for
+from tests.support.keys import ANY_PARTITION
 
 # The operation's state -> (priority, attached) the case must carry.
 EXPECTED = {
@@ -99,7 +100,7 @@ async def test_unknown_login_gets_a_case_without_an_operation(desk: Desk) -> Non
     assert (case["operation_id"], case["identity"], case["account_id"]) == ("", "unknown", "")
     assert "nobody" not in str(case)
     assert await send_jobs(desk) == 0
-    assert not await desk.redis.keys(f"{PREFIX}:{{*}}:op:*")
+    assert not await desk.redis.keys(ANY_PARTITION.operation("*"))
 
 
 async def test_other_topics_go_to_the_general_queue_without_admission(desk: Desk) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from services.sandbox.testing import SANDBOX_API_KEY, run_sandbox
+from tests.support.sandbox import SANDBOX_API_KEY, run_sandbox
 
 
 @dataclass

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import aiohttp
 
-from services.sandbox.testing import (
+from tests.support.sandbox import (
     SANDBOX_API_KEY,
     configure,
     reset,

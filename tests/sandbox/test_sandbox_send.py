@@ -8,7 +8,7 @@ import io
 import aiohttp
 import pytest
 
-from services.sandbox.testing import run_sandbox
+from tests.support.sandbox import run_sandbox
 
 
 async def test_accepted_send_returns_message_id(provider):

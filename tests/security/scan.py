@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from prometheus_client.parser import text_string_to_metric_families
 from redis.asyncio import Redis
 
+from shared import keys
+
 EMAIL = re.compile(r"[A-Za-z0-9._%+\-]+@[A-Za-z0-9.\-]+\.[A-Za-z]{2,}")
 # Any 43-character base64url run on its own: the shape of every derived token (HMAC-SHA256).
 TOKEN_SHAPE = re.compile(r"(?<![A-Za-z0-9_\-])[A-Za-z0-9_\-]{43}(?![A-Za-z0-9_\-])")
@@ -19,7 +21,7 @@ PATTERNS = {"address": EMAIL, "token-shaped": TOKEN_SHAPE, "url": URL}
 
 # The account directory stand-in (login -> account -> address) is the studio's directory,
 # which resetgate reads but does not own: addresses are expected there and nowhere else.
-DIRECTORY_PREFIX = b"rgdir:"
+DIRECTORY_PREFIX = keys.DIRECTORY_PREFIX.encode()
 
 
 @dataclass(frozen=True)

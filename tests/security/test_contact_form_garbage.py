@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from redis.asyncio import Redis, RedisCluster
 
-from services.ctl.embedded import RedisClusterServers, RedisServer
+from services.ctl.embedded import RedisServer
 from services.router.app import build_router
 from services.router.worker import ensure_group
 from shared.directory import RedisDirectory
@@ -18,6 +18,7 @@ from shared.keys import CONTACT_FORMS, CONTACT_FORMS_DEAD, ROUTER_GROUP, SUPPORT
 from tests.router.conftest import router_settings
 from tests.security.conftest import add_accounts
 from tests.support.processes import Processes
+from tests.support.redis_cluster import RedisClusterServers
 
 SECRET = "hunter2"  # free text a player might type into any field
 FREE_TEXT = f"my password is {SECRET}, call me on +1 555 0100 or at me@example.com"

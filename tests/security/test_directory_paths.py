@@ -19,8 +19,9 @@ from aiohttp.test_utils import TestServer
 from redis.asyncio import Redis
 
 from shared.directory import DirectoryError, HttpDirectory
-from shared.keys import CONTACT_FORMS, CONTACT_FORMS_DEAD, PREFIX, SUPPORT_CASES
+from shared.keys import CONTACT_FORMS, CONTACT_FORMS_DEAD, SUPPORT_CASES
 from tests.security.conftest import BEARER
+from tests.support.keys import ANY_PARTITION
 from tests.support.processes import Processes
 
 HOSTILE = "../../admin/users?delete=all#"
@@ -77,7 +78,7 @@ async def test_a_hostile_account_id_never_reaches_the_directory_as_a_path(
     dead = {f["event_id"]: f["reason"] for _, f in await redis.xrange(CONTACT_FORMS_DEAD)}
     assert dead == {"e-hostile": "bad_account_id", "e-dots": "bad_account_id",
                     "e-dot": "bad_account_id"}  # fmt: skip
-    assert not await redis.keys(f"{PREFIX}:{{*}}:acct:acct-victim")  # no operation for the victim
+    assert not await redis.keys(ANY_PARTITION.account("acct-victim"))  # no operation for the victim
 
 
 async def test_the_internal_api_refuses_an_account_id_of_another_shape(

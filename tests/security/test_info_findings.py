@@ -14,10 +14,10 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 from redis.asyncio import Redis
 
+from services.poller.ambiguity import lookup
 from shared.ids import operation_id
 from shared.keys import PartitionKeys
 from shared.provider import HttpProvider
-from shared.reconcile import lookup
 from tests.security.conftest import BEARER, add_accounts
 from tests.support.processes import Processes
 

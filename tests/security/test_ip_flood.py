@@ -18,8 +18,9 @@ from collections.abc import Callable, Iterable, Iterator
 import aiohttp
 from redis.asyncio import Redis
 
-from shared.keys import IP_LIMIT_PREFIX, PREFIX
+from shared.keys import IP_LIMIT_PREFIX
 from tests.security.conftest import add_accounts
+from tests.support.keys import ANY_PARTITION
 from tests.support.processes import Processes, ServiceProcess
 
 PER_MINUTE = 60  # one request a second sustained
@@ -120,7 +121,7 @@ async def test_rotating_inside_one_ipv6_64_or_sending_garbage_does_not_buy_a_big
 
 
 async def _ops_created(redis: Redis) -> int:
-    return sum([await redis.zcard(key) async for key in redis.scan_iter(f"{PREFIX}:{{*}}:live")])
+    return sum([await redis.zcard(key) async for key in redis.scan_iter(ANY_PARTITION.live)])
 
 
 async def test_a_fresh_connection_per_request_buys_nothing(redis: Redis, stack: Processes) -> None:

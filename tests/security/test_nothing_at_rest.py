@@ -34,16 +34,17 @@ import aiohttp
 from redis.asyncio import Redis
 
 from services.ctl.embedded import RedisServer
-from services.sandbox.testing import SANDBOX_API_KEY, run_sandbox_process, sent_emails
 from shared.control import pause_partitions, resume_partitions
 from shared.directory import Account, RedisDirectory
-from shared.keys import CONTACT_FORMS, PREFIX, PartitionKeys
+from shared.keys import CONTACT_FORMS, PartitionKeys, directory_login
 from shared.tokens import parse_keys
 from tests.conftest import TEST_TOKEN_KEYS
 from tests.e2e.conftest import POLLER_ENV, ROUTER_ENV, SENDER_ENV
 from tests.security.conftest import BEARER, INTERNAL_TOKEN, Exchange, base_env
 from tests.security.scan import Finding, metric_data, redis_contents, scan, uncompressed_dumps
+from tests.support.keys import ANY_PARTITION
 from tests.support.processes import Processes
+from tests.support.sandbox import SANDBOX_API_KEY, run_sandbox_process, sent_emails
 
 SANDBOX: dict[str, Any] = {
     "delivered_delay_seconds": 0.3, "send_rate_per_second": 40, "send_burst": 5,
@@ -270,7 +271,7 @@ def literals(accounts: list[tuple[str, str, str]], tokens: set[str]) -> dict[str
 
 
 async def operation_ids(redis: Redis) -> list[str]:
-    return [key.rsplit(":", 1)[1] async for key in redis.scan_iter(f"{PREFIX}:{{*}}:op:*")
+    return [key.rsplit(":", 1)[1] async for key in redis.scan_iter(ANY_PARTITION.operation("*"))
             if not key.endswith(":attempts")]  # fmt: skip
 
 
@@ -328,7 +329,7 @@ async def test_the_scan_finds_what_it_looks_for_in_every_type(
     gone = await redis.xadd("plant:deleted", {"note": "deleted@example.com"})
     await redis.xadd("plant:deleted", {"note": "kept"})
     await redis.xdel("plant:deleted", gone)
-    await redis.set("rgdir:login:x", "directory@example.com")
+    await redis.set(directory_login("x"), "directory@example.com")
     findings, kinds = await redis_findings(redis_server.url, {"token": {token}})
     found = {(f.where, f.what) for f in findings}
     assert found == {

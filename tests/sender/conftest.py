@@ -12,20 +12,20 @@ import pytest
 from redis.asyncio import Redis
 
 from services.ctl.embedded import RedisServer
-from services.sandbox.testing import SANDBOX_API_KEY, run_sandbox
+from services.poller.ambiguity import reconcile
 from services.sender.app import build_sender, open_all, workers
 from services.sender.settings import SenderSettings
 from services.sender.worker import Sender, ensure_groups
-from shared.admission import Admitter
+from shared.admit import Admitter
 from shared.directory import Account, RedisDirectory
 from shared.model import State
 from shared.operations import load_operation
 from shared.providers.base import Provider
 from shared.providers.http import HttpProvider
 from shared.providers.named import load_providers
-from shared.reconcile import reconcile
 from shared.tokens import parse_keys
 from tests.conftest import CLUSTER, TEST_TOKEN_KEYS
+from tests.support.sandbox import SANDBOX_API_KEY, run_sandbox
 
 
 def sender_settings(redis_url: str, provider_url: str, **overrides: Any) -> SenderSettings:

@@ -7,16 +7,16 @@ from __future__ import annotations
 
 import pytest
 
-from services.sandbox.testing import configure, sandbox_stats, sent_emails
+from services.poller.ambiguity import Resolution
 from shared import clock
 from shared.control import read as read_control
-from shared.keys import CONTROL, PartitionKeys
+from shared.keys import CONTROL, JOB_FIELD, PartitionKeys
 from shared.model import State
 from shared.operations import BeginCode, begin_attempt, load_attempts
-from shared.reconcile import Resolution
 from shared.tokens import parse_keys
 from tests.conftest import TEST_TOKEN_KEYS
 from tests.sender.conftest import Stack, wait_for
+from tests.support.sandbox import configure, sandbox_stats, sent_emails
 
 DONE = {State.ACCEPTED, State.FAILED, State.EXHAUSTED, State.EXPIRED}
 
@@ -134,7 +134,7 @@ async def test_invariant_6_worker_dead_before_the_call_is_replayed_once(stack: S
 
 async def test_invariant_10_duplicate_stream_delivery_sends_once(stack: Stack) -> None:
     op = await stack.admit("acct-dup")
-    await stack.redis.xadd(PartitionKeys.of(op).send, {"op": op})  # a redelivered job
+    await stack.redis.xadd(PartitionKeys.of(op).send, {JOB_FIELD: op})  # a redelivered job
     async with stack.sender():
         await stack.wait_state(op, {State.ACCEPTED})
         await wait_for(lambda: _stream_drained(stack, op))
@@ -224,9 +224,9 @@ async def test_expired_token_is_never_sent(stack: Stack) -> None:
 async def test_a_malformed_send_job_is_dropped_and_sending_goes_on(stack: Stack) -> None:
     op = await stack.admit("acct-after-garbage")
     stream = PartitionKeys.of(op).send
-    await stack.redis.xadd(stream, {"op": "not-an-operation"})
+    await stack.redis.xadd(stream, {JOB_FIELD: "not-an-operation"})
     await stack.redis.xadd(stream, {"unexpected": "field"})
-    await stack.redis.xadd(stream, {"op": "op-99-XYZ"})  # another partition's id
+    await stack.redis.xadd(stream, {JOB_FIELD: "op-99-XYZ"})  # another partition's id
     async with stack.sender():
         await stack.wait_state(op, {State.ACCEPTED})
         await wait_for(lambda: _stream_drained(stack, op))

@@ -13,7 +13,7 @@ import pytest
 from aiohttp import web
 
 from services.ctl.embedded import free_port
-from services.sender.policy import Budget, decide
+from services.sender.policy import RetryPolicy, decide
 from shared.model import Outcome, State
 from shared.providers.http import HttpProvider
 from shared.retry_after import parse
@@ -116,14 +116,14 @@ async def test_absurd_retry_after_never_schedules_past_the_horizon(
     result = await provider.send("op-0-X", MESSAGE)
     assert result.outcome is Outcome.THROTTLED
     advice = parse(result.retry_after, datetime.now(UTC), result.server_date)
-    budget = Budget(6, 1000, 60_000, 1000)
+    policy = RetryPolicy(6, 1000, 60_000, 1000)
     final = decide(
         Outcome.THROTTLED,
         429,
         attempt=1,
         now=0,
         horizon_at=3_600_000,
-        budget=budget,
+        policy=policy,
         rng=random.Random(0),
         retry_after=advice,
     )

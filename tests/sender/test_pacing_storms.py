@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from services.sandbox.testing import SANDBOX_API_KEY, configure, sandbox_stats
 from shared.keys import SEND_GROUP, PartitionKeys
 from shared.model import State
 from shared.operations import load_operation
 from tests.conftest import CLUSTER, TEST_TOKEN_KEYS
 from tests.sender.conftest import Stack
 from tests.support.processes import ServiceProcess
+from tests.support.sandbox import SANDBOX_API_KEY, configure, sandbox_stats
 
 # Timed storms: the Cluster pass runs beside the main pass on the same two cores, where their
 # 429 bounds measure the machine's load, not the pacer. The pacing scripts themselves run on

@@ -6,11 +6,11 @@ from __future__ import annotations
 from prometheus_client import REGISTRY
 from redis.asyncio import Redis
 
-from services.sandbox.testing import SANDBOX_API_KEY, run_sandbox, sent_emails
 from shared import control, switch
 from shared.model import State
 from shared.operations import load_attempts, load_operation
 from tests.sender.conftest import Stack
+from tests.support.sandbox import SANDBOX_API_KEY, run_sandbox, sent_emails
 
 NAMES = ["primary", "standby"]
 

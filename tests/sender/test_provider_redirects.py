@@ -120,7 +120,7 @@ async def test_a_provider_that_redirects_never_accepts_an_operation(
 
 
 async def test_a_lookup_redirect_is_unavailable_not_not_found(servers: Servers) -> None:
-    from shared.reconcile import lookup
+    from services.poller.ambiguity import lookup
 
     servers.status = 307
     async with aiohttp.ClientSession() as session:

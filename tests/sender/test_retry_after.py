@@ -9,12 +9,12 @@ from email.utils import format_datetime
 from hypothesis import given
 from hypothesis import strategies as st
 
-from services.sender.policy import Budget, backoff_ms, decide
+from services.sender.policy import RetryPolicy, backoff_ms, decide
 from shared.model import Outcome, State
 from shared.retry_after import MAX_DELAY_MS, Source, parse, parse_http_date
 
 NOW = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
-BUDGET = Budget(
+RETRY_POLICY = RetryPolicy(
     max_attempts=6, backoff_base_ms=500, backoff_cap_ms=60_000, observation_window_ms=1000
 )
 
@@ -93,8 +93,8 @@ def test_malformed_values_are_invalid() -> None:
 
 @given(st.integers(min_value=1, max_value=40), st.integers(min_value=0, max_value=2**32))
 def test_backoff_is_full_jitter_under_the_capped_exponential(attempt: int, seed: int) -> None:
-    delay = backoff_ms(attempt, BUDGET, random.Random(seed))
-    ceiling = min(BUDGET.backoff_cap_ms, BUDGET.backoff_base_ms * 2 ** (attempt - 1))
+    delay = backoff_ms(attempt, RETRY_POLICY, random.Random(seed))
+    ceiling = min(RETRY_POLICY.backoff_cap_ms, RETRY_POLICY.backoff_base_ms * 2 ** (attempt - 1))
     assert 1 <= delay <= ceiling
 
 
@@ -108,7 +108,7 @@ def test_a_throttled_attempt_never_lands_after_the_horizon(delay: int, attempt: 
         attempt=attempt,
         now=now,
         horizon_at=horizon,
-        budget=BUDGET,
+        policy=RETRY_POLICY,
         rng=random.Random(0),
         retry_after=advice,
     )
@@ -125,7 +125,7 @@ def test_invalid_retry_after_falls_back_to_backoff_and_records_why() -> None:
         attempt=1,
         now=0,
         horizon_at=10**9,
-        budget=BUDGET,
+        policy=RETRY_POLICY,
         rng=random.Random(1),
         retry_after=parse("soon", NOW),
     )
@@ -135,18 +135,18 @@ def test_invalid_retry_after_falls_back_to_backoff_and_records_why() -> None:
 
 
 def test_invariant_2_cooldown_and_retry_policy_are_separate_settings() -> None:
-    # The retry policy reads only its Budget; the cooldown never reaches decide().
+    # RetryPolicy holds only the retry settings; the cooldown never reaches decide().
     final = decide(
         Outcome.TRANSIENT,
         503,
         attempt=6,
         now=0,
         horizon_at=10**9,
-        budget=BUDGET,
+        policy=RETRY_POLICY,
         rng=random.Random(1),
     )
     assert (final.next_state, final.reason) == (State.EXHAUSTED, "max_attempts")
-    assert "cooldown" not in Budget.__slots__
+    assert "cooldown" not in RetryPolicy.__slots__
 
 
 def test_only_ascii_digits_are_delay_seconds() -> None:

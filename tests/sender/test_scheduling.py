@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from services.sandbox.testing import configure
 from shared.keys import CONTROL, PartitionKeys
 from shared.model import State
 from shared.operations import load_attempts, load_operation
 from tests.sender.conftest import Stack, wait_for
+from tests.support.sandbox import configure
 
 
 async def test_invariant_4_a_deferred_retry_blocks_no_worker_and_survives_restart(

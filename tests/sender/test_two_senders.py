@@ -13,11 +13,11 @@ from pathlib import Path
 import aiohttp
 
 from services.ctl.embedded import free_port
-from services.sandbox.testing import SANDBOX_API_KEY, configure, sandbox_stats
-from shared.keys import PartitionKeys
+from shared.keys import JOB_FIELD, PartitionKeys
 from shared.operations import load_attempts
 from tests.conftest import CLUSTER, TEST_TOKEN_KEYS
 from tests.sender.conftest import Stack, wait_for
+from tests.support.sandbox import SANDBOX_API_KEY, configure, sandbox_stats
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -80,7 +80,7 @@ async def test_invariant_10_two_senders_share_the_work_and_never_overlap(stack: 
         await wait_for(lambda: all_ready(ports), timeout=60)
         ops = [await stack.admit(f"acct-two-{i}") for i in range(120)]
         for op in ops[:40]:  # and every one of these jobs is delivered twice
-            await stack.redis.xadd(PartitionKeys.of(op).send, {"op": op})
+            await stack.redis.xadd(PartitionKeys.of(op).send, {JOB_FIELD: op})
         for op in ops:
             await stack.wait_state(op, {"accepted"}, timeout=60)
     stats = await sandbox_stats(stack.provider_url)

@@ -143,7 +143,9 @@ async def confirm_release(request: web.Request) -> web.Response:
     return _confirm(request, "Release", question, "Release", operation_href(operation_id))
 
 
-async def _after_hold(request: web.Request, outcome: actions.Outcome, done: str) -> web.Response:
+async def _after_hold(
+    request: web.Request, outcome: actions.ActionResult, done: str
+) -> web.Response:
     operation_id = request.match_info["operation_id"]
     if outcome.done:
         raise web.HTTPSeeOther(f"{operation_href(operation_id)}?result={done}")

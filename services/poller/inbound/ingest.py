@@ -1,14 +1,16 @@
 """Pushed events -> the observation path the pull feed uses (``apply_delivery``).
 
 Pushed events name our operation id, so they are joined by it (never by address, never by
-guessing from the message map). Before an event is applied:
-- the id must be an operation id of a configured partition, and the operation must exist;
-- its date must fall between the operation's creation and a little past now (a provider's
-  clock may run ahead): anything else is dropped and counted, never stored as dated;
-- an ambiguous attempt is settled as accepted by it, since the provider can only report on
-  a message it took (the same transition reconciliation makes after a lookup).
-Then ``apply_delivery`` dedupes, ranks and records it exactly as for the pull feed, and gives
-an operation with no provider message id the event's.
+guessing from the message map). Before an event is applied, the id must be an operation id
+of a configured partition and its date must fall between the operation's creation (the id
+carries it) and a little past now (a provider's clock may run ahead): anything else is
+dropped and counted, never stored as dated. Then ``apply_delivery`` dedupes, ranks and
+records it exactly as for the pull feed (an operation that does not exist is reported
+missing and counted as unknown), and gives an operation with no provider message id the
+event's. Last, an ambiguous attempt the events named is settled as accepted, since the
+provider can only report on a message it took (the transition reconciliation makes after a
+lookup). A batch costs one pipelined round trip, two with acceptance-only events, plus one
+call per ambiguous attempt.
 """
 
 from __future__ import annotations
@@ -54,13 +56,12 @@ class Result:
                 "dropped": sum(self.dropped.values())}  # fmt: skip
 
 
-@dataclass(frozen=True, slots=True)
-class Known:
-    state: str
-    created_at: int
-
-
 class Ingest:
+    """One request's (or one queue batch's) events in as few round trips as the store allows:
+    the delivery events in one pipelined call of ``apply_delivery`` per event (which reports
+    each operation's state), acceptance-only events in one pipelined state read; then the
+    ambiguous attempts among them are settled."""
+
     def __init__(self, client: RedisClient, settings: PolicySettings) -> None:
         self.client = client
         self.settings = settings
@@ -69,62 +70,63 @@ class Ingest:
         result = Result(dropped=Counter(parsed.dropped))
         for ev in parsed.events:
             metrics.inbound_events.labels(provider, ev.kind).inc()
-        known = await self._operations(parsed.events)
         now = clock.now_ms()
-        usable = [ev for ev in parsed.events if self._usable(ev, known, now, result)]
-        await self._settle(provider, usable, known, now, result)
+        usable = [ev for ev in parsed.events if self._usable(ev, now, result)]
         matches = [Match(DeliveryEvent(ev.message_id, ev.meaning, ev.occurred_ms), ev.operation_id)
                    for ev in usable if isinstance(ev.meaning, Delivery)]  # fmt: skip
-        result.acceptances = len(usable) - len(matches)
+        proofs = [ev for ev in usable if not isinstance(ev.meaning, Delivery)]
         outcomes = await observation.apply_events(self.client, matches, now, record=True)
+        states = await self._states(proofs)
+        result.acceptances = len(proofs) - sum(1 for ev in proofs if not states[ev.operation_id])
         result.tally = count(outcomes, now)
-        result.dropped[Drop.UNKNOWN_OPERATION] += result.tally.missing
+        result.dropped[Drop.UNKNOWN_OPERATION] += result.tally.missing + len(proofs) - (
+            result.acceptances)  # fmt: skip
+        ambiguous = {o.match.operation_id: o.match.event.message_id for o in outcomes
+                     if o.state == "ambiguous"}  # fmt: skip
+        ambiguous.update({ev.operation_id: ev.message_id for ev in proofs
+                          if states[ev.operation_id] == "ambiguous"})  # fmt: skip
+        await self._settle(provider, ambiguous, now, result)
         for reason, n in result.dropped.items():
             metrics.inbound_events_dropped.labels(provider, reason.value).inc(n)
         return result
 
-    def _valid_id(self, operation_id: str) -> bool:
+    def _usable(self, ev: ProviderEvent, now: int, result: Result) -> bool:
+        """A well-formed id of a configured partition, dated between the operation's creation
+        (the id carries it) and a little past now; whether it exists the store says."""
         try:
-            return partition_of_operation(operation_id) < self.settings.partitions
+            known = partition_of_operation(ev.operation_id) < self.settings.partitions
         except ValueError:
+            known = False
+        if not known:
+            result.dropped[Drop.UNKNOWN_OPERATION] += 1
             return False
+        # Our clock and the provider's disagree a little: allow that much either side.
+        created = operation_created_ms(ev.operation_id)
+        if not created - MAX_FUTURE_MS <= ev.occurred_ms <= now + MAX_FUTURE_MS:
+            result.dropped[Drop.OUT_OF_RANGE] += 1
+            return False
+        return True
 
-    async def _operations(self, events: Sequence[ProviderEvent]) -> dict[str, Known]:
-        wanted = (ev.operation_id for ev in events if self._valid_id(ev.operation_id))
-        ids = list(dict.fromkeys(wanted))
+    async def _states(self, events: Sequence[ProviderEvent]) -> dict[str, str]:
+        """operation id -> state ("" when there is no such operation)."""
+        ids = list(dict.fromkeys(ev.operation_id for ev in events))
         if not ids:
             return {}
         pipe = self.client.pipeline(transaction=False)
         for operation_id in ids:
             pipe.hget(PartitionKeys.of(operation_id).operation(operation_id), "state")
-        states = await pipe.execute()
-        # The creation time is part of the id; the hash does not repeat it.
-        return {op: Known(str(state), operation_created_ms(op))
-                for op, state in zip(ids, states, strict=True) if state}  # fmt: skip
-
-    @staticmethod
-    def _usable(ev: ProviderEvent, known: dict[str, Known], now: int, result: Result) -> bool:
-        operation = known.get(ev.operation_id)
-        if operation is None:
-            result.dropped[Drop.UNKNOWN_OPERATION] += 1
-            return False
-        # Our clock and the provider's disagree a little: allow that much either side.
-        if not operation.created_at - MAX_FUTURE_MS <= ev.occurred_ms <= now + MAX_FUTURE_MS:
-            result.dropped[Drop.OUT_OF_RANGE] += 1
-            return False
-        return True
+        return {op: str(state or "") for op, state in zip(ids, await pipe.execute(), strict=True)}
 
     async def _settle(
-        self, provider: str, events: Sequence[ProviderEvent], known: dict[str, Known], now: int,
-        result: Result,
+        self, provider: str, proofs: dict[str, str], now: int, result: Result
     ) -> None:  # fmt: skip
-        """An ambiguous attempt with an event about its message: the provider had it."""
-        proofs = {ev.operation_id: ev for ev in events
-                  if known[ev.operation_id].state == "ambiguous"}  # fmt: skip
-        for operation_id, ev in proofs.items():
+        """An ambiguous attempt with an event about its message: the provider had it. (An
+        event applied first that ended the wait keeps the window closed: resolve_ambiguous
+        opens it only while delivery is still undecided.)"""
+        for operation_id, message_id in proofs.items():
             applied, _ = await resolve_ambiguous(
                 self.client, operation_id, now=now, decision="accepted",
-                message_id=ev.message_id,
+                message_id=message_id,
                 observe_until=now + self.settings.observation_window_seconds * 1000,
                 reason=SETTLED_REASON, retention_ms=self.settings.retention_seconds * 1000,
             )  # fmt: skip

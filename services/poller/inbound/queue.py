@@ -5,7 +5,10 @@ after its events were applied (or counted and dropped): a poller that dies or a 
 fails in between leaves it in the queue, and SQS hands it out again after the visibility
 timeout (the dedupe in ``apply_delivery`` makes the second pass harmless). A message that is
 not an SES event at all goes to the dead-letter queue when one is configured; without one it
-is left for the queue's own redrive policy (``maxReceiveCount``) to move.
+is left for the queue's own redrive policy (``maxReceiveCount``) to move. A batch that could
+not be applied while the poller is shutting down (the store failed, or the grace period ran
+out) is handed back at once (visibility 0) for a replica that stays, instead of waiting out
+the visibility timeout.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from shared.provider import ProviderUnavailable
 log = logging.getLogger(__name__)
 SERVICE = "poller"
 BATCH = 10  # the most SQS hands out per receive
+RELEASE_SECONDS = 2.0  # the most shutdown waits for SQS to take messages back
 
 
 @dataclass(slots=True)
@@ -82,7 +86,7 @@ class SesQueue:
         try:
             messages = await self._receive(sqs, stop)
             if messages:
-                await self._handle(sqs, messages)
+                await self._handle_or_release(sqs, messages, stop)
         except (BotoCoreError, ClientError) as error:
             # botocore's messages name the queue, never a payload; the type is enough here.
             raise ProviderUnavailable(f"SQS: {type(error).__name__}") from None
@@ -103,6 +107,31 @@ class SesQueue:
                 await receive
             return []
         return list(receive.result().get("Messages", []))
+
+    async def _handle_or_release(
+        self, sqs: Any, messages: list[dict[str, Any]], stop: asyncio.Event
+    ) -> None:
+        try:
+            await self._handle(sqs, messages)
+        except BaseException:
+            if stop.is_set():
+                await self.release(sqs, messages)
+            raise
+
+    async def release(self, sqs: Any, messages: list[dict[str, Any]]) -> None:
+        """Make messages visible again now (best effort: else the visibility timeout does)."""
+        entries = [{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"], "VisibilityTimeout": 0}
+                   for i, m in enumerate(messages)]  # fmt: skip
+        try:
+            async with asyncio.timeout(RELEASE_SECONDS):
+                await sqs.change_message_visibility_batch(QueueUrl=self.settings.ses_queue_url,
+                                                          Entries=entries)  # fmt: skip
+        except (BotoCoreError, ClientError, TimeoutError) as error:
+            event(log, logging.WARNING, "SQS messages not handed back; they return after the "
+                  "visibility timeout", count=len(entries), error=type(error).__name__)  # fmt: skip
+            return
+        metrics.queue_messages.labels(ses.NAME, "released").inc(len(entries))
+        event(log, logging.INFO, "SQS messages handed back at shutdown", count=len(entries))
 
     async def _handle(self, sqs: Any, messages: list[dict[str, Any]]) -> None:
         batch = sort(messages)

@@ -10,15 +10,20 @@ https://documentation.mailgun.com/docs/mailgun/api-reference/send/mailgun/events
 from __future__ import annotations
 
 import base64
+import hashlib
 import hmac
 import json
+import secrets
+import time
+from typing import Any
 
 from aiohttp import web
 
 from services.sandbox.modes import Dialect, Parsed, by_operation
 from services.sandbox.responses import json_response
 from services.sandbox.state import Sandbox
-from services.sandbox.store import Message
+from services.sandbox.store import Event, Message
+from services.sandbox.webhooks import ACCEPTED, Hook, Pending, Post, Signing
 
 DOMAIN = "{domain}"
 
@@ -73,6 +78,42 @@ def events(request: web.Request, sandbox: Sandbox) -> web.Response:
     return json_response({"items": items, "paging": {}})
 
 
+# -- webhooks -----------------------------------------------------------------------------
+# documentation.mailgun.com/docs/mailgun/user-manual/webhooks/securing-webhooks (the
+# signature block: timestamp, a 50-character token, hex HMAC-SHA256 of timestamp + token under
+# the HTTP webhook signing key) and .../user-manual/events/ (event-data: event, severity of a
+# failure, timestamp, message headers, user-variables). One event per POST; a 406 answer
+# tells Mailgun not to retry (.../webhooks/webhooks, "Retry Schedule").
+EVENT_NAMES = {ACCEPTED: ("accepted", None), "delivered": ("delivered", None),
+               "bounced": ("failed", "permanent"), "deferred": ("failed", "temporary"),
+               "complained": ("complained", None)}  # fmt: skip
+
+
+def _event_data(event: Event, message: Message) -> dict[str, Any]:
+    name, severity = EVENT_NAMES[event.type]
+    data: dict[str, Any] = {
+        "event": name, "timestamp": event.occurred_at, "id": event.event_id,
+        "recipient": message.body["to"][0],
+        "message": {"headers": {"message-id": f"{message.id}@sandbox.mailgun.test"}},
+        "user-variables": {"operation_id": message.operation_id},
+    }  # fmt: skip
+    if severity is not None:
+        data["severity"] = severity
+    return data
+
+
+def webhook_posts(signing: Signing, due: list[Pending]) -> list[Post]:
+    key = signing.settings.webhook_signing_key.get_secret_value().encode()
+    posts = []
+    for event, message in due:
+        stamp, token = str(int(time.time())), secrets.token_hex(25)
+        signature = hmac.new(key, (stamp + token).encode(), hashlib.sha256).hexdigest()
+        body = {"signature": {"timestamp": stamp, "token": token, "signature": signature},
+                "event-data": _event_data(event, message)}  # fmt: skip
+        posts.append((json.dumps(body).encode(), {"Content-Type": "application/json"}))
+    return posts
+
+
 DIALECT = Dialect(
     send_path=f"/v3/{DOMAIN}/messages",
     authorized=authorized,
@@ -85,4 +126,5 @@ DIALECT = Dialect(
                               "documentation"),
     lookup_path=f"/v3/{DOMAIN}/events",
     lookup=events,
+    hook=Hook(webhook_posts, acceptance=True, final=frozenset({406})),
 )

@@ -7,15 +7,20 @@ https://postmarkapp.com/developer/api/messages-api (``GET /messages/outbound`` w
 
 from __future__ import annotations
 
+import base64
 import hmac
+import json
 from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from aiohttp import web
 
 from services.sandbox.modes import Dialect, Parsed, by_operation
 from services.sandbox.responses import json_response, read_json
 from services.sandbox.state import Sandbox
-from services.sandbox.store import Message, rfc3339
+from services.sandbox.store import Event, Message, rfc3339
+from services.sandbox.webhooks import Hook, Pending, Post, Signing
 
 
 def _error(status: int, code: int, message: str) -> web.Response:
@@ -65,6 +70,42 @@ def search(request: web.Request, sandbox: Sandbox) -> web.Response:
     return json_response({"TotalCount": len(found), "Messages": rows})
 
 
+# -- webhooks -----------------------------------------------------------------------------
+# postmarkapp.com/developer/webhooks/delivery-webhook, /bounce-webhook and
+# /spam-complaint-webhook (one record per POST; MessageID, Metadata, DeliveredAt/BouncedAt);
+# the basic-auth credentials come from the webhook URL, as
+# postmarkapp.com/developer/webhooks/webhooks-overview shows them. No acceptance event.
+BOUNCES = {"bounced": ("HardBounce", 1), "deferred": ("Transient", 2),
+           "complained": ("SpamComplaint", 512)}  # fmt: skip
+
+
+def _record(event: Event, message: Message) -> dict[str, Any]:
+    at = rfc3339(event.occurred_at)
+    record: dict[str, Any] = {"MessageID": message.id, "MessageStream": "outbound",
+                              "Metadata": {"operation_id": message.operation_id}}  # fmt: skip
+    if event.type == "delivered":
+        return {**record, "RecordType": "Delivery", "Recipient": message.body["to"][0],
+                "DeliveredAt": at, "Details": "sandbox delivery"}  # fmt: skip
+    kind, code = BOUNCES[event.type]
+    return {**record, "RecordType": "SpamComplaint" if kind == "SpamComplaint" else "Bounce",
+            "Type": kind, "TypeCode": code, "Email": message.body["to"][0], "BouncedAt": at,
+            "Description": "sandbox bounce", "Inactive": kind != "Transient"}  # fmt: skip
+
+
+def _credentials(url: str) -> dict[str, str]:
+    parts = urlsplit(url)
+    if parts.username is None:
+        return {}
+    pair = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
+    return {"Authorization": "Basic " + base64.b64encode(pair.encode()).decode()}
+
+
+def webhook_posts(signing: Signing, due: list[Pending]) -> list[Post]:
+    headers = {"Content-Type": "application/json",
+               **_credentials(signing.settings.webhook_url)}  # fmt: skip
+    return [(json.dumps(_record(e, m)).encode(), headers) for e, m in due]
+
+
 DIALECT = Dialect(
     send_path="/email",
     authorized=authorized,
@@ -77,4 +118,5 @@ DIALECT = Dialect(
                             "marked as inactive."),
     lookup_path="/messages/outbound",
     lookup=search,
+    hook=Hook(webhook_posts),
 )

@@ -6,16 +6,22 @@ custom_args), .../how-to-use-the-sendgrid-v3-api/errors (``{"errors": [{"field",
 
 from __future__ import annotations
 
+import base64
 import hmac
+import time
 from typing import Any
 
+import orjson
 from aiohttp import web
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
 
 from services.sandbox.modes import Dialect, Parsed
 from services.sandbox.ratelimit import FixedWindow
-from services.sandbox.responses import json_response, read_json
+from services.sandbox.responses import SANDBOX, json_response, read_json
 from services.sandbox.state import Sandbox
-from services.sandbox.store import Message
+from services.sandbox.store import Event, Message
+from services.sandbox.webhooks import ACCEPTED, MAX_BATCH, WEBHOOKS, Hook, Pending, Post, Signing
 
 
 def _errors(status: int, message: str, field: str | None = None,
@@ -75,6 +81,54 @@ def throttled(sandbox: Sandbox, wait: float) -> web.Response:
     return _errors(429, "too many requests", headers=_limits(sandbox))
 
 
+
+
+# -- Event Webhook ------------------------------------------------------------------------
+# twilio.com/docs/sendgrid/for-developers/tracking-events/event (the events, custom args at
+# the top level of each), .../getting-started-event-webhook-security-features (ECDSA P-256
+# over timestamp + body, base64 in X-Twilio-Email-Event-Webhook-Signature) and
+# api-reference/webhooks/get-signed-event-webhooks-public-key (the public key, base64 DER).
+EVENT_NAMES = {ACCEPTED: "processed", "delivered": "delivered", "bounced": "bounce",
+               "complained": "spamreport", "deferred": "deferred"}  # fmt: skip
+
+
+def _event(event: Event, message: Message) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "email": message.body["to"][0], "timestamp": int(event.occurred_at),
+        "event": EVENT_NAMES[event.type], "smtp-id": f"<{message.id}@sandbox.sendgrid.test>",
+        "sg_event_id": event.event_id, "sg_message_id": f"{message.id}.sandbox-filter-0",
+        "operation_id": message.operation_id,
+    }  # fmt: skip
+    if event.type == "bounced":
+        row.update(type="bounce", reason="550 5.1.1 unknown user", status="5.1.1")
+    elif event.type == "deferred":
+        row.update(response="421 try again later", attempt="1")
+    return row
+
+
+def webhook_posts(signing: Signing, due: list[Pending]) -> list[Post]:
+    posts = []
+    for start in range(0, len(due), MAX_BATCH):
+        body = orjson.dumps([_event(e, m) for e, m in due[start : start + MAX_BATCH]])
+        stamp = str(int(time.time()))
+        signature = signing.ecdsa.sign(stamp.encode() + body, ec.ECDSA(hashes.SHA256()))
+        posts.append((body, {"Content-Type": "application/json",
+                             "X-Twilio-Email-Event-Webhook-Signature":
+                                 base64.b64encode(signature).decode(),
+                             "X-Twilio-Email-Event-Webhook-Timestamp": stamp}))  # fmt: skip
+    return posts
+
+
+async def public_key(request: web.Request) -> web.Response:
+    """``GET /v3/user/webhooks/event/settings/signed/{id}``: the key the receiver verifies with."""
+    if not authorized(request, request.app[SANDBOX].settings.api_key.get_secret_value()):
+        return DIALECT.unauthorized()
+    der = request.app[WEBHOOKS].signing.ecdsa.public_key().public_bytes(
+        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    return json_response({"id": request.match_info["id"],
+                          "public_key": base64.b64encode(der).decode()})  # fmt: skip
+
+
 DIALECT = Dialect(
     send_path="/v3/mail/send",
     authorized=authorized,
@@ -86,7 +140,8 @@ DIALECT = Dialect(
     throttled=throttled,
     rate_headers=_limits,
     failed=lambda status: _errors(status, "internal server error"),
-    rejected=lambda: _errors(
-        400, "Does not contain a valid address.", "personalizations.0.to.0.email"
-    ),
+    rejected=lambda: _errors(400, "Does not contain a valid address.",
+                             "personalizations.0.to.0.email"),
+    hook=Hook(webhook_posts, acceptance=True),
+    routes=(("GET", "/v3/user/webhooks/event/settings/signed/{id}", public_key),),
 )

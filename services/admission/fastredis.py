@@ -368,10 +368,11 @@ def _protocol(kwargs: dict[str, Any]) -> int:
         return int(getattr(redis_utils, "DEFAULT_RESP_VERSION", 2))
 
 
-def fast_client(client: Any) -> Any:
+def fast_client(client: Any, enabled: bool = True) -> Any:
     """``client`` wrapped in :class:`FastRedis` when it can be (standalone over TCP or Unix
-    socket), else ``client`` itself (Cluster, TLS)."""
-    if not isinstance(client, Redis) or isinstance(client, FastRedis):
+    socket), else ``client`` itself (Cluster, TLS, or ``enabled`` False: the
+    ``RESETGATE_FAST_REDIS=false`` fallback for a redis-py whose internals moved)."""
+    if not enabled or not isinstance(client, Redis) or isinstance(client, FastRedis):
         return client
     if client.connection_pool.connection_class not in (Connection, UnixDomainSocketConnection):
         return client

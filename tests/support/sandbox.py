@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+from pydantic import SecretStr
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 
 from services.sandbox.server import start
@@ -77,8 +78,9 @@ def _child_env(settings: SandboxSettings) -> dict[str, str]:
     for name, value in settings.model_dump(mode="json").items():
         if value is None:
             continue
-        if name == "api_key":
-            value = settings.api_key.get_secret_value()
+        secret = getattr(settings, name)
+        if isinstance(secret, SecretStr):
+            value = secret.get_secret_value()
         text = str(value).lower() if isinstance(value, bool) else str(value)
         env[f"{_ENV_PREFIX}{name.upper()}"] = text
     return env

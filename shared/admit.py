@@ -1,4 +1,4 @@
-"""The admission gate: every entry point converges here, atomically, per account.
+"""admit.lua's typed wrapper: every entry point converges here, atomically, per account.
 
 Used by the admission service (public and internal API) and by the router (contact forms),
 so a contact form can never become a second, hidden send button.
@@ -9,22 +9,62 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 from shared import clock, ids
 from shared.keys import PartitionKeys, partition_of
 from shared.redis import RedisClient
-from shared.scripts import Script
+from shared.scripts import Request, Script, key
 from shared.settings import PolicySettings
 from shared.tokens import TokenKeys
 
-_admit = Script("admit")
 _MAX_TRIES = 4
 
 
 class AdmitResult(StrEnum):
+    """admit.lua's reply codes."""
+
     CREATED = "created"
     CONVERGED = "converged"
     COOLDOWN = "cooldown"
+    RETRY = "retry"  # the account's last operation is another one: call again expecting it
+
+
+@dataclass(frozen=True, slots=True)
+class AdmitReply:
+    result: AdmitResult
+    operation_id: str
+    state: str
+
+
+@dataclass(slots=True, kw_only=True)
+class Admit(Request[AdmitReply]):
+    SCRIPT = Script("admit")
+    CODES = AdmitResult
+
+    account: str = key()
+    expected_operation: str = key()
+    new_operation: str = key()
+    send: str = key()
+    live: str = key()
+    now: int
+    expected_id: str
+    new_id: str
+    account_id: str
+    entry_point: str
+    cooldown_ms: int
+    token_kid: str
+    token_expires_at: int
+    horizon_at: int
+    dry: bool
+    actor: str
+    provider: str
+    template_revision: str
+    account_retention_ms: int
+
+    def decode(self, raw: Any) -> AdmitReply:
+        result, operation_id, state = raw
+        return AdmitReply(AdmitResult(result), str(operation_id), str(state))
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +88,7 @@ def horizon(created_ms: int, settings: PolicySettings) -> tuple[int, int]:
 
     A key's retention no longer bounds retries: a refused attempt (429, 5xx) was never
     accepted, and an ambiguous one is replayed only while the provider still holds its
-    key or after a trustworthy lookup (shared/reconcile.py)."""
+    key or after a trustworthy lookup (services/poller/ambiguity.py)."""
     expires = created_ms + settings.token_ttl_seconds * 1000
     return expires, expires - settings.horizon_margin_seconds * 1000
 
@@ -81,31 +121,30 @@ class Admitter:
             now = clock.now_ms()
             new_id = ids.operation_id(partition, now)
             expires, horizon_at = horizon(now, self.settings)
-            expected_key = pk.operation(expected or new_id)
-            reply = await _admit(
-                self.client,
-                [pk.account(account_id), expected_key, pk.operation(new_id), pk.send, pk.live],
-                [
-                    now,
-                    expected,
-                    new_id,
-                    account_id,
-                    entry_point,
-                    self.settings.cooldown_seconds * 1000,
-                    self.keys.current_kid,
-                    expires,
-                    horizon_at,
-                    "1" if dry else "0",
-                    actor[:128],
-                    self.settings.provider_name,
-                    self.template_revision,
-                    self.settings.retention_seconds * 1000,
-                ],
-            )
-            result, operation_id, state = reply
-            if result != "retry":
-                return Admission(AdmitResult(result), operation_id, state, partition)
-            expected = operation_id
+            reply = await Admit(
+                account=pk.account(account_id),
+                expected_operation=pk.operation(expected or new_id),
+                new_operation=pk.operation(new_id),
+                send=pk.send,
+                live=pk.live,
+                now=now,
+                expected_id=expected,
+                new_id=new_id,
+                account_id=account_id,
+                entry_point=entry_point,
+                cooldown_ms=self.settings.cooldown_seconds * 1000,
+                token_kid=self.keys.current_kid,
+                token_expires_at=expires,
+                horizon_at=horizon_at,
+                dry=dry,
+                actor=actor[:128],
+                provider=self.settings.provider_name,
+                template_revision=self.template_revision,
+                account_retention_ms=self.settings.retention_seconds * 1000,
+            ).run(self.client)
+            if reply.result is not AdmitResult.RETRY:
+                return Admission(reply.result, reply.operation_id, reply.state, partition)
+            expected = reply.operation_id
         raise AdmissionConflict("the account's operation changed during admission")
 
 

@@ -1,0 +1,121 @@
+"""End to end through each provider's own sandbox: admission -> sender -> the sandbox speaking
+SendGrid's, Mailgun's or Postmark's API -> the events that provider pushes, signed as it signs
+them, POSTed by the sandbox to the poller's webhook port -> the store -> support's view.
+
+Nothing here writes an event by hand: the sandbox emits them (services/sandbox/webhooks.py)
+after accepting the send, shaped after the provider's pages —
+SendGrid twilio.com/docs/sendgrid/for-developers/tracking-events/event and
+.../getting-started-event-webhook-security-features, its key from
+api-reference/webhooks/get-signed-event-webhooks-public-key; Mailgun documentation.mailgun.com/
+docs/mailgun/user-manual/webhooks/securing-webhooks and .../user-manual/events/; Postmark
+postmarkapp.com/developer/webhooks/delivery-webhook and /bounce-webhook, credentials in the URL
+as /webhooks-overview shows. The sandbox's pull feed is not read by these providers' adapters,
+so delivery can only have come by webhook. SES has no sandbox mode: moto's SES does not publish
+configuration-set events, so its SNS -> SQS path is tested with moto (test_e2e_providers.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from redis.asyncio import Redis
+
+from services.ctl.embedded import RedisServer, free_port
+from tests.e2e.conftest import E2E, POLLER_ENV, SENDER_ENV, service_env
+from tests.inbound.conftest import MAILGUN_KEY, POSTMARK_PASSWORD, POSTMARK_USER
+from tests.support.processes import Processes
+from tests.support.sandbox import SANDBOX_API_KEY, run_sandbox_process, sandbox_stats
+
+PROVIDERS = ("sendgrid", "mailgun", "postmark")
+BOUNCE_DOMAIN = "bounce.example"
+
+
+@dataclass
+class Stack:
+    provider: str
+    e2e: E2E
+    sandbox_url: str
+
+
+def webhook_url(provider: str, port: int) -> str:
+    auth = f"{POSTMARK_USER}:{POSTMARK_PASSWORD}@" if provider == "postmark" else ""
+    return f"http://{auth}127.0.0.1:{port}/webhooks/{provider}"
+
+
+async def sendgrid_public_key(sandbox_url: str) -> str:
+    """The verification key, read as a SendGrid user reads it (the documented API route)."""
+    url = f"{sandbox_url}/v3/user/webhooks/event/settings/signed/resetgate"
+    headers = {"Authorization": f"Bearer {SANDBOX_API_KEY}"}
+    async with aiohttp.ClientSession() as session, session.get(url, headers=headers) as answer:
+        assert answer.status == 200, await answer.text()
+        return str((await answer.json())["public_key"])
+
+
+async def poller_credentials(provider: str, sandbox_url: str) -> dict[str, str]:
+    if provider == "sendgrid":
+        return {"RESETGATE_SENDGRID_WEBHOOK_PUBLIC_KEY": await sendgrid_public_key(sandbox_url)}
+    if provider == "mailgun":
+        return {"RESETGATE_MAILGUN_WEBHOOK_SIGNING_KEY": MAILGUN_KEY}
+    return {"RESETGATE_POSTMARK_WEBHOOK_USERNAME": POSTMARK_USER,
+            "RESETGATE_POSTMARK_WEBHOOK_PASSWORD": POSTMARK_PASSWORD}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def sandbox_redis() -> Iterator[RedisServer]:
+    server = RedisServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module", params=PROVIDERS)
+async def stack(request: Any, sandbox_redis: RedisServer) -> AsyncIterator[Stack]:
+    provider = str(request.param)
+    logs = Path(tempfile.mkdtemp(prefix=f"rg-hooks-{provider}-"))
+    port = free_port()
+    sandbox: dict[str, Any] = {
+        "mode": provider, "webhook_url": webhook_url(provider, port),
+        "webhook_signing_key": MAILGUN_KEY, "delivered_delay_seconds": 0.5,
+        "bounce_domain": BOUNCE_DOMAIN,
+    }  # fmt: skip
+    async with run_sandbox_process(**sandbox) as sandbox_url:
+        base = {**service_env(sandbox_redis.url, sandbox_url),
+                "RESETGATE_PROVIDER_KIND": provider, "RESETGATE_PROVIDER_NAME": provider,
+                "RESETGATE_MAILGUN_DOMAIN": "mg.game.example",
+                "RESETGATE_OBSERVATION_WINDOW_SECONDS": "600"}  # fmt: skip
+        async with Processes(logs, base) as processes:
+            processes.add("admission")
+            processes.add("sender", **SENDER_ENV)
+            processes.add("poller", **POLLER_ENV, RESETGATE_WEBHOOK_PORT=str(port),
+                          **await poller_credentials(provider, sandbox_url))  # fmt: skip
+            await asyncio.gather(*(processes.start(n) for n in processes.services))
+            redis = Redis.from_url(sandbox_redis.url, decode_responses=True)
+            yield Stack(provider, E2E(processes, redis, sandbox_url), sandbox_url)
+            await redis.aclose()
+
+
+async def test_delivered_and_bounced_arrive_by_the_providers_own_webhook(stack: Stack) -> None:
+    e2e, provider = stack.e2e, stack.provider
+    delivered_account, bounced_account = f"hook-{provider}-ok", f"hook-{provider}-bounce"
+    await e2e.account(delivered_account)
+    await e2e.account(bounced_account, domain=BOUNCE_DOMAIN)
+    delivered = await e2e.admit(delivered_account)
+    bounced = await e2e.admit(bounced_account)
+    view = await e2e.until(delivered, lambda v: v["delivery"] == "delivered", timeout=30)
+    assert view["state"] == "accepted" and view["delivery_observed_at"], view
+    view = await e2e.until(bounced, lambda v: v["delivery"] == "bounced", timeout=30)
+    assert view["state"] == "accepted", "delivery is kept apart from acceptance"
+    stats = await sandbox_stats(stack.sandbox_url)
+    hooks = stats["webhooks"]
+    assert hooks["posted"] >= 2 and hooks["refused"] == hooks["failed"] == 0, hooks
+    poller = e2e["poller"]
+    refused = await poller.metric("resetgate_webhook_requests_total", provider=provider,
+                                  status="401")  # fmt: skip
+    assert refused == 0
+    assert f"@{BOUNCE_DOMAIN}" not in poller.logs() and "@example.com" not in poller.logs()

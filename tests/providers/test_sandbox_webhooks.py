@@ -1,0 +1,111 @@
+"""Each provider mode of the sandbox pushes its delivery events as that provider does
+(services/sandbox/webhooks.py): what arrives at the receiver verifies with the poller's own
+checks and parses to the events that happened. The pages each shape follows: SendGrid
+twilio.com/docs/sendgrid/for-developers/tracking-events/event and
+.../getting-started-event-webhook-security-features (key from api-reference/webhooks/
+get-signed-event-webhooks-public-key); Mailgun documentation.mailgun.com/docs/mailgun/
+user-manual/webhooks/securing-webhooks and .../user-manual/events/; Postmark
+postmarkapp.com/developer/webhooks/delivery-webhook, /bounce-webhook, /webhooks-overview.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+from services.poller.inbound import mailgun, postmark, sendgrid
+from services.poller.inbound.events import Acceptance, Parsed
+from shared.model import Delivery
+from tests.e2e.conftest import poll
+from tests.providers.kinds import KINDS, adapter
+from tests.support.sandbox import SANDBOX_API_KEY, run_sandbox, sandbox_stats
+
+MESSAGE = {"from": "no-reply@game.example", "to": ["p@bounce.example"], "subject": "Reset",
+           "text": "link", "html": ""}  # fmt: skip
+KEY = "mailgun-signing-key-for-the-sandbox"
+USER, PASSWORD = "hooks", "hook-password-0123"
+
+
+@dataclass
+class Receiver:
+    url: str = ""
+    statuses: list[int] = field(default_factory=list)  # answered in turn; then 200
+    posts: list[tuple[dict[str, str], bytes]] = field(default_factory=list)
+
+    async def handle(self, request: web.Request) -> web.Response:
+        self.posts.append((dict(request.headers), await request.read()))
+        return web.Response(status=self.statuses.pop(0) if self.statuses else 200)
+
+
+@pytest.fixture
+async def receiver() -> AsyncIterator[Receiver]:
+    state = Receiver()
+    app = web.Application()
+    app.router.add_post("/hooks", state.handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    state.url = f"http://{USER}:{PASSWORD}@127.0.0.1:{runner.addresses[0][1]}/hooks"
+    yield state
+    await runner.cleanup()
+
+
+async def verified(kind: str, sandbox_url: str, headers: dict[str, str], body: bytes) -> Parsed:
+    """The poller's own checks on one POST (each raises on a bad signature or credential)."""
+    if kind == "sendgrid":
+        async with aiohttp.ClientSession() as session, session.get(
+            f"{sandbox_url}/v3/user/webhooks/event/settings/signed/any",
+            headers={"Authorization": f"Bearer {SANDBOX_API_KEY}"},
+        ) as answer:  # fmt: skip
+            key = sendgrid.load_key((await answer.json())["public_key"])
+        sendgrid.verify(key, headers.get(sendgrid.SIGNATURE_HEADER),
+                        headers.get(sendgrid.TIMESTAMP_HEADER), body)  # fmt: skip
+        return sendgrid.parse(body)
+    if kind == "mailgun":
+        signed = mailgun.decode(body)
+        mailgun.verify(KEY.encode(), signed)
+        return mailgun.parse(signed.event)
+    postmark.check_credentials(headers.get("Authorization"), f"{USER}:{PASSWORD}".encode())
+    return postmark.parse(body)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_events_are_pushed_signed_as_the_provider_signs_them(
+    kind: str, receiver: Receiver
+) -> None:
+    settings = {"mode": kind, "webhook_url": receiver.url, "webhook_signing_key": KEY,
+                "delivered_delay_seconds": 0.05, "bounce_domain": "bounce.example"}  # fmt: skip
+    expected = [Delivery.BOUNCED] if kind == "postmark" else [Acceptance.ACCEPTED,
+                                                             Delivery.BOUNCED]  # fmt: skip
+    async with run_sandbox(**settings) as url, aiohttp.ClientSession() as session:
+        sent = await adapter(kind, session, url).send("op-3-HOOKED", MESSAGE)
+
+        async def arrived() -> bool:
+            return len(receiver.posts) >= len(expected)
+
+        await poll(arrived, timeout=10)
+        events = [ev for headers, body in receiver.posts
+                  for ev in (await verified(kind, url, headers, body)).events]  # fmt: skip
+    assert sorted(str(ev.meaning) for ev in events) == sorted(map(str, expected))
+    assert {ev.operation_id for ev in events} == {"op-3-HOOKED"}
+    assert sent.message_id.startswith(events[0].message_id), "joined to the send's message id"
+
+
+async def test_a_failed_post_is_tried_again_and_mailguns_406_is_final(receiver: Receiver) -> None:
+    receiver.statuses = [503, 406]
+    settings = {"mode": "mailgun", "webhook_url": receiver.url, "webhook_signing_key": KEY,
+                "delivered_delay_seconds": 3600}  # fmt: skip
+    async with run_sandbox(**settings) as url, aiohttp.ClientSession() as session:
+        await adapter("mailgun", session, url).send("op-3-RETRIED", MESSAGE)
+
+        async def settled() -> dict[str, int] | None:
+            hooks: dict[str, int] = (await sandbox_stats(url))["webhooks"]
+            return hooks if hooks["refused"] else None
+
+        hooks = await poll(settled, timeout=10)
+    assert len(receiver.posts) == 2, "503 is retried; 406 ends it (Mailgun's retry schedule)"
+    assert (hooks["retried"], hooks["refused"], hooks["posted"]) == (1, 1, 0)
