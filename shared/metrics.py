@@ -188,6 +188,12 @@ redis_maxmemory_policy = Gauge(
     "1 for Redis's maxmemory-policy as read at start (unknown: CONFIG GET refused).",
     ["policy"],
 )
+send_twice_exposure = Gauge(
+    "resetgate_send_twice_exposure",
+    "1 when a Redis host crash could make this provider send an email twice: it has no "
+    "idempotency key and Redis is not verified appendonly with appendfsync always.",
+    ["provider", "appendfsync"],
+)
 
 # Families every service exports: its HTTP latency and what it sees of Redis.
 COMMON: tuple[MetricWrapperBase, ...] = (http_request_duration, redis_up, redis_maxmemory_policy)
@@ -199,6 +205,7 @@ OWNERS: dict[str, tuple[MetricWrapperBase, ...]] = {
         operations_terminal, ambiguous_attempts, pacing_rate, pacing_blocked_until,
         provider_auth_paused, oldest_eligible_age, queue_depth, partition_paused, token_ttl,
         advised_wait_capped, pacing_cuts, provider_redirects, partition_provider,
+        send_twice_exposure,
     ),
     "poller": (
         delivery_events, delivery_events_duplicate, observation_lag, observation_pending,

@@ -3,11 +3,22 @@
 policy once it has a connection, exports it (``resetgate_redis_maxmemory_policy``) and warns
 when it is not ``noeviction``. Managed Redis often refuses CONFIG GET: the policy is then
 "unknown", which is logged and never fatal.
+
+A provider without an idempotency key (SendGrid, Postmark, Mailgun, SES) needs more: the
+sender writes each attempt before it calls the provider, and a Redis host crash that loses
+that write makes the operation look unsent, so it is sent again and nothing on the
+provider's side absorbs the second send (the ``http`` contract's Idempotency-Key does).
+Only ``appendonly yes`` with ``appendfsync always`` keeps an acknowledged write across a
+host crash. The sender reads both at start (:func:`check_keyless_durability`): Redis that
+reports anything else stops it, unless the operator accepts the risk
+(``RESETGATE_KEYLESS_REQUIRE_FSYNC_ALWAYS=false``); a refused CONFIG GET cannot be
+verified and is a loud warning. Either way ``resetgate_send_twice_exposure`` says so.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from redis.exceptions import RedisError
@@ -21,22 +32,33 @@ SAFE = "noeviction"
 UNKNOWN = "unknown"
 
 
-def _policies(answer: Any) -> set[str]:
-    """The policy values in a CONFIG GET answer: one dict, or one per Cluster node."""
-    if isinstance(answer, dict) and "maxmemory-policy" in answer:
-        return {str(answer["maxmemory-policy"])}
+FSYNC_ALWAYS = "always"
+AOF_OFF = "off"  # appendonly no: appendfsync does not apply, nothing is logged
+
+
+def _nodes(answer: Any, name: str) -> list[dict[str, Any]]:
+    """The CONFIG GET answers holding ``name``: one dict, or one per Cluster node."""
+    if isinstance(answer, dict) and name in answer:
+        return [answer]
     if isinstance(answer, dict):
-        return set().union(*(_policies(node) for node in answer.values()))
-    return set()
+        return [node for value in answer.values() for node in _nodes(value, name)]
+    return []
+
+
+async def _config(client: Any, pattern: str, name: str) -> list[dict[str, Any]] | None:
+    """Every node's CONFIG GET answer holding ``name``; None when Redis refuses it."""
+    try:
+        return _nodes(await client.config_get(pattern), name)
+    except (RedisError, OSError):
+        return None
 
 
 async def maxmemory_policy(client: Any) -> str:
     """Redis's maxmemory-policy (the unsafe one when Cluster nodes disagree), or unknown."""
-    try:
-        answer = await client.config_get("maxmemory-policy")
-    except (RedisError, OSError):
+    nodes = await _config(client, "maxmemory-policy", "maxmemory-policy")
+    if nodes is None:
         return UNKNOWN
-    found = _policies(answer)
+    found = {str(node["maxmemory-policy"]) for node in nodes}
     unsafe = sorted(found - {SAFE})
     if unsafe:
         return unsafe[0]
@@ -57,3 +79,55 @@ async def check_eviction_policy(client: Any) -> str:
             policy=policy,
         )
     return policy
+
+
+async def appendfsync(client: Any) -> str:
+    """``always`` when every node keeps an acknowledged write across a host crash; else the
+    weakest node's appendfsync, ``off`` when AOF is off, or unknown (CONFIG GET refused)."""
+    nodes = await _config(client, "append*", "appendfsync")
+    if not nodes:
+        return UNKNOWN
+    found = {
+        str(node["appendfsync"]) if node.get("appendonly") == "yes" else AOF_OFF for node in nodes
+    }
+    weaker = sorted(found - {FSYNC_ALWAYS})
+    return weaker[0] if weaker else FSYNC_ALWAYS
+
+
+class StoreNotDurable(Exception):
+    """Redis says it can lose an acknowledged write, and a keyless provider is configured."""
+
+
+async def check_keyless_durability(client: Any, keyless: Mapping[str, str], require: bool) -> str:
+    """Read appendfsync when ``keyless`` (provider name -> kind) names providers without an
+    idempotency key; export
+    the exposure per provider, warn, and raise :class:`StoreNotDurable` when Redis reports
+    a policy other than ``always`` and ``require`` is set. Returns the policy ("" when no
+    provider needs it)."""
+    if not keyless:
+        return ""
+    policy = await appendfsync(client)
+    named = ", ".join(
+        name if name == kind else f"{name} ({kind})" for name, kind in keyless.items()
+    )
+    for name in keyless:
+        metrics.send_twice_exposure.labels(name, policy).set(0 if policy == FSYNC_ALWAYS else 1)
+    if policy == FSYNC_ALWAYS:
+        return policy
+    if policy != UNKNOWN and require:
+        raise StoreNotDurable(
+            f"Redis reports {_described(policy)}, and provider(s) {named} have no "
+            "idempotency key: a Redis host crash could send a player's email twice. Run Redis "
+            "with appendonly yes and appendfsync always, or set "
+            "RESETGATE_KEYLESS_REQUIRE_FSYNC_ALWAYS=false to accept that risk"
+        )
+    event(log, logging.ERROR,
+          "a Redis host crash could send emails twice: providers without an idempotency key "
+          "need appendonly yes with appendfsync always"
+          + ("; cannot read it (CONFIG GET refused), check by hand" if policy == UNKNOWN else ""),
+          appendfsync=policy, providers=named)  # fmt: skip
+    return policy
+
+
+def _described(policy: str) -> str:
+    return "appendonly no" if policy == AOF_OFF else f"appendfsync {policy}"

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from services.ctl import banner, stack
 from services.ctl.embedded import RedisServer, bindable
+from shared.providers.factory import keyless
 
 SERVICES = ("admission", "sender", "poller", "router")
 DEFAULT_PORT = 8080
@@ -192,10 +193,13 @@ def watch(children: list[Child]) -> Child:
         time.sleep(0.3)
 
 
-def embedded_redis(directory: Path) -> tuple[RedisServer, Child]:
+def embedded_redis(directory: Path, provider: str) -> tuple[RedisServer, Child]:
     data = directory / "redis"
     data.mkdir(exist_ok=True)
-    server = RedisServer(directory=str(data), appendonly=True).start()
+    # A provider without an idempotency key needs every acknowledged write on disk (the
+    # sender refuses to start otherwise; docs/providers.md).
+    fsync = "always" if keyless(provider) else "everysec"
+    server = RedisServer(directory=str(data), appendonly=True, appendfsync=fsync).start()
     assert server.process is not None
     return server, Child("redis", server.port, server.process, data / "redis.log")
 
@@ -239,7 +243,7 @@ def up(args: argparse.Namespace) -> int:
     try:
         redis_url = os.environ.get("RESETGATE_REDIS_URL", "")
         if not redis_url:
-            server, child = embedded_redis(directory)
+            server, child = embedded_redis(directory, args.provider)
             redis_url, redis_child = server.url, [child]
         env = base_env(redis_url, ports, directory, args.provider)
         seed_accounts(env, directory)

@@ -7,6 +7,9 @@ its name (:func:`plan`):
 
 - a trustworthy lookup (settled, and inside how far back it can be believed) -> ask:
   found -> accepted; not found -> one replay with the same id, key and token;
+- a lookup not yet settled -> ask once at once: "found" is proof whenever it comes (the
+  provider can only find a send it took), "not found" is no answer yet and the attempt
+  waits for the settled lookup;
 - a native idempotency key still inside its retention -> one replay with the same key
   (the provider deduplicates it);
 - neither -> the attempt stays ambiguous while an event may still prove acceptance, and
@@ -20,6 +23,7 @@ replayed. Nothing here mints a token.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -47,6 +51,7 @@ class Resolution(StrEnum):
 
 class Step(StrEnum):
     LOOK_UP = "look_up"
+    LOOK_UP_EARLY = "look_up_early"  # only "found" counts
     REPLAY = "replay"
     WAIT = "wait"
     REVIEW = "review"
@@ -64,6 +69,7 @@ class Situation:
 
     age: float  # since the earliest attempt the provider may have accepted
     window_closed: bool  # no event can be awaited any more
+    asked_early: bool = True  # the unsettled lookup was already asked (or may not be)
 
 
 def key_alive(caps: Capabilities, age: float) -> bool:
@@ -85,22 +91,53 @@ def plan(caps: Capabilities, situation: Situation) -> Step:
     if key_alive(caps, situation.age):
         return Step.REPLAY
     if caps.lookup is not None and situation.age < caps.lookup.settle_seconds:
-        return Step.WAIT  # the lookup will become trustworthy
+        # The lookup will become trustworthy; a "found" before then already is.
+        return Step.WAIT if situation.asked_early else Step.LOOK_UP_EARLY
     return Step.REVIEW if situation.window_closed else Step.WAIT
 
 
+def no_wait() -> float:
+    return 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Asking:
+    """How the caller lets reconciliation ask the provider.
+
+    ``early``: one lookup may be made before it is trustworthy (the poller allows it once
+    per attempt); ``permit()``: 0 when a lookup may be made now, else the seconds to wait
+    (the poller's request budget), checked only when a lookup is really about to be made.
+    """
+
+    early: bool = False
+    permit: Callable[[], float] = no_wait
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetWait(Exception):
+    """No lookup now: the caller's budget says wait this many seconds."""
+
+    seconds: float
+
+
 async def situation(
-    client: RedisClient, operation: Operation, settings: PolicySettings, now: int
+    client: RedisClient, operation: Operation, settings: PolicySettings, now: int, early: bool
 ) -> Situation:
     attempts = await load_attempts(client, operation.operation_id)
     maybe = [a.started_at for a in attempts if a.outcome not in _REFUSED] or [now]
     first = min(maybe)
     window = settings.observation_window_seconds * 1000
-    return Situation(age=max(0, now - first) / 1000, window_closed=now >= first + window)
+    return Situation(age=max(0, now - first) / 1000, window_closed=now >= first + window,
+                     asked_early=not early)  # fmt: skip
 
 
-async def lookup(provider: Provider, operation_id: str) -> str:
+async def lookup(
+    provider: Provider, operation_id: str, permit: Callable[[], float] = no_wait
+) -> str:
     """The provider's message id for this operation, or "" if it has none."""
+    wait = permit()
+    if wait:
+        raise BudgetWait(wait)
     result = await provider.lookup(operation_id)
     metrics.poll_requests.labels(provider.name, "lookup", str(result.status)).inc()
     if result.status == 429:
@@ -118,8 +155,9 @@ def _replay_or_review(operation: Operation, settings: PolicySettings, now: int) 
 
 
 async def decide(
-    client: RedisClient, provider: Provider, settings: PolicySettings, operation: Operation
-) -> tuple[Resolution, str, str]:
+    client: RedisClient, provider: Provider, settings: PolicySettings, operation: Operation,
+    asking: Asking,
+) -> tuple[Resolution, str, str]:  # fmt: skip
     """(resolution, message id, reason) for one ambiguous operation, asking ``provider``
     only if it holds the attempt."""
     owner = operation.provider
@@ -128,14 +166,19 @@ async def decide(
         # another one would find nothing and replay it, a second email.
         return Resolution.WAIT, "", f"waiting: held by {owner}, not {provider.name}"
     now = clock.now_ms()
-    where = await situation(client, operation, settings, now)
+    where = await situation(client, operation, settings, now, asking.early)
     step = plan(provider.capabilities, where)
+    if step is Step.LOOK_UP_EARLY:
+        message_id = await lookup(provider, operation.operation_id, asking.permit)
+        if message_id:
+            return Resolution.ACCEPTED, message_id, "reconciled: provider had accepted it"
+        return Resolution.WAIT, "", "waiting: not found yet; lookup not yet trustworthy"
     if step is Step.WAIT:
         return Resolution.WAIT, "", "waiting: lookup not yet trustworthy, or an event may come"
     if step is Step.REVIEW:
         return Resolution.REVIEW, "", "unknown: no trustworthy lookup or key; event window closed"
     if step is Step.LOOK_UP:
-        message_id = await lookup(provider, operation.operation_id)
+        message_id = await lookup(provider, operation.operation_id, asking.permit)
         if message_id:
             return Resolution.ACCEPTED, message_id, "reconciled: provider had accepted it"
     decision = _replay_or_review(operation, settings, now)
@@ -145,14 +188,16 @@ async def decide(
 
 
 async def reconcile(
-    client: RedisClient, provider: Provider, settings: PolicySettings, operation_id: str
-) -> Resolution | None:
-    """Settle one ambiguous operation; None when it was no longer ambiguous."""
+    client: RedisClient, provider: Provider, settings: PolicySettings, operation_id: str,
+    asking: Asking = Asking(),
+) -> Resolution | None:  # fmt: skip
+    """Settle one ambiguous operation; None when it was no longer ambiguous. Raises
+    :class:`BudgetWait` when a lookup was due but ``asking.permit`` refused it."""
     operation = await load_operation(client, operation_id)
     if operation is None or operation.state != "ambiguous":
         await client.zrem(PartitionKeys.of(operation_id).ambiguous, operation_id)
         return None
-    decision, message_id, reason = await decide(client, provider, settings, operation)
+    decision, message_id, reason = await decide(client, provider, settings, operation, asking)
     if decision is Resolution.WAIT:
         return decision
     now = clock.now_ms()

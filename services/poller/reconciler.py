@@ -16,7 +16,15 @@ from __future__ import annotations
 
 import logging
 
-from services.poller.ambiguity import LookupThrottled, Resolution, due_ambiguous, owners, reconcile
+from services.poller.ambiguity import (
+    Asking,
+    BudgetWait,
+    LookupThrottled,
+    Resolution,
+    due_ambiguous,
+    owners,
+    reconcile,
+)
 from services.poller.feed import ProviderCalls
 from services.poller.observer import Observer
 from services.poller.settings import PollerSettings
@@ -30,6 +38,7 @@ from shared.redis import RedisClient
 log = logging.getLogger(__name__)
 
 MAX_TO_READ = 1000
+MAX_ASKED_EARLY = 10_000  # attempts remembered as asked before their lookup is trusted
 MAX_READ_TRIES = 5
 MAX_UNKNOWN_OWNERS = 1000
 
@@ -49,6 +58,9 @@ class Reconciler:
         self.to_read: dict[str, int] = {}  # operation id -> failed reads so far
         self.waiting = 0  # ambiguous attempts due for a lookup at the last step
         self.unknown: set[str] = set()  # operations owned elsewhere, already logged
+        # Ambiguous operations already asked about once before the lookup is trustworthy
+        # (a "found" settles them at once); the next ask waits for the settled lookup.
+        self.asked_early: dict[str, None] = {}
 
     async def step(self) -> float:
         waiting = 0
@@ -100,23 +112,41 @@ class Reconciler:
         return 0.0
 
     async def _ask(self, operation_id: str) -> float:
-        wait = self.calls.budget.take()
-        if wait:
+        asked: list[bool] = []
+
+        def permit() -> float:
+            # Budget is spent only when a lookup is really made, never on a wait.
+            wait = self.calls.budget.take()
+            asked.append(not wait)
             return wait
+
+        early = operation_id not in self.asked_early
         try:
             decision = await reconcile(self.client, self.calls.provider, self.settings,
-                                       operation_id)  # fmt: skip
+                                       operation_id, Asking(early, permit))  # fmt: skip
+        except BudgetWait as wait:
+            return wait.seconds
         except LookupThrottled as throttled:
             return self.calls.throttled(throttled.retry_after, throttled.server_date)
         except ProviderUnavailable as error:
             event(log, logging.WARNING, "lookup failed; will ask again",
                   operation_id=operation_id, error=str(error))  # fmt: skip
             return self.settings.reconcile_interval_seconds
-        self.calls.budget.answered()
-        self.calls.succeeded()
+        if any(asked):
+            self.calls.budget.answered()
+            self.calls.succeeded()
+        self._asked_early(operation_id, decision)
         if decision is Resolution.ACCEPTED:
             self._remember(operation_id)
         return 0.0
+
+    def _asked_early(self, operation_id: str, decision: Resolution | None) -> None:
+        if decision is not Resolution.WAIT:
+            self.asked_early.pop(operation_id, None)  # settled: nothing more to ask
+            return
+        if operation_id not in self.asked_early and len(self.asked_early) >= MAX_ASKED_EARLY:
+            self.asked_early.pop(next(iter(self.asked_early)))
+        self.asked_early[operation_id] = None
 
     def _remember(self, operation_id: str) -> None:
         if len(self.to_read) >= MAX_TO_READ:

@@ -41,6 +41,8 @@ class Dialect:
     # provider's routes that go with them (SendGrid's public verification key).
     hook: Hook | None = None
     routes: tuple[tuple[str, str, Handler], ...] = ()
+    # Rate-limit headers a provider puts on every answer, accepted ones too (SendGrid).
+    rate_headers: Callable[[Sandbox], dict[str, str]] | None = None
 
 
 def _refusal(request: web.Request, sandbox: Sandbox, dialect: Dialect) -> web.Response | None:
@@ -72,9 +74,22 @@ def sender(dialect: Dialect) -> Handler:
         if reject and reject in provider.domains(body):
             sandbox.stats.count("rejected")
             return dialect.rejected()
-        return await provider.accept(request, sandbox, body, None, dialect.accepted)
+        return await provider.accept(request, sandbox, body, None, _accepted(dialect, sandbox))
 
     return send
+
+
+def _accepted(dialect: Dialect, sandbox: Sandbox) -> Callable[[Message], web.Response]:
+    rate_headers = dialect.rate_headers
+    if rate_headers is None:
+        return dialect.accepted
+
+    def accepted(message: Message) -> web.Response:
+        response = dialect.accepted(message)
+        response.headers.update(rate_headers(sandbox))
+        return response
+
+    return accepted
 
 
 def looker(

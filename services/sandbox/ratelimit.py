@@ -112,7 +112,56 @@ class TokenBucket:
         return (1.0 - self._tokens) / rate
 
 
-def send_bucket(rate: float, schedule: str, shared: str, burst: int) -> TokenBucket:
+class FixedWindow(TokenBucket):
+    """SendGrid's documented model: "a fixed number of requests per refresh period", and
+    once it is used up no request succeeds "for the remainder of the refresh period"
+    (https://www.twilio.com/docs/sendgrid/api-reference/how-to-use-the-sendgrid-v3-api/
+    rate-limits). The period is one second ending on a whole epoch second, the resolution
+    of ``X-RateLimit-Reset``; ``rate`` requests fit in one. A token bucket would refill
+    within milliseconds, which those headers cannot say.
+    """
+
+    def __init__(
+        self, rate: float | Schedule, *, taken: Schedule | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:  # fmt: skip
+        super().__init__(rate, 1, clock, taken=taken)
+        self.window = 0  # the epoch second the current period started at
+        self.used = 0
+
+    @property
+    def limit(self) -> int:
+        return max(1, int(self.rate))
+
+    @property
+    def remaining(self) -> int:
+        return max(0, self.limit - self.used) if self.window == int(self._clock()) else self.limit
+
+    @property
+    def reset(self) -> int:
+        """The epoch second the current period ends at (X-RateLimit-Reset)."""
+        return int(self._clock()) + 1
+
+    def take(self) -> float:
+        if self._started is None:
+            self._started = self._clock()
+        if self.schedule.last <= 0 and not self.schedule.phases:
+            return 0.0
+        now = self._clock()
+        if int(now) != self.window:
+            self.window, self.used = int(now), 0
+        if self.used < self.limit:
+            self.used += 1
+            return 0.0
+        return self.window + 1 - now
+
+
+def send_bucket(
+    rate: float, schedule: str, shared: str, burst: int, *, fixed_window: bool = False
+) -> TokenBucket:
     """The send bucket the settings describe: a schedule, when given, overrides the rate."""
     limit = Schedule.parse(schedule) if schedule else Schedule.constant(rate)
-    return TokenBucket(limit, burst, taken=Schedule.parse(shared, below=1.0) if shared else None)
+    taken = Schedule.parse(shared, below=1.0) if shared else None
+    if fixed_window:
+        return FixedWindow(limit, taken=taken)
+    return TokenBucket(limit, burst, taken=taken)

@@ -77,6 +77,7 @@ def _send_limit(settings: SandboxSettings) -> tuple[object, ...]:
         settings.send_rate_schedule,
         settings.send_shared_quota,
         settings.send_burst,
+        settings.mode,
     )
 
 
@@ -86,6 +87,8 @@ def _send_bucket(settings: SandboxSettings) -> TokenBucket:
         settings.send_rate_schedule,
         settings.send_shared_quota,
         settings.send_burst,
+        # SendGrid documents a fixed refresh period with an epoch-second reset.
+        fixed_window=settings.mode == "sendgrid",
     )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import sys
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from shared.providers.base import Provider
 from shared.providers.factory import ProviderConfig, build, open_provider
 from shared.providers.named import NamedProvider, load_or_exit
 from shared.redis import RedisClient, ping, until_done
+from shared.redis_policy import StoreNotDurable, check_keyless_durability
 from shared.tokens import parse_keys
 
 SERVICE = "sender"
@@ -111,6 +113,7 @@ async def wire(settings: SenderSettings, client: RedisClient) -> AsyncIterator[s
         contextlib.AsyncExitStack() as stack,
     ):
         opened = await open_all(stack, session, load_or_exit(settings))
+        await durable_enough_or_exit(client, opened, settings)
         sender = build_sender(settings, client, session, opened=opened)
         await until_done(sender.refresh_control, "control state")
         yield service.Wiring(workers(sender), readiness(sender, client))
@@ -127,6 +130,19 @@ async def open_all(
         provider = await stack.enter_async_context(open_provider(configured.config, session))
         opened.append(Opened(configured, provider, await provider.max_send_rate()))
     return opened
+
+
+async def durable_enough_or_exit(
+    client: RedisClient, opened: Sequence[Opened], settings: SenderSettings
+) -> None:
+    """Stop with one line when Redis may lose the attempt a keyless provider relies on."""
+    keyless = {o.named.config.name: o.named.config.kind for o in opened
+               if not o.provider.capabilities.native_key}  # fmt: skip
+    try:
+        await check_keyless_durability(client, keyless, settings.keyless_require_fsync_always)
+    except StoreNotDurable as error:
+        print(f"invalid configuration: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 def main() -> None:

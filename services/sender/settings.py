@@ -26,6 +26,9 @@ class SenderSettings(PolicySettings, ProviderSettings, DirectorySettings, Consum
     backoff_base_seconds: float = Field(default=2.0, gt=0)
     backoff_cap_seconds: float = Field(default=300.0, gt=0)
     promote_interval_seconds: float = Field(default=0.25, gt=0)
+    # A provider without an idempotency key needs Redis to keep every acknowledged write
+    # across a host crash (shared.redis_policy): refuse to start when it says it may not.
+    keyless_require_fsync_always: bool = True
 
     @model_validator(mode="after")
     def _lease_outlives_a_request(self) -> SenderSettings:

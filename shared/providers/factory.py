@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import aiohttp
 
+from shared.providers import http, mailgun, postmark, sendgrid, ses
 from shared.providers.base import Provider
 from shared.providers.http import HttpProvider
 from shared.providers.mailgun import MailgunProvider
@@ -69,6 +70,18 @@ def build(config: ProviderConfig, session: aiohttp.ClientSession) -> Provider:
         return SesProvider(region, _ses_endpoint(config.url), name=config.name, **timeouts)
     return HttpProvider(session, config.url, config.api_key, name=config.name,
                         key_retention_seconds=config.key_retention_seconds, **timeouts)  # fmt: skip
+
+
+def keyless(kind: str) -> bool:
+    """True when this kind's provider has no idempotency key, so a store that forgets an
+    attempt makes a second email (the sender then needs appendfsync always)."""
+    capabilities = {
+        "sendgrid": sendgrid.CAPABILITIES,
+        "postmark": postmark.capabilities(0.0),
+        "mailgun": mailgun.capabilities(0.0),
+        "ses": ses.CAPABILITIES,
+    }.get(kind, http.capabilities(1.0))
+    return not capabilities.native_key
 
 
 def _ses_endpoint(url: str) -> str:

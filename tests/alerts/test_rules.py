@@ -51,6 +51,7 @@ NOT_PAGES = {
     "ContactFormsDeadLettered": "ticket",
     "AlertInputsMissing": "warning",
     "RedisEvictionPolicyUnsafe": "ticket",
+    "RedisMaySendTwice": "ticket",
     "PushedEventsRefused": "warning",
     "PushedEventsDropped": "ticket",
     "QueueMessagesUnparseable": "ticket",

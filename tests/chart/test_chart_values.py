@@ -84,6 +84,16 @@ REFUSED: dict[str, tuple[dict[str, Any], str]] = {
         {**BASE, "redis.url": "", "devRedis.enabled": True, "durability.waitReplicas": 1},
         "devRedis has no replicas",
     ),
+    "dev-redis-everysec-keyless-provider": (
+        {
+            **BASE,
+            "redis.url": "",
+            "devRedis.enabled": True,
+            "provider.kind": "postmark",
+            "devRedis.args": ["--appendonly", "yes", "--appendfsync", "everysec"],
+        },
+        "provider.kind=postmark has no idempotency key, so the sender refuses a Redis without",
+    ),
     "no-provider": (
         {**BASE, "provider.url": ""},
         "no email provider. Set provider.url, or sandbox.enabled=true",
@@ -173,6 +183,7 @@ def test_settings_reach_every_service_through_the_configmap(helm: Helm) -> None:
     data = config_data(docs)
     assert data["RESETGATE_WAIT_REPLICAS"] == "2"
     assert data["RESETGATE_WAIT_TIMEOUT_MS"] == "250"
+    assert data["RESETGATE_KEYLESS_REQUIRE_FSYNC_ALWAYS"] == "true"
     assert data["RESETGATE_REDIS_CLUSTER"] == "true"
     assert data["RESETGATE_PARTITIONS"] == "32"
     assert data["RESETGATE_REDIS_URL"] == BASE["redis.url"]
@@ -202,6 +213,28 @@ def test_pods_restart_when_their_settings_change(helm: Helm) -> None:
         return str(pod["metadata"]["annotations"]["checksum/config"])
 
     assert checksum({}) != checksum({"config.maxAttempts": 7})
+
+
+@pytest.mark.parametrize(
+    ("values", "renders"),
+    [
+        ({"provider.kind": "postmark"}, True),  # the default devRedis.args fsync always
+        ({"provider.kind": "postmark", "durability.keylessRequireFsyncAlways": False,
+          "devRedis.args": ["--appendonly", "yes", "--appendfsync", "everysec"]}, True),
+        ({"provider.kind": "http",
+          "devRedis.args": ["--appendonly", "yes", "--appendfsync", "everysec"]}, True),
+        ({"provider.kind": "sendgrid",
+          "devRedis.args": ["--appendonly", "no", "--appendfsync", "always"]}, False),
+    ],
+)  # fmt: skip
+def test_dev_redis_keeps_every_write_a_keyless_provider_relies_on(
+    helm: Helm, values: dict[str, object], renders: bool
+) -> None:
+    chosen = {"redis.url": "", "devRedis.enabled": True, **values}
+    if renders:
+        assert helm.template(chosen)
+    else:
+        assert "has no idempotency key" in " ".join(helm.template_error(chosen).split())
 
 
 def test_sandbox_is_off_by_default(helm: Helm) -> None:

@@ -69,7 +69,8 @@ async def poller_credentials(provider: str, sandbox_url: str) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def sandbox_redis() -> Iterator[RedisServer]:
-    server = RedisServer().start()
+    # These providers have no idempotency key: the sender requires appendfsync always.
+    server = RedisServer(appendonly=True, appendfsync="always").start()
     yield server
     server.stop()
 

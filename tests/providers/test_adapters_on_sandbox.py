@@ -107,3 +107,21 @@ async def test_sender_delivers_through_the_provider_mode(
             operation = await stack.wait_state(operation_id, {State.ACCEPTED})
         emails = await sent_emails(url, operation_id=operation_id)
     assert len(emails) == 1 and operation.provider_message_id
+
+
+async def test_sendgrid_rate_headers_ride_on_every_answer_and_end_the_period() -> None:
+    """SendGrid: "Each Web API response includes rate-limit headers"; once the period's
+    requests are used, a 429 until X-RateLimit-Reset, an epoch second
+    (https://www.twilio.com/docs/sendgrid/api-reference/how-to-use-the-sendgrid-v3-api/rate-limits).
+    """
+    async with run_sandbox(mode="sendgrid", send_rate_per_second=2) as url, \
+            aiohttp.ClientSession() as session:  # fmt: skip
+        provider = adapter("sendgrid", session, url)
+        results = [await provider.send(f"op-3-RATE{i}", MESSAGE) for i in range(3)]
+    accepted = [r for r in results if r.outcome is Outcome.ACCEPTED]
+    assert accepted and all(r.rate is not None and r.rate.limit == 2 for r in accepted)
+    throttled = [r for r in results if r.outcome is Outcome.THROTTLED]
+    for result in throttled:  # none when the three straddled a second boundary
+        assert result.rate is not None and result.rate.remaining == 0
+        reset = result.rate.reset_at
+        assert reset is not None and reset == int(reset)

@@ -13,11 +13,13 @@ from redis.asyncio import Redis
 
 from services.ctl.embedded import RedisServer
 from services.poller.ambiguity import Situation, Step, plan
+from services.sandbox.dialects import DIALECTS
+from shared import clock
 from shared.model import State
-from shared.operations import load_operation
+from shared.operations import begin_attempt, load_operation
 from shared.providers import http, postmark, sendgrid
 from tests.poller.conftest import running_poller
-from tests.sender.conftest import Stack
+from tests.sender.conftest import Stack, wait_for
 from tests.support.sandbox import configure, run_sandbox, sandbox_stats
 
 KEYED = http.capabilities(60.0)  # key and key-lookup kept 60 s
@@ -43,6 +45,20 @@ NEITHER = sendgrid.CAPABILITIES
 )
 def test_plan_follows_capabilities(caps: object, age: float, closed: bool, step: Step) -> None:
     assert plan(caps, Situation(age=age, window_closed=closed)) is step  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("caps", "age", "step"),
+    [
+        (NO_KEY_LOOKUP, 0.0, Step.LOOK_UP_EARLY),  # a "found" is proof at any age
+        (NO_KEY_LOOKUP, 25.0, Step.LOOK_UP),  # trusted: asked like any other
+        (KEYED, 0.0, Step.LOOK_UP),  # a live key makes every answer usable at once
+        (NEITHER, 0.0, Step.WAIT),  # nothing to ask
+    ],
+)
+def test_an_unsettled_lookup_is_asked_once_at_once(caps: object, age: float, step: Step) -> None:
+    where = Situation(age=age, window_closed=False, asked_early=False)
+    assert plan(caps, where) is step  # type: ignore[arg-type]
 
 
 async def _storm(
@@ -85,6 +101,49 @@ async def test_no_idempotency_key_two_percent_dropped_no_duplicate(
         states, stats = await _storm(stack, url, n, kind, kind)
     _no_duplicates(stats, n)
     assert states == [State.ACCEPTED] * n  # each dropped send found by its metadata
+
+
+async def test_no_key_lookup_found_before_the_grace_is_accepted_at_once(
+    redis: Redis, redis_server: RedisServer
+) -> None:
+    """The search is not trusted for an hour, yet every dropped send is accepted: a send
+    the provider finds was taken, whatever its age (the storm's drain waited out the grace)."""
+    n = 100
+    async with run_sandbox(mode="postmark", drop_every=50) as url:
+        stack = Stack(redis, redis_server.url, url)
+        kind = {"provider_kind": "postmark", "provider_name": "postmark",
+                "reconcile_grace_seconds": 3600}  # fmt: skip
+        states, stats = await _storm(stack, url, n, kind, kind)
+    _no_duplicates(stats, n)
+    assert states == [State.ACCEPTED] * n
+
+
+async def test_no_key_lookup_not_found_before_the_grace_is_not_a_replay(
+    redis: Redis, redis_server: RedisServer
+) -> None:
+    """A worker died before its call: Postmark has nothing. The early search says "not
+    found", which is no answer yet: the attempt waits, no email is sent."""
+    async with run_sandbox(mode="postmark") as url:
+        stack = Stack(redis, redis_server.url, url)
+        kind = {"provider_kind": "postmark", "provider_name": "postmark",
+                "reconcile_grace_seconds": 3600}  # fmt: skip
+        op = await stack.admit("acct-early", **kind)
+        await begin_attempt(redis, op, attempt_id="at-dead", now=clock.now_ms(), lease_ms=1,
+                            max_attempts=6, consumer="dead-worker", entry_id="",
+                            retention_ms=60_000)  # fmt: skip
+        async with stack.sender(**kind), running_poller(stack, **kind):
+            await stack.wait_state(op, {State.AMBIGUOUS})
+            await wait_for(lambda: _searched(url), timeout=30)
+            held = await load_operation(redis, op)
+        stats = await sandbox_stats(url, operation_id=op)
+    assert held is not None and held.state is State.AMBIGUOUS
+    assert stats["emails_sent_total"] == 0
+
+
+async def _searched(url: str) -> bool:
+    routes = (await sandbox_stats(url))["requests_by_route"]
+    assert isinstance(routes, dict)
+    return bool(routes.get(f"GET {DIALECTS['postmark'].lookup_path}", 0))
 
 
 async def test_after_the_key_retention_not_found_is_unknown_not_a_replay(

@@ -9,7 +9,7 @@ from datetime import UTC
 
 import pytest
 
-from services.sandbox.ratelimit import Schedule, TokenBucket, send_bucket
+from services.sandbox.ratelimit import FixedWindow, Schedule, TokenBucket, send_bucket
 from services.sandbox.retry_after import ROTATION, asctime_date, imf_fixdate, rfc850_date
 from services.sandbox.settings import SandboxSettings
 
@@ -213,3 +213,22 @@ def test_the_settings_read_the_schedule_from_the_environment(monkeypatch) -> Non
     monkeypatch.setenv("RESETGATE_SANDBOX_SEND_SHARED_QUOTA", "1.0")
     with pytest.raises(ValueError, match="under 1"):
         SandboxSettings()
+
+
+def test_sendgrid_mode_limits_a_fixed_period_ending_on_a_whole_epoch_second() -> None:
+    """SendGrid: "a fixed number of requests per refresh period", none more "for the
+    remainder of the refresh period", X-RateLimit-Reset in epoch seconds
+    (https://www.twilio.com/docs/sendgrid/api-reference/how-to-use-the-sendgrid-v3-api/rate-limits).
+    """
+    now = [1_000.25]
+    window = FixedWindow(Schedule.constant(3.0), clock=lambda: now[0])
+    assert [window.take() for _ in range(3)] == [0.0, 0.0, 0.0]
+    assert (window.limit, window.remaining, window.reset) == (3, 0, 1_001)
+    assert window.take() == pytest.approx(0.75)  # until the period ends, not a refill
+    now[0] = 1_001.0
+    assert window.remaining == 3 and window.take() == 0.0
+
+
+def test_the_sendgrid_sandbox_builds_a_fixed_window_and_the_others_a_bucket() -> None:
+    assert isinstance(send_bucket(200, "", "", 10, fixed_window=True), FixedWindow)
+    assert not isinstance(send_bucket(200, "", "", 10), FixedWindow)

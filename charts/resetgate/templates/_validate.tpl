@@ -40,8 +40,23 @@ resetgate: devRedis is a single standalone Redis; it cannot serve redis.cluster=
 {{- else if gt (int .Values.durability.waitReplicas) 0 -}}
 resetgate: devRedis has no replicas, so durability.waitReplicas={{ .Values.durability.waitReplicas }} would make every admission wait
 its full timeout and still miss the target. Set durability.waitReplicas=0 with devRedis.
+{{- else if and (ne .Values.provider.kind "http") .Values.durability.keylessRequireFsyncAlways (not (include "resetgate.devRedisFsyncAlways" .)) -}}
+resetgate: provider.kind={{ .Values.provider.kind }} has no idempotency key, so the sender refuses a Redis without
+appendonly yes and appendfsync always (a host crash could send an email twice), and devRedis.args say otherwise.
+Put "--appendonly", "yes", "--appendfsync", "always" in devRedis.args, or set durability.keylessRequireFsyncAlways=false.
 {{- end -}}
 {{- end -}}
+{{- end -}}
+
+{{/* "true" when devRedis.args turn AOF on with appendfsync always (the last value wins). */}}
+{{- define "resetgate.devRedisFsyncAlways" -}}
+{{- $args := .Values.devRedis.args -}}
+{{- $aof := "no" -}}{{- $fsync := "everysec" -}}
+{{- range $i, $arg := $args -}}
+{{- if and (eq $arg "--appendonly") (lt (add1 $i) (len $args)) -}}{{- $aof = index $args (add1 $i) -}}{{- end -}}
+{{- if and (eq $arg "--appendfsync") (lt (add1 $i) (len $args)) -}}{{- $fsync = index $args (add1 $i) -}}{{- end -}}
+{{- end -}}
+{{- if and (eq $aof "yes") (eq $fsync "always") -}}true{{- end -}}
 {{- end -}}
 
 {{- define "resetgate.validate.provider" -}}

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import base64
 import hmac
-import math
 import time
 from typing import Any
 
@@ -18,6 +17,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from services.sandbox.modes import Dialect, Parsed
+from services.sandbox.ratelimit import FixedWindow
 from services.sandbox.responses import SANDBOX, json_response, read_json
 from services.sandbox.state import Sandbox
 from services.sandbox.store import Event, Message
@@ -64,11 +64,12 @@ async def parse(request: web.Request, limit: int) -> Parsed:
             "tags": {"operation_id": args.get("operation_id")}}  # fmt: skip
 
 
-def _limits(sandbox: Sandbox, remaining: int, wait: float) -> dict[str, str]:
-    limit = max(1, int(sandbox.send_bucket.burst))
-    reset = math.ceil(time.time() + max(wait, 1.0))
-    return {"X-RateLimit-Limit": str(limit), "X-RateLimit-Remaining": str(remaining),
-            "X-RateLimit-Reset": str(reset)}  # fmt: skip
+def _limits(sandbox: Sandbox) -> dict[str, str]:
+    """The refresh period's figures: in this mode the send bucket is a FixedWindow."""
+    bucket = sandbox.send_bucket
+    assert isinstance(bucket, FixedWindow), "state._send_bucket builds one for sendgrid"
+    return {"X-RateLimit-Limit": str(bucket.limit), "X-RateLimit-Remaining": str(bucket.remaining),
+            "X-RateLimit-Reset": str(bucket.reset)}  # fmt: skip
 
 
 def accepted(message: Message) -> web.Response:
@@ -76,7 +77,8 @@ def accepted(message: Message) -> web.Response:
 
 
 def throttled(sandbox: Sandbox, wait: float) -> web.Response:
-    return _errors(429, "too many requests", headers=_limits(sandbox, 0, wait))
+    del wait  # the period's end says when, in whole epoch seconds
+    return _errors(429, "too many requests", headers=_limits(sandbox))
 
 
 
@@ -136,6 +138,7 @@ DIALECT = Dialect(
         401, "The provided authorization grant is invalid, expired, or revoked"
     ),
     throttled=throttled,
+    rate_headers=_limits,
     failed=lambda status: _errors(status, "internal server error"),
     rejected=lambda: _errors(400, "Does not contain a valid address.",
                              "personalizations.0.to.0.email"),
