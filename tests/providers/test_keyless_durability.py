@@ -150,5 +150,5 @@ def test_the_sender_process_refuses_to_start_with_one_line(own_redis: RedisServe
                           capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
     assert done.returncode == 2, done.stderr[-2000:]
     (line,) = [x for x in done.stderr.splitlines() if x.startswith("invalid configuration:")]
-    assert "appendfsync everysec" in line and "http (postmark)" in line
+    assert "appendfsync everysec" in line and "default (postmark)" in line
     assert "Traceback" not in done.stderr
