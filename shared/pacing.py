@@ -23,7 +23,10 @@ from shared.scripts import Request, Script, key
 # Our clock and the provider's Date header agree this closely (the header has a resolution
 # of one second): an HTTP date is then an instant on our clock, kept to the millisecond.
 CLOCK_AGREEMENT_MS = 2000
-NO_ADVICE_BLOCK_MS = 1000
+# A 429 that gives no wait at all (Postmark's): a short pause, then the cut rate spaces the
+# next sends. "Retry-After: 1" blocks for nothing (see block_until), so a full second here
+# made the quietest provider the costliest: every probe upward lost a second of sending.
+NO_ADVICE_BLOCK_MS = 200
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,7 +180,8 @@ def block_until(result: SendResult, now: int) -> int:
     signal = result.rate
     if signal is not None and signal.reset_at is not None:
         return max(0, int(signal.reset_at * 1000))
-    # No advice at all: a second, so a provider that says nothing is never hammered.
+    # No advice at all: a pause, and the cut (every 429 cuts the shared rate), so a provider
+    # that says nothing is never hammered.
     return now + NO_ADVICE_BLOCK_MS
 
 
