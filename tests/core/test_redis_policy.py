@@ -6,7 +6,6 @@ failed start."""
 from __future__ import annotations
 
 import logging
-import secrets
 from collections.abc import Iterator
 
 import pytest
@@ -17,6 +16,7 @@ from services.ctl.embedded import RedisServer
 from shared.redis import connect
 from shared.redis_policy import check_eviction_policy
 from tests.conftest import make_settings
+from tests.support.redis_acl import url_without_config
 
 WARNING = "maxmemory-policy"
 
@@ -62,14 +62,7 @@ async def test_an_evicting_policy_warns_at_connect_and_is_exported(
 async def test_a_refused_config_get_is_unknown_not_fatal(
     own_redis: RedisServer, caplog: pytest.LogCaptureFixture
 ) -> None:
-    password = secrets.token_hex(8)
-    admin = Redis.from_url(own_redis.url)
-    await admin.acl_setuser(
-        "app", enabled=True, passwords=[f"+{password}"], keys=["*"], channels=["*"],
-        commands=["+@all", "-@admin", "-config"],
-    )  # fmt: skip
-    await admin.aclose()
-    url = own_redis.url.replace("redis://", f"redis://app:{password}@")
+    url = await url_without_config(own_redis)
     client = await connect(make_settings(url, redis_cluster=False))
     try:
         assert await client.ping()

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import os
-import secrets
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -25,6 +24,7 @@ from services.ctl.embedded import RedisServer
 from shared.providers.factory import keyless
 from shared.redis_policy import StoreNotDurable, check_keyless_durability
 from tests.conftest import TEST_TOKEN_KEYS
+from tests.support.redis_acl import url_without_config
 
 EXPOSURE = "resetgate_send_twice_exposure"
 
@@ -110,14 +110,7 @@ async def test_a_refused_config_get_cannot_be_verified_and_is_loud_not_fatal(
     own_redis: RedisServer, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Managed Redis often refuses CONFIG (here an ACL user without it, as they answer)."""
-    password = secrets.token_hex(8)
-    admin = Redis.from_url(own_redis.url)
-    await admin.acl_setuser(
-        "app", enabled=True, passwords=[f"+{password}"], keys=["*"], channels=["*"],
-        commands=["+@all", "-@admin", "-config"],
-    )  # fmt: skip
-    await admin.aclose()
-    client = Redis.from_url(own_redis.url.replace("redis://", f"redis://app:{password}@"))
+    client = Redis.from_url(await url_without_config(own_redis))
     try:
         assert await check_keyless_durability(client, {"ses": "ses"}, require=True) == "unknown"
     finally:
