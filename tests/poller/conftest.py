@@ -10,8 +10,9 @@ from typing import Any
 import aiohttp
 from prometheus_client import REGISTRY
 
-from services.poller.app import Poller, build_poller, workers
+from services.poller.app import Poller, build_poller, open_all, workers
 from services.poller.settings import PollerSettings
+from shared.providers.named import load_providers
 from tests.conftest import TEST_TOKEN_KEYS
 from tests.sender import conftest as sender_fixtures
 from tests.sender.conftest import Stack
@@ -45,11 +46,17 @@ def poller_settings(redis_url: str, provider_url: str, **overrides: Any) -> Poll
 
 
 @contextlib.asynccontextmanager
-async def running_poller(stack: Stack, **overrides: Any) -> AsyncIterator[Poller]:
+async def running_poller(
+    stack: Stack, named: dict[str, str] | None = None, **overrides: Any
+) -> AsyncIterator[Poller]:
+    """The poller's loops in this event loop; ``named``: the RESETGATE_PROVIDERS-style
+    variables of several providers (else the single-provider settings)."""
     settings = poller_settings(stack.redis_url, stack.provider_url, **overrides)
     stop = asyncio.Event()
-    async with aiohttp.ClientSession() as session:
-        poller = build_poller(settings, stack.redis, session)
+    async with aiohttp.ClientSession() as session, contextlib.AsyncExitStack() as adapters:
+        configured = load_providers(settings, named) if named is not None else []
+        poller = build_poller(settings, stack.redis, session,
+                              await open_all(adapters, session, configured))  # fmt: skip
         tasks = [asyncio.create_task(loop(stop)) for loop in workers(poller)]
         try:
             yield poller

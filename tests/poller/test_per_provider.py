@@ -9,40 +9,14 @@ operation is ambiguous at the provider its partition sends through.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-from collections.abc import AsyncIterator
-from typing import Any
-
-import aiohttp
-
-from services.poller.app import Poller, build_poller, open_all, workers
 from shared.keys import poller_cursor
 from shared.model import Delivery, State
 from shared.operations import load_attempts, load_operation
-from shared.providers.named import load_providers
-from tests.poller.conftest import poller_settings, sample
+from tests.poller.conftest import running_poller, sample
 from tests.poller.test_observation_feed import delivery_of
 from tests.sender.conftest import Stack, wait_for
 from tests.sender.test_provider_per_partition import NAMES, move, named_env
 from tests.support.sandbox import configure, run_sandbox, sent_emails
-
-
-@contextlib.asynccontextmanager
-async def named_poller(
-    stack: Stack, env: dict[str, str], **overrides: Any
-) -> AsyncIterator[Poller]:
-    settings = poller_settings(stack.redis_url, stack.provider_url, **overrides)
-    stop = asyncio.Event()
-    async with aiohttp.ClientSession() as session, contextlib.AsyncExitStack() as adapters:
-        providers = await open_all(adapters, session, load_providers(settings, env))
-        poller = build_poller(settings, stack.redis, session, providers)
-        tasks = [asyncio.create_task(loop(stop)) for loop in workers(poller)]
-        try:
-            yield poller
-        finally:
-            stop.set()
-            await asyncio.wait_for(asyncio.gather(*tasks), timeout=10)
 
 
 async def test_each_ambiguous_attempt_is_settled_by_its_owner_and_each_feed_is_read(
@@ -63,7 +37,7 @@ async def test_each_ambiguous_attempt_is_settled_by_its_owner_and_each_feed_is_r
         assert set(owners.values()) == set(NAMES), owners  # both providers hold some
         for url in urls.values():
             await configure(url, drop_every=0)
-        async with named_poller(stack, env):
+        async with running_poller(stack, env):
             for op in ops:
                 await delivery_of(stack, op, {Delivery.DELIVERED})
         for op in ops:
@@ -93,7 +67,7 @@ async def test_an_attempt_held_by_an_unconfigured_provider_waits(stack: Stack) -
             await stack.wait_state(op, {State.AMBIGUOUS})
     # The standby is gone from the poller's configuration: nobody may settle its attempt.
     only_primary = named_env({"primary": stack.provider_url}) | {"RESETGATE_PROVIDERS": "primary"}
-    async with named_poller(stack, only_primary) as poller:
+    async with running_poller(stack, only_primary) as poller:
         reconciler = poller.lanes[0].reconciler
         await wait_for(lambda: _seen(reconciler.unknown, op))  # looked at, and left alone
     operation = await load_operation(stack.redis, op)
