@@ -107,6 +107,11 @@ class _Protocol(asyncio.Protocol):
 
     def send(self, packed: bytes) -> asyncio.Future[Any]:
         future = self.loop.create_future()
+        if self.closed:
+            # Lost between a caller getting this connection and using it (Redis closed it
+            # right after the connect, or mid-handshake): nothing would ever answer.
+            future.set_exception(RedisConnectionError("Connection closed by server."))
+            return future
         self.outgoing.append(packed)
         self.waiting.append(future)
         if not self.flush_scheduled:
@@ -250,7 +255,7 @@ class _Link:
             kind = RedisTimeoutError if isinstance(error, TimeoutError) else RedisConnectionError
             raise kind(f"Error connecting to Redis: {type(error).__name__}") from None
         assert isinstance(protocol, _Protocol)
-        try:  # HELLO/AUTH/SELECT; bounded by the protocol's own deadline
+        try:  # HELLO/AUTH/SELECT; bounded by the protocol's own deadline (and send's check)
             for command in self.handshake:
                 await protocol.send(pack(command, self.encoder))
         except RedisError as error:

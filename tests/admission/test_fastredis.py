@@ -15,7 +15,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import DataError, NoScriptError, RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from services.admission.fastredis import FastRedis, fast_client
+from services.admission.fastredis import FastRedis, fast_client, pack
 from services.ctl.embedded import RedisServer, cleanup_directory, free_port
 from shared.keys import PartitionKeys
 from shared.redis import create_client
@@ -167,6 +167,28 @@ async def test_nothing_listening_fails_every_caller_then_backs_off() -> None:
     assert time.monotonic() - started < 0.05
     await client.aclose()
     await inner.aclose()
+
+
+async def test_a_call_on_a_connection_lost_after_it_was_handed_out_fails_at_once(
+    own_fast: FastRedis, own_server: RedisServer
+) -> None:
+    """A caller that waited for a (re)connect resumes a few loop iterations after it
+    completed; Redis may have closed the connection meanwhile (a crash mid-restart, a
+    ``CLIENT KILL``). Its command must fail, not wait forever for an answer that cannot come:
+    the chaos run once hung admission's whole hot path this way (the handshake waited)."""
+    assert await own_fast.ping()
+    handed_out = own_fast._link.protocol
+    assert handed_out is not None
+    async with Redis(host="127.0.0.1", port=own_server.port) as other:
+        assert await other.client_kill_filter(_type="normal", skipme=True) >= 1
+    for _ in range(100):
+        if handed_out.closed:
+            break
+        await asyncio.sleep(0.01)
+    assert handed_out.closed
+    with pytest.raises(RedisConnectionError):
+        await asyncio.wait_for(handed_out.send(pack(("PING",), own_fast._link.encoder)), 2.0)
+    assert await own_fast.ping()  # and the next call reconnects
 
 
 async def _traffic(client: FastRedis, seconds: float) -> list[tuple[float, str]]:
