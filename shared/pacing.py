@@ -23,10 +23,6 @@ from shared.scripts import Request, Script, key
 # Our clock and the provider's Date header agree this closely (the header has a resolution
 # of one second): an HTTP date is then an instant on our clock, kept to the millisecond.
 CLOCK_AGREEMENT_MS = 2000
-# A 429 that gives no wait at all (Postmark's): a short pause, then the cut rate spaces the
-# next sends. "Retry-After: 1" blocks for nothing (see block_until), so a full second here
-# made the quietest provider the costliest: every probe upward lost a second of sending.
-NO_ADVICE_BLOCK_MS = 200
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,10 +145,12 @@ async def feedback(
     ).run(client)  # fmt: skip
 
 
-def observe(result: SendResult, slot_ms: float, now: int, floor: float) -> Observation:
-    """What one send result tells the shared schedule."""
+def observe(
+    result: SendResult, slot_ms: float, now: int, floor: float, no_advice_ms: float
+) -> Observation:
+    """What one send result tells the shared schedule (``no_advice_ms``: see block_until)."""
     throttled = result.outcome is Outcome.THROTTLED
-    block = block_until(result, now) if throttled else 0
+    block = block_until(result, now, no_advice_ms) if throttled else 0
     signal = result.rate
     if signal is not None and signal.reset_at is not None and signal.remaining is not None:
         reset_ms = int(signal.reset_at * 1000)
@@ -164,13 +162,15 @@ def observe(result: SendResult, slot_ms: float, now: int, floor: float) -> Obser
     return Observation(now, slot_ms, throttled, block)
 
 
-def block_until(result: SendResult, now: int) -> int:
-    """The instant a 429 says sending may resume (0 when it says nothing usable).
+def block_until(result: SendResult, now: int, no_advice_ms: float) -> int:
+    """The instant a 429 says sending may resume.
 
     An HTTP date names an instant: sending resumes exactly then, not at the next whole
     second of our clock. A delay in seconds is rounded up by the provider, so the real wait
     is somewhere in the last second before it: the block ends at the start of that second
-    and the cut rate spaces the next sends (a ceiling, not a floor).
+    and the cut rate spaces the next sends (a ceiling, not a floor). A 429 that says nothing
+    (Postmark's) means the provider's bucket is empty now: sending resumes after
+    ``no_advice_ms`` (the time a burst takes to refill at our rate), at the cut rate.
     """
     value = (result.retry_after or "").strip()
     if value.isdigit() and value.isascii():
@@ -181,8 +181,10 @@ def block_until(result: SendResult, now: int) -> int:
     if signal is not None and signal.reset_at is not None:
         return max(0, int(signal.reset_at * 1000))
     # No advice at all: a pause, and the cut (every 429 cuts the shared rate), so a provider
-    # that says nothing is never hammered.
-    return now + NO_ADVICE_BLOCK_MS
+    # that says nothing is never hammered. A fixed pause (it was a second, then 200 ms) idled
+    # every sender long after the provider's bucket had refilled: the Postmark storm drained
+    # in 1.88 x, then 1.10 x ideal.
+    return now + round(no_advice_ms)
 
 
 def _date_instant(value: str, server_date: str | None, now: int) -> int:

@@ -54,11 +54,12 @@ class Pacer:
         return min(self.ceiling, self.declared) if self.declared else self.ceiling
 
     @property
-    def late_ms(self) -> float:
-        """How late a slot may still be spent: ``burst`` slots' worth. A process that stalled
-        (a busy core, a GC pause) catches up with at most the burst the provider's bucket
-        refilled meanwhile; spending every slot it missed would send more at once than the
-        provider allows, and each 429 would cut the shared rate for every replica."""
+    def burst_ms(self) -> float:
+        """``burst`` slots' worth of time at the current rate: what the provider's bucket
+        takes to refill a burst. It bounds how late a slot may still be spent (a process that
+        stalled, on a busy core or in a GC pause, catches up with at most that burst; every
+        slot it missed, spent at once, would overflow the provider and each 429 would cut the
+        shared rate for every replica), and it is the pause after a 429 that gives no wait."""
         return self.burst * 1000 / self.rate
 
     async def acquire(self, stop: asyncio.Event) -> float | None:
@@ -71,7 +72,7 @@ class Pacer:
                     continue
                 slot, epoch = self._slots.popleft(), self._epoch
                 delay = slot - clock.now_ms()
-                if delay < -self.late_ms:
+                if delay < -self.burst_ms:
                     continue  # its moment passed unused: spent now it would be a burst
                 if delay > 0:
                     await sleep_or_stop(stop, delay / 1000)
@@ -112,7 +113,9 @@ class Pacer:
         declared = pacing.declared_rate(result.rate)
         if declared is not None:
             self.declared = declared
-        seen = self._capped(pacing.observe(result, slot_ms, clock.now_ms(), self.floor))
+        seen = self._capped(
+            pacing.observe(result, slot_ms, clock.now_ms(), self.floor, self.burst_ms)
+        )
         if not seen.matters(self.rate):
             return
         if seen.throttled or seen.blocked_until > seen.now:

@@ -180,11 +180,28 @@ def test_a_stalled_sender_catches_up_with_at_most_a_burst(redis_server, monkeypa
     assert run(redis_server, steps) == missed[-6:]
 
 
+def test_a_429_that_says_nothing_pauses_every_sender_for_a_burst_refill(redis_server) -> None:
+    """Postmark's 429 carries no wait: the shared schedule is blocked for the time a burst
+    takes to refill at the current rate (5 slots at 200/s: 25 ms), not a fixed pause that
+    idles every replica long after the provider's bucket has refilled."""
+
+    async def steps(client: Redis) -> tuple[int, int, int]:
+        pacer = Pacer(client, "prop", ceiling=200, floor=1, burst=5, max_wait=60)
+        before = clock.now_ms()
+        await pacer.observe(SendResult(Outcome.THROTTLED, 429), before)
+        after = clock.now_ms()
+        blocked = int(await client.hget(keys.provider_pacing("prop"), "blocked_until") or 0)
+        return before, blocked, after
+
+    before, blocked, after = run(redis_server, steps)
+    assert before + 25 <= blocked <= after + 25  # the refill, from the moment it was seen
+
+
 # -- what a provider's answer advises (pure) -------------------------------------------
 @given(seconds=st.integers(0, 3600))
 def test_a_delay_in_seconds_is_a_ceiling_not_a_floor(seconds: int) -> None:
     result = SendResult(Outcome.THROTTLED, 429, retry_after=str(seconds))
-    assert pacing.block_until(result, NOW) == NOW + max(0, seconds - 1) * 1000
+    assert pacing.block_until(result, NOW, 20.0) == NOW + max(0, seconds - 1) * 1000
 
 
 @given(offset_ms=st.integers(0, 600_000))
@@ -194,7 +211,7 @@ def test_an_http_date_is_an_instant_to_the_millisecond(offset_ms: int) -> None:
         Outcome.THROTTLED, 429, retry_after=imf_fixdate(when / 1000),
         server_date=imf_fixdate(NOW / 1000),
     )  # fmt: skip
-    assert pacing.block_until(result, NOW) == when
+    assert pacing.block_until(result, NOW, 20.0) == when
 
 
 def test_a_skewed_provider_clock_keeps_the_interval_it_meant() -> None:
@@ -202,22 +219,22 @@ def test_a_skewed_provider_clock_keeps_the_interval_it_meant() -> None:
     result = SendResult(
         Outcome.THROTTLED, 429, retry_after=imf_fixdate(served + 5), server_date=imf_fixdate(served)
     )
-    assert pacing.block_until(result, NOW) == NOW + 5000
+    assert pacing.block_until(result, NOW, 20.0) == NOW + 5000
 
 
 def test_a_reset_epoch_blocks_to_the_millisecond_and_remaining_caps_the_rate() -> None:
     empty = RateSignal(limit=600, remaining=0, reset_at=(NOW + 1234.5) / 1000)
-    seen = pacing.observe(SendResult(Outcome.ACCEPTED, 200, rate=empty), NOW, NOW, 1.0)
+    seen = pacing.observe(SendResult(Outcome.ACCEPTED, 200, rate=empty), NOW, NOW, 1.0, 20.0)
     assert seen.blocked_until == NOW + 1234 and seen.matters(50)
     some = RateSignal(limit=600, remaining=20, reset_at=(NOW + 2000) / 1000)
-    seen = pacing.observe(SendResult(Outcome.ACCEPTED, 200, rate=some), NOW, NOW, 1.0)
+    seen = pacing.observe(SendResult(Outcome.ACCEPTED, 200, rate=some), NOW, NOW, 1.0, 20.0)
     assert seen.hint == 10 and seen.hint_until == NOW + 2000
     assert seen.matters(50) and not seen.matters(5)  # a cap above our rate costs no call
 
 
-def test_no_advice_blocks_a_second() -> None:
+def test_no_advice_pauses_for_the_given_refill_time() -> None:
     result = SendResult(Outcome.THROTTLED, 429, retry_after="soon")
-    assert pacing.block_until(result, NOW) == NOW + pacing.NO_ADVICE_BLOCK_MS
+    assert pacing.block_until(result, NOW, 16.7) == NOW + 17
 
 
 def test_a_declared_account_rate_is_a_ceiling() -> None:
