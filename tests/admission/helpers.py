@@ -22,6 +22,7 @@ from services.ctl.embedded import free_port
 from shared.directory import Account, Directory, RedisDirectory
 from shared.redis import RedisClient, create_client, ping
 from tests.conftest import TEST_TOKEN_KEYS
+from tests.support.processes import START_TIMEOUT
 
 INTERNAL_TOKEN = "internal-test-token-0123456789"
 BEARER = {"Authorization": f"Bearer {INTERNAL_TOKEN}"}
@@ -135,7 +136,9 @@ def admission_process(
                 process.wait()
 
 
-def _wait_ready(base: str, process: subprocess.Popen[bytes], timeout: float = 15.0) -> None:
+def _wait_ready(
+    base: str, process: subprocess.Popen[bytes], timeout: float = START_TIMEOUT
+) -> None:
     import urllib.request
 
     deadline = time.monotonic() + timeout

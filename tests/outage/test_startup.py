@@ -20,7 +20,7 @@ from services.ctl.embedded import RedisServer, free_port
 from shared.keys import CONTACT_FORMS, PartitionKeys
 from shared.redis import until_done
 from tests.conftest import TEST_TOKEN_KEYS
-from tests.support.processes import ServiceProcess
+from tests.support.processes import START_TIMEOUT, ServiceProcess
 from tests.support.sandbox import SANDBOX_API_KEY
 
 PAUSE_MS = 120_000  # lifted by the test once the service has been seen waiting
@@ -78,6 +78,12 @@ async def test_a_service_names_the_unreachable_redis_in_its_first_line(tmp_path:
     service = ServiceProcess("admission", env, tmp_path)
     with pytest.raises(RuntimeError, match="not ready"):
         await service.start(timeout=8)
+    # Eight seconds of tries (the first line, then none for ten tries); a loaded machine
+    # may take longer than that just to import the service, so wait for its first line.
+    for _ in range(int(START_TIMEOUT / 0.1)):
+        if "redis not ready" in service.logs():
+            break
+        await asyncio.sleep(0.1)
     await service.stop()
     records = service.log_records()
     waiting = [r for r in records if r.get("msg") == "redis not ready for startup yet"]

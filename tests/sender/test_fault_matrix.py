@@ -59,7 +59,9 @@ async def test_invariant_4_429_is_scheduled_from_retry_after(
     )
     first = await stack.admit("acct-a")
     second = await stack.admit("acct-b")
-    async with stack.sender(concurrency=2):
+    # Without usable advice the operation's own backoff (50-200 ms here) and the pacer's
+    # short pause are all that space its retries: enough attempts to outlast the 1 s refill.
+    async with stack.sender(concurrency=2, max_attempts=20):
         for op in (first, second):
             await stack.wait_state(op, DONE, timeout=20)
     throttled = []
