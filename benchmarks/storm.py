@@ -5,8 +5,11 @@ Real processes, each with its default settings except the ones a scenario names 
 a redis-server, the sandbox provider, 2 `services.admission` replicas (jobs are admitted
 through their internal API by 64 concurrent clients, for a directory of N accounts), the
 `services.poller`, and 2 (`--senders 4`) `services.sender`. `--provider KIND` runs the sandbox
-as that provider (RESETGATE_SANDBOX_MODE) and the services with RESETGATE_PROVIDER_KIND=KIND.
-The clock starts at the first
+as that provider (RESETGATE_SANDBOX_MODE) and the services with RESETGATE_PROVIDER_KIND=KIND;
+a provider that pushes delivery events (SendGrid, Mailgun, Postmark) has the sandbox POST them,
+signed, to the poller's webhook listener, as a deployment is wired (tests/support/webhooks.py).
+`--key-retention SECONDS` sets how long the provider keeps an idempotency key, one value for
+the sandbox and the services. The clock starts at the first
 admission and stops when every operation is terminal. Per scenario it prints drain time,
 ideal time, sends and 429s, duplicates and lost (by the sandbox and by the store), sender
 CPU per 1,000 emails (from /proc) and Redis memory per accepted and per queued operation.
@@ -14,7 +17,8 @@ CPU per 1,000 emails (from /proc) and Redis memory per accepted and per queued o
     .venv/bin/python benchmarks/storm.py --all                       # N=10000, R=200
     .venv/bin/python benchmarks/storm.py --scenario ceiling-1.5 -n 2000
     .venv/bin/python benchmarks/storm.py --scenario restart --senders 4
-    .venv/bin/python benchmarks/storm.py --scenario drop --provider postmark -n 2000
+    .venv/bin/python benchmarks/storm.py --scenario drop -n 2000 --key-retention 1
+    .venv/bin/python benchmarks/storm.py --scenario drop --provider sendgrid -n 2000
     .venv/bin/python benchmarks/storm.py --scenario ceiling-1.5 --provider ses -n 300
 """
 
@@ -42,6 +46,7 @@ from benchmarks import storm_audit as audit
 from benchmarks import storm_moto
 from benchmarks.storm_report import (
     ADMISSION_CLIENTS,
+    KEY_RETENTION,
     SCENARIOS,
     Run,
     ceiling,
@@ -51,7 +56,7 @@ from benchmarks.storm_report import (
     summary,
 )
 from benchmarks.storm_timeline import Timeline
-from services.ctl.embedded import RedisServer
+from services.ctl.embedded import RedisServer, free_port
 from services.sandbox.dialects import DIALECTS
 from shared import keys
 from shared.providers.factory import keyless
@@ -59,6 +64,7 @@ from shared.providers.named import KINDS
 from shared.settings import PolicySettings
 from tests.support.processes import Processes, ServiceProcess
 from tests.support.sandbox import SANDBOX_API_KEY, run_sandbox_process, sandbox_stats
+from tests.support.webhooks import poller_credentials, pushes_events, sandbox_webhooks
 
 TOKEN_KEYS = "storm:storm-benchmark-secret-0123456789"
 INTERNAL_TOKEN = "storm-internal-token-0123456789"
@@ -134,6 +140,22 @@ def service_env(redis_url: str, provider_url: str, kind: str) -> dict[str, str]:
     if kind == "ses":
         env.update(storm_moto.AWS_ENV)
     return env
+
+
+def retention_env(run: Run) -> dict[str, str]:
+    """--key-retention for the services, when it is not the default (the sandbox gets the
+    same value through ``sandbox_overrides``)."""
+    if run.key_retention == KEY_RETENTION:
+        return {}
+    return {"RESETGATE_IDEMPOTENCY_WINDOW_SECONDS": str(run.key_retention)}
+
+
+async def webhook_listener(kind: str, port: int, provider_url: str) -> dict[str, str]:
+    """The poller's webhook listener on ``port``, holding the credential that accepts what
+    the sandbox signs; nothing for a provider that pushes no events (port 0)."""
+    if not port:
+        return {}
+    return {"RESETGATE_WEBHOOK_PORT": str(port), **await poller_credentials(kind, provider_url)}
 
 
 def send_route(kind: str) -> str:
@@ -331,6 +353,8 @@ class Storm:
         run.sandbox_stalls = (stats.get("loop_stalls_total", 0), stats.get("longest_stall_ms", 0))
         run.dropped = stats["dropped_connections_total"]
         run.emails = stats["emails_sent_total"]
+        if pushes_events(run.provider):
+            run.notes.append(f"webhooks pushed to the poller: {stats['webhooks']}")
         run.sandbox_duplicates, run.sandbox_lost = audit.sandbox_counts(stats, self.ops)
         run.store = await audit.store_counts(self.client, self.ops)
         self.note_ambiguous()
@@ -382,9 +406,14 @@ async def provider_endpoint(run: Run, sandbox: dict[str, Any]) -> AsyncIterator[
 
 async def storm(run: Run, timeout: float, timeline: bool = False) -> Run:
     scenario = run.scenario
-    sandbox = {**sandbox_overrides(scenario, run.rate), "mode": run.provider}
+    sandbox = {**sandbox_overrides(scenario, run.rate, run.key_retention), "mode": run.provider}
     run.settings = {"RESETGATE_PROVIDER_MAX_RATE": str(ceiling(scenario, run.rate)),
+                    **retention_env(run),
                     **{f"sandbox {k}": str(v) for k, v in sandbox.items()}}  # fmt: skip
+    # Wiring, not a behaviour setting (so not printed): where the sandbox pushes its events.
+    hook_port = free_port() if pushes_events(run.provider) else 0
+    if hook_port:
+        sandbox.update(sandbox_webhooks(run.provider, hook_port))
     run.ideal_s = ideal_seconds(run.n, run.rate, scenario.schedule)
     # Without an idempotency key the sender needs appendfsync always (it refuses otherwise).
     server = RedisServer(appendonly=keyless(run.provider), appendfsync="always").start()
@@ -393,7 +422,7 @@ async def storm(run: Run, timeout: float, timeline: bool = False) -> Run:
         await seed_directory(client, run.n)
         async with provider_endpoint(run, sandbox) as provider_url:
             sender_env = {"RESETGATE_PROVIDER_MAX_RATE": str(ceiling(scenario, run.rate))}
-            env = service_env(server.url, provider_url, run.provider)
+            env = {**service_env(server.url, provider_url, run.provider), **retention_env(run)}
             logs = Path(tempfile.mkdtemp(prefix=f"rg-storm-{scenario.name}-"))
             run.notes.append(f"service logs in {logs}")
             async with Processes(logs, env) as stack:
@@ -403,7 +432,8 @@ async def storm(run: Run, timeout: float, timeline: bool = False) -> Run:
                 ]
                 stack.services.update({a.name: a for a in admissions})
                 await asyncio.gather(*(a.start(STARTUP_SECONDS) for a in admissions))
-                await stack.start("poller", STARTUP_SECONDS)
+                hooks = await webhook_listener(run.provider, hook_port, provider_url)
+                await stack.start("poller", STARTUP_SECONDS, **hooks)
                 fleet = SenderFleet(stack, {**env, **sender_env}, run.senders)
                 # Known only now for SES (moto's quota): 5 x ideal, at least 120 s.
                 timeout = timeout or max(120.0, 5 * run.ideal_s)
@@ -413,6 +443,7 @@ async def storm(run: Run, timeout: float, timeline: bool = False) -> Run:
                 )
                 await work.storm([a.url for a in admissions], fleet)
                 await work.audit()
+                run.notes.append(await audit.reconciliations(stack["poller"]))
                 if timeline:
                     run.timeline = work.timeline.lines()
     finally:
@@ -430,6 +461,7 @@ def run_scenario(name: str, args: argparse.Namespace) -> Run | None:
         args.admissions,
         provider=args.provider,
         admit_ahead=args.admit == "ahead",
+        key_retention=args.key_retention,
     )
     if args.provider == "ses" and name not in storm_moto.SCENARIOS:
         print(f"\n== {name}: SKIPPED: moto injects no faults and follows no schedule")
@@ -456,6 +488,15 @@ def main() -> None:
         default="during",
         help="during: senders up, clock from the first admission (default); ahead: admit the "
         "N first, then start the senders, clock from the first send (a backlog)",
+    )
+    parser.add_argument(
+        "--key-retention",
+        type=int,
+        default=KEY_RETENTION,
+        metavar="SECONDS",
+        help="how long the provider keeps an idempotency key: the sandbox's "
+        "idempotency_window_seconds and the services' RESETGATE_IDEMPOTENCY_WINDOW_SECONDS "
+        f"(default {KEY_RETENTION}, the project's)",
     )
     parser.add_argument(
         "--timeline", action="store_true", help="print sends, 429s and the pacing rate a second"

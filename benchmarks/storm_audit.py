@@ -13,11 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from prometheus_client.parser import text_string_to_metric_families
 from redis.asyncio import Redis
 
 from shared.keys import PartitionKeys, partition_of
 from shared.model import Operation, Outcome, State
 from shared.queries import decode_ledger
+from tests.support.processes import ServiceProcess
 
 BATCH = 1000
 
@@ -185,3 +187,17 @@ def describe(memory: Memory) -> str:
         f"send stream + live index {memory.indexes:.0f} B" if memory.indexes else "",
     ]
     return " + ".join(p for p in parts if p)
+
+
+async def reconciliations(poller: ServiceProcess) -> str:
+    """How the poller settled the ambiguous attempts, from its own counters: the outcomes
+    (``resetgate_reconciliations_total``) and how many of the accepted a pushed event proved
+    (``resetgate_inbound_settled_total``; the rest were looked up)."""
+    outcomes: Counter[str] = Counter()
+    for family in text_string_to_metric_families(await poller.metrics_text()):
+        if family.name == "resetgate_reconciliations":
+            for sample in family.samples:
+                if sample.name.endswith("_total"):
+                    outcomes[sample.labels["outcome"]] += int(sample.value)
+    by_event = int(await poller.metric("resetgate_inbound_settled_total"))
+    return f"ambiguous attempts reconciled {dict(outcomes)}, of them by a pushed event {by_event}"

@@ -8,11 +8,14 @@ from typing import Any
 
 from benchmarks import storm_audit as audit
 from services.sandbox.stalls import STALL_SECONDS
+from shared.settings import ProviderSettings
 
 # 8 in flight per admission replica keep its one core busy; 64 (32 each) made requests wait
 # past the Redis deadline (5 s) on a loaded machine and admission answered 503.
 ADMISSION_CLIENTS = 16
 SANDBOX_SEED = 7  # the drop scenario drops the same sends on every run
+# How long the provider keeps an idempotency key: the project's default unless --key-retention.
+KEY_RETENTION = int(ProviderSettings.model_fields["idempotency_window_seconds"].default)
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,7 @@ class Run:
     admissions: int = 2
     provider: str = "http"  # RESETGATE_PROVIDER_KIND and the sandbox's mode
     admit_ahead: bool = False  # admit the N before the senders start (a backlog)
+    key_retention: int = KEY_RETENTION  # seconds, the sandbox's and the services' one value
     settings: dict[str, str] = field(default_factory=dict)  # the non-default ones
     admitted_s: float = 0.0
     drain_s: float = math.nan
@@ -102,8 +106,12 @@ class Run:
         return 1000 * self.cpu_s / max(1, self.emails)
 
 
-def sandbox_overrides(scenario: Scenario, rate: float) -> dict[str, Any]:
+def sandbox_overrides(
+    scenario: Scenario, rate: float, key_retention: int = KEY_RETENTION
+) -> dict[str, Any]:
     overrides: dict[str, Any] = {"seed": SANDBOX_SEED}
+    if key_retention != KEY_RETENTION:  # the services get the same value (storm.py)
+        overrides["idempotency_window_seconds"] = key_retention
     if scenario.schedule:  # the schedule replaces the one rate
         overrides["send_rate_schedule"] = scenario.schedule
     else:

@@ -27,9 +27,8 @@ from tests.inbound.providers import SendGridSigner
 from tests.support.moto_server import AWS_ENV, moto_server, ses_event_queue
 from tests.support.processes import Processes
 from tests.support.sandbox import run_sandbox_process
+from tests.support.webhooks import MAILGUN_KEY, POSTMARK_PASSWORD, POSTMARK_USER
 
-MAILGUN_KEY = "mailgun-webhook-signing-key-0123"
-POSTMARK_USER, POSTMARK_PASSWORD = "postmark-hooks", "postmark-password-0123456789"
 MAX_BODY = 65536
 
 

@@ -17,7 +17,7 @@ import time
 
 from shared import codec
 from tests.e2e.conftest import poll
-from tests.inbound.conftest import MAILGUN_KEY, POSTMARK_PASSWORD, POSTMARK_USER, Inbound
+from tests.inbound.conftest import Inbound
 from tests.inbound.providers import (
     basic_auth,
     iso,
@@ -27,6 +27,7 @@ from tests.inbound.providers import (
     ses_event,
 )
 from tests.support.moto_server import aws_client
+from tests.support.webhooks import MAILGUN_KEY, POSTMARK_PASSWORD, POSTMARK_USER
 
 
 def delivery_is(value: str):  # type: ignore[no-untyped-def]

@@ -15,7 +15,7 @@ from redis.asyncio import Redis
 
 from shared import codec
 from tests.e2e.conftest import poll
-from tests.inbound.conftest import MAILGUN_KEY, MAX_BODY, POSTMARK_PASSWORD, POSTMARK_USER, Inbound
+from tests.inbound.conftest import MAX_BODY, Inbound
 from tests.inbound.providers import (
     RECIPIENT,
     SendGridSigner,
@@ -28,6 +28,7 @@ from tests.inbound.providers import (
 )
 from tests.security.scan import metric_data, redis_contents, scan
 from tests.support.moto_server import aws_client
+from tests.support.webhooks import MAILGUN_KEY, POSTMARK_PASSWORD, POSTMARK_USER
 
 JSON = {"Content-Type": "application/json"}
 

@@ -23,15 +23,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import pytest
 from redis.asyncio import Redis
 
 from services.ctl.embedded import RedisServer, free_port
 from tests.e2e.conftest import E2E, POLLER_ENV, SENDER_ENV, service_env
-from tests.inbound.conftest import MAILGUN_KEY, POSTMARK_PASSWORD, POSTMARK_USER
 from tests.support.processes import Processes
-from tests.support.sandbox import SANDBOX_API_KEY, run_sandbox_process, sandbox_stats
+from tests.support.sandbox import run_sandbox_process, sandbox_stats
+from tests.support.webhooks import poller_credentials, sandbox_webhooks
 
 PROVIDERS = ("sendgrid", "mailgun", "postmark")
 BOUNCE_DOMAIN = "bounce.example"
@@ -42,29 +41,6 @@ class Stack:
     provider: str
     e2e: E2E
     sandbox_url: str
-
-
-def webhook_url(provider: str, port: int) -> str:
-    auth = f"{POSTMARK_USER}:{POSTMARK_PASSWORD}@" if provider == "postmark" else ""
-    return f"http://{auth}127.0.0.1:{port}/webhooks/{provider}"
-
-
-async def sendgrid_public_key(sandbox_url: str) -> str:
-    """The verification key, read as a SendGrid user reads it (the documented API route)."""
-    url = f"{sandbox_url}/v3/user/webhooks/event/settings/signed/resetgate"
-    headers = {"Authorization": f"Bearer {SANDBOX_API_KEY}"}
-    async with aiohttp.ClientSession() as session, session.get(url, headers=headers) as answer:
-        assert answer.status == 200, await answer.text()
-        return str((await answer.json())["public_key"])
-
-
-async def poller_credentials(provider: str, sandbox_url: str) -> dict[str, str]:
-    if provider == "sendgrid":
-        return {"RESETGATE_SENDGRID_WEBHOOK_PUBLIC_KEY": await sendgrid_public_key(sandbox_url)}
-    if provider == "mailgun":
-        return {"RESETGATE_MAILGUN_WEBHOOK_SIGNING_KEY": MAILGUN_KEY}
-    return {"RESETGATE_POSTMARK_WEBHOOK_USERNAME": POSTMARK_USER,
-            "RESETGATE_POSTMARK_WEBHOOK_PASSWORD": POSTMARK_PASSWORD}  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -81,9 +57,8 @@ async def stack(request: Any, sandbox_redis: RedisServer) -> AsyncIterator[Stack
     logs = Path(tempfile.mkdtemp(prefix=f"rg-hooks-{provider}-"))
     port = free_port()
     sandbox: dict[str, Any] = {
-        "mode": provider, "webhook_url": webhook_url(provider, port),
-        "webhook_signing_key": MAILGUN_KEY, "delivered_delay_seconds": 0.5,
-        "bounce_domain": BOUNCE_DOMAIN,
+        "mode": provider, **sandbox_webhooks(provider, port),
+        "delivered_delay_seconds": 0.5, "bounce_domain": BOUNCE_DOMAIN,
     }  # fmt: skip
     async with run_sandbox_process(**sandbox) as sandbox_url:
         base = {**service_env(sandbox_redis.url, sandbox_url),
