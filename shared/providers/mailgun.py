@@ -81,8 +81,11 @@ def form(operation_id: str, message: Message) -> aiohttp.FormData:
 
 
 def bare(mailgun_id: str) -> str:
-    """Mailgun answers a send with ``<id>`` and names it ``id`` in events."""
-    return mailgun_id.strip().removeprefix("<").removesuffix(">")
+    """A Mailgun message id as resetgate keeps it, whoever names it (the send's answer
+    ``<id@domain>``, an event's Message-Id header ``id@domain``): without angle brackets and
+    without ``@domain`` (our sending domain, but address-shaped: kept out of the store so the
+    personal-data scan stays exact)."""
+    return mailgun_id.strip().removeprefix("<").removesuffix(">").split("@", 1)[0]
 
 
 def send_result(answer: Answer) -> SendResult:

@@ -27,6 +27,7 @@ import pytest
 from redis.asyncio import Redis
 
 from services.ctl.embedded import RedisServer, free_port
+from shared.keys import PartitionKeys
 from tests.e2e.conftest import E2E, POLLER_ENV, SENDER_ENV, service_env
 from tests.support.processes import Processes
 from tests.support.sandbox import run_sandbox_process, sandbox_stats
@@ -95,3 +96,7 @@ async def test_delivered_and_bounced_arrive_by_the_providers_own_webhook(stack: 
                                   status="401")  # fmt: skip
     assert refused == 0
     assert f"@{BOUNCE_DOMAIN}" not in poller.logs() and "@example.com" not in poller.logs()
+    # The sender keeps the message id as the events name it: Mailgun's without "@domain".
+    ids = [await e2e.redis.hget(PartitionKeys.of(op).operation(op), "provider_message_id")
+           for op in (delivered, bounced)]  # fmt: skip
+    assert all(ids) and not any("@" in str(i) for i in ids), ids

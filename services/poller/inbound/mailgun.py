@@ -29,6 +29,7 @@ from services.poller.inbound.events import (
 )
 from shared import codec
 from shared.model import Delivery
+from shared.providers.mailgun import bare
 
 NAME = "mailgun"
 
@@ -88,12 +89,11 @@ def token_digest(signed: Signed) -> str:
 
 
 def message_id(event: dict[str, Any]) -> Any:
-    """The Message-Id header without its ``@domain`` (our sending domain, but address-shaped:
-    kept out of the store so the invariant-8 scan stays exact) and angle brackets."""
+    """The Message-Id header, kept as the sender keeps the send's answer (``bare``)."""
     message = event.get("message")
     headers = message.get("headers") if isinstance(message, dict) else None
     value = headers.get("message-id") if isinstance(headers, dict) else None
-    return value.strip("<>").split("@", 1)[0] if isinstance(value, str) else None
+    return bare(value) if isinstance(value, str) else None
 
 
 def parse(event: dict[str, Any]) -> Parsed:
