@@ -20,7 +20,7 @@ from shared.consumer import Entry, StreamConsumer
 from shared.keys import JOB_FIELD, SEND_GROUP, PartitionKeys
 from shared.logging import event
 from shared.loops import ERRORS, resilient
-from shared.operations import hand_back, promote_due
+from shared.operations import hand_back, promote_due, renew_entries
 from shared.redis import RedisClient
 from shared.service import sleep_or_stop
 
@@ -59,6 +59,9 @@ class Sender:
         self.runners = {r.name: r for r in runners}
         # Bounded by the room, not by the queue: a reader never waits holding entries.
         self.jobs: asyncio.Queue[Job | None] = asyncio.Queue()
+        # Every job held (queued, waiting for a slot or in its attempt) -> when its entry's
+        # idle time last restarted (read, claimed or renewed), ms.
+        self.held: dict[Job, float] = {}
         self.room = Room(
             settings.concurrency + settings.partitions, low_water=settings.concurrency // 4
         )
@@ -158,6 +161,7 @@ class Sender:
         lease_ms = self.settings.lease_seconds * 1000
 
         async def step() -> float:
+            await self._renew(partition, lease_ms)
             if partition in self.state.paused:
                 return lease_ms / 2000
             room = await self.room.take(100, stop)
@@ -174,6 +178,22 @@ class Sender:
 
         await resilient(SERVICE, f"claim:{partition}", stop, step)
 
+    async def _renew(self, partition: int, lease_ms: int) -> None:
+        """Restart the idle time of the partition's entries held for a quarter lease: behind a
+        slow pace (SES on moto: 1/s) a job waits its turn longer than a lease, and taken over
+        as abandoned it was queued twice and its second copy spent a pacing slot for nothing.
+        Run every half lease, so an entry this sender holds is never idle for a lease."""
+        since = clock.now_ms() - lease_ms / 4
+        old = [job for job, at in self.held.items() if job.partition == partition and at <= since]
+        if not old:
+            return
+        entry_ids = [job.entry_id for job in old]
+        await renew_entries(self.client, partition, self.settings.consumer_name, entry_ids)
+        now = clock.now_ms()
+        for job in old:
+            if job in self.held:
+                self.held[job] = now
+
     async def _enqueue(self, partition: int, entry: Entry) -> None:
         """Queue a job; an entry that names no operation of this partition is dropped."""
         fields, _ = entry.fields(JOB_FIELDS)  # a job field that is not UTF-8 reads as ""
@@ -183,7 +203,9 @@ class Sender:
         except ValueError:
             valid = False
         if valid:
-            self.jobs.put_nowait(Job(partition, entry.entry_id, operation_id))
+            job = Job(partition, entry.entry_id, operation_id)
+            self.held[job] = clock.now_ms()
+            self.jobs.put_nowait(job)
             return
         await self.room.give(1)
         # Nothing can ever send it; left pending it would be claimed again forever.
@@ -198,6 +220,7 @@ class Sender:
             try:
                 await self._run_one(job, stop)
             finally:
+                self.held.pop(job, None)
                 await self.room.give(1)
 
     async def _run_one(self, job: Job, stop: asyncio.Event) -> None:
@@ -251,6 +274,7 @@ class Sender:
             job = self.jobs.get_nowait()
             if job is not None:
                 jobs.append(job)
+                self.held.pop(job, None)
         await self._hand_back(jobs)
         await self.room.give(len(jobs))
 
