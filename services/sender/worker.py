@@ -161,7 +161,6 @@ class Sender:
         lease_ms = self.settings.lease_seconds * 1000
 
         async def step() -> float:
-            await self._renew(partition, lease_ms)
             if partition in self.state.paused:
                 return lease_ms / 2000
             room = await self.room.take(100, stop)
@@ -177,22 +176,6 @@ class Sender:
             return lease_ms / 2000
 
         await resilient(SERVICE, f"claim:{partition}", stop, step)
-
-    async def _renew(self, partition: int, lease_ms: int) -> None:
-        """Restart the idle time of the partition's entries held for a quarter lease: behind a
-        slow pace (SES on moto: 1/s) a job waits its turn longer than a lease, and taken over
-        as abandoned it was queued twice and its second copy spent a pacing slot for nothing.
-        Run every half lease, so an entry this sender holds is never idle for a lease."""
-        since = clock.now_ms() - lease_ms / 4
-        old = [job for job, at in self.held.items() if job.partition == partition and at <= since]
-        if not old:
-            return
-        entry_ids = [job.entry_id for job in old]
-        await renew_entries(self.client, partition, self.settings.consumer_name, entry_ids)
-        now = clock.now_ms()
-        for job in old:
-            if job in self.held:
-                self.held[job] = now
 
     async def _enqueue(self, partition: int, entry: Entry) -> None:
         """Queue a job; an entry that names no operation of this partition is dropped."""
@@ -294,6 +277,34 @@ class Sender:
             # Left pending under this consumer: another sender claims them after a lease.
             event(log, logging.WARNING, "hand-back failed", error=type(error).__name__)
         event(log, logging.INFO, "unstarted jobs handed back", jobs=handed)
+
+    # -- leases on held jobs ----------------------------------------------------------------
+    async def renew(self, stop: asyncio.Event) -> None:
+        """Restart the idle time of every entry held for a quarter lease, every quarter lease:
+        behind a slow pace (SES: 1/s) a job waits its turn longer than a lease, and taken over
+        as abandoned it was queued twice and its second copy spent a pacing slot for nothing.
+        Its own loop: a claim loop can wait long for room, this one must not."""
+        quarter_ms = self.settings.lease_seconds * 1000 / 4
+
+        async def step() -> float:
+            since = clock.now_ms() - quarter_ms
+            old: dict[int, list[Job]] = {}
+            for job, at in self.held.items():
+                if at <= since:
+                    old.setdefault(job.partition, []).append(job)
+            for partition, jobs in old.items():
+                await self._renew(partition, jobs)
+            return quarter_ms / 1000
+
+        await resilient(SERVICE, "renew", stop, step)
+
+    async def _renew(self, partition: int, jobs: list[Job]) -> None:
+        entry_ids = [job.entry_id for job in jobs]
+        await renew_entries(self.client, partition, self.settings.consumer_name, entry_ids)
+        now = clock.now_ms()
+        for job in jobs:
+            if job in self.held:
+                self.held[job] = now
 
     # -- scheduling and gauges -------------------------------------------------------------
     async def promote(self, stop: asyncio.Event) -> None:
