@@ -219,6 +219,28 @@ async def hand_back(
     return await HandBack(send=send, consumer=consumer, entry_ids=tuple(entry_ids)).run(client)
 
 
+@dataclass(slots=True, kw_only=True)
+class RenewEntries(Request[int]):
+    SCRIPT = Script("renew_entries")
+
+    send: str = key()
+    consumer: str
+    entry_ids: tuple[str, ...]
+
+    def decode(self, raw: Any) -> int:
+        return int(raw)  # how many entries were renewed
+
+
+async def renew_entries(
+    client: RedisClient, partition: int, consumer: str, entry_ids: list[str]
+) -> int:
+    """Keep send jobs this consumer still holds from being taken over (see renew_entries.lua)."""
+    if not entry_ids:
+        return 0
+    send = PartitionKeys(partition).send
+    return await RenewEntries(send=send, consumer=consumer, entry_ids=tuple(entry_ids)).run(client)
+
+
 class Settled(StrEnum):
     """resolve_ambiguous.lua's reply codes."""
 

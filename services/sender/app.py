@@ -87,7 +87,7 @@ def _pacer(
 
 
 def workers(sender: Sender) -> list[service.Worker]:
-    loops: list[service.Worker] = [sender.gauges, sender.promote]
+    loops: list[service.Worker] = [sender.gauges, sender.promote, sender.renew]
     for p in range(sender.settings.partitions):
         loops.append(named(f"read_partition:{p}", functools.partial(sender.read_partition, p)))
         loops.append(named(f"claim_partition:{p}", functools.partial(sender.claim_partition, p)))

@@ -20,7 +20,7 @@ from shared.consumer import Entry, StreamConsumer
 from shared.keys import JOB_FIELD, SEND_GROUP, PartitionKeys
 from shared.logging import event
 from shared.loops import ERRORS, resilient
-from shared.operations import hand_back, promote_due
+from shared.operations import hand_back, promote_due, renew_entries
 from shared.redis import RedisClient
 from shared.service import sleep_or_stop
 
@@ -59,6 +59,9 @@ class Sender:
         self.runners = {r.name: r for r in runners}
         # Bounded by the room, not by the queue: a reader never waits holding entries.
         self.jobs: asyncio.Queue[Job | None] = asyncio.Queue()
+        # Every job held (queued, waiting for a slot or in its attempt) -> when its entry's
+        # idle time last restarted (read, claimed or renewed), ms.
+        self.held: dict[Job, float] = {}
         self.room = Room(
             settings.concurrency + settings.partitions, low_water=settings.concurrency // 4
         )
@@ -183,7 +186,9 @@ class Sender:
         except ValueError:
             valid = False
         if valid:
-            self.jobs.put_nowait(Job(partition, entry.entry_id, operation_id))
+            job = Job(partition, entry.entry_id, operation_id)
+            self.held[job] = clock.now_ms()
+            self.jobs.put_nowait(job)
             return
         await self.room.give(1)
         # Nothing can ever send it; left pending it would be claimed again forever.
@@ -198,6 +203,7 @@ class Sender:
             try:
                 await self._run_one(job, stop)
             finally:
+                self.held.pop(job, None)
                 await self.room.give(1)
 
     async def _run_one(self, job: Job, stop: asyncio.Event) -> None:
@@ -251,6 +257,7 @@ class Sender:
             job = self.jobs.get_nowait()
             if job is not None:
                 jobs.append(job)
+                self.held.pop(job, None)
         await self._hand_back(jobs)
         await self.room.give(len(jobs))
 
@@ -270,6 +277,34 @@ class Sender:
             # Left pending under this consumer: another sender claims them after a lease.
             event(log, logging.WARNING, "hand-back failed", error=type(error).__name__)
         event(log, logging.INFO, "unstarted jobs handed back", jobs=handed)
+
+    # -- leases on held jobs ----------------------------------------------------------------
+    async def renew(self, stop: asyncio.Event) -> None:
+        """Restart the idle time of every entry held for a quarter lease, every quarter lease:
+        behind a slow pace (SES: 1/s) a job waits its turn longer than a lease, and taken over
+        as abandoned it was queued twice and its second copy spent a pacing slot for nothing.
+        Its own loop: a claim loop can wait long for room, this one must not."""
+        quarter_ms = self.settings.lease_seconds * 1000 / 4
+
+        async def step() -> float:
+            since = clock.now_ms() - quarter_ms
+            old: dict[int, list[Job]] = {}
+            for job, at in self.held.items():
+                if at <= since:
+                    old.setdefault(job.partition, []).append(job)
+            for partition, jobs in old.items():
+                await self._renew(partition, jobs)
+            return quarter_ms / 1000
+
+        await resilient(SERVICE, "renew", stop, step)
+
+    async def _renew(self, partition: int, jobs: list[Job]) -> None:
+        entry_ids = [job.entry_id for job in jobs]
+        await renew_entries(self.client, partition, self.settings.consumer_name, entry_ids)
+        now = clock.now_ms()
+        for job in jobs:
+            if job in self.held:
+                self.held[job] = now
 
     # -- scheduling and gauges -------------------------------------------------------------
     async def promote(self, stop: asyncio.Event) -> None:
