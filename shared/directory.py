@@ -9,7 +9,7 @@ operation store.
 from __future__ import annotations
 
 import csv
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Protocol
@@ -65,11 +65,19 @@ class RedisDirectory:
         return Account(account_id, str(raw["email"]), str(raw.get("locale") or "en"))
 
     async def add(self, login: str, account: Account) -> None:
-        await self.client.hset(
-            keys.directory_account(account.account_id),
-            mapping={"email": account.email, "locale": account.locale},
-        )
-        await self.client.set(keys.directory_login(normalise_login(login)), account.account_id)
+        await self.add_many([(login, account)])
+
+    async def add_many(self, rows: Sequence[tuple[str, Account]]) -> None:
+        """Write every (login, account) in one pipeline: one connection and one round trip
+        (on Cluster, one per node), so an import never queues for the pool's connections."""
+        async with self.client.pipeline(transaction=False) as pipe:
+            for login, account in rows:
+                pipe.hset(
+                    keys.directory_account(account.account_id),
+                    mapping={"email": account.email, "locale": account.locale},
+                )
+                pipe.set(keys.directory_login(normalise_login(login)), account.account_id)
+            await pipe.execute()
 
 
 class HttpDirectory:

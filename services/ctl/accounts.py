@@ -7,7 +7,6 @@ real addresses, and terminals end up in tickets and screenshots.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import csv
 import sys
 from collections.abc import Sequence
@@ -19,7 +18,7 @@ from shared.ids import ACCOUNT_ID_RULE, valid_account_id
 from shared.redis import RedisClient
 from shared.settings import CommonSettings, load
 
-BATCH = 200  # concurrent writes per batch: fast imports without thousands of sockets
+BATCH = 200  # accounts per pipeline: one round trip each, a bounded request size
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -92,7 +91,7 @@ def _write(rows: Sequence[tuple[str, Account]]) -> None:
         directory = RedisDirectory(client)
         for start in range(0, len(rows), BATCH):
             batch = rows[start : start + BATCH]
-            await asyncio.gather(*(directory.add(login, account) for login, account in batch))
+            await directory.add_many(batch)
 
     with_redis(settings, source, write)
 
