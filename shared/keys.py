@@ -41,6 +41,8 @@ WEBHOOK_TOKEN_PREFIX = f"{PREFIX}:webhook-token:"
 AUDIT = f"{PREFIX}:audit"
 # + sha256(console session id) -> hash(actor, roles, expires_at); the id itself is never stored.
 CONSOLE_SESSION_PREFIX = f"{PREFIX}:console:session:"
+# + client address -> GCRA theoretical arrival time of the console's token sign-in attempts
+CONSOLE_SIGN_IN_LIMIT_PREFIX = f"{PREFIX}:console:sign-in-limit:"
 
 
 def poller_cursor(provider: str) -> str:
@@ -145,3 +147,7 @@ def ip_limit(client_ip: str) -> str:
 
 def console_session(session_hash: str) -> str:
     return CONSOLE_SESSION_PREFIX + session_hash
+
+
+def console_sign_in_limit(client_ip: str) -> str:
+    return CONSOLE_SIGN_IN_LIMIT_PREFIX + client_ip

@@ -243,6 +243,9 @@ with the token keys; the sandbox accepts the provider key.
 {{- if eq .component "poller" }}
 {{- include "resetgate.webhooks.env" $root }}
 {{- end }}
+{{- if eq .component "admission" }}
+{{- include "resetgate.console.env" $root }}
+{{- end }}
 {{- with (get $root.Values .component).extraEnv }}
 {{ toYaml . }}
 {{- end }}

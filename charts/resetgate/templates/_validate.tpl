@@ -153,9 +153,17 @@ metrics.runbookBaseUrl to the absolute URL of docs/runbook.md as responders open
 {{- end -}}
 {{- end -}}
 
+{{- define "resetgate.validate.console" -}}
+{{- $c := .Values.console -}}
+{{- if and $c.enabled (has (int $c.port) (list 8080 (int .Values.metrics.port))) -}}
+resetgate: console.port {{ $c.port }} is already admission's API (8080) or metrics.port; give the
+console a port of its own.
+{{- end -}}
+{{- end -}}
+
 {{- define "resetgate.validateValues" -}}
 {{- $messages := list -}}
-{{- range $check := list "secrets" "redis" "devRedis" "provider" "namedProviders" "autoscaling" "grace" "ingress" "monitoring" -}}
+{{- range $check := list "secrets" "redis" "devRedis" "provider" "namedProviders" "autoscaling" "grace" "ingress" "monitoring" "console" -}}
 {{- $m := include (printf "resetgate.validate.%s" $check) $ | trim -}}
 {{- if $m -}}{{- $messages = append $messages $m -}}{{- end -}}
 {{- end -}}

@@ -41,14 +41,28 @@ async def sign_in(request: web.Request) -> web.StreamResponse:
         return message(request, 403, "Sign in", "Sign in from the console's own page.")
     form = await request.post()
     token = str(form.get("token", ""))
+    client = auth.sign_in_client(request, request.app[SETTINGS])
+    decision = await auth.count_sign_in(request.app, client)
+    if not decision.allowed:
+        event(log, logging.WARNING, "console sign-in rate limited")
+        return _wait(request, decision.retry_after_seconds)
     if not token or not auth.token_matches(request.app[SETTINGS], token):
         event(log, logging.WARNING, "console sign-in refused")
         return _sign_in_page(request, 401, notice("That token is not valid.", bad=True))
+    await auth.forget_sign_ins(request.app, client)
     session_id, principal = await auth.open_session(request.app, str(form.get("name", "")))
     event(log, logging.INFO, "console sign-in", actor=principal.actor, via="token")
     response = web.HTTPSeeOther("/console/")
     auth.set_cookie(response, request.app[SETTINGS], session_id)
     raise response
+
+
+def _wait(request: web.Request, seconds: int) -> web.Response:
+    """Too many attempts from this address: the same answer whatever token was sent."""
+    text = f"Too many sign-in attempts from your address. Wait {seconds} s, then try again."
+    response = message(request, 429, "Sign in", text, "/console/sign-in")
+    response.headers["Retry-After"] = str(seconds)
+    return response
 
 
 async def sign_out(request: web.Request) -> web.StreamResponse:

@@ -25,6 +25,11 @@ class ConsoleSettings(BaseSettings):
     console_host: str = "127.0.0.1"
     # A signed-in session's lifetime; the cookie and the server-side record both end then.
     console_session_seconds: int = Field(default=900, ge=60, le=43_200)
+    # Token sign-in attempts per client address: a burst at once, then one every
+    # 60 / per-minute seconds (GCRA, shared/scripts/gcra.lua); a sign-in that succeeds
+    # forgets the address's attempts, so the limit falls on guessing, not on signing in.
+    console_sign_in_per_minute: int = Field(default=2, ge=1, le=600)
+    console_sign_in_burst: int = Field(default=5, ge=1, le=100)
     # Secure cookies need HTTPS; only a plain-HTTP loopback setup turns this off.
     console_cookie_secure: bool = True
     # The role a sign-in with the internal API token gets.
