@@ -147,7 +147,9 @@ async def test_a_stopping_sender_hands_its_unstarted_jobs_back_at_once(
             assert mine == []  # nothing left for a lease to free
         await asyncio.sleep(2.0)
         after = (await sandbox_stats(stack.provider_url))["emails_sent_total"]
-        assert after - before >= RATE  # the other sender went on with them at once
+        # The other sender went on with them at once: a second's worth, or all that was left
+        # (on a loaded machine the graceful stop itself can take seconds of sending).
+        assert after - before >= min(RATE, len(ops) - before)
         await a.start()  # and back again, as a rolling restart does
         remaining = await drained(stack, ops, timeout=30)
     await settled(stack, len(ops))
