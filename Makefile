@@ -12,6 +12,11 @@ PYTEST := $(BIN)/python -m pytest
 # so more workers than cores pays off; each worker starts its own redis-server(s) on free
 # ports. Tests marked `serial` (timing measurements) run afterwards, alone.
 TEST_WORKERS ?= 4
+# Python may cache compiled modules (__pycache__, ignored by git) even where the environment
+# says not to: `make test` starts several hundred Python processes, and with
+# PYTHONDONTWRITEBYTECODE=1 each compiled every module it imported from source again, about
+# half of the suite's CPU time (the image byte-compiles at build time instead).
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: setup setup-run tools run test lint typecheck deadcode chart-lint chart-readme chromium \
         unit unit-parallel unit-serial test-cluster test-slow bench clean
