@@ -27,8 +27,6 @@ import contextlib
 import logging
 from typing import Any
 
-from aiobotocore.config import AioConfig
-from aiobotocore.session import get_session
 from botocore.exceptions import (
     BotoCoreError,
     ClientError,
@@ -132,6 +130,11 @@ class SesProvider:
         self.name = name
         self.region = region
         self.endpoint_url = endpoint_url or None
+        # aiobotocore is imported here, not at the top: it costs about a second of CPU per
+        # process, which every sender, poller and `resetgate` command would pay for SES
+        # whether or not a partition sends through it.
+        from aiobotocore.config import AioConfig
+
         self.config = AioConfig(
             connect_timeout=connect_timeout, read_timeout=total_timeout,
             retries={"total_max_attempts": 1, "mode": "standard"},
@@ -141,6 +144,8 @@ class SesProvider:
 
     async def _client(self, service: str) -> Any:
         if service not in self._clients:
+            from aiobotocore.session import get_session
+
             self._clients[service] = await self._stack.enter_async_context(
                 get_session().create_client(
                     service, region_name=self.region, endpoint_url=self.endpoint_url,

@@ -20,8 +20,6 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from aiobotocore.config import AioConfig
-from aiobotocore.session import get_session
 from botocore.exceptions import BotoCoreError, ClientError
 
 from services.poller.inbound import ses
@@ -70,6 +68,11 @@ class SesQueue:
         self.ingest = ingest
 
     def _client(self) -> Any:
+        # Imported here: aiobotocore costs about a second of CPU at import, which only a
+        # poller that reads SES events should pay.
+        from aiobotocore.config import AioConfig
+        from aiobotocore.session import get_session
+
         config = AioConfig(connect_timeout=5, read_timeout=self.settings.ses_wait_seconds + 10,
                            retries={"max_attempts": 2, "mode": "standard"})  # fmt: skip
         return get_session().create_client(
