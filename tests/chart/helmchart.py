@@ -7,6 +7,7 @@ untested chart.
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 from collections.abc import Iterable, Mapping
@@ -33,6 +34,8 @@ BASE: dict[str, Any] = {
 }
 
 Manifest = dict[str, Any]
+# libyaml's parser where PyYAML has it: the pure-Python one spent seconds on each render.
+SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def install_helm() -> str:
@@ -76,9 +79,11 @@ class Helm:
     ) -> list[Manifest]:
         """Rendered objects for BASE plus ``values`` (or exactly ``values_files``)."""
         merged = dict(values or {}) if values_files else {**BASE, **(values or {})}
-        done = self.run(*self.template_args(merged, values_files, extra))
-        assert done.returncode == 0, done.stderr
-        return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+        args = tuple(self.template_args(merged, values_files, extra))
+        # A values file may change under the same path; values given inline render alike
+        # every time, so many tests share one helm run (each still parses its own objects).
+        text = (_rendered if values_files else _rendered_once)(self, args)
+        return [doc for doc in yaml.load_all(text, Loader=SafeLoader) if doc]
 
     def template_error(self, values: Mapping[str, Any]) -> str:
         """stderr of a render expected to fail on exactly ``values`` (no BASE)."""
@@ -91,6 +96,15 @@ class Helm:
     ) -> subprocess.CompletedProcess[str]:
         files = [arg for path in values_files for arg in ("-f", str(path))]
         return self.run("lint", "--strict", str(CHART), *files, *set_args(values))
+
+
+def _rendered(helm: Helm, args: tuple[str, ...]) -> str:
+    done = helm.run(*args)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+_rendered_once = functools.lru_cache(maxsize=256)(_rendered)
 
 
 def of_kind(docs: list[Manifest], kind: str) -> dict[str, Manifest]:

@@ -8,13 +8,20 @@ here, skipped by kubernetes-validate on purpose, and their shape is checked by h
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import kubernetes_validate
+import kubernetes_validate.utils
 import pytest
 from helmchart import CHART, CORE, Helm, Manifest, container, deployments, of_kind
 
 RUNBOOK_BASE = "https://git.example.test/team/resetgate/blob/main/docs/runbook.md"
+# kubernetes-validate reads and parses its multi-megabyte _definitions.json again for every
+# object it checks; the schema files never change, so each is read once per test process.
+kubernetes_validate.utils.schema_contents = functools.lru_cache(maxsize=None)(
+    kubernetes_validate.utils.schema_contents
+)
 KUBE_VERSIONS = ("1.25.0", kubernetes_validate.latest_version())
 CUSTOM_KINDS = {
     ("monitoring.coreos.com/v1", "ServiceMonitor"),
