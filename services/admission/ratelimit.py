@@ -12,6 +12,7 @@ import functools
 import ipaddress
 import math
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -74,14 +75,25 @@ class Gcra(Request[Decision]):
 
 
 class IpLimiter:
-    def __init__(self, client: RedisClient, per_minute: int, burst: int) -> None:
+    """A GCRA limit per client address, its Redis key named by ``key`` (the public
+    endpoint's by default; the console's token sign-in has its own)."""
+
+    def __init__(
+        self, client: RedisClient, per_minute: int, burst: int,
+        key: Callable[[str], str] = keys.ip_limit,
+    ) -> None:  # fmt: skip
         self.client = client
         self.enabled = per_minute > 0
         self.interval_ms = 60_000 / per_minute if per_minute > 0 else 0.0
         self.burst = burst
+        self.key = key
 
     async def check(self, address: str) -> Decision:
         if not self.enabled:
             return ALLOWED
-        limit = Gcra(limit=keys.ip_limit(address), interval_ms=self.interval_ms, burst=self.burst)
+        limit = Gcra(limit=self.key(address), interval_ms=self.interval_ms, burst=self.burst)
         return await limit.run(self.client)
+
+    async def forget(self, address: str) -> None:
+        """Drop the address's count, as if it had made no attempt."""
+        await self.client.delete(self.key(address))

@@ -111,39 +111,29 @@ async def test_sign_in_attempts_are_limited_per_address_whatever_the_token(
     limit = {"console_sign_in_burst": 3, "console_sign_in_per_minute": 1}
     wrong = {"name": "ann", "token": "nope"}
     right = {"name": "ann", "token": INTERNAL_TOKEN}
+
+    async def attempt(http: Any, form: dict[str, str], forwarded_for: str = "") -> Any:
+        headers = {"X-Forwarded-For": forwarded_for} if forwarded_for else {}
+        return await http.post("/console/sign-in", data=form, headers=headers,
+                               allow_redirects=False)  # fmt: skip
+
     async with console(console_settings(redis_server.url, **limit)) as http:
         for _ in range(5):  # a sign-in that works forgets the attempts before it
             await sign_in(http)
         for _ in range(3):
-            response = await http.post("/console/sign-in", data=wrong, allow_redirects=False)
-            assert response.status == 401
-        limited = [
-            await http.post("/console/sign-in", data=form, allow_redirects=False)
-            for form in (wrong, right)
-        ]
+            assert (await attempt(http, wrong)).status == 401
+        limited = [await attempt(http, form) for form in (wrong, right)]
         pages = [await response.text() for response in limited]
         for response, text in zip(limited, pages, strict=True):
             assert response.status == 429 and "Set-Cookie" not in response.headers
             assert 1 <= int(response.headers["Retry-After"]) <= 60
             assert "Wait" in text and "not valid" not in text
         # Another client behind the trusted proxy (loopback by default) has its own allowance.
-        other = await http.post(
-            "/console/sign-in",
-            data=right,
-            headers={"X-Forwarded-For": "203.0.113.9"},
-            allow_redirects=False,
-        )
-        assert other.status == 303
+        assert (await attempt(http, right, forwarded_for="203.0.113.9")).status == 303
     untrusted = console_settings(redis_server.url, console_trusted_proxies="192.0.2.0/24", **limit)
     async with console(untrusted) as http:
         # From a peer the console does not trust, X-Forwarded-For picks no fresh allowance.
-        response = await http.post(
-            "/console/sign-in",
-            data=right,
-            headers={"X-Forwarded-For": "203.0.113.10"},
-            allow_redirects=False,
-        )
-        assert response.status == 429
+        assert (await attempt(http, right, forwarded_for="203.0.113.10")).status == 429
 
 
 async def test_actions_need_csrf_from_our_own_pages(redis: Redis, redis_server: Any) -> None:

@@ -17,9 +17,17 @@ from aiohttp.typedefs import Handler
 
 from services.admission.console import forms, oncall, views
 from services.admission.console.auth import check_csrf, csrf_key, identify
-from services.admission.console.context import CSRF_KEY, PRINCIPAL, REDIS, SETTINGS
+from services.admission.console.context import (
+    CSRF_KEY,
+    PRINCIPAL,
+    REDIS,
+    SETTINGS,
+    SIGN_IN_LIMITER,
+)
 from services.admission.console.pages import html_errors, message, security_headers
+from services.admission.ratelimit import IpLimiter
 from services.admission.settings import AdmissionSettings
+from shared import keys
 from shared.logging import event
 from shared.redis import RedisClient
 from shared.service import Worker, http_limits
@@ -81,6 +89,12 @@ def create_console_app(settings: AdmissionSettings, client: RedisClient) -> web.
     app[SETTINGS] = settings
     app[REDIS] = client
     app[CSRF_KEY] = csrf_key(settings.internal_api_token.get_secret_value())
+    # Token sign-in attempts per client address, counted before the token is looked at, so a
+    # limited client learns nothing about the token it sent.
+    app[SIGN_IN_LIMITER] = IpLimiter(
+        client, settings.console_sign_in_per_minute, settings.console_sign_in_burst,
+        key=keys.console_sign_in_limit,
+    )  # fmt: skip
     router = app.router
     router.add_get("/", _root)
     router.add_get("/console", _root)

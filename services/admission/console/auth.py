@@ -29,10 +29,10 @@ from services.admission.console.context import (
     Principal,
 )
 from services.admission.console.settings import names
-from services.admission.ratelimit import Decision, Gcra, client_address
+from services.admission.ratelimit import client_address
 from services.admission.settings import AdmissionSettings
 from shared import clock
-from shared.keys import console_session, console_sign_in_limit
+from shared.keys import console_session
 from shared.logging import event
 
 log = logging.getLogger("services.admission.console")
@@ -116,23 +116,6 @@ def sign_in_client(request: web.Request, settings: AdmissionSettings) -> str:
     to X-Forwarded-For; on anyone else's, the peer (a header they wrote names nobody)."""
     hops = 1 if _from_trusted_proxy(request, settings) else 0
     return client_address(request.remote, request.headers.get("X-Forwarded-For"), hops)
-
-
-async def count_sign_in(app: web.Application, client: str) -> Decision:
-    """One attempt against the client's limit, counted before the token is looked at, so a
-    limited client learns nothing about the token it sent."""
-    settings = app[SETTINGS]
-    limit = Gcra(
-        limit=console_sign_in_limit(client),
-        interval_ms=60_000 / settings.console_sign_in_per_minute,
-        burst=settings.console_sign_in_burst,
-    )
-    return await limit.run(app[REDIS])
-
-
-async def forget_sign_ins(app: web.Application, client: str) -> None:
-    """A sign-in that succeeded: the client's earlier attempts were not guesses."""
-    await app[REDIS].delete(console_sign_in_limit(client))
 
 
 # -- sessions ------------------------------------------------------------------------------

@@ -10,7 +10,13 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 
 from services.admission.console import auth
-from services.admission.console.context import PRINCIPAL, REDIS, SETTINGS, Principal
+from services.admission.console.context import (
+    PRINCIPAL,
+    REDIS,
+    SETTINGS,
+    SIGN_IN_LIMITER,
+    Principal,
+)
 from services.admission.console.html import Markup, render
 from services.admission.console.pages import csrf_of, message, notice, page
 from services.admission.console.views import operation_href
@@ -42,14 +48,15 @@ async def sign_in(request: web.Request) -> web.StreamResponse:
     form = await request.post()
     token = str(form.get("token", ""))
     client = auth.sign_in_client(request, request.app[SETTINGS])
-    decision = await auth.count_sign_in(request.app, client)
+    limiter = request.app[SIGN_IN_LIMITER]
+    decision = await limiter.check(client)
     if not decision.allowed:
         event(log, logging.WARNING, "console sign-in rate limited")
         return _wait(request, decision.retry_after_seconds)
     if not token or not auth.token_matches(request.app[SETTINGS], token):
         event(log, logging.WARNING, "console sign-in refused")
         return _sign_in_page(request, 401, notice("That token is not valid.", bad=True))
-    await auth.forget_sign_ins(request.app, client)
+    await limiter.forget(client)  # a sign-in that worked: its earlier attempts were no guesses
     session_id, principal = await auth.open_session(request.app, str(form.get("name", "")))
     event(log, logging.INFO, "console sign-in", actor=principal.actor, via="token")
     response = web.HTTPSeeOther("/console/")
