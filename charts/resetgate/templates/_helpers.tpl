@@ -4,6 +4,9 @@ values stop at 63 characters, so every generated name is cut there (and a traili
 left by the cut is dropped).
 */}}
 
+{{/* The port every HTTP service (admission's API, the sandbox) listens on in its pod. */}}
+{{- define "resetgate.httpPort" -}}8080{{- end -}}
+
 {{/* Chart name, overridable. */}}
 {{- define "resetgate.name" -}}
 {{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
@@ -231,7 +234,7 @@ with the token keys; the sandbox accepts the provider key.
 - name: RESETGATE_SANDBOX_HOST
   value: "0.0.0.0"
 - name: RESETGATE_SANDBOX_PORT
-  value: "8080"
+  value: {{ include "resetgate.httpPort" $root | quote }}
 - name: RESETGATE_SANDBOX_LOG_LEVEL
   value: {{ $root.Values.config.logLevel | quote }}
 - name: RESETGATE_SANDBOX_IDEMPOTENCY_WINDOW_SECONDS

@@ -155,8 +155,9 @@ metrics.runbookBaseUrl to the absolute URL of docs/runbook.md as responders open
 
 {{- define "resetgate.validate.console" -}}
 {{- $c := .Values.console -}}
-{{- if and $c.enabled (has (int $c.port) (list 8080 (int .Values.metrics.port))) -}}
-resetgate: console.port {{ $c.port }} is already admission's API (8080) or metrics.port; give the
+{{- $api := int (include "resetgate.httpPort" .) -}}
+{{- if and $c.enabled (has (int $c.port) (list $api (int .Values.metrics.port))) -}}
+resetgate: console.port {{ $c.port }} is already admission's API ({{ $api }}) or metrics.port; give the
 console a port of its own.
 {{- end -}}
 {{- end -}}
