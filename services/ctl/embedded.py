@@ -55,6 +55,12 @@ def free_port(*, cluster_bus: bool = False) -> int:
     raise RuntimeError("no free loopback port found")
 
 
+def answering_pid(port: int) -> int:
+    """The process id of the redis-server answering on 127.0.0.1:``port``."""
+    with redis.Redis(port=port, socket_timeout=0.5) as client:
+        return int(client.info("server")["process_id"])
+
+
 class RedisServer:
     """One redis-server on a free loopback port, in its own directory."""
 
@@ -68,6 +74,7 @@ class RedisServer:
         directory: str | None = None,
     ) -> None:
         self.port = port or free_port(cluster_bus=cluster)
+        self._port_drawn = port is None  # ours to draw again if another server took it
         self.appendonly = appendonly
         self.appendfsync = appendfsync
         self.cluster = cluster
@@ -112,20 +119,40 @@ class RedisServer:
         return args
 
     def start(self, timeout: float = 10.0) -> RedisServer:
+        """Start and wait until this server (not merely something on its port) answers.
+
+        Parallel test workers draw ports from one range: another redis-server can take the
+        port between the draw and the bind. Ours then exits while the other one answers
+        PINGs, and two workers would share (and flush) one Redis. A drawn port is drawn
+        again; a port given by the caller, or kept by a restart, is an error."""
+        for _ in range(3):
+            if self._launch(timeout):
+                return self
+            if not self._port_drawn:
+                break
+            self.port = free_port(cluster_bus=self.cluster)
+        raise RuntimeError(f"port {self.port} is taken by another redis-server")
+
+    def _launch(self, timeout: float) -> bool:
+        """True once this process answers; False if it exited because its port was taken."""
         # A session of its own: a Ctrl-C meant for its owner (`resetgate up`, pytest) must not
         # stop Redis before the services using it; the owner stops it last.
-        self.process = subprocess.Popen(
+        process = self.process = subprocess.Popen(
             self.args(), stdout=subprocess.DEVNULL, start_new_session=True
         )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"redis-server exited; see {self.directory}/redis.log")
             try:
-                redis.Redis(port=self.port, socket_timeout=0.5).ping()
-                return self
+                # Another server answering here means ours cannot bind: it is about to exit.
+                if answering_pid(self.port) == process.pid:
+                    return True
             except redis.exceptions.ConnectionError:
-                time.sleep(0.05)
+                pass
+            if process.poll() is not None:
+                if bindable(self.port):  # it did not exit for want of its port
+                    raise RuntimeError(f"redis-server exited; see {self.directory}/redis.log")
+                return False
+            time.sleep(0.05)
         raise RuntimeError(f"redis-server on {self.port} did not answer in {timeout}s")
 
     def stop(self, kill: bool = False) -> None:
