@@ -7,13 +7,16 @@ import secrets
 import time
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+# A ULID as a pattern, from the alphabet itself: 26 Crockford base32 characters (no I, L, O
+# or U), the first at most 7 (26 x 5 bits hold the 128 of a ULID).
+ULID_PATTERN = f"[0-7][{_CROCKFORD}]{{25}}"
 
 # The shapes every edge checks (internal API, contact forms, CLI, the OpenAPI document), as
 # JSON Schema patterns. An account id starts with a letter or digit: ``.`` and ``..`` (and
 # anything else a URL or a path would read as a step) are never account ids, and the id goes
 # into the directory's URL and into Redis keys.
 ACCOUNT_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
-OPERATION_ID_PATTERN = r"^op-[0-9]{1,4}-[0-9A-Z]{26}$"
+OPERATION_ID_PATTERN = f"^op-[0-9]{{1,4}}-{ULID_PATTERN}$"
 ACCOUNT_ID_RULE = "1-128 of A-Z a-z 0-9 . _ : -, starting with a letter or digit"
 # Who acted ("agent:maria", "job:nightly-sweep"), stored on the operation as last_actor: a
 # name, never an address or a URL (no "@", no "/"), so nothing personal lands in the store.
