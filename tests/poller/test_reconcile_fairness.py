@@ -85,5 +85,6 @@ async def test_one_failing_lookup_holds_back_no_later_partition(stack: Stack) ->
     stats = await sandbox_stats(stack.provider_url, operation_id=later)
     assert stats["sent_by_operation"][later] == 1
     assert (await stack.wait_state(stuck, {State.AMBIGUOUS})).replays == 0
+    print(f"\nthe failing lookup asked {len(refused)} times in {elapsed:.1f} s")
     # Asked about every 0.05 s without a backoff; doubling from 0.05 s, a dozen at most.
     assert 1 <= len(refused) <= 12, (len(refused), elapsed)
