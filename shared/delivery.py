@@ -31,6 +31,11 @@ PRECEDENCE: dict[Delivery, int] = {
 # From this rank on an event is definitive: the observation window has nothing left to wait for.
 DEFINITIVE_RANK = PRECEDENCE[Delivery.DELIVERED]
 
+# Distinct events each operation remembers for dedupe (slots taken in turn; the scripts get it
+# rendered in): a provider cannot grow an operation's hash by sending ever more distinct
+# events. An event older than the last this many is not recognised as a copy; applied again,
+# precedence keeps what it had (the result is "kept"), so forgetting it changes nothing.
+REMEMBERED_EVENTS = 16
 EVENT_TYPES: frozenset[str] = frozenset(str(d) for d in Delivery if d is not Delivery.UNKNOWN)
 MAX_ID_LENGTH = 256
 # The window an event time must fall in to be believed: a provider's clock may run a little

@@ -7,13 +7,22 @@ import secrets
 import time
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+# A ULID as a pattern, from the alphabet itself: 26 Crockford base32 characters (no I, L, O
+# or U), the first at most 7 (26 x 5 bits hold the 128 of a ULID).
+ULID_PATTERN = f"[0-7][{_CROCKFORD}]{{25}}"
 
 # The shapes every edge checks (internal API, contact forms, CLI, the OpenAPI document), as
 # JSON Schema patterns. An account id starts with a letter or digit: ``.`` and ``..`` (and
 # anything else a URL or a path would read as a step) are never account ids, and the id goes
 # into the directory's URL and into Redis keys.
 ACCOUNT_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
-OPERATION_ID_PATTERN = r"^op-[0-9]{1,4}-[0-9A-Z]{26}$"
+OPERATION_ID_PATTERN = f"^op-[0-9]{{1,4}}-{ULID_PATTERN}$"
+# A provider's message id as the store keeps it (an operation's provider_message_id, the
+# message map): RFC 5322's msg-id left part (atext and "."), which holds every provider's
+# documented id — SendGrid's X-Message-Id, Postmark's MessageID (a UUID), Mailgun's id
+# without its <> and @domain, SES's MessageId — and no space, control character, "@" (no
+# address) or anything a terminal acts on.
+PROVIDER_MESSAGE_ID_PATTERN = r"^[A-Za-z0-9!#$%&'*+/=?^_`{|}~.-]{1,256}$"
 ACCOUNT_ID_RULE = "1-128 of A-Z a-z 0-9 . _ : -, starting with a letter or digit"
 # Who acted ("agent:maria", "job:nightly-sweep"), stored on the operation as last_actor: a
 # name, never an address or a URL (no "@", no "/"), so nothing personal lands in the store.
@@ -33,6 +42,10 @@ def valid_account_id(value: str) -> bool:
 
 def valid_operation_id(value: str) -> bool:
     return matches(OPERATION_ID_PATTERN, value)
+
+
+def valid_provider_message_id(value: object) -> bool:
+    return isinstance(value, str) and matches(PROVIDER_MESSAGE_ID_PATTERN, value)
 
 
 def ulid(now_ms: int | None = None) -> str:

@@ -17,7 +17,7 @@ from aiohttp import web
 
 from services.admission.context import DIRECTORY, GATE, LIMITER, SETTINGS
 from services.admission.http import read_body
-from services.admission.ratelimit import client_address
+from services.admission.ratelimit import request_client
 from services.admission.schemas import PASSWORD_RESET
 from shared import codec, metrics
 from shared.logging import event
@@ -39,9 +39,7 @@ async def password_reset(request: web.Request) -> web.Response:
     app = request.app
     body = await read_body(request, PASSWORD_RESET)
     settings = app[SETTINGS]
-    address = client_address(
-        request.remote, request.headers.get("X-Forwarded-For"), settings.trusted_proxy_hops
-    )
+    address = request_client(request, settings.trusted_proxy_hops)
     decision = await app[LIMITER].check(address)
     if not decision.allowed:
         _count("rejected")

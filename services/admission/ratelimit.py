@@ -16,9 +16,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from aiohttp import web
+
 from shared import keys
 from shared.redis import RedisClient
 from shared.scripts import Request, Script, key
+
+
+def request_client(request: web.Request, trusted_hops: int) -> str:
+    """The address to limit a request by (the public endpoint's and the console's sign-in).
+    Every X-Forwarded-For line counts, as one list in order: a proxy may add a line of its
+    own instead of appending to the client's (RFC 9110 5.3, RFC 7239 7.1), and reading the
+    first line alone would take the client's own words for the proxy's."""
+    lines = request.headers.getall("X-Forwarded-For", ())
+    return client_address(request.remote, ",".join(lines), trusted_hops)
 
 
 def client_address(peer: str | None, forwarded_for: str | None, trusted_hops: int) -> str:

@@ -15,6 +15,7 @@ have shown them before the mapping existed).
 from __future__ import annotations
 
 import logging
+import time
 
 from services.poller.ambiguity import (
     Asking,
@@ -41,6 +42,33 @@ MAX_TO_READ = 1000
 MAX_ASKED_EARLY = 10_000  # attempts remembered as asked before their lookup is trusted
 MAX_READ_TRIES = 5
 MAX_UNKNOWN_OWNERS = 1000
+MAX_BACKOFF_SECONDS = 300.0  # the longest one operation's failing lookup is left alone
+MAX_BACKED_OFF = 10_000  # operations remembered with a failing lookup
+
+
+class Backoff:
+    """Operations whose lookup failed, each held for a while that doubles with every failure
+    in a row (from the reconcile interval up to MAX_BACKOFF_SECONDS), so one operation the
+    provider keeps failing on is asked about less and less and holds no other back."""
+
+    def __init__(self, base_seconds: float) -> None:
+        self.base_seconds = base_seconds
+        self.held: dict[str, tuple[int, float]] = {}  # operation id -> (failures, until)
+
+    def holds(self, operation_id: str) -> bool:
+        entry = self.held.get(operation_id)
+        return entry is not None and time.monotonic() < entry[1]
+
+    def failed(self, operation_id: str) -> float:
+        failures = self.held.pop(operation_id, (0, 0.0))[0] + 1
+        delay = min(self.base_seconds * 2.0 ** min(failures - 1, 30), MAX_BACKOFF_SECONDS)
+        if len(self.held) >= MAX_BACKED_OFF:
+            self.held.pop(next(iter(self.held)))
+        self.held[operation_id] = (failures, time.monotonic() + delay)
+        return delay
+
+    def forget(self, operation_id: str) -> None:
+        self.held.pop(operation_id, None)
 
 
 class Reconciler:
@@ -61,19 +89,28 @@ class Reconciler:
         # Ambiguous operations already asked about once before the lookup is trustworthy
         # (a "found" settles them at once); the next ask waits for the settled lookup.
         self.asked_early: dict[str, None] = {}
+        self.cursor = 0  # the partition the next step starts at
+        self.backoff = Backoff(settings.reconcile_interval_seconds)
 
     async def step(self) -> float:
+        """Every partition's due operations, starting where the last step stopped (a step
+        that had to wait resumes there, never at partition 0 again)."""
         waiting = 0
+        partitions = self.settings.partitions
         try:
-            for partition in range(self.settings.partitions):
-                due = await self._mine(await due_ambiguous(self.client, partition))
-                waiting += len(due)
+            for offset in range(partitions):
+                partition = (self.cursor + offset) % partitions
+                mine = await self._mine(await due_ambiguous(self.client, partition))
+                waiting += len(mine)  # one held back still waits: the stall check sees it
+                due = [op for op in mine if not self.backoff.holds(op)]
                 self.calls.lookups_waiting = len(due)
                 for operation_id in due:
                     wait = await self._reconcile(operation_id)
                     self.calls.lookups_waiting -= 1
                     if wait:
+                        self.cursor = partition
                         return wait
+            self.cursor = 0
         finally:
             self.calls.lookups_waiting = 0
             self.waiting = waiting
@@ -129,9 +166,11 @@ class Reconciler:
         except LookupThrottled as throttled:
             return self.calls.throttled(throttled.retry_after, throttled.server_date)
         except ProviderUnavailable as error:
+            delay = self.backoff.failed(operation_id)
             event(log, logging.WARNING, "lookup failed; will ask again",
-                  operation_id=operation_id, error=str(error))  # fmt: skip
+                  operation_id=operation_id, error=str(error), retry_in=delay)  # fmt: skip
             return self.settings.reconcile_interval_seconds
+        self.backoff.forget(operation_id)
         if any(asked):
             self.calls.budget.answered()
             self.calls.succeeded()

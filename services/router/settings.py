@@ -22,6 +22,15 @@ class RouterSettings(PolicySettings, DirectorySettings, ConsumerSettings):
     claim_idle_seconds: float = Field(default=30.0, ge=1)
     # How long an event id is remembered: redeliveries later than this would make a case.
     seen_ttl_seconds: int = Field(default=14 * 24 * 3600, ge=60)
+    # How long a form the directory could not route yet keeps its routed fields (the login, an
+    # address): past that it is dead-lettered "expired" with none of them. A day outlasts any
+    # directory outage the router should ride out; a longer one is an incident, and the form
+    # system still holds the form itself.
+    form_retention_seconds: int = Field(
+        default=24 * 3600, ge=1,
+        description="seconds a form waiting on the directory keeps its login before it is "
+        "dead-lettered 'expired'",
+    )  # fmt: skip
     support_cases_maxlen: int = Field(default=1_000_000, ge=1000)
     dead_letter_maxlen: int = Field(default=100_000, ge=100)
 

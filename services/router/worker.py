@@ -65,6 +65,7 @@ class Router:
         self.topics = settings.account_topic_set
         self.idle_ms = int(settings.claim_idle_seconds * 1000)
         self.ttl_ms = settings.seen_ttl_seconds * 1000
+        self.form_ttl_ms = min(settings.form_retention_seconds, settings.seen_ttl_seconds) * 1000
 
     # -- loops -----------------------------------------------------------------------------
     async def read_step(self) -> float:
@@ -104,14 +105,20 @@ class Router:
         await self._route_or_retry(form)
 
     async def resume(self, entry_id: str) -> None:
-        """Route a form taken over earlier; forget it if its fields are gone (their TTL)."""
+        """Route a form taken over earlier; dead-letter it if its fields ran out (their TTL)
+        while it still waited (a form routed meanwhile left the retry set first)."""
         kept = await self.client.hgetall(ROUTER_FORM_PREFIX + entry_id)
         if not kept:
-            await self._consume(entry_id)
+            if await self.client.zscore(ROUTER_RETRY, entry_id) is not None:
+                await self._dead_letter(entry_id, {}, "expired")
             return
         raw = {str(k): str(v) for k, v in kept.items()}
         form = ContactForm(entry_id, raw["event_id"], raw["topic"], raw["login"],
                            raw["account_id"], int(raw["submitted_ms"]))  # fmt: skip
+        now = clock.now_ms()
+        if now - int(raw.get("taken_ms") or now) >= self.form_ttl_ms:
+            await self._dead_letter(entry_id, _routed_fields(form), "expired")
+            return
         await self._route_or_retry(form)
 
     async def _take_over(self, form: ContactForm) -> None:
@@ -124,8 +131,10 @@ class Router:
         async with self.client.pipeline(transaction=False) as pipe:
             pipe.hset(key, mapping={"event_id": form.event_id, "topic": form.topic,
                                     "login": form.login, "account_id": form.account_id,
-                                    "submitted_ms": str(form.submitted_ms)})  # fmt: skip
-            pipe.pexpire(key, self.ttl_ms)
+                                    "submitted_ms": str(form.submitted_ms),
+                                    "taken_ms": str(clock.now_ms())})  # fmt: skip
+            # Outlives the retention by two retries, so one dead-letters it with its event id.
+            pipe.pexpire(key, self.form_ttl_ms + 2 * self.idle_ms)
             pipe.zadd(ROUTER_RETRY, {form.entry_id: clock.now_ms() + self.idle_ms})
             await pipe.execute()
         await self.forms.ack_and_delete(form.entry_id)
@@ -224,8 +233,8 @@ class Router:
         seen record, not by the entry."""
         await self.forms.ack_and_delete(entry_id)
         async with self.client.pipeline(transaction=False) as pipe:
-            pipe.delete(ROUTER_FORM_PREFIX + entry_id)
-            pipe.zrem(ROUTER_RETRY, entry_id)
+            pipe.zrem(ROUTER_RETRY, entry_id)  # first: a form whose fields are gone but which
+            pipe.delete(ROUTER_FORM_PREFIX + entry_id)  # is still listed ran out, unrouted
             await pipe.execute()
 
 

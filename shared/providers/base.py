@@ -21,6 +21,7 @@ from typing import Any, Protocol
 import aiohttp
 
 from shared import codec, metrics
+from shared.ids import valid_provider_message_id
 from shared.model import Outcome
 from shared.rate_signal import RateSignal, from_headers
 
@@ -239,8 +240,9 @@ def json_object(raw: bytes) -> dict[str, Any]:
 
 
 def message_id(value: object) -> str:
-    """A provider's message id if it is a usable one, else ""."""
-    return value if isinstance(value, str) and 0 < len(value) <= 256 else ""
+    """A provider's message id if it has the shape the store keeps, else "" (an answer that
+    names a message by anything else is treated as naming none)."""
+    return value if isinstance(value, str) and valid_provider_message_id(value) else ""
 
 
 def poll_result(answer: Answer) -> PollResult:

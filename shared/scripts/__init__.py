@@ -24,7 +24,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 from redis.asyncio import RedisCluster
 from redis.exceptions import NoScriptError
 
-from shared.delivery import DEFINITIVE_RANK, PRECEDENCE
+from shared.delivery import DEFINITIVE_RANK, PRECEDENCE, REMEMBERED_EVENTS
 from shared.keys import JOB_FIELD, SEND_GROUP
 from shared.model import (
     ENTRY_POINT_PREFIX,
@@ -103,11 +103,13 @@ def names_prelude() -> str:
 
 def delivery_prelude() -> str:
     """What a script that ranks delivery events gets in place of ``-- @delivery``: the
-    precedence of shared/delivery.py, and the rank from which an event ends the wait."""
+    precedence of shared/delivery.py, the rank from which an event ends the wait, and how
+    many distinct events an operation remembers for dedupe."""
     ranks = ", ".join(f"{kind}={rank}" for kind, rank in PRECEDENCE.items())
     return f"""-- delivery precedence (rendered from shared/delivery.py)
 local RANK = {{{ranks}}}
 local DEFINITIVE = {DEFINITIVE_RANK}
+local REMEMBERED = {REMEMBERED_EVENTS}
 """
 
 

@@ -23,7 +23,7 @@
 local kind, occurred, now = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 
 local f = redis.call("HMGET", KEYS[1], "state", "delivery", "delivery_event_at",
-  "provider_message_id")
+  "provider_message_id", "evt:next")
 local id = ARGV[5]
 if not f[1] then
   -- Writing now would resurrect a hash without its TTL: forget the stale mapping instead.
@@ -38,9 +38,20 @@ local current = f[2] or "unknown"
 if RANK[current] == nil then current = "unknown" end
 
 -- The event's identity lives on the operation itself, so it expires with it; as a 64-bit
--- digest, so a provider's long message ids never push the hash out of listpack encoding.
-local seen = "evt:" .. string.sub(redis.sha1hex(ARGV[1] .. ":" .. kind .. ":" .. ARGV[3]), 1, 16)
-if redis.call("HSETNX", KEYS[1], seen, 1) == 0 then return {"duplicate", current, f[1]} end
+-- digest, so a provider's long message ids never push the hash out of listpack encoding;
+-- in one of REMEMBERED slots taken in turn (evt:0 .. evt:<REMEMBERED-1>, the next in
+-- evt:next), so no number of distinct events grows the hash past REMEMBERED + 1 fields.
+-- An event pushed out of the slots and sent again is applied again: precedence keeps what
+-- it had ("kept"), so forgetting it changes nothing.
+local seen = string.sub(redis.sha1hex(ARGV[1] .. ":" .. kind .. ":" .. ARGV[3]), 1, 16)
+local slots = {}
+for i = 0, REMEMBERED - 1 do slots[#slots + 1] = "evt:" .. i end
+local remembered = redis.call("HMGET", KEYS[1], unpack(slots))
+for i = 1, REMEMBERED do
+  if remembered[i] == seen then return {"duplicate", current, f[1]} end
+end
+local slot = (tonumber(f[5] or "0") or 0) % REMEMBERED
+redis.call("HSET", KEYS[1], "evt:" .. slot, seen, "evt:next", (slot + 1) % REMEMBERED)
 
 local current_at = tonumber(f[3] or "0") or 0
 -- Higher rank wins; within a rank (bounced/rejected, or the same type again) the later

@@ -114,6 +114,10 @@ REFUSED: dict[str, tuple[dict[str, Any], str]] = {
         {**BASE, "keda.enabled": True, "sender.autoscaling.enabled": True},
         "Pick one: keda (stream lag) or sender.autoscaling (CPU)",
     ),
+    "console-proxy-from-nowhere": (
+        {**BASE, "console.enabled": True, "console.proxy.userHeader": "X-Forwarded-User"},
+        "console.proxy.userHeader needs console.proxy.trustedProxies",
+    ),
     "keda-blind": (
         {**BASE, "redis.url": "", "redis.existingSecret": "r", "keda.enabled": True},
         "set keda.redis.address (host:port)",

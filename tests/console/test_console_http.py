@@ -23,7 +23,12 @@ from tests.console.helpers import (
     unlabelled,
 )
 
-PROXY = {"console_proxy_user_header": "X-Forwarded-User", "console_act_groups": "oncall"}
+LOOPBACK = {"console_trusted_proxies": "127.0.0.1/32"}  # the test's client plays the proxy
+PROXY = {
+    "console_proxy_user_header": "X-Forwarded-User",
+    "console_act_groups": "oncall",
+    **LOOPBACK,
+}
 
 
 async def _admit(redis: Redis, redis_url: str, account_id: str) -> str:
@@ -117,7 +122,7 @@ async def test_sign_in_attempts_are_limited_per_address_whatever_the_token(
         return await http.post("/console/sign-in", data=form, headers=headers,
                                allow_redirects=False)  # fmt: skip
 
-    async with console(console_settings(redis_server.url, **limit)) as http:
+    async with console(console_settings(redis_server.url, **limit, **LOOPBACK)) as http:
         for _ in range(5):  # a sign-in that works forgets the attempts before it
             await sign_in(http)
         for _ in range(3):
@@ -128,7 +133,7 @@ async def test_sign_in_attempts_are_limited_per_address_whatever_the_token(
             assert response.status == 429 and "Set-Cookie" not in response.headers
             assert 1 <= int(response.headers["Retry-After"]) <= 60
             assert "Wait" in text and "not valid" not in text
-        # Another client behind the trusted proxy (loopback by default) has its own allowance.
+        # Another client behind the trusted proxy has its own allowance.
         assert (await attempt(http, right, forwarded_for="203.0.113.9")).status == 303
     untrusted = console_settings(redis_server.url, console_trusted_proxies="192.0.2.0/24", **limit)
     async with console(untrusted) as http:
@@ -185,7 +190,9 @@ async def test_proxy_identity_roles_and_untrusted_peers(redis: Redis, redis_serv
             path, data={"reason": "hold", "csrf": csrf}, headers=actor, allow_redirects=False
         )
         assert done.status == 303
-    untrusted = console_settings(redis_server.url, **PROXY, console_trusted_proxies="10.0.0.0/8")
+    untrusted = console_settings(
+        redis_server.url, **{**PROXY, "console_trusted_proxies": "10.0.0.0/8"}
+    )
     async with console(untrusted) as http:
         spoofed = await http.get("/console/", headers=actor, allow_redirects=False)
         assert spoofed.status == 303  # the header alone proves nothing

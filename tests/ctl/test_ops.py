@@ -106,3 +106,24 @@ async def test_quarantine_and_release_keep_the_operation_id(
 async def test_drain_returns_once_nothing_is_in_flight(redis_server: RedisServer) -> None:
     done = ops(redis_server, "drain", "1", "--timeout", "5")
     assert done.returncode == 0 and "drained" in done.stdout
+
+
+async def test_show_escapes_what_would_drive_the_terminal(
+    redis: Redis, redis_server: RedisServer, settings: PolicySettings, token_keys: TokenKeys
+) -> None:
+    """A quarantine reason and a provider's message id come from outside: an escape sequence
+    (clear the screen, retitle the window) or a newline (a forged line) is printed escaped."""
+    [op] = await admit(redis, settings, token_keys, 1)
+    reason = "fraud\x1b[2J\x1b]0;owned\x07\nstate                  accepted"
+    assert ops(redis_server, "quarantine", op, "--reason", reason).returncode == 0
+    # As an older release stored a provider's answer: any 256 characters.
+    await redis.hset(PartitionKeys.of(op).operation(op), "provider_message_id", "m\x9b2J\u202e1")
+    for done in (ops(redis_server, "show", op), ops(redis_server, "show", op, "--json")):
+        assert done.returncode == 0, done.stderr
+        assert not any(c in done.stdout for c in "\x1b\x07\x9b\u202e"), done.stdout
+        assert not any(line.startswith("state ") and "accepted" in line
+                       for line in done.stdout.splitlines())  # fmt: skip
+    shown = ops(redis_server, "show", op).stdout
+    assert "\\x1b[2J" in shown and "\\u202e" in shown, shown
+    assert codec.loads(ops(redis_server, "show", op, "--json").stdout)["provider_message_id"] == (
+        "m\x9b2J\u202e1")  # fmt: skip

@@ -14,7 +14,13 @@ from __future__ import annotations
 from redis.asyncio import Redis
 
 from services.ctl.embedded import RedisServer, free_port
-from shared.keys import CONTACT_FORMS, ROUTER_RETRY, SUPPORT_CASES
+from shared.keys import (
+    CONTACT_FORMS,
+    CONTACT_FORMS_DEAD,
+    ROUTER_FORM_PREFIX,
+    ROUTER_RETRY,
+    SUPPORT_CASES,
+)
 from tests.e2e.conftest import ROUTER_ENV
 from tests.security.scan import uncompressed_dumps
 from tests.sender.conftest import wait_for
@@ -47,3 +53,47 @@ async def _one_routed_one_waiting(redis: Redis) -> bool:
     """The billing form routed; the other taken over (kept for a retry) and deleted."""
     waiting = await redis.zcard(ROUTER_RETRY) == 1 and await redis.xlen(CONTACT_FORMS) == 0
     return waiting and await redis.xlen(SUPPORT_CASES) == 1
+
+
+async def test_a_form_waiting_on_the_directory_keeps_the_login_a_day_at_most(
+    stack: Processes, redis: Redis
+) -> None:
+    """During a directory outage the form's routed fields (the login, often an address)
+    waited under rg:router:form:* for 14 days; now a day, then it is dead-lettered."""
+    nowhere = f"http://127.0.0.1:{free_port()}"
+    await stack.start("router", RESETGATE_DIRECTORY_URL=nowhere, **ROUTER_ENV)
+    await redis.xadd(CONTACT_FORMS, {"event_id": "e-outage", "topic": "account_access",
+                                     "login": LOGIN, "message": "help"})  # fmt: skip
+    await wait_for(lambda: _taken_over(redis))
+    keys = [k async for k in redis.scan_iter(ROUTER_FORM_PREFIX + "*")]
+    ttl = await redis.ttl(keys[0])
+    print(f"\nform kept {ttl} s")
+    assert 0 < ttl <= 24 * 3600 + 2 * 2, ttl  # the retention, plus two retries
+
+
+async def test_a_form_past_its_retention_is_dead_lettered_without_its_login(
+    stack: Processes, redis: Redis
+) -> None:
+    nowhere = f"http://127.0.0.1:{free_port()}"
+    await stack.start("router", RESETGATE_DIRECTORY_URL=nowhere,
+                      RESETGATE_FORM_RETENTION_SECONDS="3", **ROUTER_ENV)  # fmt: skip
+    await redis.xadd(CONTACT_FORMS, {"event_id": "e-expired", "topic": "account_access",
+                                     "login": LOGIN, "message": "help"})  # fmt: skip
+    dead = await wait_for(lambda: _dead(redis), timeout=20)
+    assert (dead["reason"], dead["event_id"], dead["topic"]) == (
+        "expired", "e-expired", "account_access")  # fmt: skip
+    assert LOGIN not in str(dead)
+    assert not [k async for k in redis.scan_iter(ROUTER_FORM_PREFIX + "*")]
+    assert await redis.zcard(ROUTER_RETRY) == 0
+
+
+LOGIN = "outage.player@example.com"
+
+
+async def _taken_over(redis: Redis) -> bool:
+    return await redis.zcard(ROUTER_RETRY) == 1 and await redis.xlen(CONTACT_FORMS) == 0
+
+
+async def _dead(redis: Redis) -> dict[str, str] | None:
+    entries = await redis.xrange(CONTACT_FORMS_DEAD)
+    return entries[-1][1] if entries else None

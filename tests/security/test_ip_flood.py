@@ -16,6 +16,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 
 import aiohttp
+from multidict import CIMultiDict
 from redis.asyncio import Redis
 
 from shared.keys import IP_LIMIT_PREFIX
@@ -137,3 +138,22 @@ async def test_a_fresh_connection_per_request_buys_nothing(redis: Redis, stack: 
                                     headers=headers) as reply:  # fmt: skip
                 statuses[reply.status] += 1
     assert statuses[202] <= budget(10) and statuses[429] >= 40 - budget(10)
+
+
+async def test_every_forwarded_for_line_is_read_as_one_list(redis: Redis, stack: Processes) -> None:
+    """A proxy may add its own X-Forwarded-For line rather than append to the client's: the
+    client's own line comes first, whatever it says, and must not mint a budget per request."""
+    admission = await stack.start("admission", **LIMIT_ENV)
+    statuses: Counter[int] = Counter()
+    async with aiohttp.ClientSession() as session:
+        for _ in range(25):
+            headers = CIMultiDict([("X-Forwarded-For", f"198.18.{random.randrange(256)}.1"),
+                                   ("X-Forwarded-For", "198.51.100.77")])  # fmt: skip
+            async with session.post(admission.url + "/v1/password-resets",
+                                    json={"login": "someone@example.com"},
+                                    headers=headers) as reply:  # fmt: skip
+                statuses[reply.status] += 1
+    print(f"\n25 requests with two X-Forwarded-For lines: {statuses[202]} admitted")
+    assert statuses[202] <= budget(10), statuses
+    limited = [k async for k in redis.scan_iter(IP_LIMIT_PREFIX + "*")]
+    assert limited == [IP_LIMIT_PREFIX + "198.51.100.77"], limited

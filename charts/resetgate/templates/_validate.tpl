@@ -159,6 +159,9 @@ metrics.runbookBaseUrl to the absolute URL of docs/runbook.md as responders open
 {{- if and $c.enabled (has (int $c.port) (list $api (int .Values.metrics.port))) -}}
 resetgate: console.port {{ $c.port }} is already admission's API ({{ $api }}) or metrics.port; give the
 console a port of its own.
+{{- else if and $c.enabled $c.proxy.userHeader (not $c.proxy.trustedProxies) -}}
+resetgate: console.proxy.userHeader needs console.proxy.trustedProxies, the CIDRs your auth proxy's
+pods connect from: no peer is trusted to assert an identity by default, loopback included.
 {{- end -}}
 {{- end -}}
 

@@ -57,7 +57,8 @@ async def authenticate(request: web.Request, handler: Handler) -> web.StreamResp
     if principal is None:
         return await handler(request) if request.path in OPEN_PATHS else await _refuse(request)
     if not principal.can_read:
-        return message(request, 403, "Not allowed", "Your account has no console role.")
+        why = principal.refusal or "Your account has no console role."
+        return message(request, 403, "Not allowed", why)
     request[PRINCIPAL] = principal
     # Signing in again (a new name, an expired tab) checks its own origin, not a form token.
     if request.method == "POST" and request.path not in OPEN_PATHS:

@@ -17,6 +17,7 @@ import ipaddress
 import logging
 import re
 import secrets
+import unicodedata
 
 from aiohttp import web
 
@@ -29,18 +30,26 @@ from services.admission.console.context import (
     Principal,
 )
 from services.admission.console.settings import names
-from services.admission.ratelimit import client_address
+from services.admission.ratelimit import request_client
 from services.admission.settings import AdmissionSettings
 from shared import clock
 from shared.keys import console_session
 from shared.logging import event
 
 log = logging.getLogger("services.admission.console")
+# A proxy identity that is not one plain name: no role, and a page that says why.
+REFUSED = Principal("console:refused", frozenset(), "proxy", "", refusal=(
+    "The identity your sign-in proxy sent is not one plain name in Unicode NFC; ask whoever "
+    "runs the proxy."))  # fmt: skip
 
 COOKIE = "rg_console"
 COOKIE_PATH = "/console/"
 _NAME = re.compile(r"[^A-Za-z0-9._-]")
 MAX_NAME = 64
+MAX_IDENTITY = 256  # what a proxy asserts (an address, a subject): RFC 5321's path limit
+# Unicode categories no identity holds: controls, format characters (zero-width, bidi
+# overrides), surrogates (undecodable bytes), private and unassigned code points, spaces.
+_NOT_IN_NAMES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zs", "Zl", "Zp"})
 
 
 def csrf_key(internal_api_token: str) -> bytes:
@@ -65,6 +74,30 @@ def actor_name(raw: str) -> str:
     return _NAME.sub("", local)[:MAX_NAME] or "unnamed"
 
 
+def proxy_identity(raw: str) -> str | None:
+    """The identity a proxy asserted, exactly as sent, or None when it is no usable name:
+    empty, too long, holding a control, format or space character, or not in Unicode NFC
+    (a name that normalises to another string would read as that one). Roles are matched on
+    it unchanged: no case folding, which would merge names an identity provider keeps apart
+    (``ß``/``ss``, the Kelvin sign and ``K``); a spelling that differs gets no role."""
+    if not 0 < len(raw) <= MAX_IDENTITY or unicodedata.normalize("NFC", raw) != raw:
+        return None
+    if any(unicodedata.category(char) in _NOT_IN_NAMES for char in raw):
+        return None
+    return raw
+
+
+def proxy_actor(key: bytes, identity: str) -> str:
+    """The audit name of a proxy identity: its plain name, and, unless the identity is that
+    name, a keyed digest of the whole, so ``maria@studio.example`` and ``maria@attacker.example``
+    are two actors while neither address is written anywhere."""
+    name = actor_name(identity)
+    if name == identity:
+        return f"console:{name}"
+    digest = hmac.new(key, b"actor:" + identity.encode(), "sha256").hexdigest()[:12]
+    return f"console:{name}.{digest}"
+
+
 def token_matches(settings: AdmissionSettings, offered: str) -> bool:
     expected = settings.internal_api_token.get_secret_value().encode()
     return hmac.compare_digest(offered.encode("utf-8", "surrogateescape"), expected)
@@ -86,9 +119,15 @@ def _from_trusted_proxy(request: web.Request, settings: AdmissionSettings) -> bo
     return any(address in network for network in settings.trusted_networks())
 
 
+def _configured(value: str) -> frozenset[str]:
+    return frozenset(unicodedata.normalize("NFC", name) for name in names(value))
+
+
 def _proxy_roles(settings: AdmissionSettings, user: str, groups: frozenset[str]) -> frozenset[str]:
     roles = set()
-    if groups & names(settings.console_act_groups) or user in names(settings.console_act_users):
+    if groups & names(settings.console_act_groups) or user in _configured(
+        settings.console_act_users
+    ):
         roles.add(ACT)
     readers = names(settings.console_read_groups)
     if not readers or groups & readers or roles:
@@ -104,10 +143,15 @@ def _proxy_principal(request: web.Request, settings: AdmissionSettings) -> Princ
         # Anyone can send the header; only the proxy's connections may assert it.
         event(log, logging.WARNING, "console identity header from an untrusted peer ignored")
         return None
-    user = actor_name(request.headers[header])
+    asserted = request.headers.getall(header)
+    user = proxy_identity(asserted[0]) if len(asserted) == 1 else None
+    if user is None:
+        event(log, logging.WARNING, "console identity refused: not one plain NFC name")
+        return REFUSED
     groups = names(request.headers.get(settings.console_proxy_groups_header, ""))
     roles = _proxy_roles(settings, user, groups)
-    return Principal(f"console:{user}", roles, "proxy", f"proxy:{user}")
+    actor = proxy_actor(request.app[CSRF_KEY], user)
+    return Principal(actor, roles, "proxy", f"proxy:{user}")
 
 
 # -- the sign-in limit --------------------------------------------------------------------
@@ -115,7 +159,7 @@ def sign_in_client(request: web.Request, settings: AdmissionSettings) -> str:
     """Whose attempts these are: on the trusted proxy's connection, the address it appended
     to X-Forwarded-For; on anyone else's, the peer (a header they wrote names nobody)."""
     hops = 1 if _from_trusted_proxy(request, settings) else 0
-    return client_address(request.remote, request.headers.get("X-Forwarded-For"), hops)
+    return request_client(request, hops)
 
 
 # -- sessions ------------------------------------------------------------------------------

@@ -29,6 +29,7 @@ class Principal:
     via: str  # "proxy" | "session"
     binding: str
     session: str = ""  # the cookie's session id (session sign-ins only)
+    refusal: str = ""  # why a proxy's identity was refused (it then has no role)
 
     @property
     def can_act(self) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ipaddress
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 _HEADER = r"^[A-Za-z0-9-]{1,64}$"
@@ -39,7 +39,11 @@ class ConsoleSettings(BaseSettings):
     console_proxy_groups_header: str = Field(default="X-Forwarded-Groups", pattern=_HEADER)
     # The proxy's own addresses: the identity header counts only on a connection from one of
     # these (the hops in front of us we trust), so nobody else can claim to be signed in.
-    console_trusted_proxies: str = "127.0.0.1/32,::1/128"
+    # None by default: loopback is not a proxy (a port-forward or a sidecar is any local
+    # client, which could then assert an identity or rotate X-Forwarded-For).
+    console_trusted_proxies: str = Field(
+        default="", description="CIDRs of the auth proxy's connections; none by default"
+    )
     # Who may act (quarantine, release, pause, resume) and who may read, by proxy group or
     # user name. Empty read groups: every user the proxy vouches for may read.
     console_act_groups: str = ""
@@ -52,6 +56,15 @@ class ConsoleSettings(BaseSettings):
         for item in names(value):
             ipaddress.ip_network(item, strict=False)  # ValueError names the bad entry
         return value
+
+    @model_validator(mode="after")
+    def _proxy_needs_its_address(self) -> ConsoleSettings:
+        if self.console_proxy_user_header and not names(self.console_trusted_proxies):
+            raise ValueError(
+                "RESETGATE_CONSOLE_PROXY_USER_HEADER needs RESETGATE_CONSOLE_TRUSTED_PROXIES: "
+                "the CIDRs your auth proxy connects from (none is trusted by default)"
+            )
+        return self
 
     def trusted_networks(self) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
         return [ipaddress.ip_network(n, strict=False) for n in names(self.console_trusted_proxies)]

@@ -17,6 +17,7 @@ from typing import Any
 
 from shared.delivery import MAX_ID_LENGTH
 from shared.errors import ApiError
+from shared.ids import valid_provider_message_id
 from shared.model import Delivery
 
 OPERATION_ID_FIELD = "operation_id"
@@ -116,7 +117,8 @@ def add_event(
     if meaning is None:
         parsed.drop(Drop.IGNORED_TYPE)
         return
-    operation_id, message_id = text(ids[0]), text(ids[1])
+    operation_id = text(ids[0])
+    message_id = ids[1] if valid_provider_message_id(ids[1]) else None  # it may be stored
     if operation_id is None:
         parsed.drop(Drop.NO_OPERATION)
     elif message_id is None or occurred_ms is None:

@@ -92,20 +92,24 @@ class Ingest:
 
     def _usable(self, ev: ProviderEvent, now: int, result: Result) -> bool:
         """A well-formed id of a configured partition, dated between the operation's creation
-        (the id carries it) and a little past now; whether it exists the store says."""
+        (the id carries it) and a little past now; whether it exists the store says. One
+        event that fails a check is counted and dropped alone: the rest of its batch applies."""
+        reason = self._unusable(ev, now)
+        if reason is not None:
+            result.dropped[reason] += 1
+        return reason is None
+
+    def _unusable(self, ev: ProviderEvent, now: int) -> Drop | None:
         try:
-            known = partition_of_operation(ev.operation_id) < self.settings.partitions
-        except ValueError:
-            known = False
-        if not known:
-            result.dropped[Drop.UNKNOWN_OPERATION] += 1
-            return False
+            if partition_of_operation(ev.operation_id) >= self.settings.partitions:
+                return Drop.UNKNOWN_OPERATION
+            created = operation_created_ms(ev.operation_id)
+        except ValueError:  # not an operation id: its date cannot even be read
+            return Drop.UNKNOWN_OPERATION
         # Our clock and the provider's disagree a little: allow that much either side.
-        created = operation_created_ms(ev.operation_id)
         if not created - MAX_FUTURE_MS <= ev.occurred_ms <= now + MAX_FUTURE_MS:
-            result.dropped[Drop.OUT_OF_RANGE] += 1
-            return False
-        return True
+            return Drop.OUT_OF_RANGE
+        return None
 
     async def _states(self, events: Sequence[ProviderEvent]) -> dict[str, str]:
         """operation id -> state ("" when there is no such operation)."""

@@ -52,7 +52,7 @@ def sort(messages: list[dict[str, Any]]) -> Sorted:
         entry = {"Id": str(len(result.done)), "ReceiptHandle": message["ReceiptHandle"]}
         try:
             parsed = ses.parse(str(message.get("Body", "")))
-        except ses.Unparseable:
+        except Exception:  # one the parser chokes on goes where a non-event goes; the rest apply
             result.unparseable.append(message)
             continue
         result.parsed.events += parsed.events
