@@ -2,7 +2,8 @@
 drains, each switch succeeds on its first run, and no email is ever sent twice or lost.
 
 A redis-server, two sandbox providers (``a`` and ``b``, each accepting 2 % of sends and then
-dropping the connection: docs/provider-contract.md, the answer is lost after the send), one
+dropping the connection: docs/provider-contract.md, the answer is lost after the send; and
+failing 80 % of its lookups and feed pages with a 5xx), one
 `services.admission`, one `services.poller` and `services.sender` processes, all configured
 with ``RESETGATE_PROVIDERS=a,b``. The operations are admitted in three batches; right after
 each batch, while it drains, `resetgate ops provider switch` (the real CLI, a child process)
@@ -51,6 +52,7 @@ from tests.support.sandbox import SANDBOX_API_KEY, run_sandbox_process, sandbox_
 NAMES = ("a", "b")
 WAVES = (("0-7", "b"), ("8-15", "b"), ("0-7", "a"))  # two waves out, half of it back
 DROP = 0.02
+LOOKUP_ERRORS = 0.8  # of the provider's polling routes' answers: a 5xx
 STARTUP_SECONDS = 90.0
 # Attempts a provider surely did not accept: a later attempt elsewhere is a clean hand-over.
 REFUSED = {Outcome.THROTTLED, Outcome.TRANSIENT, Outcome.PERMANENT, Outcome.AUTH}
@@ -61,7 +63,8 @@ class Result:
     n: int
     sent: dict[str, dict[str, int]] = field(default_factory=dict)  # provider -> op -> emails
     switches: int = 0  # switch runs, each succeeded the first time
-    held_at_switch: int = 0  # ambiguous operations in the moved partitions as a switch began
+    ambiguous: int = 0  # attempts left ambiguous (the dropped answers), all settled
+    held_at_switch: int = 0  # ambiguous operations in the moved partitions as a switch ended
     replays: int = 0  # replays decided after a lookup, each sent where it was decided
     owners: dict[str, int] = field(default_factory=dict)
     handovers: int = 0  # operations attempted at both providers
@@ -114,6 +117,7 @@ async def audit(client: Redis, ops: list[str], result: Result) -> None:
         if ledger[-1].provider != owner:
             result.problems.append(f"{op}: last attempt at {ledger[-1].provider}, owner {owner}")
         replay_problems(op, ledger, result)
+        result.ambiguous += sum(a.outcome == Outcome.AMBIGUOUS for a in ledger)
         elsewhere = [a for a in ledger if a.provider != owner]
         result.handovers += bool(elsewhere)
         for attempt in elsewhere:
@@ -139,7 +143,10 @@ async def switch_storm(tmp_path: Path, n: int, rate: float, senders: int) -> Res
     result = Result(n)
     server = RedisServer().start()
     client = Redis.from_url(server.url, decode_responses=True)
-    sandbox = {"send_rate_per_second": rate, "drop_probability": DROP, "log_level": "WARNING"}
+    # The incident: answers dropped, and most lookups (and feed pages) failing, so ambiguous
+    # attempts at the old provider outlive each switch.
+    sandbox = {"send_rate_per_second": rate, "drop_probability": DROP, "log_level": "WARNING",
+               "poll_error_probability": LOOKUP_ERRORS}  # fmt: skip
     try:
         await seed_directory(client, n)
         async with (
@@ -195,8 +202,10 @@ async def storm(
     ops: list[str] = []
     for (low, high), (partitions, to) in zip(itertools.pairwise(bounds), WAVES, strict=True):
         ops += await admit(admission_url, range(low, high))
-        result.held_at_switch += await ambiguous_in(client, partitions)
         await switch(env, partitions, to, result)
+        # Left ambiguous at the old provider by attempts that finished while the switch
+        # waited: each one refused the whole switch before ownership was per operation.
+        result.held_at_switch += await ambiguous_in(client, partitions)
 
     async def drained() -> bool:
         return await live_count(client) == 0
@@ -217,9 +226,10 @@ async def ambiguous_in(client: Redis, partitions: str) -> int:
 def summary(result: Result) -> str:
     sent = {name: sum(counts.values()) for name, counts in result.sent.items()}
     return (f"switch storm: {result.n} operations drained in {result.drained_s:.1f} s; emails "
-            f"{sent}; owners {result.owners}; hand-overs {result.handovers}; replays "
+            f"{sent}; owners {result.owners}; hand-overs {result.handovers}; ambiguous attempts "
+            f"{result.ambiguous}; replays "
             f"{result.replays}; switch runs {result.switches}, all first time, with "
-            f"{result.held_at_switch} ambiguous operations in the moved partitions; problems "
+            f"{result.held_at_switch} ambiguous operations left in the moved partitions; problems "
             f"{len(result.problems)}; load average "
             f"{result.load[0]:.1f}-{result.load[1]:.1f}")  # fmt: skip
 
