@@ -10,10 +10,11 @@ import subprocess
 import sys
 from typing import Any
 
+import pytest
 from redis.asyncio import Redis
 
 from services.ctl.embedded import RedisServer
-from shared import codec, control, ownership
+from shared import codec, control, ownership, switch
 from shared.admit import Admitter
 from shared.keys import JOB_FIELD, SEND_GROUP, PartitionKeys
 from shared.operations import BeginCode, begin_attempt, load_operation
@@ -179,3 +180,49 @@ async def test_switching_away_from_a_paused_provider_with_nothing_ambiguous_is_t
     done = provider(redis_server, "switch", "--partitions", "0-3", "--to", "standby")
     assert done.returncode == 0, done.stderr
     assert (await control.read(redis)).providers == dict.fromkeys(range(4), "standby")
+
+
+async def test_a_switch_killed_half_way_with_ambiguity_at_the_old_provider_converges(
+    redis: Redis, redis_server: RedisServer, settings: PolicySettings, token_keys: TokenKeys
+) -> None:
+    op = await ambiguous_at(redis, settings, token_keys, "acct-3", "primary")
+    stream = PartitionKeys(0).send  # one job read and not acknowledged holds the switch
+    await redis.xgroup_create(stream, SEND_GROUP, id="0", mkstream=True)
+    entry = await redis.xadd(stream, {JOB_FIELD: "x"})
+    await redis.xreadgroup(SEND_GROUP, "sender-1", {stream: ">"})
+    args = ["switch", "--partitions", "0-3", "--to", "standby", "--timeout", "60"]
+    command = [sys.executable, "-m", "services.ctl.main", "ops", "provider", *args]
+    process = await asyncio.create_subprocess_exec(
+        *command, env=env(redis_server), stdout=subprocess.DEVNULL
+    )
+    try:
+        for _ in range(200):
+            if (await control.read(redis)).paused == {0, 1, 2, 3}:
+                break
+            await asyncio.sleep(0.05)
+    finally:
+        process.send_signal(signal.SIGKILL)
+        await asyncio.wait_for(process.wait(), timeout=10)
+    assert (await control.read(redis)).switch is not None
+    await redis.xack(stream, SEND_GROUP, entry)
+    again = provider(redis_server, *args)
+    assert again.returncode == 0, again.stderr
+    state = await control.read(redis)
+    assert state.providers == dict.fromkeys(range(4), "standby")
+    assert not state.paused and state.switch is None
+    operation = await load_operation(redis, op)
+    assert operation is not None and operation.state == "ambiguous"
+    assert ownership.owner(operation, state, "primary").provider == "primary"
+
+
+async def test_a_target_paused_by_credentials_while_the_switch_waits_refuses_and_resumes(
+    redis: Redis,
+) -> None:
+    names = ["primary", "standby"]
+    plan = await switch.begin(redis, {0: "standby", 1: "standby"}, names)
+    assert (await control.read(redis)).paused == {0, 1}
+    await control.auth_pause(redis, "standby", 401, "abc")
+    with pytest.raises(switch.SwitchRefused, match="paused by credentials"):
+        await switch.finish(redis, plan, names)
+    state = await control.read(redis)
+    assert state.providers == {} and not state.paused and state.switch is None
