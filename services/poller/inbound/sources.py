@@ -9,8 +9,8 @@ on the provider that sent the message.
 
 Per kind, as before: ``RESETGATE_SENDGRID_WEBHOOK_PUBLIC_KEY`` ... keep ``/webhooks/<kind>``
 (and ``RESETGATE_SES_QUEUE_URL`` its queue) for the providers of that kind without a
-credential of their own (all of that kind when each has one; any provider at all when none
-is of that kind, as with a single-provider deployment).
+credential of their own (all of that kind when each has one; any provider when none is of
+that kind, or when only one provider is configured).
 """
 
 from __future__ import annotations
@@ -71,7 +71,9 @@ def _legacy_providers(
     kind: str, configured: Sequence[NamedProvider], own: set[str]
 ) -> frozenset[str] | None:
     of_kind = {p.config.name for p in configured if p.config.kind == kind}
-    if not of_kind:
+    if not of_kind or len(configured) == 1:
+        # One provider in all: nobody's events to confuse with it, and operations attempted
+        # under an earlier RESETGATE_PROVIDER_NAME keep getting theirs.
         return None
     return frozenset(of_kind - own or of_kind)
 
