@@ -152,6 +152,7 @@ _TEXT_FIELDS = (
     "provider",
     "provider_message_id",
     "template_revision",
+    "pinned",
 )
 
 
@@ -182,6 +183,8 @@ class Operation:
     provider: str = ""
     provider_message_id: str = ""
     template_revision: str = ""
+    # A replay decided at a provider is sent only through it (resolve_ambiguous.lua).
+    pinned: str = ""
     delivery: Delivery = Delivery.UNKNOWN
     delivery_observed_at: int = 0
     observation_closed_at: int = 0

@@ -25,6 +25,7 @@ class BeginCode(StrEnum):
     EXPIRED = "expired"
     EXHAUSTED = "exhausted"
     MISSING = "missing"
+    ELSEWHERE = "elsewhere"  # pinned to another provider (detail: its name); nothing written
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,6 +269,8 @@ class ResolveAmbiguous(Request[tuple[Settled, str]]):
     reason: str
     retention_ms: int
     operation_id: str
+    pin: str
+    pin_for: str
 
     def decode(self, raw: Any) -> tuple[Settled, str]:
         return Settled(raw[0]), str(raw[1])
@@ -283,15 +286,18 @@ async def resolve_ambiguous(
     observe_until: int,
     reason: str,
     retention_ms: int,
+    pin: str = "",
+    pin_for: str = "replay",
 ) -> tuple[bool, str]:
-    """Settle an ambiguous operation: accepted, replay (same id and key) or review."""
+    """Settle an ambiguous operation: accepted, replay (same id and key) or review. A replay
+    with ``pin`` is sent only through that provider (``pin_for``: resolve_ambiguous.lua)."""
     pk = keys_for(operation_id)
     code, state = await ResolveAmbiguous(
         operation=pk.operation(operation_id), ledger=pk.attempts(operation_id), send=pk.send,
         ambiguous=pk.ambiguous, review=pk.review, live=pk.live, messages=pk.messages,
         observe=pk.observe, now=now, decision=decision, message_id=message_id,
         observe_until=observe_until, reason=reason, retention_ms=retention_ms,
-        operation_id=operation_id,
+        operation_id=operation_id, pin=pin, pin_for=pin_for,
     ).run(client)  # fmt: skip
     return code is Settled.OK, state
 

@@ -6,11 +6,13 @@ A switch is a small state machine persisted in the control record (``rg:control`
 1. ``pausing``: the switch is recorded and its partitions are paused; senders stop taking
    their jobs within a control refresh.
 2. wait until nothing of those partitions is in flight (read and not acknowledged).
-3. refuse while any of their operations holds an unresolved ambiguous attempt: it may
-   still be delivered by the provider that holds it, and sending it through another one
-   could send a second email. It waits for reconciliation or review.
-4. one transaction sets the new provider per partition, remembers the old assignment for
+3. one transaction sets the new provider per partition, remembers the old assignment for
    ``rollback``, resumes the partitions this switch paused and clears the record.
+
+It is refused only for a target that is not configured or is paused by credentials. An
+operation holding an unresolved ambiguous attempt at the old provider does not hold the
+switch up: it stays owned by that provider (shared.ownership), is settled there, and is
+never sent through the new one until proven unsent; ``ops provider show`` lists them.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from shared import clock, codec, control
-from shared.keys import CONTROL, PartitionKeys
+from shared.keys import CONTROL
 from shared.redis import RedisClient
 from shared.status import in_flight
 
@@ -85,7 +87,6 @@ async def begin(client: RedisClient, targets: dict[int, str], configured: list[s
             raise SwitchRefused(f"another switch is in progress: {_describe(plan.targets)}; "
                                 "run it again to finish it first")  # fmt: skip
     else:
-        await _refuse_ambiguous(client, targets, state, configured[0])
         plan = Plan(
             targets,
             {p: state.provider_for(p, configured[0]) for p in targets},
@@ -115,11 +116,11 @@ async def settle(client: RedisClient, plan: Plan, wait_seconds: float) -> dict[i
 
 
 async def finish(client: RedisClient, plan: Plan, configured: list[str]) -> None:
-    """Refuse on ambiguity (and undo the pause), else assign, remember and resume at once."""
+    """Assign, remember and resume at once; a target that lost its credentials meanwhile
+    refuses (and undoes the pause)."""
     state = await control.read(client)
     try:
         check_targets(plan.targets, configured, state)
-        await _refuse_ambiguous(client, plan.targets, state, configured[0])
     except SwitchRefused:
         await abandon(client, plan)
         raise
@@ -143,27 +144,6 @@ async def previous(client: RedisClient) -> dict[int, str]:
     if not raw:
         return {}
     return {int(p): str(n) for p, n in codec.loads(raw).items()}
-
-
-async def _refuse_ambiguous(
-    client: RedisClient, targets: dict[int, str], state: control.ControlState, default: str
-) -> None:
-    held: dict[str, dict[int, int]] = {}
-    for p, name in targets.items():
-        count = int(await client.zcard(PartitionKeys(p).ambiguous))
-        current = state.provider_for(p, default)
-        if count and current != name:
-            held.setdefault(current, {})[p] = count
-    if held:
-        detail = "; ".join(
-            f"{sum(c.values())} at {name} (partitions {_ranges(sorted(c))})"
-            + (" whose key is rejected: they wait for it" if name in state.auth_paused else "")
-            for name, c in held.items()
-        )
-        raise SwitchRefused(
-            f"unresolved ambiguous attempts: {detail}; they wait for reconciliation or "
-            "review (`resetgate ops review list`), then run the switch again"
-        )
 
 
 def _describe(targets: dict[int, str]) -> str:

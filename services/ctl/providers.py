@@ -12,12 +12,13 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from services.ctl.output import print_view as _print
-from shared import clock, control, queries, switch
+from shared import clock, control, ownership, queries, switch
 from shared.keys import PartitionKeys
 from shared.providers.named import ProviderConfigError, provider_names
 from shared.redis import RedisClient
 from shared.settings import CommonSettings
 
+SHOWN = 20  # held operations listed in the text view
 Handler = Callable[[RedisClient, Any, argparse.Namespace], Awaitable[int]]
 
 
@@ -32,11 +33,16 @@ async def show(client: RedisClient, settings: Any, args: argparse.Namespace) -> 
     names = configured(settings)
     state = await control.read(client)
     rows = await _rows(client, settings, state, names)
+    held = await ownership.held_by_others(client, state, settings.partitions, names[0])
     view = {
         "providers": rows,
+        "held_by_old_provider": [
+            {"operation_id": h.operation_id, "partition": h.partition, "owner": h.owner,
+             "partition_provider": h.current} for h in held
+        ],
         "switch_in_progress": state.switch,
         "previous": {str(p): n for p, n in (await switch.previous(client)).items()},
-    }
+    }  # fmt: skip
     lines = [f"{'PROVIDER':<16} {'PARTITIONS':<24} {'QUEUE AGE s':>11} {'AMBIG':>5} CREDENTIALS"]
     lines += [
         f"{r['provider']:<16} {_list(r['partitions']):<24} {r['queue_age_seconds']:>11.0f} "
@@ -44,11 +50,25 @@ async def show(client: RedisClient, settings: Any, args: argparse.Namespace) -> 
         + ("" if r["configured"] else "  (not configured)")
         for r in rows
     ]
+    lines += _held_lines(held)
     if state.switch:
         lines.append("switch in progress (run the same switch again to finish it): "
                      + str(state.switch.get("targets")))  # fmt: skip
     _print(args, view, lines)
     return 0
+
+
+def _held_lines(held: list[ownership.Held]) -> list[str]:
+    """Operations still owned by the provider their partition switched away from."""
+    if not held:
+        return []
+    lines = [f"{len(held)} operation(s) still owned by the old provider (an unresolved ambiguous "
+             "attempt: settled there, never sent elsewhere until proven unsent):"]  # fmt: skip
+    lines += [f"  {h.operation_id}  partition {h.partition}  owner {h.owner}  "
+              f"(partition now {h.current})" for h in held[:SHOWN]]  # fmt: skip
+    if len(held) > SHOWN:
+        lines.append(f"  ... and {len(held) - SHOWN} more (--json lists them all)")
+    return lines
 
 
 async def _rows(

@@ -32,6 +32,7 @@ from shared.keys import PartitionKeys
 from shared.logging import event
 from shared.model import Operation, Outcome
 from shared.operations import load_attempts, load_operation, resolve_ambiguous
+from shared.ownership import owners as owners  # the reconciler's: one rule for the owner
 from shared.providers.base import Capabilities, Provider, ProviderUnavailable
 from shared.redis import RedisClient
 from shared.settings import PolicySettings
@@ -157,34 +158,41 @@ def _replay_or_review(operation: Operation, settings: PolicySettings, now: int) 
 async def decide(
     client: RedisClient, provider: Provider, settings: PolicySettings, operation: Operation,
     asking: Asking,
-) -> tuple[Resolution, str, str]:  # fmt: skip
-    """(resolution, message id, reason) for one ambiguous operation, asking ``provider``
-    only if it holds the attempt."""
+) -> tuple[Resolution, str, str, str]:  # fmt: skip
+    """(resolution, message id, reason, pin_for) for one ambiguous operation, asking
+    ``provider`` only if it holds the attempt. ``pin_for`` (a replay's): "replay" when a
+    lookup proved it unsent, "proof" when only the provider's key can deduplicate it."""
     owner = operation.provider
     if owner and owner != provider.name:
         # Only the provider that holds the attempt can say whether it was accepted: asking
         # another one would find nothing and replay it, a second email.
-        return Resolution.WAIT, "", f"waiting: held by {owner}, not {provider.name}"
+        return Resolution.WAIT, "", f"waiting: held by {owner}, not {provider.name}", ""
     now = clock.now_ms()
     where = await situation(client, operation, settings, now, asking.early)
     step = plan(provider.capabilities, where)
     if step is Step.LOOK_UP_EARLY:
         message_id = await lookup(provider, operation.operation_id, asking.permit)
         if message_id:
-            return Resolution.ACCEPTED, message_id, "reconciled: provider had accepted it"
-        return Resolution.WAIT, "", "waiting: not found yet; lookup not yet trustworthy"
+            return Resolution.ACCEPTED, message_id, "reconciled: provider had accepted it", ""
+        return Resolution.WAIT, "", "waiting: not found yet; lookup not yet trustworthy", ""
     if step is Step.WAIT:
-        return Resolution.WAIT, "", "waiting: lookup not yet trustworthy, or an event may come"
+        return Resolution.WAIT, "", "waiting: lookup not yet trustworthy, or an event may come", ""
     if step is Step.REVIEW:
-        return Resolution.REVIEW, "", "unknown: no trustworthy lookup or key; event window closed"
+        return (
+            Resolution.REVIEW,
+            "",
+            "unknown: no trustworthy lookup or key; event window closed",
+            "",
+        )
     if step is Step.LOOK_UP:
         message_id = await lookup(provider, operation.operation_id, asking.permit)
         if message_id:
-            return Resolution.ACCEPTED, message_id, "reconciled: provider had accepted it"
+            return Resolution.ACCEPTED, message_id, "reconciled: provider had accepted it", ""
     decision = _replay_or_review(operation, settings, now)
     why = "not found" if step is Step.LOOK_UP else "key still retained"
     then = "one replay, same key" if decision is Resolution.REPLAY else _NO_REPLAY
-    return decision, "", f"reconciled: {why}; {then}"
+    pin_for = "replay" if step is Step.LOOK_UP else "proof"
+    return decision, "", f"reconciled: {why}; {then}, at {provider.name}", pin_for
 
 
 async def reconcile(
@@ -197,7 +205,9 @@ async def reconcile(
     if operation is None or operation.state != "ambiguous":
         await client.zrem(PartitionKeys.of(operation_id).ambiguous, operation_id)
         return None
-    decision, message_id, reason = await decide(client, provider, settings, operation, asking)
+    decision, message_id, reason, pin_for = await decide(
+        client, provider, settings, operation, asking
+    )
     if decision is Resolution.WAIT:
         return decision
     now = clock.now_ms()
@@ -210,6 +220,11 @@ async def reconcile(
         observe_until=now + settings.observation_window_seconds * 1000,
         reason=reason,
         retention_ms=settings.retention_seconds * 1000,
+        # The replay goes through the provider that decided it, never the partition's
+        # current one: after a lookup for its next attempt only (proven unsent there), after
+        # a same-key replay for good (only that provider can deduplicate the key).
+        pin=provider.name,
+        pin_for=pin_for,
     )
     if not applied:
         return None
@@ -229,14 +244,6 @@ async def _record(
     metrics.reconciliation_lag.observe(max(0, now - ambiguous_at) / 1000)
     event(log, logging.INFO, "ambiguous attempt reconciled", operation_id=operation_id,
           provider=provider, decision=str(decision))  # fmt: skip
-
-
-async def owners(client: RedisClient, operation_ids: list[str]) -> list[str]:
-    """Each operation's owner (``provider``): the provider its latest attempt went to."""
-    async with client.pipeline(transaction=False) as pipe:
-        for operation_id in operation_ids:
-            pipe.hget(PartitionKeys.of(operation_id).operation(operation_id), "provider")
-        return [str(owner or "") for owner in await pipe.execute()]
 
 
 async def due_ambiguous(

@@ -11,9 +11,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import aiohttp
 
@@ -21,6 +22,7 @@ from services.poller.budget import Budget
 from services.poller.feed import Feed, ProviderCalls
 from services.poller.inbound.ingest import Ingest
 from services.poller.inbound.queue import SesQueue
+from services.poller.inbound.sources import queue_sources, sources, webhook_sources
 from services.poller.inbound.webhooks import Webhooks
 from services.poller.observer import Observer
 from services.poller.reconciler import Reconciler
@@ -30,7 +32,7 @@ from shared.logging import event
 from shared.loops import ERRORS, named, named_loop, resilient
 from shared.providers.base import Provider
 from shared.providers.factory import ProviderConfig, build, open_provider
-from shared.providers.named import NamedProvider, load_or_exit
+from shared.providers.named import NamedProvider, ProviderConfigError, load_or_exit
 from shared.redis import RedisClient, ping
 
 log = logging.getLogger(__name__)
@@ -91,7 +93,7 @@ class Poller:
     observer: Observer
     leadership: Leadership
     webhooks: Webhooks | None = None
-    queue: SesQueue | None = None
+    queues: list[SesQueue] = field(default_factory=list)  # one per SES source
     pending_observations: int = 0
 
     async def close_step(self) -> float:
@@ -121,21 +123,24 @@ class Poller:
 
 def build_poller(
     settings: PollerSettings, client: RedisClient, session: aiohttp.ClientSession,
-    providers: Sequence[Provider] = (),
+    providers: Sequence[Provider] = (), configured: Sequence[NamedProvider] = (),
 ) -> Poller:  # fmt: skip
     """One lane per provider in ``providers`` (the first listed first); none given: the
-    single-provider settings."""
+    single-provider settings. ``configured``: their settings, for the pushed-event sources
+    of each name (inbound/sources.py)."""
     if not providers:
         providers = [build(ProviderConfig.from_settings(settings), session)]
     observer = Observer(client, settings)
     names = tuple(p.name for p in providers)
     lanes = [_lane(settings, client, observer, p, names) for p in providers]
     ingest = Ingest(client, settings)
+    found = sources(settings, configured)
+    hooks = webhook_sources(found)
     return Poller(
         settings, client, lanes, observer,
         Leadership(client, settings.consumer_name, settings.lease_seconds),
-        Webhooks(settings, client, ingest) if settings.webhooks_enabled else None,
-        SesQueue(settings, ingest) if settings.ses_queue_url else None,
+        Webhooks(settings, client, ingest, hooks) if hooks else None,
+        [SesQueue(settings, ingest, source) for source in queue_sources(found)],
     )  # fmt: skip
 
 
@@ -170,8 +175,9 @@ def workers(poller: Poller) -> list[service.Worker]:
     # spreads its requests (and SQS its messages) over them, and applying is idempotent.
     if poller.webhooks is not None:
         result.append(named("webhooks", poller.webhooks.serve))
-    if poller.queue is not None:
-        result.append(named("ses-queue", poller.queue.serve))
+    for queue in poller.queues:
+        name = "ses-queue" if queue.source.providers is None else f"ses-queue:{queue.source.route}"
+        result.append(named(name, queue.serve))
     return result
 
 
@@ -196,7 +202,7 @@ async def wire(settings: PollerSettings, client: RedisClient) -> AsyncIterator[s
         contextlib.AsyncExitStack() as stack,
     ):
         providers = await open_all(stack, session, configured)
-        poller = build_poller(settings, client, session, providers)
+        poller = build_poller(settings, client, session, providers, configured)
         yield service.Wiring(workers(poller), readiness(poller))
 
 
@@ -208,9 +214,20 @@ async def open_all(
     return [await stack.enter_async_context(open_provider(n.config, session)) for n in configured]
 
 
+def check(settings: PollerSettings) -> list[NamedProvider]:
+    """The configured providers and their pushed-event sources, or exit naming the variable."""
+    configured = load_or_exit(settings)
+    try:
+        sources(settings, configured)
+    except ProviderConfigError as error:
+        print(f"invalid configuration: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
+    return configured
+
+
 def main() -> None:
     # A bad provider setting stops the process before anything starts.
-    service.main(SERVICE, PollerSettings, wire, check=load_or_exit)
+    service.main(SERVICE, PollerSettings, wire, check=check)
 
 
 if __name__ == "__main__":

@@ -2,12 +2,94 @@
 
 from __future__ import annotations
 
-from pydantic import Field, SecretStr, field_validator
+from typing import Any, cast
 
-from shared.settings import METRICS_PORTS, ConsumerSettings, PolicySettings, ProviderSettings
+from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import SettingsConfigDict
+
+from shared.settings import (
+    ENV_PREFIX,
+    METRICS_PORTS,
+    ConsumerSettings,
+    PolicySettings,
+    ProviderSettings,
+    _Env,
+)
 
 
-class PollerSettings(PolicySettings, ProviderSettings, ConsumerSettings):
+class InboundSettings(_Env):
+    """What one source of pushed events is read with: a webhook's credential, an SES queue.
+    As ``RESETGATE_<VARIABLE>``: the provider kind's own path (``/webhooks/sendgrid``); per
+    configured name as ``RESETGATE_PROVIDER_<NAME>_<VARIABLE>`` (:func:`for_provider`), its
+    own path ``/webhooks/<name>`` (services/poller/inbound/sources.py)."""
+
+    sendgrid_webhook_public_key: str = ""  # the console's verification key (base64 DER)
+    mailgun_webhook_signing_key: SecretStr = SecretStr("")
+    postmark_webhook_username: SecretStr = SecretStr("")
+    postmark_webhook_password: SecretStr = SecretStr("")
+    postmark_webhook_networks: str = ""  # CIDRs, comma-separated; empty: any source
+    # Amazon SES: the SQS queue subscribed to the configuration set's SNS topic.
+    ses_queue_url: str = ""
+    ses_dead_letter_queue_url: str = ""  # unparseable messages go here (else to the redrive)
+
+    @field_validator("sendgrid_webhook_public_key")
+    @classmethod
+    def _sendgrid_key_loads(cls, value: str) -> str:
+        if value:
+            from services.poller.inbound.sendgrid import load_key
+
+            try:
+                load_key(value)
+            except ValueError as error:
+                raise ValueError(f"not a base64 DER public key ({error})") from None
+        return value
+
+    @field_validator("postmark_webhook_networks")
+    @classmethod
+    def _networks_parse(cls, value: str) -> str:
+        from services.poller.inbound.postmark import networks
+
+        networks(value)  # ValueError names the bad entry
+        return value
+
+    def credentials(self) -> dict[str, str]:
+        """kind -> the variable (without prefix) that configures it, for each kind set."""
+        found = {
+            "sendgrid": self.sendgrid_webhook_public_key,
+            "mailgun": self.mailgun_webhook_signing_key.get_secret_value(),
+            "postmark": self.postmark_webhook_password.get_secret_value(),
+            "ses": self.ses_queue_url,
+        }
+        return {kind: CREDENTIAL[kind] for kind, value in found.items() if value}
+
+    def fields(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in InboundSettings.model_fields}
+
+
+# The variable that turns each kind's source on (the others refine it).
+CREDENTIAL = {
+    "sendgrid": "SENDGRID_WEBHOOK_PUBLIC_KEY",
+    "mailgun": "MAILGUN_WEBHOOK_SIGNING_KEY",
+    "postmark": "POSTMARK_WEBHOOK_PASSWORD",
+    "ses": "SES_QUEUE_URL",
+}
+
+
+def for_provider(name: str) -> InboundSettings:
+    """``RESETGATE_PROVIDER_<NAME>_*``: the pushed-event settings of one configured name.
+    Raises ValueError naming the variable that is wrong."""
+    prefix = f"{ENV_PREFIX}PROVIDER_{name.upper()}_"
+    config = SettingsConfigDict(env_prefix=prefix, extra="ignore")
+    named = type(f"InboundSettings_{name}", (InboundSettings,), {"model_config": config})
+    try:
+        return cast(InboundSettings, named())
+    except ValidationError as error:
+        item = error.errors()[0]
+        variable = prefix + "_".join(str(p) for p in item["loc"]).upper()
+        raise ValueError(f"{variable}: {str(item['msg']).removeprefix('Value error, ')}") from None
+
+
+class PollerSettings(PolicySettings, ProviderSettings, ConsumerSettings, InboundSettings):
     metrics_port: int = Field(default=METRICS_PORTS["poller"], ge=0, le=65535)
     # The poller never derives a token (a replay reuses the operation; the sender derives
     # its token), so it neither needs nor checks RESETGATE_TOKEN_KEYS.
@@ -44,45 +126,13 @@ class PollerSettings(PolicySettings, ProviderSettings, ConsumerSettings):
     webhook_max_body_bytes: int = Field(default=2 * 1024 * 1024, ge=1024, le=32 * 1024 * 1024)
     # A signed timestamp further than this from our clock is refused (replay or broken clock).
     webhook_max_age_seconds: int = Field(default=300, ge=10, le=86_400)
-    sendgrid_webhook_public_key: str = ""  # the console's verification key (base64 DER)
-    mailgun_webhook_signing_key: SecretStr = SecretStr("")
-    postmark_webhook_username: SecretStr = SecretStr("")
-    postmark_webhook_password: SecretStr = SecretStr("")
-    postmark_webhook_networks: str = ""  # CIDRs, comma-separated; empty: any source
-    # Amazon SES: the SQS queue subscribed to the configuration set's SNS topic.
-    ses_queue_url: str = ""
-    ses_dead_letter_queue_url: str = ""  # unparseable messages go here (else to the redrive)
     ses_wait_seconds: int = Field(default=20, ge=0, le=20)  # SQS long poll
     aws_region: str = "us-east-1"
     aws_endpoint_url: str = ""  # only for an emulator; credentials come from the AWS chain
 
-    @field_validator("sendgrid_webhook_public_key")
-    @classmethod
-    def _sendgrid_key_loads(cls, value: str) -> str:
-        if value:
-            from services.poller.inbound.sendgrid import load_key
-
-            try:
-                load_key(value)
-            except ValueError as error:
-                raise ValueError(f"not a base64 DER public key ({error})") from None
-        return value
-
-    @field_validator("postmark_webhook_networks")
-    @classmethod
-    def _networks_parse(cls, value: str) -> str:
-        from services.poller.inbound.postmark import networks
-
-        networks(value)  # ValueError names the bad entry
-        return value
-
     @property
     def webhooks_enabled(self) -> bool:
-        return bool(
-            self.sendgrid_webhook_public_key
-            or self.mailgun_webhook_signing_key.get_secret_value()
-            or self.postmark_webhook_password.get_secret_value()
-        )
+        return bool(self.credentials())
 
     @field_validator("token_keys")
     @classmethod

@@ -74,8 +74,9 @@ class AttemptRunner:
         self.retention_ms = settings.retention_seconds * 1000
         self.auth_paused = False
 
-    async def run(self, job: Job, slot_ms: float) -> None:
-        """One attempt in the pacing slot ``slot_ms`` (the time it was granted)."""
+    async def run(self, job: Job, slot_ms: float) -> str:
+        """One attempt in the pacing slot ``slot_ms`` (the time it was granted). Returns ""
+        or, for an operation pinned to another provider, that provider: nothing was done."""
         attempt_id = ids.attempt_id()
         begun = await begin_attempt(
             self.client,
@@ -89,13 +90,16 @@ class AttemptRunner:
             retention_ms=self.retention_ms,
             provider=self.name,
         )
+        if begun.code is BeginCode.ELSEWHERE:
+            return begun.detail
         if begun.code is not BeginCode.BEGIN:
             self._not_begun(job, begun)
-            return
+            return ""
         result = await self._attempt(job, begun)
         await self._finalise(job, attempt_id, begun, result)
         if isinstance(result, SendResult):
             await self.pacer.observe(result, slot_ms)
+        return ""
 
     def _not_begun(self, job: Job, begun: Begun) -> None:
         partition = str(job.partition)

@@ -213,16 +213,15 @@ class Sender:
             if job.partition in self.state.paused:
                 break
             await sleep_or_stop(stop, 0.5)
-        runner = self.runner_for(job.partition)
         try:
-            # The pacing schedule lives in Redis too: a store error while waiting for a slot
-            # must not escape, or this worker dies and takes the whole sender down with it.
-            allowed = runner is not None and not runner.auth_paused
-            slot = await runner.pacer.acquire(stop) if runner and allowed else None
-            if runner is None or slot is None:
-                await self._hand_back([job])
-                return
-            await runner.run(job, slot)
+            owner = await self._attempt_at(self.runner_for(job.partition), job, stop)
+            if owner:
+                # Pinned to the provider that decided its replay (shared.ownership): sent
+                # there, never through the partition's provider. Rare: after a switch only.
+                event(log, logging.INFO, "operation pinned to another provider",
+                      operation_id=job.operation_id, provider=owner)  # fmt: skip
+                if await self._attempt_at(self.runners.get(owner), job, stop):
+                    await self._hand_back([job])
         except ERRORS as error:
             event(
                 log,
@@ -237,6 +236,18 @@ class Sender:
             log.exception(
                 "attempt failed unexpectedly", extra={"fields": {"operation_id": job.operation_id}}
             )
+
+    async def _attempt_at(self, runner: AttemptRunner | None, job: Job, stop: asyncio.Event) -> str:
+        """One attempt through ``runner`` (None: handed back); "" or the provider it is
+        pinned to instead."""
+        # The pacing schedule lives in Redis too: a store error while waiting for a slot
+        # must not escape, or this worker dies and takes the whole sender down with it.
+        allowed = runner is not None and not runner.auth_paused
+        slot = await runner.pacer.acquire(stop) if runner and allowed else None
+        if runner is None or slot is None:
+            await self._hand_back([job])
+            return ""
+        return await runner.run(job, slot)
 
     # -- shutdown --------------------------------------------------------------------------
     async def hand_back_on_stop(self, stop: asyncio.Event) -> None:

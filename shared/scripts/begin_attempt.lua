@@ -16,7 +16,9 @@
 -- ARGV[7] retention_ms: how long a finished operation is kept
 -- ARGV[8] operation_id
 -- ARGV[9] provider: the provider this attempt goes to ("" = not recorded); it becomes the
---         operation's "provider", its owner: the one that accepts it or holds it while ambiguous
+--         operation's "provider", its owner: the one that accepts it or holds it while ambiguous.
+--         An operation pinned to another provider (a replay decided there: "pinned") is not
+--         begun here; one pinned for its replay only is unpinned once that attempt begins.
 --
 -- Returns {code, detail...}:
 --   {"begin", attempts, account_id, token_kid, template_revision, horizon_at} - go and send
@@ -25,6 +27,7 @@
 --   {"ambiguous"}       - the previous holder's lease ran out mid-attempt; entry acked
 --   {"expired"} / {"exhausted", reason} - terminal now; entry acked
 --   {"missing"}         - no such operation; entry acked
+--   {"elsewhere", name} - pinned to provider ``name``: nothing written, entry left pending
 -- @names
 -- @ledger
 local now, id = tonumber(ARGV[1]), ARGV[8]
@@ -46,7 +49,8 @@ local function finish(state, reason)
 end
 
 local f = redis.call("HMGET", KEYS[1], "state", "lease_until", "token_expires_at", "attempts",
-  "horizon_at", "account_id", "token_kid", "template_revision", "token_consumed_at")
+  "horizon_at", "account_id", "token_kid", "template_revision", "token_consumed_at", "pinned",
+  "pinned_for")
 local state = f[1]
 if not state then ack() return {"missing"} end
 
@@ -77,6 +81,9 @@ if attempts >= tonumber(ARGV[4]) then
 end
 if now >= tonumber(f[5]) then finish("exhausted", "horizon") return {"exhausted", "horizon"} end
 
+local pinned = f[10]
+if pinned and ARGV[9] ~= "" and pinned ~= ARGV[9] then return {"elsewhere", pinned} end
+
 attempts = attempts + 1
 redis.call("HSET", KEYS[1], "state", "attempting", "attempt_id", ARGV[2],
   "lease_until", now + tonumber(ARGV[3]), "attempts", attempts)
@@ -89,5 +96,6 @@ if ARGV[9] and ARGV[9] ~= "" then
   row[LEDGER.provider] = ARGV[9]
   redis.call("HSET", KEYS[1], "provider", ARGV[9])
 end
+if f[11] == "replay" then redis.call("HDEL", KEYS[1], "pinned", "pinned_for") end
 redis.call("RPUSH", KEYS[2], ledger_encode(row))
 return {"begin", attempts, f[6], f[7], f[8] or "", f[5]}

@@ -16,6 +16,10 @@
 -- ARGV[5] reason
 -- ARGV[6] retention_ms
 -- ARGV[7] operation_id
+-- ARGV[8] pin: on "replay", the provider that decided it ("" = none): the replay is sent
+--         only through it (begin_attempt answers "elsewhere" to any other)
+-- ARGV[9] pin_for: "replay" (the lookup proved it unsent: pinned for the replay's attempt
+--         only) | "proof" (a same-key replay: pinned for as long as the operation lives)
 -- Returns {"ok", state} or {"stale", state} when the operation is no longer ambiguous.
 -- @names
 -- @ledger
@@ -49,6 +53,7 @@ if decision == "accepted" then
 elseif decision == "replay" then
   redis.call("HINCRBY", KEYS[1], "replays", 1)
   redis.call("HSET", KEYS[1], "state", "queued", "reason", ARGV[5], "next_attempt_at", now)
+  if ARGV[8] ~= "" then redis.call("HSET", KEYS[1], "pinned", ARGV[8], "pinned_for", ARGV[9]) end
   redis.call("XADD", KEYS[3], "*", JOB_FIELD, id)
 else
   redis.call("HSET", KEYS[1], "state", "review", "reason", ARGV[5])

@@ -102,3 +102,32 @@ def test_lint_strict_with_everything_on(helm: Helm) -> None:
         }
     )
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_each_named_provider_has_its_own_webhook_credential_and_queue(helm: Helm) -> None:
+    # Two SendGrid accounts, each with its own verification key (its own /webhooks/<name>),
+    # a Mailgun account with its own signing key, and SES with its own queue.
+    values = {
+        **WEBHOOKS,
+        "provider.awsRegion": "eu-west-1",
+        "provider.named": [
+            {"name": "primary", "kind": "sendgrid", "url": "https://api.sendgrid.com",
+             "sendgridPublicKey": "S0VZLVBSSU1BUlk="},
+            {"name": "standby", "kind": "sendgrid", "url": "https://api.sendgrid.com",
+             "sendgridPublicKey": "S0VZLVNUQU5EQlk="},
+            {"name": "backup", "kind": "mailgun", "url": "https://api.mailgun.net",
+             "mailgunDomain": "mg.game.example"},
+            {"name": "aws", "kind": "ses", "sesQueueUrl": "https://sqs.example/q"},
+        ],
+    }  # fmt: skip
+    poller = env(deployments(helm.template(values))["poller"])
+    assert poller["RESETGATE_PROVIDER_PRIMARY_SENDGRID_WEBHOOK_PUBLIC_KEY"] == "S0VZLVBSSU1BUlk="
+    assert poller["RESETGATE_PROVIDER_STANDBY_SENDGRID_WEBHOOK_PUBLIC_KEY"] == "S0VZLVNUQU5EQlk="
+    assert poller["RESETGATE_PROVIDER_BACKUP_MAILGUN_WEBHOOK_SIGNING_KEY"] == {
+        "secretKeyRef": {"name": "resetgate-webhooks",
+                         "key": "provider-backup-mailgun-webhook-signing-key", "optional": True}
+    }  # fmt: skip
+    assert poller["RESETGATE_PROVIDER_AWS_SES_QUEUE_URL"] == "https://sqs.example/q"
+    assert "RESETGATE_PROVIDER_PRIMARY_MAILGUN_WEBHOOK_SIGNING_KEY" not in poller
+    # The per-kind path of a single provider stays as it was.
+    assert poller["RESETGATE_SENDGRID_WEBHOOK_PUBLIC_KEY"] == WEBHOOKS["webhooks.sendgridPublicKey"]

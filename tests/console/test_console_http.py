@@ -10,7 +10,7 @@ from redis.asyncio import Redis
 
 from services.admission.console.app import create_console_app
 from services.admission.console.pages import SECURITY_HEADERS
-from shared.keys import AUDIT, CONSOLE_SESSION_PREFIX, PartitionKeys
+from shared.keys import AUDIT, CONSOLE_SESSION_PREFIX, CONTROL, PartitionKeys
 from tests.admission.helpers import ALICE, BOB, INTERNAL_TOKEN, seed_directory
 from tests.console.helpers import (
     console,
@@ -259,3 +259,22 @@ async def test_an_expired_session_is_refused(redis: Redis, redis_server: Any) ->
         await redis.hset(key, "expires_at", 1)  # as if its time ran out before its TTL did
         response = await http.get("/console/oldest", headers=headers, allow_redirects=False)
         assert response.status == 303 and response.headers["Location"] == "/console/sign-in"
+
+
+async def test_the_operation_page_shows_its_owner_after_a_switch(
+    redis: Redis, redis_server: Any
+) -> None:
+    # Ambiguous at the provider its partition switched away from: it stays owned there.
+    operation_id = await _admit(redis, redis_server.url, "acct-alice")
+    key = PartitionKeys.of(operation_id).operation(operation_id)
+    partition = PartitionKeys.of(operation_id).partition
+    await redis.hset(key, mapping={"state": "ambiguous", "provider": "primary"})
+    await redis.hset(CONTROL, f"provider:{partition}", "standby")
+    async with console(console_settings(redis_server.url)) as http:
+        headers = await sign_in(http, "ann")
+        page = await get_text(http, f"/console/operations/{operation_id}", headers)
+        assert "primary (holds its unresolved ambiguous attempt" in page
+        assert "not at standby" in page
+        await redis.hset(key, mapping={"state": "queued"})
+        page = await get_text(http, f"/console/operations/{operation_id}", headers)
+        assert "standby (the partition" in page and "from its next attempt)" in page

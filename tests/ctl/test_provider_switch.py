@@ -10,13 +10,14 @@ import subprocess
 import sys
 from typing import Any
 
+import pytest
 from redis.asyncio import Redis
 
 from services.ctl.embedded import RedisServer
-from shared import codec, control
+from shared import codec, control, ownership, switch
 from shared.admit import Admitter
 from shared.keys import JOB_FIELD, SEND_GROUP, PartitionKeys
-from shared.operations import BeginCode, begin_attempt
+from shared.operations import BeginCode, begin_attempt, load_operation
 from shared.settings import PolicySettings
 from shared.tokens import TokenKeys
 
@@ -92,24 +93,38 @@ async def test_switching_to_a_provider_paused_by_credentials_is_refused(
     assert rows["standby"]["paused_by_credentials"] and not rows["primary"]["paused_by_credentials"]
 
 
-async def test_unresolved_ambiguity_at_the_old_provider_refuses_and_says_how_many(
-    redis: Redis, redis_server: RedisServer, settings: PolicySettings, token_keys: TokenKeys
-) -> None:
-    admitted = await Admitter(redis, settings, token_keys).admit("acct-1", "public")
-    op = admitted.operation_id
+async def ambiguous_at(
+    redis: Redis, settings: PolicySettings, token_keys: TokenKeys, account: str, name: str
+) -> str:
+    """An operation whose attempt at ``name`` lost its holder: unresolved-ambiguous there."""
+    op = (await Admitter(redis, settings, token_keys).admit(account, "public")).operation_id
     common: dict[str, Any] = dict(max_attempts=6, consumer="t", entry_id="",
-                                  retention_ms=60_000)  # fmt: skip
+                                  retention_ms=60_000, provider=name)  # fmt: skip
     await begin_attempt(redis, op, attempt_id="a1", now=1, lease_ms=1, **common)
     # The holder "died": its lease is long gone when the next look finds the attempt.
     took = await begin_attempt(redis, op, attempt_id="a2", now=10**13, lease_ms=1, **common)
     assert took.code is BeginCode.AMBIGUOUS
+    return op
+
+
+async def test_unresolved_ambiguity_at_the_old_provider_does_not_hold_up_the_switch(
+    redis: Redis, redis_server: RedisServer, settings: PolicySettings, token_keys: TokenKeys
+) -> None:
+    op = await ambiguous_at(redis, settings, token_keys, "acct-1", "primary")
     partition = PartitionKeys.of(op).partition
     done = provider(redis_server, "switch", "--partitions", "0-3", "--to", "standby")
-    assert done.returncode == 1
-    assert f"1 at primary (partitions {partition})" in done.stderr
-    state = await control.read(redis)  # refused: nothing moved, nothing left paused
-    assert state.providers == {} and not state.paused and state.switch is None
-    assert [r["ambiguous"] for r in show(redis_server)["providers"]] == [1, 0]
+    assert done.returncode == 0, done.stderr
+    state = await control.read(redis)
+    assert state.providers == dict.fromkeys(range(4), "standby") and not state.paused
+    # The operation stays with the provider that holds its attempt, and on-call sees it.
+    operation = await load_operation(redis, op)
+    assert operation is not None and operation.state == "ambiguous"
+    assert ownership.owner(operation, state, "primary").provider == "primary"
+    held = show(redis_server)["held_by_old_provider"]
+    assert held == [{"operation_id": op, "partition": partition, "owner": "primary",
+                     "partition_provider": "standby"}]  # fmt: skip
+    text = provider(redis_server, "show").stdout
+    assert f"{op}  partition {partition}  owner primary" in text
 
 
 async def test_a_switch_killed_half_way_converges_when_run_again(
@@ -145,23 +160,17 @@ async def test_a_switch_killed_half_way_converges_when_run_again(
     assert not state.paused and state.switch is None
 
 
-async def test_switching_away_from_a_paused_provider_that_holds_ambiguity_is_refused(
+async def test_switching_away_from_a_paused_provider_that_holds_ambiguity_is_the_failover(
     redis: Redis, redis_server: RedisServer, settings: PolicySettings, token_keys: TokenKeys
 ) -> None:
-    # Its lookups are refused while its key is: the ambiguous attempt waits for the key.
-    admitted = await Admitter(redis, settings, token_keys).admit("acct-2", "public")
-    op = admitted.operation_id
-    common: dict[str, Any] = dict(max_attempts=6, consumer="t", entry_id="",
-                                  retention_ms=60_000, provider="primary")  # fmt: skip
-    await begin_attempt(redis, op, attempt_id="a1", now=1, lease_ms=1, **common)
-    took = await begin_attempt(redis, op, attempt_id="a2", now=10**13, lease_ms=1, **common)
-    assert took.code is BeginCode.AMBIGUOUS
+    # Its lookups are refused while its key is: the ambiguous attempt waits there for the
+    # key, and everything else of the partitions moves on.
+    op = await ambiguous_at(redis, settings, token_keys, "acct-2", "primary")
     await control.auth_pause(redis, "primary", 401, "abc")
     done = provider(redis_server, "switch", "--partitions", "0-3", "--to", "standby")
-    assert done.returncode == 1
-    assert "1 at primary" in done.stderr and "whose key is rejected" in done.stderr
-    state = await control.read(redis)
-    assert state.providers == {} and not state.paused and state.switch is None
+    assert done.returncode == 0, done.stderr
+    assert (await control.read(redis)).providers == dict.fromkeys(range(4), "standby")
+    assert [h["operation_id"] for h in show(redis_server)["held_by_old_provider"]] == [op]
 
 
 async def test_switching_away_from_a_paused_provider_with_nothing_ambiguous_is_the_failover(
@@ -171,3 +180,49 @@ async def test_switching_away_from_a_paused_provider_with_nothing_ambiguous_is_t
     done = provider(redis_server, "switch", "--partitions", "0-3", "--to", "standby")
     assert done.returncode == 0, done.stderr
     assert (await control.read(redis)).providers == dict.fromkeys(range(4), "standby")
+
+
+async def test_a_switch_killed_half_way_with_ambiguity_at_the_old_provider_converges(
+    redis: Redis, redis_server: RedisServer, settings: PolicySettings, token_keys: TokenKeys
+) -> None:
+    op = await ambiguous_at(redis, settings, token_keys, "acct-3", "primary")
+    stream = PartitionKeys(0).send  # one job read and not acknowledged holds the switch
+    await redis.xgroup_create(stream, SEND_GROUP, id="0", mkstream=True)
+    entry = await redis.xadd(stream, {JOB_FIELD: "x"})
+    await redis.xreadgroup(SEND_GROUP, "sender-1", {stream: ">"})
+    args = ["switch", "--partitions", "0-3", "--to", "standby", "--timeout", "60"]
+    command = [sys.executable, "-m", "services.ctl.main", "ops", "provider", *args]
+    process = await asyncio.create_subprocess_exec(
+        *command, env=env(redis_server), stdout=subprocess.DEVNULL
+    )
+    try:
+        for _ in range(200):
+            if (await control.read(redis)).paused == {0, 1, 2, 3}:
+                break
+            await asyncio.sleep(0.05)
+    finally:
+        process.send_signal(signal.SIGKILL)
+        await asyncio.wait_for(process.wait(), timeout=10)
+    assert (await control.read(redis)).switch is not None
+    await redis.xack(stream, SEND_GROUP, entry)
+    again = provider(redis_server, *args)
+    assert again.returncode == 0, again.stderr
+    state = await control.read(redis)
+    assert state.providers == dict.fromkeys(range(4), "standby")
+    assert not state.paused and state.switch is None
+    operation = await load_operation(redis, op)
+    assert operation is not None and operation.state == "ambiguous"
+    assert ownership.owner(operation, state, "primary").provider == "primary"
+
+
+async def test_a_target_paused_by_credentials_while_the_switch_waits_refuses_and_resumes(
+    redis: Redis,
+) -> None:
+    names = ["primary", "standby"]
+    plan = await switch.begin(redis, {0: "standby", 1: "standby"}, names)
+    assert (await control.read(redis)).paused == {0, 1}
+    await control.auth_pause(redis, "standby", 401, "abc")
+    with pytest.raises(switch.SwitchRefused, match="paused by credentials"):
+        await switch.finish(redis, plan, names)
+    state = await control.read(redis)
+    assert state.providers == {} and not state.paused and state.switch is None

@@ -7,8 +7,15 @@ import aiohttp
 from redis.asyncio import Redis
 
 from services.poller.ambiguity import Resolution, reconcile
+from shared import clock
 from shared.admit import Admitter
-from shared.operations import BeginCode, begin_attempt, load_operation
+from shared.operations import (
+    BeginCode,
+    begin_attempt,
+    load_attempts,
+    load_operation,
+    resolve_ambiguous,
+)
 from shared.providers.http import HttpProvider
 from shared.settings import PolicySettings
 from shared.tokens import TokenKeys
@@ -37,3 +44,54 @@ async def test_another_provider_never_settles_an_ambiguous_attempt(
         # The holder does settle it (here: its sandbox has no record of it).
         standby = HttpProvider(session, url, SANDBOX_API_KEY, name="standby")
         assert await reconcile(redis, standby, settings, op) is not Resolution.WAIT
+
+
+COMMON = {"max_attempts": 6, "consumer": "t", "entry_id": "", "retention_ms": 60_000}
+
+
+async def replayed_at(
+    redis: Redis, settings: PolicySettings, keys: TokenKeys, name: str, pin_for: str
+) -> str:
+    op = (await Admitter(redis, settings, keys).admit("acct-2", "public")).operation_id
+    now = clock.now_ms()
+    await begin_attempt(redis, op, attempt_id="a1", now=now, lease_ms=1, provider=name, **COMMON)
+    took = await begin_attempt(redis, op, attempt_id="a2", now=now + 10, lease_ms=1, **COMMON)
+    assert took.code is BeginCode.AMBIGUOUS
+    applied, _ = await resolve_ambiguous(
+        redis, op, now=now + 20, decision="replay", message_id="", observe_until=0,
+        reason="test", retention_ms=60_000, pin=name, pin_for=pin_for,
+    )  # fmt: skip
+    assert applied
+    return op
+
+
+async def test_a_replay_is_begun_only_at_the_provider_that_decided_it(
+    redis: Redis, settings: PolicySettings, token_keys: TokenKeys
+) -> None:
+    op = await replayed_at(redis, settings, token_keys, "primary", "replay")
+    before = len(await load_attempts(redis, op))
+    other = await begin_attempt(redis, op, attempt_id="b1", now=clock.now_ms(), lease_ms=5000,
+                                provider="standby", **COMMON)  # fmt: skip
+    assert other.code is BeginCode.ELSEWHERE and other.detail == "primary"
+    operation = await load_operation(redis, op)
+    assert operation is not None and operation.state == "queued"  # nothing written
+    assert len(await load_attempts(redis, op)) == before
+    took = await begin_attempt(redis, op, attempt_id="b2", now=clock.now_ms(), lease_ms=5000,
+                               provider="primary", **COMMON)  # fmt: skip
+    assert took.code is BeginCode.BEGIN
+    # Proven unsent by the lookup: pinned for the replay's attempt only.
+    operation = await load_operation(redis, op)
+    assert operation is not None and operation.pinned == ""
+
+
+async def test_a_same_key_replay_stays_pinned_after_its_attempt(
+    redis: Redis, settings: PolicySettings, token_keys: TokenKeys
+) -> None:
+    # Never proven unsent: only primary can deduplicate the key, so every later attempt
+    # (after a 429 to the replay, say) goes there too.
+    op = await replayed_at(redis, settings, token_keys, "primary", "proof")
+    took = await begin_attempt(redis, op, attempt_id="b2", now=clock.now_ms(), lease_ms=5000,
+                               provider="primary", **COMMON)  # fmt: skip
+    assert took.code is BeginCode.BEGIN
+    operation = await load_operation(redis, op)
+    assert operation is not None and operation.pinned == "primary"

@@ -3,12 +3,14 @@ the provider it went to, and a switch mid-run sends nothing twice."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import REGISTRY
 from redis.asyncio import Redis
 
-from shared import control, switch
+from shared import clock, control, switch
 from shared.model import State
-from shared.operations import load_attempts, load_operation
+from shared.operations import BeginCode, begin_attempt, load_attempts, load_operation
 from tests.sender.conftest import Stack, wait_for
 from tests.support.sandbox import SANDBOX_API_KEY, configure, run_sandbox, sent_emails
 
@@ -106,3 +108,66 @@ async def test_failover_moves_partitions_away_from_a_provider_whose_key_is_rejec
 
 async def _auth_paused(stack: Stack, provider: str) -> bool:
     return provider in (await control.read(stack.redis)).auth_paused
+
+
+async def test_a_replay_decided_at_the_old_provider_is_sent_there_after_a_switch(
+    stack: Stack,
+) -> None:
+    # The attempt at primary lost its holder (ambiguous); the partitions then moved to standby.
+    # Primary's lookup finds nothing, so the replay is decided there: it must go through
+    # primary (which was looked up and holds the key), never through standby.
+    op = await stack.admit("replayed")
+    common: dict[str, Any] = dict(max_attempts=6, consumer="t", entry_id="",
+                                  retention_ms=60_000, provider="primary")  # fmt: skip
+    started = clock.now_ms() - 30_000  # older than the lookup's settle time: trusted
+    await begin_attempt(stack.redis, op, attempt_id="a1", now=started, lease_ms=1, **common)
+    took = await begin_attempt(stack.redis, op, attempt_id="a2", now=started + 10, lease_ms=1,
+                               **common)  # fmt: skip
+    assert took.code is BeginCode.AMBIGUOUS
+    await move(stack.redis, [0, 1, 2, 3], "standby")
+    assert await stack.reconcile(op, provider_name="primary") == "replay"
+    async with run_sandbox(delivered_delay_seconds=0.2) as standby_url:
+        urls = {"primary": stack.provider_url, "standby": standby_url}
+        async with stack.sender(named=named_env(urls)):
+            await stack.wait_state(op, {State.ACCEPTED})
+        assert await emails(urls, op) == {"primary": 1, "standby": 0}
+    attempts = await load_attempts(stack.redis, op)
+    assert [a.provider for a in attempts] == ["primary", "primary"]
+    operation = await load_operation(stack.redis, op)
+    assert operation is not None and operation.provider == "primary" and not operation.pinned
+
+
+async def test_an_operation_deferred_by_429s_at_the_old_provider_is_sent_once_by_the_new(
+    stack: Stack,
+) -> None:
+    # Primary lets one send a second through and answers the rest 429 with a Retry-After:
+    # the deferred operations are retried after the switch, at standby, each exactly once.
+    await configure(stack.provider_url, send_rate_per_second=1.0, send_burst=1)
+    async with run_sandbox(delivered_delay_seconds=0.2) as standby_url:
+        urls = {"primary": stack.provider_url, "standby": standby_url}
+        async with stack.sender(named=named_env(urls)):
+            ops = [await stack.admit(f"pressed-{i}") for i in range(16)]
+            await wait_for(lambda: _throttled_at(stack, ops, "primary"))
+            await move(stack.redis, [0, 1, 2, 3], "standby")
+            for op in ops:
+                await stack.wait_state(op, {State.ACCEPTED})
+        handed_over = 0
+        for op in ops:
+            operation = await load_operation(stack.redis, op)
+            assert operation is not None
+            counts = await emails(urls, op)
+            assert sum(counts.values()) == 1 and counts[operation.provider] == 1, (op, counts)
+            attempts = await load_attempts(stack.redis, op)
+            at_primary = [a for a in attempts if a.provider == "primary"]
+            if operation.provider == "standby" and at_primary:
+                handed_over += 1
+                assert all(a.outcome == "throttled" for a in at_primary), attempts
+        assert handed_over, "no operation was deferred at primary and sent by standby"
+
+
+async def _throttled_at(stack: Stack, ops: list[str], provider: str) -> bool:
+    for op in ops:
+        for attempt in await load_attempts(stack.redis, op):
+            if attempt.provider == provider and attempt.outcome == "throttled":
+                return True
+    return False

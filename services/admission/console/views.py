@@ -24,9 +24,10 @@ from services.admission.console.html import (
     when,
 )
 from services.admission.console.pages import csrf_of, message, notice, page, principal_of
-from shared import clock, queries
+from shared import clock, control, ownership, queries
 from shared.ids import valid_account_id
 from shared.model import LIVE, QUARANTINABLE, Attempt, Delivery, Operation, State
+from shared.providers.named import ProviderConfigError, provider_names
 
 
 def operation_href(operation_id: str) -> str:
@@ -177,9 +178,14 @@ def _horizon(operation: Operation, now: int) -> Markup:
 
 
 async def _provider(request: web.Request, operation: Operation) -> str:
-    if operation.provider:
-        return operation.provider
-    return f"{request.app[SETTINGS].provider_name} (the partition's provider; not attempted yet)"
+    """Its owner and why: after a switch an ambiguous operation stays with its provider."""
+    fallback = request.app[SETTINGS].provider_name
+    try:
+        default = (provider_names(fallback=fallback) or [fallback])[0]
+    except ProviderConfigError:
+        default = fallback
+    state = await control.read(request.app[REDIS])
+    return ownership.owner(operation, state, default).describe()
 
 
 def _operation_values(operation: Operation, max_attempts: int, now: int) -> dict[str, Any]:

@@ -32,6 +32,7 @@ class Drop(StrEnum):
     NO_OPERATION = "no_operation"  # no operation id attached (not sent by resetgate)
     UNKNOWN_OPERATION = "unknown_operation"  # not an operation id, or no such operation
     OUT_OF_RANGE = "out_of_range"  # dated before the operation existed or in the future
+    OTHER_PROVIDER = "other_provider"  # about an operation another configured provider holds
 
 
 class Acceptance(StrEnum):

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from services.poller.inbound.events import Drop, Parsed, ProviderEvent
 from services.poller.observer import Tally, count
-from shared import clock, metrics, observation
+from shared import clock, metrics, observation, ownership
 from shared.delivery import DeliveryEvent
 from shared.ids import operation_created_ms
 from shared.keys import PartitionKeys, partition_of_operation
@@ -66,12 +66,17 @@ class Ingest:
         self.client = client
         self.settings = settings
 
-    async def apply(self, provider: str, parsed: Parsed) -> Result:
+    async def apply(
+        self, provider: str, parsed: Parsed, senders: frozenset[str] | None = None
+    ) -> Result:
+        """``provider``: the source (metrics label); ``senders``: the configured providers
+        it speaks for (None: any), an event about an operation another one holds is dropped."""
         result = Result(dropped=Counter(parsed.dropped))
         for ev in parsed.events:
             metrics.inbound_events.labels(provider, ev.kind).inc()
         now = clock.now_ms()
         usable = [ev for ev in parsed.events if self._usable(ev, now, result)]
+        usable = await self._joined(provider, usable, senders, result)
         matches = [Match(DeliveryEvent(ev.message_id, ev.meaning, ev.occurred_ms), ev.operation_id)
                    for ev in usable if isinstance(ev.meaning, Delivery)]  # fmt: skip
         proofs = [ev for ev in usable if not isinstance(ev.meaning, Delivery)]
@@ -110,6 +115,25 @@ class Ingest:
         if not created - MAX_FUTURE_MS <= ev.occurred_ms <= now + MAX_FUTURE_MS:
             return Drop.OUT_OF_RANGE
         return None
+
+    async def _joined(
+        self, source: str, events: list[ProviderEvent], senders: frozenset[str] | None,
+        result: Result,
+    ) -> list[ProviderEvent]:  # fmt: skip
+        """The events about operations one of ``senders`` holds (the provider of their latest
+        attempt): another provider's event must neither settle nor describe them."""
+        if senders is None or not events:
+            return events
+        ids = list(dict.fromkeys(ev.operation_id for ev in events))
+        held = dict(zip(ids, await ownership.owners(self.client, ids), strict=True))
+        joined = [ev for ev in events if held[ev.operation_id] in senders | {""}]
+        for ev in events:
+            if held[ev.operation_id] not in senders | {""}:
+                log_event(log, logging.WARNING, "event from a provider that does not hold the "
+                          "operation; dropped", operation_id=ev.operation_id, source=source,
+                          holder=held[ev.operation_id])  # fmt: skip
+        result.dropped[Drop.OTHER_PROVIDER] += len(events) - len(joined)
+        return joined
 
     async def _states(self, events: Sequence[ProviderEvent]) -> dict[str, str]:
         """operation id -> state ("" when there is no such operation)."""

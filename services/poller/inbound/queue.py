@@ -25,6 +25,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from services.poller.inbound import ses
 from services.poller.inbound.events import Parsed
 from services.poller.inbound.ingest import Ingest
+from services.poller.inbound.sources import Source
 from services.poller.settings import PollerSettings
 from shared import metrics
 from shared.logging import event
@@ -63,8 +64,13 @@ def sort(messages: list[dict[str, Any]]) -> Sorted:
 
 
 class SesQueue:
-    def __init__(self, settings: PollerSettings, ingest: Ingest) -> None:
-        self.settings = settings
+    def __init__(
+        self, settings: PollerSettings, ingest: Ingest, source: Source | None = None
+    ) -> None:
+        """``source``: one configured provider's queue (inbound/sources.py); None: the
+        per-kind ``RESETGATE_SES_QUEUE_URL``, for any provider."""
+        self.source = source or Source(ses.NAME, ses.NAME, None, settings)
+        self.settings = self.source.settings  # its own queue URLs
         self.ingest = ingest
 
     def _client(self) -> Any:
@@ -133,27 +139,28 @@ class SesQueue:
             event(log, logging.WARNING, "SQS messages not handed back; they return after the "
                   "visibility timeout", count=len(entries), error=type(error).__name__)  # fmt: skip
             return
-        metrics.queue_messages.labels(ses.NAME, "released").inc(len(entries))
+        metrics.queue_messages.labels(self.source.route, "released").inc(len(entries))
         event(log, logging.INFO, "SQS messages handed back at shutdown", count=len(entries))
 
     async def _handle(self, sqs: Any, messages: list[dict[str, Any]]) -> None:
         batch = sort(messages)
-        await self.ingest.apply(ses.NAME, batch.parsed)  # a store error leaves them queued
+        source = self.source  # a store error leaves them queued
+        await self.ingest.apply(source.route, batch.parsed, source.providers)
         if batch.done:
             await sqs.delete_message_batch(QueueUrl=self.settings.ses_queue_url,
                                            Entries=batch.done)  # fmt: skip
-            metrics.queue_messages.labels(ses.NAME, "applied").inc(len(batch.done))
+            metrics.queue_messages.labels(self.source.route, "applied").inc(len(batch.done))
         for message in batch.unparseable:
             await self._dead_letter(sqs, message)
 
     async def _dead_letter(self, sqs: Any, message: dict[str, Any]) -> None:
         if not self.settings.ses_dead_letter_queue_url:
-            metrics.queue_messages.labels(ses.NAME, "returned").inc()
+            metrics.queue_messages.labels(self.source.route, "returned").inc()
             return  # left for the queue's redrive policy
         await sqs.send_message(QueueUrl=self.settings.ses_dead_letter_queue_url,
                                MessageBody=str(message.get("Body", "")))  # fmt: skip
         await sqs.delete_message(QueueUrl=self.settings.ses_queue_url,
                                  ReceiptHandle=message["ReceiptHandle"])  # fmt: skip
-        metrics.queue_messages.labels(ses.NAME, "dead_lettered").inc()
+        metrics.queue_messages.labels(self.source.route, "dead_lettered").inc()
         event(log, logging.WARNING, "unparseable SES queue message dead-lettered",
               message_id=str(message.get("MessageId", ""))[:64])  # fmt: skip

@@ -1,4 +1,5 @@
-"""The webhook listener: ``POST /webhooks/<provider>`` on the poller's own webhook port.
+"""The webhook listener: ``POST /webhooks/<route>`` on the poller's own webhook port, one
+route per source (a configured provider name, or a provider kind: inbound/sources.py).
 
 Each provider is a :class:`Receiver` that authenticates the request (signature, token,
 basic auth) before anything is parsed or applied: a forged, missing or stale credential is a
@@ -13,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from aiohttp import web
@@ -21,6 +22,7 @@ from aiohttp import web
 from services.poller.inbound import mailgun, postmark, sendgrid
 from services.poller.inbound.events import Parsed, Rejected, check_fresh
 from services.poller.inbound.ingest import Ingest
+from services.poller.inbound.sources import Source, sources, webhook_sources
 from services.poller.settings import PollerSettings
 from shared import clock, keys, metrics, service
 from shared.logging import event
@@ -85,31 +87,40 @@ def postmark_receiver(settings: PollerSettings) -> Receive:
     return receive
 
 
-def receivers(settings: PollerSettings, client: RedisClient) -> dict[str, Receive]:
-    """The providers whose credentials are configured; the others' routes answer 404."""
-    found: dict[str, Receive] = {}
-    if settings.sendgrid_webhook_public_key:
-        found[sendgrid.NAME] = sendgrid_receiver(settings)
-    if settings.mailgun_webhook_signing_key.get_secret_value():
-        found[mailgun.NAME] = mailgun_receiver(settings, client)
-    if settings.postmark_webhook_password.get_secret_value():
-        found[postmark.NAME] = postmark_receiver(settings)
-    return found
+def receiver(source: Source, client: RedisClient) -> Receive:
+    """The check of one source's credential (each configured name has its own)."""
+    if source.kind == sendgrid.NAME:
+        return sendgrid_receiver(source.settings)
+    if source.kind == mailgun.NAME:
+        return mailgun_receiver(source.settings, client)
+    return postmark_receiver(source.settings)
+
+
+def receivers(
+    settings: PollerSettings, client: RedisClient, found: Sequence[Source] | None = None
+) -> dict[str, tuple[Source, Receive]]:
+    """route -> (source, check), for the sources whose credentials are configured (by
+    default the per-kind ones alone); any other route answers 404."""
+    chosen = webhook_sources(sources(settings) if found is None else found)
+    return {s.route: (s, receiver(s, client)) for s in chosen}
 
 
 class Webhooks:
-    def __init__(self, settings: PollerSettings, client: RedisClient, ingest: Ingest) -> None:
+    def __init__(
+        self, settings: PollerSettings, client: RedisClient, ingest: Ingest,
+        found: Sequence[Source] | None = None,
+    ) -> None:  # fmt: skip
         self.settings = settings
         self.client = client
         self.ingest = ingest
-        self.receivers = receivers(settings, client)
+        self.receivers = receivers(settings, client, found)
         self.listening = asyncio.Event()
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=self.settings.webhook_max_body_bytes,
                               middlewares=[service.instrument(SERVICE)])  # fmt: skip
-        for name, receive in self.receivers.items():
-            app.router.add_post(f"{PREFIX}/{name}", self._handler(name, receive))
+        for name, (source, receive) in self.receivers.items():
+            app.router.add_post(f"{PREFIX}/{name}", self._handler(source, receive))
         app.router.add_route("*", "/{tail:.*}", self._elsewhere)
         return app
 
@@ -117,15 +128,16 @@ class Webhooks:
         routes = ", ".join(f"POST {PREFIX}/{name}" for name in sorted(self.receivers))
         return service.json_error(404, "not_found", f"this port serves only {routes}")
 
-    def _handler(self, name: str, receive: Receive) -> Handler:
+    def _handler(self, source: Source, receive: Receive) -> Handler:
         async def handle(request: web.Request) -> web.Response:
-            response = await self._handle(name, receive, request)
-            metrics.webhook_requests.labels(name, str(response.status)).inc()
+            response = await self._handle(source, receive, request)
+            metrics.webhook_requests.labels(source.route, str(response.status)).inc()
             return response
 
         return handle
 
-    async def _handle(self, name: str, receive: Receive, request: web.Request) -> web.Response:
+    async def _handle(self, source: Source, receive: Receive, request: web.Request) -> web.Response:
+        name = source.route
         try:
             async with asyncio.timeout(BODY_TIMEOUT_SECONDS):  # a dripped body holds nothing long
                 body = await request.read()
@@ -142,7 +154,7 @@ class Webhooks:
         except ERRORS as error:  # the replay guard could not reach the store
             return self._unavailable(name, error)
         try:
-            result = await self.ingest.apply(name, receipt.parsed)
+            result = await self.ingest.apply(name, receipt.parsed, source.providers)
         except ERRORS as error:
             await self._forget(receipt)
             return self._unavailable(name, error)
