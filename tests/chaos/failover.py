@@ -6,7 +6,9 @@ sandbox speaking a provider without an idempotency key (Postmark), and admission
 and a poller as real processes. Operations are admitted through admission's internal API
 (a 201 carries the acknowledged operation id; a failed call is retried like a client would,
 which converges on the account's operation). Part way through, the primary (on Cluster: one
-master) is SIGKILLed; the Sentinels (the cluster) promote its replica; the killed node comes
+master) loses its replica for LAG_S (a partition: it goes on acknowledging writes the
+replica never sees, which asynchronous replication allows) and is then SIGKILLed; the
+Sentinels (the cluster) promote the replica that missed those writes; the killed node comes
 back, as Kubernetes would restart its pod, and rejoins as a replica.
 
 The verdict counts acknowledged operations the store no longer has, emails sent twice, and
@@ -44,12 +46,40 @@ from tests.chaos.stack import (
 )
 from tests.support.processes import Processes, ServiceProcess
 from tests.support.redis_cluster import RedisClusterServers
-from tests.support.redis_sentinel import MASTER, SentinelDeployment
+from tests.support.redis_sentinel import MASTER, DataServer, SentinelDeployment
 from tests.support.sandbox import run_sandbox_process
 
 PROVIDER = "postmark"  # no idempotency key: nothing on the provider's side absorbs a resend
 CONCURRENCY = 32
 SERVICES = ("admission", "sender-1", "sender-2", "poller")
+
+
+REPL_USER, REPL_PASSWORD = "repl", "failover-repl-password"
+LAG_S = 1.5  # how long the replica is cut off before the primary dies
+
+
+class LinkedServer(DataServer):
+    """A data node whose replication link can be cut: replicas authenticate as their own
+    ACL user, which the primary can switch off (and disconnect) while everyone else goes
+    on writing to it."""
+
+    def args(self) -> list[str]:
+        return [*super().args(), "--masteruser", REPL_USER, "--masterauth", REPL_PASSWORD]
+
+    def start(self, timeout: float = 10.0) -> LinkedServer:
+        super().start(timeout)
+        with redis.Redis(port=self.port, socket_timeout=2) as client:
+            client.acl_setuser(REPL_USER, enabled=True, passwords=[f"+{REPL_PASSWORD}"],
+                               keys=["*"], channels=["*"], commands=["+@all"])  # fmt: skip
+        return self
+
+
+def cut_replication(primary: RedisServer) -> None:
+    """The primary goes on acknowledging writes its replica never receives: what a network
+    partition between them does just before the primary dies."""
+    with redis.Redis(port=primary.port, socket_timeout=2) as client:
+        client.acl_setuser(REPL_USER, enabled=False)
+        client.execute_command("CLIENT", "KILL", "USER", REPL_USER)
 
 
 class Topology(Protocol):
@@ -58,6 +88,7 @@ class Topology(Protocol):
     env: dict[str, str]
 
     def client(self) -> RedisClient: ...
+    def cut_replica(self) -> None: ...
     def kill_primary(self) -> None: ...
     def promoted(self) -> bool: ...
     def restart_killed(self) -> None: ...
@@ -66,7 +97,8 @@ class Topology(Protocol):
 
 class SentinelTopology:
     def __init__(self) -> None:
-        self.deployment = SentinelDeployment(appendonly=True, appendfsync="always").start()
+        self.deployment = SentinelDeployment(appendonly=True, appendfsync="always",
+                                             server=LinkedServer).start()  # fmt: skip
         self.env = {"RESETGATE_REDIS_SENTINELS": self.deployment.addresses,
                     "RESETGATE_REDIS_SENTINEL_MASTER": MASTER,
                     # Sentinel names the host; the URL gives the database (and password, TLS).
@@ -75,6 +107,9 @@ class SentinelTopology:
     def client(self) -> RedisClient:
         return create_client(CommonSettings(redis_sentinels=self.deployment.addresses,
                                             redis_sentinel_master=MASTER))  # fmt: skip
+
+    def cut_replica(self) -> None:
+        cut_replication(self.deployment.primary)
 
     def kill_primary(self) -> None:
         self.deployment.primary.stop(kill=True)
@@ -91,7 +126,7 @@ class SentinelTopology:
 
 class ClusterTopology:
     def __init__(self) -> None:
-        self.servers = RedisClusterServers(replicas=1, appendonly=True,
+        self.servers = RedisClusterServers(replicas=1, server=LinkedServer, appendonly=True,
                                            appendfsync="always").start(60)  # fmt: skip
         self.victim = self.servers.nodes[1]
         self.heir = self.servers.replicas_of[1][0]
@@ -99,6 +134,9 @@ class ClusterTopology:
 
     def client(self) -> RedisClient:
         return RedisCluster.from_url(self.servers.url, decode_responses=True)
+
+    def cut_replica(self) -> None:
+        cut_replication(self.victim)
 
     def kill_primary(self) -> None:
         self.victim.stop(kill=True)
@@ -197,7 +235,10 @@ async def run(storm: Storm, log_dir: Path) -> Outcome:
 
 
 async def fail_over(topology: Topology, outcome: Outcome) -> None:
-    """SIGKILL the primary, wait for the promotion, bring the killed node back."""
+    """Cut the replica off for LAG_S, SIGKILL the primary, wait for the promotion, bring
+    the killed node back."""
+    await asyncio.to_thread(topology.cut_replica)
+    await asyncio.sleep(LAG_S)
     outcome.killed_at = time.monotonic()
     await asyncio.to_thread(topology.kill_primary)
     for _ in range(600):

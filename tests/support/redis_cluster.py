@@ -19,9 +19,12 @@ class RedisClusterServers:
     ``replicas`` (per master) a failover can be tested: ``replicas_of[i]`` replicate
     ``nodes[i]``."""
 
-    def __init__(self, masters: int = 3, replicas: int = 0, **options: object) -> None:
-        self.nodes = [RedisServer(cluster=True, **options) for _ in range(masters)]  # type: ignore[arg-type]
-        self.replicas_of = [[RedisServer(cluster=True, **options) for _ in range(replicas)]  # type: ignore[arg-type]
+    def __init__(
+        self, masters: int = 3, replicas: int = 0, server: type[RedisServer] = RedisServer,
+        **options: object,
+    ) -> None:  # fmt: skip
+        self.nodes = [server(cluster=True, **options) for _ in range(masters)]  # type: ignore[arg-type]
+        self.replicas_of = [[server(cluster=True, **options) for _ in range(replicas)]  # type: ignore[arg-type]
                             for _ in range(masters)]  # fmt: skip
 
     @property

@@ -68,9 +68,12 @@ class SentinelServer(RedisServer):
 class SentinelDeployment:
     """Primary + replica + three Sentinels; ``primary_port()`` asks the Sentinels."""
 
-    def __init__(self, appendonly: bool = True, appendfsync: str = "always") -> None:
-        self.primary = DataServer(appendonly=appendonly, appendfsync=appendfsync)
-        self.replica = DataServer(self.primary, appendonly=appendonly, appendfsync=appendfsync)
+    def __init__(
+        self, appendonly: bool = True, appendfsync: str = "always",
+        server: type[DataServer] = DataServer,
+    ) -> None:  # fmt: skip
+        self.primary = server(appendonly=appendonly, appendfsync=appendfsync)
+        self.replica = server(self.primary, appendonly=appendonly, appendfsync=appendfsync)
         self.sentinels = [SentinelServer(self.primary, self.replica) for _ in range(3)]
         for sentinel in self.sentinels:
             sentinel.others = [o for o in self.sentinels if o is not sentinel]
