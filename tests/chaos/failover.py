@@ -47,7 +47,7 @@ from tests.chaos.stack import (
 from tests.support.processes import Processes, ServiceProcess
 from tests.support.redis_cluster import RedisClusterServers
 from tests.support.redis_sentinel import MASTER, DataServer, SentinelDeployment
-from tests.support.sandbox import run_sandbox_process
+from tests.support.sandbox import run_sandbox_process, sandbox_stats
 
 PROVIDER = "postmark"  # no idempotency key: nothing on the provider's side absorbs a resend
 CONCURRENCY = 32
@@ -312,6 +312,7 @@ async def judge(topology: Topology, provider_url: str, storm: Storm, outcome: Ou
         outcome.lost = await audit.losses(client, outcome.acks, operations, {},  # type: ignore[arg-type]
                                           outcome.killed_at)  # fmt: skip
         outcome.emails = await audit.emails(provider_url, operations)
+        sent = (await sandbox_stats(provider_url))["sent_by_operation"]
     finally:
         await client.aclose()
     after = [at for _, at in outcome.acks.operations.values() if at > outcome.killed_at]
@@ -323,6 +324,8 @@ async def judge(topology: Topology, provider_url: str, storm: Storm, outcome: Ou
         "oldest_lost_ack_before_kill_s": max(outcome.lost.ages, default=None),
         "duplicate_sends": outcome.emails["duplicate_sends"],
         "max_emails_per_operation": outcome.emails["max_emails_per_operation"],
+        # Postmark has no key: the sandbox's duplicate_sends (same key twice) cannot see these.
+        "operations_emailed_twice": sum(1 for n in sent.values() if n > 1),
         "emails_for_forgotten_operations": outcome.emails["emails_for_forgotten_operations"],
         "accounts_emailed_twice": outcome.emails["accounts_emailed_twice"],
         "promoted_after_s": outcome.promoted_after_s,

@@ -27,6 +27,7 @@ def check(outcome: failover.Outcome, wait_replicas: int) -> None:
         assert outcome.lost.total == 0, report
         assert report["duplicate_sends"] == 0, outcome.emails["operations_sent_twice"]
         assert report["max_emails_per_operation"] <= 1, outcome.emails["operations_sent_twice"]
+        assert report["operations_emailed_twice"] == 0, outcome.emails["operations_sent_twice"]
         assert report["emails_for_forgotten_operations"] == 0, report
         assert report["accounts_emailed_twice"] == 0, report
 

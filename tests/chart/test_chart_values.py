@@ -224,7 +224,8 @@ def test_sentinel_settings_reach_every_service(helm: Helm) -> None:
     for component in CORE:
         ref = env(deployments(docs)[component])["RESETGATE_REDIS_SENTINEL_PASSWORD"]
         assert ref["secretKeyRef"] == {"name": "sentinel-auth", "key": "sentinel-password"}
-    egress = [r for p in of_kind(docs, "NetworkPolicy").values() for r in p["spec"].get("egress", [])]
+    policies = of_kind(docs, "NetworkPolicy").values()
+    egress = [rule for p in policies for rule in p["spec"].get("egress", [])]
     ports = {port["port"] for rule in egress for port in rule.get("ports", [])}
     assert {6379, 26379} <= ports
 

@@ -14,6 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from redis.asyncio.connection import SSLConnection
+from redis.asyncio.sentinel import SentinelManagedSSLConnection
 
 from services.admission.fastredis import FastRedis, fast_client
 from shared.redis import RedisClient, SentinelRedis, create_client, ping
@@ -111,3 +113,29 @@ def test_resetgate_ops_speaks_sentinel(sentinels: SentinelDeployment, tmp_path: 
     assert done.stderr.splitlines()[0] == (
         f"redis: sentinel master {MASTER!r} (3 sentinels), from RESETGATE_REDIS_SENTINELS"
     )
+
+
+async def test_sentinel_password_and_tls_reach_the_data_nodes_and_the_sentinels() -> None:
+    """Built, not connected: the URL's password, database and TLS options go to the data
+    connections; the Sentinel password and TLS (with the URL's ssl_* options) to the
+    Sentinels."""
+    settings = CommonSettings(
+        redis_url="rediss://:data-pw@ignored:6379/2?ssl_ca_certs=/etc/redis-tls/ca.crt",
+        redis_sentinels="s-0:26379,s-1:26379", redis_sentinel_master=MASTER,
+        redis_sentinel_password="sentinel-pw", redis_sentinel_tls=True,
+    )  # fmt: skip
+    client = create_client(settings)
+    try:
+        assert isinstance(client, SentinelRedis) and client.sentinel_manager is not None
+        pool = client.connection_pool
+        assert pool.connection_class is SentinelManagedSSLConnection
+        data = pool.connection_kwargs
+        assert (data["password"], data["db"], data["ssl_ca_certs"]) == (
+            "data-pw", 2, "/etc/redis-tls/ca.crt")  # fmt: skip
+        assert "host" not in data  # the Sentinels name the primary
+        sentinel = client.sentinel_manager.sentinels[0].connection_pool
+        assert sentinel.connection_class is SSLConnection
+        assert sentinel.connection_kwargs["password"] == "sentinel-pw"
+        assert sentinel.connection_kwargs["ssl_ca_certs"] == "/etc/redis-tls/ca.crt"
+    finally:
+        await client.aclose()
