@@ -1,4 +1,5 @@
-"""The Redis client every service uses: standalone or Cluster, with timeouts and retries.
+"""The Redis client every service uses: standalone, Sentinel or Cluster, with timeouts and
+retries.
 
 Reconnects use exponential backoff with jitter, so a Redis restart costs a few failed calls
 and log lines, never a crash loop.
@@ -13,7 +14,9 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from redis.asyncio import BlockingConnectionPool, Redis, RedisCluster
+from redis.asyncio.connection import SSLConnection, parse_url
 from redis.asyncio.retry import Retry
+from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
@@ -21,7 +24,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from shared.logging import event
 from shared.redis_policy import check_eviction_policy
-from shared.settings import RedisSettings
+from shared.settings import RedisSettings, sentinel_addresses
 
 log = logging.getLogger(__name__)
 
@@ -43,8 +46,56 @@ def _options(settings: RedisSettings) -> dict[str, Any]:
     }
 
 
+class SentinelRedis(Redis):
+    """The primary Sentinel names: closing it closes the Sentinel connections too."""
+
+    sentinel_manager: Sentinel | None = None
+
+    async def aclose(self, close_connection_pool: bool | None = None) -> None:
+        await super().aclose(close_connection_pool)
+        # A borrowed single-connection client (``client()``) shares the pool, not the manager.
+        if self.sentinel_manager is not None and close_connection_pool is not False:
+            await self.sentinel_manager.aclose()
+
+
+class _BlockingSentinelPool(SentinelConnectionPool, BlockingConnectionPool):
+    """Sentinel's pool (it asks the Sentinels where the primary is, and drops connections
+    to a demoted one) that queues a burst like the standalone pool instead of failing it."""
+
+
+def _sentinel_client(settings: RedisSettings) -> SentinelRedis:
+    """The primary the Sentinels name; every new connection asks them again, so a
+    failover costs the calls in flight, never a restart."""
+    data: dict[str, Any] = dict(parse_url(settings.redis_url))
+    tls = data.pop("connection_class", None) is SSLConnection
+    for named_by_sentinel in ("host", "port"):
+        data.pop(named_by_sentinel, None)
+    options = {**_options(settings), **data, "ssl": tls}
+    sentinel_options: dict[str, Any] = {
+        "socket_timeout": settings.redis_timeout_seconds,
+        "socket_connect_timeout": settings.redis_timeout_seconds,
+        "password": settings.redis_sentinel_password.get_secret_value() or data.get("password"),
+        "decode_responses": True,
+    }
+    if settings.redis_sentinel_tls:
+        sentinel_options.update({k: v for k, v in data.items() if k.startswith("ssl")}, ssl=True)
+    sentinel = Sentinel(  # type: ignore[no-untyped-call]
+        sentinel_addresses(settings.redis_sentinels), sentinel_kwargs=sentinel_options, **options
+    )
+    client: SentinelRedis = sentinel.master_for(
+        settings.redis_sentinel_master, redis_class=SentinelRedis,
+        connection_pool_class=_BlockingSentinelPool,
+        max_connections=settings.redis_max_connections, timeout=settings.redis_timeout_seconds,
+    )  # fmt: skip
+    client.sentinel_manager = sentinel
+    return client
+
+
 def create_client(settings: RedisSettings) -> RedisClient:
-    """A client for ``RESETGATE_REDIS_URL``; Cluster when ``RESETGATE_REDIS_CLUSTER`` is set."""
+    """A client for ``RESETGATE_REDIS_URL``; Cluster when ``RESETGATE_REDIS_CLUSTER`` is set,
+    the primary the Sentinels name when ``RESETGATE_REDIS_SENTINELS`` is."""
+    if settings.redis_sentinels:
+        return _sentinel_client(settings)
     if settings.redis_cluster:
         return RedisCluster.from_url(
             settings.redis_url,
@@ -80,10 +131,18 @@ async def connect(settings: RedisSettings, attempts: int = 30) -> RedisClient:
         "connect",
         attempts,
         errors=(RedisError, *TRANSIENT_ERRORS),
-        target=display_url(settings.redis_url),
+        target=describe(settings),
     )
     await check_eviction_policy(client)
     return client
+
+
+def describe(settings: RedisSettings) -> str:
+    """Which Redis, without password or Sentinel addresses: fit for a log line."""
+    if settings.redis_sentinels:
+        count = len(sentinel_addresses(settings.redis_sentinels))
+        return f"sentinel master {settings.redis_sentinel_master!r} ({count} sentinels)"
+    return display_url(settings.redis_url)
 
 
 def display_url(url: str) -> str:
@@ -123,8 +182,18 @@ async def until_done(
     )
 
 
+# Readiness answers within this, below the chart's probe timeout (2 s): a probe that times
+# out says nothing, one that answers 503 says "not ready". A Redis loading its dataset
+# answers a command only between chunks of the load, and every loop of a busy service is
+# retrying then too: a PING left to the client's retries took longer than the probe.
+PING_TIMEOUT_S = 1.0
+
+
 async def ping(client: RedisClient) -> bool:
+    """Whether Redis answers a PING: False for one that is down, failing over, or loading
+    (BusyLoadingError), and for one that does not answer within PING_TIMEOUT_S."""
     try:
-        return bool(await client.ping())
-    except (RedisError, *TRANSIENT_ERRORS):
+        async with asyncio.timeout(PING_TIMEOUT_S):
+            return bool(await client.ping())
+    except (RedisError, TimeoutError, *TRANSIENT_ERRORS):
         return False

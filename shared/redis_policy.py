@@ -13,6 +13,13 @@ host crash. The sender reads both at start (:func:`check_keyless_durability`): R
 reports anything else stops it, unless the operator accepts the risk
 (``RESETGATE_KEYLESS_REQUIRE_FSYNC_ALWAYS=false``); a refused CONFIG GET cannot be
 verified and is a loud warning. Either way ``resetgate_send_twice_exposure`` says so.
+
+Replicas are the same risk seen from a failover: replication is asynchronous, so a promoted
+replica may never have seen an attempt that went out. With replicas behind the primary (or
+Sentinel configured) and a keyless provider, the sender needs ``RESETGATE_WAIT_REPLICAS`` of
+at least one, so every attempt is on a replica before the provider call
+(:func:`check_keyless_replication`); ``RESETGATE_KEYLESS_REQUIRE_REPLICA_WAIT=false``
+accepts the risk instead.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from redis.asyncio import RedisCluster
 from redis.exceptions import RedisError
 
 from shared import metrics
@@ -131,3 +139,41 @@ async def check_keyless_durability(client: Any, keyless: Mapping[str, str], requ
 
 def _described(policy: str) -> str:
     return "appendonly no" if policy == AOF_OFF else f"appendfsync {policy}"
+
+
+async def replica_count(client: Any) -> int | None:
+    """The most replicas any primary reports (INFO replication); None when INFO is refused."""
+    try:
+        if isinstance(client, RedisCluster):
+            answer = await client.info("replication", target_nodes=RedisCluster.PRIMARIES)
+        else:
+            answer = await client.info("replication")
+    except (RedisError, OSError):
+        return None
+    return max((int(n["connected_slaves"]) for n in _nodes(answer, "connected_slaves")), default=0)
+
+
+async def check_keyless_replication(
+    client: Any, keyless: Mapping[str, str], wait_replicas: int, *, sentinel: bool, require: bool
+) -> int | None:
+    """Raise :class:`StoreNotDurable` when keyless providers are configured, replicas exist
+    (or Sentinel is configured: a failover is its purpose) and the sender would not WAIT for
+    them, unless ``require`` is off (then an error line). Returns the replicas seen."""
+    if not keyless:
+        return None
+    replicas = await replica_count(client)
+    if wait_replicas or not (sentinel or replicas):
+        return replicas
+    named = ", ".join(keyless)
+    where = "Sentinel is configured" if sentinel else f"Redis reports {replicas} replica(s)"
+    if require:
+        raise StoreNotDurable(
+            f"{where}, RESETGATE_WAIT_REPLICAS is 0, and provider(s) {named} have no "
+            "idempotency key: a failover to a replica that missed an attempt could send a "
+            "player's email twice. Set RESETGATE_WAIT_REPLICAS=1 (or more), or set "
+            "RESETGATE_KEYLESS_REQUIRE_REPLICA_WAIT=false to accept that risk"
+        )
+    event(log, logging.ERROR,
+          "a Redis failover could send emails twice: set RESETGATE_WAIT_REPLICAS for "
+          "providers without an idempotency key", replicas=replicas, providers=named)  # fmt: skip
+    return replicas

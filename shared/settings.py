@@ -35,11 +35,68 @@ class _Env(BaseSettings):
 class RedisSettings(_Env):
     """The operation store and its partitioning (every service, ``resetgate``)."""
 
+    # With Sentinel, the URL still gives the data nodes' password, database and TLS
+    # (``rediss://``, ``?ssl_ca_certs=``); its host and port are what Sentinel names instead.
     redis_url: str = "redis://127.0.0.1:6379/0"
     redis_cluster: bool = False
     redis_timeout_seconds: float = Field(default=5.0, gt=0)
     redis_max_connections: int = Field(default=64, ge=2, le=10000)
     partitions: int = Field(default=16, ge=1, le=1024)
+    redis_sentinels: str = Field(
+        default="",
+        description="host:port,... of the Sentinels; set, every connection goes to the primary "
+        "they name (RESETGATE_REDIS_SENTINEL_MASTER) and follows a failover",
+    )
+    redis_sentinel_master: str = Field(
+        default="mymaster", pattern=r"^[A-Za-z0-9._-]{1,64}$",
+        description="the name the Sentinels monitor the primary under",
+    )  # fmt: skip
+    redis_sentinel_password: SecretStr = Field(
+        default=SecretStr(""),
+        description="the Sentinels' own password (requirepass); empty: the Redis URL's password",
+    )
+    redis_sentinel_tls: bool = Field(
+        default=False,
+        description="TLS to the Sentinels too (with the URL's ssl_* options, e.g. ssl_ca_certs)",
+    )
+
+    @field_validator("redis_sentinels")
+    @classmethod
+    def _sentinels_parse(cls, value: str) -> str:
+        sentinel_addresses(value)
+        return value
+
+    @model_validator(mode="after")
+    def _one_topology(self) -> RedisSettings:
+        if self.redis_sentinels and self.redis_cluster:
+            raise ValueError(
+                "RESETGATE_REDIS_SENTINELS and RESETGATE_REDIS_CLUSTER exclude each other: "
+                "Sentinel fronts one primary, a Cluster fails over by itself"
+            )
+        return self
+
+
+def sentinel_addresses(value: str) -> list[tuple[str, int]]:
+    """``host:port,host:port`` as pairs; a malformed entry is a ValueError naming it."""
+    addresses = []
+    for item in filter(None, (part.strip() for part in value.split(","))):
+        host, _, port = item.rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"{item!r} is not host:port")
+        addresses.append((host.strip("[]"), int(port)))
+    return addresses
+
+
+class ReplicationSettings(_Env):
+    """Redis ``WAIT``: how many replicas must hold a write before it counts (admission's
+    acknowledgement, the sender's attempt before the provider call)."""
+
+    wait_replicas: int = Field(
+        default=0, ge=0, le=16,
+        description="replicas that must confirm a write (WAIT) before it is acknowledged or "
+        "an email is sent on it; 0 = do not wait",
+    )  # fmt: skip
+    wait_timeout_ms: int = Field(default=200, ge=1, le=60_000)
 
 
 class ListenerSettings(_Env):

@@ -5,10 +5,15 @@ from __future__ import annotations
 from pydantic import Field, SecretStr, field_validator, model_validator
 
 from services.admission.console.settings import ConsoleSettings
-from shared.settings import METRICS_PORTS, DirectorySettings, PolicySettings
+from shared.settings import (
+    METRICS_PORTS,
+    DirectorySettings,
+    PolicySettings,
+    ReplicationSettings,
+)
 
 
-class AdmissionSettings(PolicySettings, DirectorySettings, ConsoleSettings):
+class AdmissionSettings(PolicySettings, DirectorySettings, ConsoleSettings, ReplicationSettings):
     http_port: int = Field(default=8080, ge=0, le=65535)  # the API; nothing operational
     metrics_port: int = Field(default=METRICS_PORTS["admission"], ge=0, le=65535)
     # Required here: admission records the key id each operation's token is derived with.
@@ -20,9 +25,6 @@ class AdmissionSettings(PolicySettings, DirectorySettings, ConsoleSettings):
     ip_limit_burst: int = Field(default=10, ge=1, le=100_000)
     # Proxies in front of us that append to X-Forwarded-For; 0 = trust only the TCP peer.
     trusted_proxy_hops: int = Field(default=0, ge=0, le=10)
-    # WAIT for this many replicas before acknowledging an admission; 0 = off.
-    wait_replicas: int = Field(default=0, ge=0, le=16)
-    wait_timeout_ms: int = Field(default=200, ge=1, le=60_000)
     max_body_bytes: int = Field(default=16384, ge=256, le=1_048_576)
     # The public answer is held until this long after the request was let through the IP
     # limit: above the work itself, every kind of login (unknown, new, converged, cooldown)

@@ -5,7 +5,8 @@ embedded Redis' URL, the internal API token and the admission URL, as ``export``
 shell can source. Every command that reads or writes state resolves its Redis the same
 way, and prints the answer first (on stderr, so ``--json`` output stays clean):
 
-1. ``RESETGATE_REDIS_URL`` when it is set (production, a tunnel, tests);
+1. ``RESETGATE_REDIS_SENTINELS`` (the primary they name) or ``RESETGATE_REDIS_URL`` when
+   set (production, a tunnel, tests);
 2. else the ``env`` file of a running ``resetgate up``: ``$RESETGATE_RUN_DIR``, else
    ``.run/`` in this directory or a parent, else in the checkout this command runs from;
 3. else the default (127.0.0.1:6379), said out loud: a believable all-zero table read from
@@ -24,7 +25,7 @@ from typing import TypeVar
 
 from redis.exceptions import RedisClusterException
 
-from shared.redis import TRANSIENT_ERRORS, RedisClient, create_client, display_url
+from shared.redis import TRANSIENT_ERRORS, RedisClient, create_client, describe
 from shared.settings import CommonSettings
 
 ENV_FILE = "env"
@@ -89,6 +90,8 @@ def _alive(pid: str) -> bool:
 def use_local_stack() -> str:
     """Fill the environment from the running stack's env file when RESETGATE_REDIS_URL is
     unset; returns where the Redis URL came from, for :func:`announce`."""
+    if os.environ.get("RESETGATE_REDIS_SENTINELS"):
+        return "from RESETGATE_REDIS_SENTINELS"
     if os.environ.get("RESETGATE_REDIS_URL"):
         return "from RESETGATE_REDIS_URL"
     path = find_env_file()
@@ -108,7 +111,7 @@ def use_local_stack() -> str:
 
 def announce(settings: CommonSettings, source: str) -> None:
     kind = " (cluster)" if settings.redis_cluster else ""
-    print(f"redis: {display_url(settings.redis_url)}{kind}, {source}", file=sys.stderr)
+    print(f"redis: {describe(settings)}{kind}, {source}", file=sys.stderr)
 
 
 def with_redis(
@@ -130,5 +133,5 @@ def with_redis(
     except (RedisClusterException, *TRANSIENT_ERRORS) as error:
         reason = str(error) or type(error).__name__
         raise StackError(
-            f"cannot reach Redis at {display_url(settings.redis_url)} ({source}): {reason}"
+            f"cannot reach Redis at {describe(settings)} ({source}): {reason}"
         ) from None

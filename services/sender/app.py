@@ -22,7 +22,12 @@ from shared.providers.base import Provider
 from shared.providers.factory import ProviderConfig, build, open_provider
 from shared.providers.named import NamedProvider, load_or_exit
 from shared.redis import RedisClient, ping, until_done
-from shared.redis_policy import StoreNotDurable, check_keyless_durability
+from shared.redis_policy import (
+    StoreNotDurable,
+    check_keyless_durability,
+    check_keyless_replication,
+)
+from shared.replication import Replicas
 from shared.tokens import parse_keys
 
 SERVICE = "sender"
@@ -44,6 +49,7 @@ def build_sender(
     provider: Provider | None = None,
     provider_rate: float | None = None,
     opened: Sequence[Opened] = (),
+    replicas: Replicas | None = None,
 ) -> Sender:
     """One runner per provider, the first serving every partition not switched away.
     Without ``opened``: the single-provider settings (``provider`` overrides the adapter).
@@ -51,16 +57,19 @@ def build_sender(
     (SES); the pacing ceiling is then min(configured, provider's)."""
     directory = directory_for(settings, client, session)
     keys = parse_keys(settings.token_keys.get_secret_value())
+    replicas = replicas or Replicas(client, settings, settings.wait_replicas,
+                                    settings.wait_timeout_ms)  # fmt: skip
     if not opened:
         single = provider or build(ProviderConfig.from_settings(settings), session)
         pacer = _pacer(settings, client, settings.provider_name, None, provider_rate)
-        runner = AttemptRunner(settings, client, single, directory, keys, pacer)
+        runner = AttemptRunner(settings, client, single, directory, keys, pacer,
+                               replicas=replicas)  # fmt: skip
         return Sender(settings, client, [runner])
     runners = [
         AttemptRunner(
             settings, client, o.provider, directory, keys,
             _pacer(settings, client, o.named.config.name, o.named.max_rate, o.provider_rate),
-            name=o.named.config.name, api_key=o.named.config.api_key,
+            name=o.named.config.name, api_key=o.named.config.api_key, replicas=replicas,
         )
         for o in opened
     ]  # fmt: skip
@@ -114,7 +123,9 @@ async def wire(settings: SenderSettings, client: RedisClient) -> AsyncIterator[s
     ):
         opened = await open_all(stack, session, load_or_exit(settings))
         await durable_enough_or_exit(client, opened, settings)
-        sender = build_sender(settings, client, session, opened=opened)
+        replicas = Replicas(client, settings, settings.wait_replicas, settings.wait_timeout_ms)
+        stack.push_async_callback(replicas.close)
+        sender = build_sender(settings, client, session, opened=opened, replicas=replicas)
         await until_done(sender.refresh_control, "control state")
         yield service.Wiring(workers(sender), readiness(sender, client))
 
@@ -140,6 +151,9 @@ async def durable_enough_or_exit(
                if not o.provider.capabilities.native_key}  # fmt: skip
     try:
         await check_keyless_durability(client, keyless, settings.keyless_require_fsync_always)
+        await check_keyless_replication(client, keyless, settings.wait_replicas,
+                                        sentinel=bool(settings.redis_sentinels),
+                                        require=settings.keyless_require_replica_wait)  # fmt: skip
     except StoreNotDurable as error:
         print(f"invalid configuration: {error}", file=sys.stderr)
         raise SystemExit(2) from None

@@ -3,6 +3,11 @@
 The attempt is written before the network call and finalised after it, so a process that
 dies in between leaves an in-flight row whose lease runs out: it becomes ambiguous and is
 reconciled by idempotency key before anything is replayed.
+
+With ``RESETGATE_WAIT_REPLICAS`` set, the begin must also be on that many replicas before
+the provider is called: a failover to a replica that never saw it would make an email that
+went out look unsent, and a provider without an idempotency key sends it again. A WAIT that
+falls short hands the attempt back unspent (``not_replicated``), nothing sent.
 """
 
 from __future__ import annotations
@@ -26,12 +31,16 @@ from shared.operations import (
     Finalisation,
     begin_attempt,
     finalise_attempt,
+    keys_for,
 )
 from shared.providers.base import Provider, SendResult
 from shared.redis import RedisClient
+from shared.replication import NotReplicated, Replicas
 from shared.tokens import TokenKeys
 
 log = logging.getLogger(__name__)
+# The reason on an attempt handed back because its begin did not reach the replicas in time.
+NOT_REPLICATED = "not_replicated"
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,9 +62,11 @@ class AttemptRunner:
         *,
         name: str | None = None,
         api_key: str | None = None,
+        replicas: Replicas | None = None,
     ) -> None:
         """``name``, ``api_key``: one of several named providers (None: the single-provider
-        ``RESETGATE_PROVIDER_NAME`` and ``RESETGATE_PROVIDER_API_KEY``)."""
+        ``RESETGATE_PROVIDER_NAME`` and ``RESETGATE_PROVIDER_API_KEY``). ``replicas``: the
+        WAIT every begin goes through (None: one built from the settings)."""
         self.settings = settings
         self.name = settings.provider_name if name is None else name
         self.api_key = settings.provider_api_key.get_secret_value() if api_key is None else api_key
@@ -73,33 +84,58 @@ class AttemptRunner:
         )
         self.retention_ms = settings.retention_seconds * 1000
         self.auth_paused = False
+        self.replicas = replicas or Replicas(
+            client, settings, settings.wait_replicas, settings.wait_timeout_ms
+        )
 
     async def run(self, job: Job, slot_ms: float) -> str:
         """One attempt in the pacing slot ``slot_ms`` (the time it was granted). Returns ""
         or, for an operation pinned to another provider, that provider: nothing was done."""
         attempt_id = ids.attempt_id()
-        begun = await begin_attempt(
-            self.client,
-            job.operation_id,
-            attempt_id=attempt_id,
-            now=clock.now_ms(),
-            lease_ms=self.settings.lease_seconds * 1000,
-            max_attempts=self.settings.max_attempts,
-            consumer=self.settings.consumer_name,
-            entry_id=job.entry_id,
-            retention_ms=self.retention_ms,
-            provider=self.name,
-        )
+        begun, replicated = await self._begin(job, attempt_id)
         if begun.code is BeginCode.ELSEWHERE:
             return begun.detail
         if begun.code is not BeginCode.BEGIN:
             self._not_begun(job, begun)
             return ""
-        result = await self._attempt(job, begun)
+        result = await self._attempt(job, begun) if replicated else self._unreplicated(begun)
         await self._finalise(job, attempt_id, begun, result)
         if isinstance(result, SendResult):
             await self.pacer.observe(result, slot_ms)
         return ""
+
+    async def _begin(self, job: Job, attempt_id: str) -> tuple[Begun, bool]:
+        """The begin, and whether the replicas hold it (always, with no WAIT configured)."""
+        key = keys_for(job.operation_id).operation(job.operation_id)
+        async with self.replicas.connection(key) as connection:
+            begun = await begin_attempt(
+                connection,
+                job.operation_id,
+                attempt_id=attempt_id,
+                now=clock.now_ms(),
+                lease_ms=self.settings.lease_seconds * 1000,
+                max_attempts=self.settings.max_attempts,
+                consumer=self.settings.consumer_name,
+                entry_id=job.entry_id,
+                retention_ms=self.retention_ms,
+                provider=self.name,
+            )
+            if begun.code is not BeginCode.BEGIN:
+                return begun, True
+            try:
+                await self.replicas.wait(connection)
+            except NotReplicated as error:
+                event(log, logging.WARNING, "attempt not replicated in time; handed back unsent",
+                      operation_id=job.operation_id, detail=str(error))  # fmt: skip
+                return begun, False
+        return begun, True
+
+    def _unreplicated(self, begun: Begun) -> Finalisation:
+        """Back to the queue unspent: no email left, so the attempt does not count."""
+        final = decide(Outcome.TRANSIENT, 0, attempt=begun.attempts, now=clock.now_ms(),
+                       horizon_at=begun.horizon_at, policy=self.policy, rng=self.rng,
+                       reason=NOT_REPLICATED)  # fmt: skip
+        return replace(final, refund=True)
 
     def _not_begun(self, job: Job, begun: Begun) -> None:
         partition = str(job.partition)

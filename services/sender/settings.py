@@ -10,10 +10,13 @@ from shared.settings import (
     DirectorySettings,
     PolicySettings,
     ProviderSettings,
+    ReplicationSettings,
 )
 
 
-class SenderSettings(PolicySettings, ProviderSettings, DirectorySettings, ConsumerSettings):
+class SenderSettings(
+    PolicySettings, ProviderSettings, DirectorySettings, ConsumerSettings, ReplicationSettings
+):
     metrics_port: int = Field(default=METRICS_PORTS["sender"], ge=0, le=65535)
     reset_url_base: str = "https://game.example/reset-password"
     email_from: str = "Account Recovery <no-reply@game.example>"
@@ -29,6 +32,9 @@ class SenderSettings(PolicySettings, ProviderSettings, DirectorySettings, Consum
     # A provider without an idempotency key needs Redis to keep every acknowledged write
     # across a host crash (shared.redis_policy): refuse to start when it says it may not.
     keyless_require_fsync_always: bool = True
+    # The same for a failover: with replicas behind the primary, a keyless provider needs
+    # every attempt on RESETGATE_WAIT_REPLICAS of them before it is sent (shared.redis_policy).
+    keyless_require_replica_wait: bool = True
 
     @model_validator(mode="after")
     def _lease_outlives_a_request(self) -> SenderSettings:

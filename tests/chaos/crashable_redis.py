@@ -17,9 +17,12 @@ import asyncio
 import shutil
 import subprocess
 import tempfile
+import time
 from enum import StrEnum
 from functools import cache
 from pathlib import Path
+
+import redis
 
 from services.ctl.embedded import RedisServer
 
@@ -48,6 +51,17 @@ def volatile_cache() -> Path | None:
     return target
 
 
+def wait_loaded(port: int, timeout: float) -> None:
+    """Until the redis-server on ``port`` has loaded its dataset (INFO persistence loading:0)."""
+    deadline = time.monotonic() + timeout
+    with redis.Redis(port=port, socket_timeout=2) as client:
+        while time.monotonic() < deadline:
+            if not int(client.info("persistence")["loading"]):
+                return
+            time.sleep(0.05)
+    raise RuntimeError(f"redis on {port} still loading after {timeout}s")
+
+
 class CrashableRedis(RedisServer):
     """AOF on; ``crash()`` SIGKILLs it, as a process or (with the library) as a host."""
 
@@ -69,8 +83,11 @@ class CrashableRedis(RedisServer):
         self.stop(kill=True)
 
     async def start_async(self, timeout: float = 60.0) -> None:
-        """Start (loading the AOF can take a while) without blocking the event loop."""
+        """Start and wait until the AOF is loaded, without blocking the event loop. Redis
+        answers INFO (what ``start`` waits for) while it loads, and every data command
+        with BusyLoadingError until it is done."""
         await asyncio.to_thread(self.start, timeout)
+        await asyncio.to_thread(wait_loaded, self.port, timeout)
 
     async def stop_async(self) -> None:
         await asyncio.to_thread(self.stop)

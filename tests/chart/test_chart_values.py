@@ -34,7 +34,9 @@ SECRET_VALUES = {
 # --- helm lint ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("values_file", [None, "values-dev.yaml", "values-prod-like.yaml"])
+@pytest.mark.parametrize(
+    "values_file", [None, "values-dev.yaml", "values-prod-like.yaml", "values-sentinel.yaml"]
+)
 def test_helm_lint_strict_passes(helm: Helm, values_file: str | None) -> None:
     files = [CHART / values_file] if values_file else []
     done = helm.lint({} if files else BASE, files)
@@ -117,6 +119,14 @@ REFUSED: dict[str, tuple[dict[str, Any], str]] = {
     "console-proxy-from-nowhere": (
         {**BASE, "console.enabled": True, "console.proxy.userHeader": "X-Forwarded-User"},
         "console.proxy.userHeader needs console.proxy.trustedProxies",
+    ),
+    "sentinel-and-cluster": (
+        {**BASE, "redis.sentinel.sentinels": ["s-0:26379"], "redis.cluster": True},
+        "redis.sentinel.sentinels and redis.cluster=true are both set",
+    ),
+    "sentinel-keyless-without-wait": (
+        {**BASE, "redis.sentinel.sentinels": ["s-0:26379"], "provider.kind": "postmark"},
+        "so the sender refuses durability.waitReplicas=0",
     ),
     "keda-blind": (
         {**BASE, "redis.url": "", "redis.existingSecret": "r", "keda.enabled": True},
@@ -201,6 +211,32 @@ def test_settings_reach_every_service_through_the_configmap(helm: Helm) -> None:
     for component in CORE:
         from_ = deployments(docs)[component]["spec"]["template"]["spec"]["containers"][0]
         assert from_["envFrom"] == [{"configMapRef": {"name": "rg-resetgate"}}]
+
+
+def test_sentinel_settings_reach_every_service(helm: Helm) -> None:
+    sentinels = ["redis-node-0.redis-headless:26379", "redis-node-1.redis-headless:26379"]
+    docs = helm.template({"redis.url": "", "redis.existingSecret": "redis-url",
+                          "redis.sentinel.sentinels": sentinels, "redis.sentinel.tls": True,
+                          "redis.sentinel.masterName": "primary",
+                          "redis.sentinel.existingSecret": "sentinel-auth",
+                          "networkPolicy.enabled": True})  # fmt: skip
+    data = config_data(docs)
+    assert data["RESETGATE_REDIS_SENTINELS"] == ",".join(sentinels)
+    assert data["RESETGATE_REDIS_SENTINEL_MASTER"] == "primary"
+    assert data["RESETGATE_REDIS_SENTINEL_TLS"] == "true"
+    assert data["RESETGATE_KEYLESS_REQUIRE_REPLICA_WAIT"] == "true"
+    for component in CORE:
+        ref = env(deployments(docs)[component])["RESETGATE_REDIS_SENTINEL_PASSWORD"]
+        assert ref["secretKeyRef"] == {"name": "sentinel-auth", "key": "sentinel-password"}
+    policies = of_kind(docs, "NetworkPolicy").values()
+    egress = [rule for p in policies for rule in p["spec"].get("egress", [])]
+    ports = {port["port"] for rule in egress for port in rule.get("ports", [])}
+    assert {6379, 26379} <= ports
+
+
+def test_without_sentinels_nothing_of_sentinel_is_rendered(helm: Helm) -> None:
+    data = config_data(helm.template())
+    assert not [name for name in data if "SENTINEL" in name]
 
 
 def test_a_redis_url_with_a_password_comes_from_its_secret(helm: Helm) -> None:

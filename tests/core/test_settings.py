@@ -56,6 +56,9 @@ SECRET = "do-not-echo-this-secret-value"
         ("poller", {"RESETGATE_PROVIDERS": "a", "RESETGATE_PROVIDER_A_KIND": "sendgrid",
                     "RESETGATE_PROVIDER_A_URL": "http://127.0.0.1:1"},
          "RESETGATE_PROVIDER_A_API_KEY"),
+        ("router", {"RESETGATE_REDIS_SENTINELS": "s1:26379,s2"}, "RESETGATE_REDIS_SENTINELS"),
+        ("router", {"RESETGATE_TOKEN_KEYS": f"k1:{SECRET}", "RESETGATE_REDIS_CLUSTER": "true",
+                    "RESETGATE_REDIS_SENTINELS": "s1:26379"}, "RESETGATE_REDIS_CLUSTER"),
     ],
 )
 def test_invalid_settings_stop_the_service_with_one_clear_line(

@@ -15,10 +15,17 @@ from services.ctl.embedded import RedisServer
 
 
 class RedisClusterServers:
-    """Three masters, slots split evenly, no replicas: enough to catch any CROSSSLOT."""
+    """Three masters, slots split evenly, no replicas: enough to catch any CROSSSLOT. With
+    ``replicas`` (per master) a failover can be tested: ``replicas_of[i]`` replicate
+    ``nodes[i]``."""
 
-    def __init__(self, masters: int = 3) -> None:
-        self.nodes = [RedisServer(cluster=True) for _ in range(masters)]
+    def __init__(
+        self, masters: int = 3, replicas: int = 0, server: type[RedisServer] = RedisServer,
+        **options: object,
+    ) -> None:  # fmt: skip
+        self.nodes = [server(cluster=True, **options) for _ in range(masters)]  # type: ignore[arg-type]
+        self.replicas_of = [[server(cluster=True, **options) for _ in range(replicas)]  # type: ignore[arg-type]
+                            for _ in range(masters)]  # fmt: skip
 
     @property
     def url(self) -> str:
@@ -38,17 +45,57 @@ class RedisClusterServers:
         while time.monotonic() < deadline:
             infos = [_command(c, "CLUSTER INFO") for c in clients]
             if all(_cluster_ok(info) for info in infos):
-                return self
+                break
             time.sleep(0.1)
-        raise RuntimeError("redis cluster did not reach cluster_state:ok")
+        else:
+            raise RuntimeError("redis cluster did not reach cluster_state:ok")
+        self._add_replicas(clients, deadline)
+        return self
+
+    def _add_replicas(self, masters: list[redis.Redis], deadline: float) -> None:
+        pairs = [(master, replica) for master, replicas in zip(masters, self.replicas_of,
+                 strict=True) for replica in replicas]  # fmt: skip
+        for master in masters:  # a full sync at once, not after Redis' 5 s wait for company
+            _command(master, "CONFIG SET", "repl-diskless-sync-delay", "0")
+        for master, replica in pairs:
+            replica.start()
+            client = redis.Redis(port=replica.port, socket_timeout=2)
+            _command(client, "CLUSTER MEET", "127.0.0.1", self.nodes[0].port)
+            master_id = _command(master, "CLUSTER MYID")
+            while True:  # REPLICATE needs the replica to know the master first
+                try:
+                    _command(client, "CLUSTER REPLICATE", master_id)
+                    break
+                except redis.exceptions.ResponseError:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.1)
+        while pairs and time.monotonic() < deadline:
+            synced = [_command(m, "INFO", "replication") for m in masters]
+            if all(_online_replicas(info) >= len(self.replicas_of[0]) for info in synced):
+                return
+            time.sleep(0.1)
+        if pairs:
+            raise RuntimeError("cluster replicas did not sync")
+
+    def all_nodes(self) -> list[RedisServer]:
+        return [*self.nodes, *(r for replicas in self.replicas_of for r in replicas)]
 
     def stop(self) -> None:
-        for node in self.nodes:
+        for node in self.all_nodes():
             node.stop()
 
 
 def _command(client: redis.Redis, *args: object) -> Any:
     return client.execute_command(*args)  # type: ignore[no-untyped-call]
+
+
+def _online_replicas(info: Any) -> int:
+    text = info.decode() if isinstance(info, bytes) else str(info)
+    if isinstance(info, dict):
+        return sum(1 for k, v in info.items() if k.startswith("slave") and isinstance(v, dict)
+                   and v.get("state") == "online")  # fmt: skip
+    return text.count("state=online")
 
 
 def _cluster_ok(info: bytes | str | dict[str, object]) -> bool:

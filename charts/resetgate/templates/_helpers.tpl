@@ -229,6 +229,15 @@ with the token keys; the sandbox accepts the provider key.
       name: {{ $root.Values.redis.existingSecret }}
       key: {{ $root.Values.redis.existingSecretKey }}
 {{- end }}
+{{- with $root.Values.redis.sentinel }}
+{{- if and (ne $.component "sandbox") .sentinels .existingSecret }}
+- name: RESETGATE_REDIS_SENTINEL_PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ .existingSecret }}
+      key: {{ .existingSecretKey }}
+{{- end }}
+{{- end }}
 {{- if eq .component "sandbox" }}
 {{- /* The sandbox has its own settings (RESETGATE_SANDBOX_*) and binds loopback by default. */}}
 - name: RESETGATE_SANDBOX_HOST
@@ -265,10 +274,16 @@ in redis.existingSecret). redis-py's default port is 6379 for redis:// and redis
 {{- end -}}
 {{- end -}}
 
-{{/* Redis TCP ports for the NetworkPolicy, as a JSON list: the values, else the URL's port. */}}
+{{/* Redis TCP ports for the NetworkPolicy, as a JSON list: the values, else the URL's port
+(and with Sentinel, every Sentinel's port). */}}
 {{- define "resetgate.redisPorts" -}}
 {{- if .Values.networkPolicy.redis.ports -}}
 {{- toJson .Values.networkPolicy.redis.ports -}}
+{{- else if .Values.redis.sentinel.sentinels -}}
+{{- /* Sentinel: each Sentinel's port, and the data nodes' (the URL's port, else 6379). */ -}}
+{{- $ports := list (last (splitList ":" (default "redis:6379" (include "resetgate.redisHostPort" .))) | int) -}}
+{{- range .Values.redis.sentinel.sentinels }}{{ $ports = append $ports (last (splitList ":" .) | int) }}{{ end -}}
+{{- $ports | uniq | toJson -}}
 {{- else -}}
 {{- $hostPort := default "redis:6379" (include "resetgate.redisHostPort" .) -}}
 {{- list (last (splitList ":" $hostPort) | int) | toJson -}}

@@ -16,7 +16,18 @@ secrets.tokenKeys ("kid:secret,...") and secrets.internalApiToken so the chart c
 
 {{- define "resetgate.validate.redis" -}}
 {{- $r := .Values.redis -}}
-{{- if not (or $r.url $r.existingSecret .Values.devRedis.enabled) -}}
+{{- if and $r.sentinel.sentinels $r.cluster -}}
+resetgate: redis.sentinel.sentinels and redis.cluster=true are both set. Sentinel fronts one primary
+and its replicas; a Cluster fails over by itself. Pick the one your Redis runs.
+{{- else if and $r.sentinel.sentinels .Values.devRedis.enabled -}}
+resetgate: devRedis is a single standalone Redis without Sentinels; unset redis.sentinel.sentinels.
+{{- else if and $r.sentinel.sentinels (ne .Values.provider.kind "http") (not (int .Values.durability.waitReplicas)) .Values.durability.keylessRequireReplicaWait -}}
+resetgate: provider.kind={{ .Values.provider.kind }} has no idempotency key, and with Sentinel a failover to a replica that
+missed an attempt could send an email twice, so the sender refuses durability.waitReplicas=0. Set
+durability.waitReplicas=1, or durability.keylessRequireReplicaWait=false to accept that risk.
+{{- else if and $r.sentinel.sentinels (not (or $r.url $r.existingSecret)) -}}
+{{- /* Sentinel names the host; no URL means database 0, no password, no TLS. */ -}}
+{{- else if not (or $r.url $r.existingSecret .Values.devRedis.enabled) -}}
 resetgate: no Redis. Set redis.url (no password), or redis.existingSecret naming a Secret whose key
 {{ $r.existingSecretKey | quote }} holds the URL, or devRedis.enabled=true for a throwaway in-release Redis (dev only).
 {{- else if and $r.url (not $r.existingSecret) (not .Values.devRedis.enabled) -}}
