@@ -83,6 +83,10 @@ class SandboxSettings(BaseSettings):
     slow_seconds: float = Field(default=2.0, ge=0)
     drop_probability: float = Probability
     drop_every: int = EveryNth
+    # The email is recorded, then a gateway in front of the provider answers ``error_status``
+    # with its own page (no provider error body): the client cannot tell it was sent.
+    late_error_probability: float = Probability
+    late_error_every: int = EveryNth
     duplicate_event_probability: float = Probability
     duplicate_event_every: int = EveryNth
     out_of_order_probability: float = Probability

@@ -71,6 +71,7 @@ class Stats:
             "poll_injected_errors_total": self.events["poll_error"],
             "slow_responses_total": self.events["slow"],
             "dropped_connections_total": self.events["drop"],
+            "late_errors_total": self.events["late_error"],
             "rejected_total": self.events["rejected"],
             "bad_requests_total": self.events["bad_request"],
             "auth_failures_total": self.events["auth"],

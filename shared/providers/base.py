@@ -48,12 +48,18 @@ class LookupTrust:
 
     ``settle_seconds``: a send younger than this may be missing from the answer (events
     still on their way, or the provider still processing a request we timed out on);
-    ``horizon_seconds``: a send older than this may have been forgotten (retention).
+    ``horizon_seconds``: a send older than this may have been forgotten (retention);
+    ``proves_absence``: the provider documents the answer as complete for our key after
+    ``settle_seconds``, so "not found" means "never accepted". Otherwise the lookup is
+    *found-only*: "found" settles the attempt, "not found" proves nothing (a filter the
+    provider ignores, an index that lags by an undocumented delay) and never allows a
+    replay.
     """
 
     settle_seconds: float
     horizon_seconds: float
     how: str  # what the adapter asks, for docs and logs
+    proves_absence: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,6 +207,17 @@ def undocumented_success(status: int) -> SendResult:
     """A 2xx the provider does not document for a send: it may have sent, or not.
     Reconcile (look up / wait for events), never retry blindly."""
     return SendResult(Outcome.AMBIGUOUS, status, reason=f"undocumented_{status}")
+
+
+def server_error(status: int, refused: bool) -> SendResult:
+    """A 5xx to a send of a provider without an idempotency key. The request was written,
+    and a 500/502/504 from the provider or a gateway in front of it proves nothing about
+    acceptance: ambiguous, settled by lookup, events or the window, never by a blind resend.
+    ``refused``: the answer is the provider's own documented error (its JSON error shape),
+    which it gives for a request it did not take: safe to try again."""
+    if refused:
+        return SendResult(Outcome.TRANSIENT, status, reason=f"http_{status}")
+    return SendResult(Outcome.AMBIGUOUS, status, reason=f"unproven_{status}")
 
 
 def before_write(error: BaseException) -> bool:

@@ -7,21 +7,26 @@ Sources (read 2026-11):
   ``{"id": "<…>", "message": "Queued. Thank you."}``; 25 MB per message, 1,000 recipients)
 - Response codes: https://documentation.mailgun.com/docs/mailgun/quickstart-guide/responses
   (400 with a "message"; 401/403 auth or access denied; 404 "can be temporal" — the system
-  is eventually consistent; 429 retry as the response says; 500 retry with backoff)
+  is eventually consistent; 429 retry as the response says; 500 retry with backoff — a 500 in that
+  JSON shape; a 5xx without it after the request was written is ambiguous)
 - Events and polling: https://documentation.mailgun.com/docs/mailgun/api-reference/send/mailgun/events
   and https://documentation.mailgun.com/docs/mailgun/user-manual/events/event-polling
-  (``GET /v3/{domain}/events``, filter ``user-variables``; events reach storage out of
-  order, a page is trustworthy only once its events are older than a threshold, "e.g.
-  half an hour"; events kept at least 3 days)
+  (``GET /v3/{domain}/events``; the documented filter fields are event, list, attachment,
+  from, message-id, subject, to, size, recipient(s), tags, severity — ``user-variables`` is
+  not one; events reach storage out of order, a page is trustworthy only once its events
+  are older than a threshold, "e.g. half an hour"; events kept at least 3 days; the Events
+  API is deprecated in favour of the Logs API)
 
-No native idempotency key. The Events API is the lookup, trusted only about sends older
-than the completeness delay (``RESETGATE_MAILGUN_EVENTS_DELAY_SECONDS``).
+No native idempotency key. The Events API is a *found-only* lookup: every row is checked
+for our operation id, so "found" is proof; "not found" may be a filter Mailgun ignored and
+never allows a replay.
 """
 
 from __future__ import annotations
 
 import base64
 import time
+from dataclasses import replace
 from typing import Any
 
 import aiohttp
@@ -43,6 +48,7 @@ from shared.providers.base import (
     message_id,
     redirect,
     redirected,
+    server_error,
     transport_failure,
     undocumented_success,
 )
@@ -57,8 +63,11 @@ def capabilities(settle_seconds: float) -> Capabilities:
     return Capabilities(
         idempotency_key="",
         idempotency_retention_seconds=0,
+        # Found-only: ``user-variables`` is no documented filter of the Events API, so an
+        # answer that ignored it is a page of other sends, never a proof of absence.
         lookup=LookupTrust(settle_seconds, EVENT_RETENTION_SECONDS,
-                           "GET /v3/{domain}/events?event=accepted&user-variables="),
+                           "GET /v3/{domain}/events?event=accepted&user-variables=",
+                           proves_absence=False),
         rate_signals=frozenset({RateSignalKind.RETRY_AFTER, RateSignalKind.X_RATELIMIT}),
         events=EventModel.WEBHOOK,
         max_message_bytes=25 * 1024 * 1024,
@@ -99,11 +108,18 @@ def send_result(answer: Answer) -> SendResult:
         return SendResult(Outcome.ACCEPTED, status, found, rate=answer.rate())
     if 200 <= status < 300:
         return undocumented_success(status)
+    if status >= 500:
+        return replace(server_error(status, documented_error(answer)), rate=answer.rate())
     return SendResult(
         _outcome(status), status, reason=_PERMANENT.get(status, f"http_{status}"),
         retry_after=answer.headers.get("Retry-After"), server_date=answer.headers.get("Date"),
         rate=answer.rate(),
     )  # fmt: skip
+
+
+def documented_error(answer: Answer) -> bool:
+    """Mailgun's error shape (API Response Codes): JSON with a ``"message"`` text."""
+    return isinstance(answer.json().get("message"), str)
 
 
 def _outcome(status: int) -> Outcome:

@@ -25,6 +25,10 @@ MESSAGE = {"from": "Recovery <no-reply@game.example>", "to": ["p@example.com"],
            "subject": "Reset", "text": "link", "html": "<a>link</a>"}  # fmt: skip
 SG_ERR = orjson.dumps({"errors": [{"field": None, "message": "x"}]})
 MG_ERR = orjson.dumps({"message": "x"})
+PM_ERR = orjson.dumps({"ErrorCode": 0, "Message": "x"})
+DOCUMENTED_ERROR = {"sendgrid": SG_ERR, "mailgun": MG_ERR, "postmark": PM_ERR}
+GATEWAY_PAGE = (b"<html><body><h1>502 Bad Gateway</h1></body></html>",
+                {"Content-Type": "text/html"})  # fmt: skip
 
 SENDGRID = [
     (400, P, "bad_request"), (401, AU, "http_401"), (403, AU, "http_403"),
@@ -82,9 +86,39 @@ async def test_mailgun_statuses(scripted: Scripted, status: int, outcome: Outcom
 @pytest.mark.parametrize(("status", "outcome", "reason"), POSTMARK_STATUS)
 async def test_postmark_statuses(scripted: Scripted, status: int, outcome: Outcome,
                                  reason: str) -> None:  # fmt: skip
-    scripted.script((status, JSON, b"{}"))
+    scripted.script((status, JSON, PM_ERR))
     result = await _send("postmark", scripted)
     assert (result.outcome, result.status, result.reason) == (outcome, status, reason)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("status", [500, 502, 503, 504])
+@pytest.mark.parametrize("body", ["gateway page", "empty", "json of another shape"])
+async def test_a_5xx_without_the_providers_error_body_is_ambiguous_not_transient(
+    scripted: Scripted, kind: str, status: int, body: str
+) -> None:
+    """The request was written and nothing says it was refused: sending again without a key
+    may be a second email (the provider, or a gateway in front of it, may have taken it)."""
+    answers = {
+        "gateway page": (GATEWAY_PAGE[1], GATEWAY_PAGE[0]),
+        "empty": ({}, b""),
+        "json of another shape": (JSON, orjson.dumps({"error": "upstream"})),
+    }
+    headers, raw = answers[body]
+    scripted.script((status, headers, raw))
+    result = await _send(kind, scripted)
+    assert (result.outcome, result.status, result.reason) == (AM, status, f"unproven_{status}")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("status", [500, 503])
+async def test_a_5xx_in_the_providers_documented_error_shape_is_transient(
+    scripted: Scripted, kind: str, status: int
+) -> None:
+    """SendGrid's ``{"errors": [{"message"}]}``, Postmark's ``{"ErrorCode", "Message"}``,
+    Mailgun's ``{"message"}``: the provider itself answered that it did not take it."""
+    scripted.script((status, JSON, DOCUMENTED_ERROR[kind]))
+    assert (await _send(kind, scripted)).outcome is T
 
 
 @pytest.mark.parametrize("code", sorted(ERROR_CODES))
