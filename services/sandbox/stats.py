@@ -73,6 +73,7 @@ class Stats:
             "dropped_connections_total": self.events["drop"],
             "late_errors_total": self.events["late_error"],
             "rejected_total": self.events["rejected"],
+            "refused_total": self.events["refused"],
             "bad_requests_total": self.events["bad_request"],
             "auth_failures_total": self.events["auth"],
             "idempotency_body_mismatches_total": self.events["mismatch"],

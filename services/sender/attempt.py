@@ -219,22 +219,27 @@ class AttemptRunner:
             retry_after=advice,
             message_id=result.message_id,
             reason="replayed" if result.replayed else result.reason,
+            pause=result.pause,
         )
 
     async def _feedback(self, result: SendResult) -> None:
         if result.outcome is Outcome.THROTTLED:
             metrics.provider_throttled.labels(self.name).inc()
         elif result.outcome is Outcome.AUTH:
-            self.auth_paused = True
-            fingerprint = control.key_fingerprint(self.api_key)
-            await control.auth_pause(self.client, self.name, result.status, fingerprint)
-            event(
-                log,
-                logging.ERROR,
-                "provider rejected our credentials; sending paused",
-                provider=self.name,
-                status=result.status,
-            )
+            await self._pause(result)
+
+    async def _pause(self, result: SendResult) -> None:
+        self.auth_paused = True
+        kind = control.PauseKind(result.pause)
+        fingerprint = control.key_fingerprint(self.api_key)
+        reason = result.detail or result.reason or f"HTTP {result.status}"
+        if kind is control.PauseKind.CREDENTIALS:
+            reason = f"credentials rejected (HTTP {result.status})" + (
+                f": {result.detail}" if result.detail else "")  # fmt: skip
+        await control.provider_pause(self.client, self.name, kind, reason,
+                                     status=result.status, fingerprint=fingerprint)  # fmt: skip
+        event(log, logging.ERROR, "provider refused us; sending paused", provider=self.name,
+              status=result.status, kind=str(kind), reason=control.sanitise(reason))  # fmt: skip
 
     def _count(self, job: Job, final: Finalisation, applied: bool) -> None:
         provider, partition = self.name, str(job.partition)

@@ -91,6 +91,11 @@ class SendResult:
     # Where ``retry_after`` came from when the provider sent no Retry-After header (a
     # ``shared.retry_after.Source`` value, e.g. SendGrid's X-RateLimit-Reset).
     retry_source: str = ""
+    # An AUTH outcome pauses the provider: "account" when the provider refused the whole
+    # account or domain (a documented answer), else our credentials. ``detail``: the
+    # provider's own words, for the pause (shared.control sanitises them).
+    pause: str = "credentials"
+    detail: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,6 +223,12 @@ def server_error(status: int, refused: bool) -> SendResult:
     if refused:
         return SendResult(Outcome.TRANSIENT, status, reason=f"http_{status}")
     return SendResult(Outcome.AMBIGUOUS, status, reason=f"unproven_{status}")
+
+
+def account_refused(status: int, reason: str, detail: str) -> SendResult:
+    """A documented answer that refuses every send of the account or domain, not one
+    address: the provider pauses (operations stay queued, attempt refunded, a page)."""
+    return SendResult(Outcome.AUTH, status, reason=reason, pause="account", detail=detail)
 
 
 def before_write(error: BaseException) -> bool:

@@ -43,6 +43,7 @@ from shared.providers.base import (
     Message,
     RateSignalKind,
     SendResult,
+    account_refused,
     first_id,
     lookup_answer,
     message_id,
@@ -54,6 +55,15 @@ from shared.providers.base import (
 )
 
 SUCCESS = frozenset({200})
+# Answers that refuse every send of the domain or account, not one address (the message
+# texts Mailgun gives; a 404 "Domain not found" is also what a domain on the other region's
+# base URL gets): the provider pauses with Mailgun's words as the reason.
+ACCOUNT_REFUSALS: dict[int, dict[str, str]] = {
+    400: {"is not allowed to send": "domain_not_allowed",
+          "please activate your mailgun account": "account_not_activated",
+          "free accounts are for test purposes only": "free_account"},
+    404: {"domain not found": "domain_not_found"},
+}  # fmt: skip
 EVENT_RETENTION_SECONDS = 3 * 86400
 _PERMANENT = {400: "bad_request", 413: "payload_too_large", 414: "uri_too_long",
               415: "unsupported_media_type"}  # fmt: skip
@@ -110,11 +120,27 @@ def send_result(answer: Answer) -> SendResult:
         return undocumented_success(status)
     if status >= 500:
         return replace(server_error(status, documented_error(answer)), rate=answer.rate())
+    refusal = account_refusal(answer)
+    if refusal is not None:
+        return refusal
     return SendResult(
         _outcome(status), status, reason=_PERMANENT.get(status, f"http_{status}"),
         retry_after=answer.headers.get("Retry-After"), server_date=answer.headers.get("Date"),
         rate=answer.rate(),
     )  # fmt: skip
+
+
+def account_refusal(answer: Answer) -> SendResult | None:
+    """The pause for a refusal of the whole domain or account, None for any other answer."""
+    texts = ACCOUNT_REFUSALS.get(answer.status)
+    words = answer.json().get("message") if texts else None
+    if not isinstance(words, str):
+        return None
+    lowered = words.lower()
+    for text, reason in (texts or {}).items():
+        if text in lowered:
+            return account_refused(answer.status, reason, words)
+    return None
 
 
 def documented_error(answer: Answer) -> bool:

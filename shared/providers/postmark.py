@@ -37,6 +37,7 @@ from shared.providers.base import (
     Message,
     RateSignalKind,
     SendResult,
+    account_refused,
     first_id,
     lookup_answer,
     message_id,
@@ -52,6 +53,8 @@ RETENTION_SECONDS = 45 * 86400
 
 # ErrorCode -> (outcome, reason): the codes Postmark documents for a send. Account-level
 # refusals pause the provider (as a rejected key does): every send would fail the same way.
+# The AUTH codes that refuse the account or its sender, not our token.
+ACCOUNT_CODES = frozenset({400, 401, 405, 412, 413})
 ERROR_CODES: dict[int, tuple[Outcome, str]] = {
     10: (Outcome.AUTH, "bad_or_missing_api_token"),
     100: (Outcome.TRANSIENT, "maintenance"),
@@ -115,6 +118,11 @@ def _error_code(answer: Answer) -> int | None:
     return code if isinstance(code, int) and not isinstance(code, bool) else None
 
 
+def _words(answer: Answer) -> str:
+    words = answer.json().get("Message")
+    return words if isinstance(words, str) else ""
+
+
 def documented_error(answer: Answer) -> bool:
     """Postmark's error shape (API overview): ``{"ErrorCode": <int>, "Message": <text>}``."""
     return _error_code(answer) is not None and isinstance(answer.json().get("Message"), str)
@@ -137,6 +145,11 @@ def send_result(answer: Answer) -> SendResult:
 
 def _refused(answer: Answer) -> SendResult:
     status, code = answer.status, _error_code(answer)
+    if status == 403 and code is None:
+        # Postmark's network layer (no ErrorCode): every send from here is refused alike.
+        return account_refused(status, "forbidden", _words(answer) or "HTTP 403 Forbidden")
+    if status == 422 and code in ACCOUNT_CODES:
+        return account_refused(status, ERROR_CODES[code][1], _words(answer))
     if status == 422 and code is not None:
         outcome, reason = ERROR_CODES.get(code, (Outcome.PERMANENT, f"error_code_{code}"))
     elif status >= 500 and not documented_error(answer):

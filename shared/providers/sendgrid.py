@@ -36,6 +36,7 @@ from shared.providers.base import (
     Message,
     RateSignalKind,
     SendResult,
+    account_refused,
     message_id,
     redirect,
     redirected,
@@ -108,7 +109,11 @@ def _refused(answer: Answer, now: float) -> SendResult:
         source = "x-ratelimit-reset" if advice else ""
         return SendResult(Outcome.THROTTLED, status, retry_after=advice, reason="rate_limited",
                           rate=rate, retry_source=source)
-    if status in (401, 403):
+    if status == 403:
+        # Sender identity not verified, or the account temporarily blocked (Responses page):
+        # not our key, and every send is refused alike.
+        return replace(account_refused(status, "http_403", _words(answer)), rate=rate)
+    if status == 401:
         return SendResult(Outcome.AUTH, status, reason=f"http_{status}", rate=rate)
     if status in _PERMANENT:
         return SendResult(Outcome.PERMANENT, status, reason=_PERMANENT[status], rate=rate)
@@ -116,6 +121,13 @@ def _refused(answer: Answer, now: float) -> SendResult:
         return replace(server_error(status, documented_error(answer)), rate=rate)
     # Any 4xx SendGrid does not document for Mail Send: try again later.
     return SendResult(Outcome.TRANSIENT, status, reason=f"http_{status}", rate=rate)
+
+
+def _words(answer: Answer) -> str:
+    errors = answer.json().get("errors")
+    first = errors[0] if isinstance(errors, list) and errors else None
+    words = first.get("message") if isinstance(first, dict) else None
+    return words if isinstance(words, str) else ""
 
 
 def documented_error(answer: Answer) -> bool:

@@ -44,6 +44,7 @@ from shared.providers.base import (
     Message,
     RateSignalKind,
     SendResult,
+    account_refused,
     message_id,
 )
 
@@ -67,6 +68,8 @@ ERROR_CODES: dict[str, Outcome] = {
     "SendingPausedException": Outcome.AUTH,
     "AccountSuspendedException": Outcome.AUTH,
     "MailFromDomainNotVerifiedException": Outcome.AUTH,
+    "RequestExpired": Outcome.AUTH,  # our clock is more than 15 minutes off
+
     "AccessDeniedException": Outcome.AUTH,
     "AccessDenied": Outcome.AUTH,
     "ExpiredTokenException": Outcome.AUTH,
@@ -97,10 +100,20 @@ def request(operation_id: str, message: Message) -> dict[str, Any]:
     }  # fmt: skip
 
 
+# The AUTH codes about the account, its identities or our clock, not our credentials.
+ACCOUNT_CODES = frozenset({"SendingPausedException", "AccountSuspendedException",
+                           "MailFromDomainNotVerifiedException", "RequestExpired"})  # fmt: skip
+# MessageRejected for an unverified From identity ("Email address is not verified. The
+# following identities failed the check in region …"): every send from it fails alike.
+_UNVERIFIED = "not verified"
+
+
 def classify_error(error: ClientError) -> SendResult:
     info = error.response.get("Error", {})
-    code = str(info.get("Code", ""))
+    code, words = str(info.get("Code", "")), str(info.get("Message", ""))
     status = int(error.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
+    if code in ACCOUNT_CODES or (code == "MessageRejected" and _UNVERIFIED in words.lower()):
+        return account_refused(status, code, words or code)
     outcome = ERROR_CODES.get(code) or _by_status(status)
     return SendResult(outcome, status, reason=code or f"http_{status}")
 

@@ -20,7 +20,7 @@ from shared.control import read as read_control
 from shared.model import Outcome, State
 from shared.operations import load_attempts
 from tests.providers.conftest import Scripted
-from tests.providers.kinds import DOMAIN, KINDS, adapter, success
+from tests.providers.kinds import DOMAIN, KINDS, adapter, refused, success
 from tests.sender.conftest import Stack, wait_for
 from tests.support.sandbox import run_sandbox, sandbox_stats, sent_emails
 
@@ -81,7 +81,7 @@ async def _paused(redis: Redis, kind: str) -> bool:
 async def test_every_retry_carries_the_same_operation_id_and_token(
     kind: str, scripted: Scripted, redis: Redis, redis_server: RedisServer
 ) -> None:
-    scripted.script((503, {}, b""), (500, {}, b""), success(kind, "m-7"))
+    scripted.script(refused(kind, 503), refused(kind, 500), success(kind, "m-7"))
     stack = Stack(redis, redis_server.url, scripted.url)
     operation_id = await stack.admit(f"acct-retry-{kind}")
     async with stack.sender(**overrides(kind)):

@@ -25,6 +25,7 @@ from redis.asyncio import Redis
 
 from services.ctl.embedded import RedisServer, free_port
 from services.sender.app import build_sender
+from shared import control
 from shared.control import read as read_control
 from shared.model import Outcome, State
 from shared.providers.ses import ERROR_CODES, SesProvider, classify_error
@@ -110,9 +111,50 @@ async def _v1(moto_url: str, call: str, **kwargs: str) -> dict[str, object]:
         return result
 
 
-async def test_unverified_sender_is_rejected_permanently(ses: SesProvider) -> None:
-    result = await ses.send("op-1-SES", MESSAGE)
-    assert (result.outcome, result.reason) == (Outcome.PERMANENT, "MessageRejected")
+async def test_an_unverified_sender_pauses_ses_and_resume_delivers(
+    redis: Redis, redis_server: RedisServer, moto_url: str
+) -> None:
+    """moto answers MessageRejected "Email address is not verified" as SES does: every
+    send from that identity fails alike, so SES pauses (kind account, SES's words, no
+    address) instead of failing every reset; once verified and resumed, it is delivered."""
+    stack = Stack(redis, redis_server.url, moto_url)
+    operation_id = await stack.admit("acct-ses-unverified")
+    ses = SesProvider(REGION, moto_url, connect_timeout=2, total_timeout=20)
+    try:
+        async with stack.sender(ses, provider_kind="ses", provider_name="ses") as sender:
+            await wait_for(lambda: _paused(redis), timeout=30)
+            note = (await read_control(redis)).auth_paused["ses"]
+            assert note["kind"] == "account" and "not verified" in str(note["reason"])
+            assert "@" not in str(note["reason"])
+            operation = await stack.wait_state(operation_id, {State.QUEUED})
+            assert operation.attempts == 0 and not sender.sending_allowed()
+            await _v1(moto_url, "verify_domain_identity", Domain="game.example")
+            await control.auth_resume(redis, "ses")
+            operation = await stack.wait_state(operation_id, {State.ACCEPTED})
+    finally:
+        await ses.aclose()
+    assert (await _v1(moto_url, "get_send_quota"))["SentLast24Hours"] == 1
+
+
+@pytest.mark.parametrize(
+    ("code", "words"),
+    [("RequestExpired", "Request has expired."),
+     ("MessageRejected", "Email address is not verified. The following identities failed "
+                         "the check in region EU-WEST-1: no-reply@game.example")],
+)  # fmt: skip
+def test_account_level_ses_errors_pause_with_ses_words(code: str, words: str) -> None:
+    """CommonErrors.html: RequestExpired (the request reached AWS more than 15 minutes
+    after its date: our clock); API_SendEmail.html: MessageRejected for an identity."""
+    error = ClientError({"Error": {"Code": code, "Message": words},
+                         "ResponseMetadata": {"HTTPStatusCode": 400}}, "SendEmail")  # fmt: skip
+    result = classify_error(error)
+    assert (result.outcome, result.pause, result.detail) == (Outcome.AUTH, "account", words)
+
+
+def test_other_message_rejections_stay_permanent() -> None:
+    error = ClientError({"Error": {"Code": "MessageRejected", "Message": "Illegal header"},
+                         "ResponseMetadata": {"HTTPStatusCode": 400}}, "SendEmail")  # fmt: skip
+    assert classify_error(error).outcome is Outcome.PERMANENT
 
 
 async def test_send_is_accepted_with_the_ses_message_id(ses: SesProvider, moto_url: str) -> None:

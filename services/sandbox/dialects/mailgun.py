@@ -15,6 +15,7 @@ import hmac
 import json
 import secrets
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
@@ -30,6 +31,34 @@ DOMAIN = "{domain}"
 
 def _message(status: int, text: str, headers: dict[str, str] | None = None) -> web.Response:
     return json_response({"message": text}, status, headers)
+
+
+# Refusals of the whole domain or account, as Mailgun words them (API Response Codes: 400
+# "will typically contain a JSON response with a message"; 404 "Domain not found: <domain>"
+# is also what a domain registered in the EU region gets on the US base URL, see
+# documentation.mailgun.com/docs/mailgun/api-reference/send/mailgun/messages on regions).
+REFUSALS = {
+    "domain_not_allowed": (400, "Domain {domain} is not allowed to send: Please activate "
+                           "your Mailgun account. Check your inbox or log in to your "
+                           "control panel to resend the activation email."),
+    "account_not_activated": (400, "Please activate your Mailgun account. Check your inbox "
+                              "or log in to your control panel to resend the activation "
+                              "email."),
+    "free_account": (400, "Free accounts are for test purposes only. Please upgrade or add "
+                     "the address to authorized recipients in Account Settings."),
+    "domain_not_found": (404, "Domain not found: {domain}"),
+    # Not documented anywhere: what the refusals guard exists for.
+    "undocumented": (400, "Sandbox: refused by a rule no documentation names"),
+}  # fmt: skip
+
+
+def _refusal(name: str) -> Callable[[web.Request], Awaitable[web.Response]]:
+    status, text = REFUSALS[name]
+
+    async def refuse(request: web.Request) -> web.Response:
+        return _message(status, text.format(domain=request.match_info.get("domain", "")))
+
+    return refuse
 
 
 def authorized(request: web.Request, key: str) -> bool:
@@ -127,4 +156,5 @@ DIALECT = Dialect(
     lookup_path=f"/v3/{DOMAIN}/events",
     lookup=events,
     hook=Hook(webhook_posts, acceptance=True, final=frozenset({406})),
+    refusals={name: _refusal(name) for name in REFUSALS},
 )

@@ -27,6 +27,16 @@ def _error(status: int, code: int, message: str) -> web.Response:
     return json_response({"ErrorCode": code, "Message": message}, status)
 
 
+async def _forbidden(_request: web.Request) -> web.Response:
+    """A 403 from Postmark's network layer, in front of the API: no ``ErrorCode`` body."""
+    return web.Response(status=403, text="<html><body><h1>403 Forbidden</h1></body></html>",
+                        content_type="text/html")  # fmt: skip
+
+
+async def _undocumented(_request: web.Request) -> web.Response:
+    return _error(422, 9001, "Sandbox: refused by a rule no documentation names")
+
+
 def authorized(request: web.Request, key: str) -> bool:
     given = request.headers.get("X-Postmark-Server-Token", "").encode()
     return hmac.compare_digest(given, key.encode())
@@ -119,4 +129,5 @@ DIALECT = Dialect(
     lookup_path="/messages/outbound",
     lookup=search,
     hook=Hook(webhook_posts),
+    refusals={"forbidden": _forbidden, "undocumented": _undocumented},
 )
