@@ -25,8 +25,11 @@ never allows a replay.
 from __future__ import annotations
 
 import base64
+import math
+import re
 import time
 from dataclasses import replace
+from email.utils import parsedate_to_datetime
 from typing import Any
 
 import aiohttp
@@ -53,8 +56,13 @@ from shared.providers.base import (
     transport_failure,
     undocumented_success,
 )
+from shared.providers.sendgrid import retry_in
+from shared.retry_after import Source
 
 SUCCESS = frozenset({200})
+# A throttled send's wait in Mailgun's own words: "… try again after <RFC 1123 date>" (a 420
+# or 429; e.g. github.com/mailgun/mailgun-java/issues/50). Read before any header.
+_TRY_AGAIN = re.compile(r"try again after\s+([^\n]{1,64}?)\s*$", re.IGNORECASE)
 # Answers that refuse every send of the domain or account, not one address (the message
 # texts Mailgun gives; a 404 "Domain not found" is also what a domain on the other region's
 # base URL gets): the provider pauses with Mailgun's words as the reason.
@@ -120,6 +128,11 @@ def send_result(answer: Answer) -> SendResult:
         return undocumented_success(status)
     if status >= 500:
         return replace(server_error(status, documented_error(answer)), rate=answer.rate())
+    wait, source = throttle_wait(answer, time.time())
+    if status == 429 or source == Source.MESSAGE:
+        return SendResult(Outcome.THROTTLED, status, reason=f"http_{status}", retry_after=wait,
+                          server_date=answer.headers.get("Date"), rate=answer.rate(),
+                          retry_source=source)  # fmt: skip
     refusal = account_refusal(answer)
     if refusal is not None:
         return refusal
@@ -128,6 +141,34 @@ def send_result(answer: Answer) -> SendResult:
         retry_after=answer.headers.get("Retry-After"), server_date=answer.headers.get("Date"),
         rate=answer.rate(),
     )  # fmt: skip
+
+
+def throttle_wait(answer: Answer, now: float) -> tuple[str | None, str]:
+    """How long a throttled Mailgun send should wait, in order of trust: the date its
+    message states ("… try again after Mon, 25 Aug 2025 07:00:31 UTC"), then Retry-After,
+    then X-RateLimit-Reset (epoch seconds, as the official SDKs read it). (delay, source):
+    source "" lets shared.retry_after name the Retry-After form itself."""
+    stated = _stated_wait(answer.json().get("message"), now)
+    if stated is not None:
+        return stated, Source.MESSAGE
+    header = answer.headers.get("Retry-After")
+    if header:
+        return header, ""
+    reset = retry_in(answer.headers.get("X-RateLimit-Reset"), now)
+    return (reset, Source.RATE_RESET) if reset is not None else (None, "")
+
+
+def _stated_wait(words: object, now: float) -> str | None:
+    found = _TRY_AGAIN.search(words) if isinstance(words, str) else None
+    if found is None:
+        return None
+    try:
+        at = parsedate_to_datetime(found.group(1).strip())
+    except (TypeError, ValueError, IndexError):
+        return None
+    if at.tzinfo is None:
+        return None  # a date without a zone names no instant
+    return str(max(0, math.ceil(at.timestamp() - now)))
 
 
 def account_refusal(answer: Answer) -> SendResult | None:
@@ -149,8 +190,6 @@ def documented_error(answer: Answer) -> bool:
 
 
 def _outcome(status: int) -> Outcome:
-    if status == 429:
-        return Outcome.THROTTLED
     if status in (401, 403):
         return Outcome.AUTH
     if status in _PERMANENT:

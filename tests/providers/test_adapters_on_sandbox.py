@@ -125,3 +125,16 @@ async def test_sendgrid_rate_headers_ride_on_every_answer_and_end_the_period() -
         assert result.rate is not None and result.rate.remaining == 0
         reset = result.rate.reset_at
         assert reset is not None and reset == int(reset)
+
+
+async def test_mailgun_sandbox_states_its_wait_in_the_message_and_the_adapter_reads_it() -> None:
+    """The Mailgun mode throttles as Mailgun words it ("… try again after <date>",
+    github.com/mailgun/mailgun-java/issues/50), and the adapter trusts that text first."""
+    async with run_sandbox(mode="mailgun", send_rate_per_second=0.2, send_burst=1) as url, \
+            aiohttp.ClientSession() as session:  # fmt: skip
+        provider = adapter("mailgun", session, url)
+        first = await provider.send("op-3-FIRST", MESSAGE)
+        second = await provider.send("op-3-SECOND", MESSAGE)
+    assert first.outcome is Outcome.ACCEPTED
+    assert (second.outcome, second.retry_source) == (Outcome.THROTTLED, "message")
+    assert 1 <= int(second.retry_after or 0) <= 7

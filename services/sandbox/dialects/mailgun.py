@@ -16,6 +16,7 @@ import json
 import secrets
 import time
 from collections.abc import Awaitable, Callable
+from email.utils import formatdate
 from typing import Any
 
 from aiohttp import web
@@ -89,7 +90,12 @@ def accepted(message: Message) -> web.Response:
 
 
 def throttled(sandbox: Sandbox, wait: float) -> web.Response:
-    return _message(429, "Too many requests", sandbox.retry_after.header(wait))
+    """Mailgun states the wait in its text, "… try again after <RFC 1123 date>" (as
+    github.com/mailgun/mailgun-java/issues/50 shows it; the Responses page: "retry these
+    requests as defined in the response"); the configured Retry-After form rides along."""
+    at = formatdate(time.time() + max(1.0, wait), usegmt=True).replace("GMT", "UTC")
+    text = f"Domain is not allowed to send: rate limit exceeded, try again after {at}"
+    return _message(429, text, sandbox.retry_after.header(wait))
 
 
 def events(request: web.Request, sandbox: Sandbox) -> web.Response:
