@@ -131,6 +131,11 @@ def build_poller(
     names = tuple(p.name for p in providers)
     lanes = [_lane(settings, client, observer, p, names) for p in providers]
     ingest = Ingest(client, settings)
+    if settings.ses_queue_url and not settings.ses_configuration_set:
+        event(log, logging.WARNING, "SES queue set without RESETGATE_SES_CONFIGURATION_SET: "
+              "SES publishes events only for messages sent with a configuration set, so none "
+              "will arrive and an ambiguous SES send is never settled",
+              setting="RESETGATE_SES_CONFIGURATION_SET")  # fmt: skip
     return Poller(
         settings, client, lanes, observer,
         Leadership(client, settings.consumer_name, settings.lease_seconds),

@@ -87,17 +87,22 @@ ERROR_CODES: dict[str, Outcome] = {
 }
 
 
-def request(operation_id: str, message: Message) -> dict[str, Any]:
+def request(operation_id: str, message: Message, configuration_set: str = "") -> dict[str, Any]:
     body: dict[str, Any] = {"Text": {"Data": message["text"], "Charset": "UTF-8"}}
     if message.get("html"):
         body["Html"] = {"Data": message["html"], "Charset": "UTF-8"}
-    return {
+    shaped = {
         "FromEmailAddress": message["from"],
         "Destination": {"ToAddresses": list(message["to"])},
         "Content": {"Simple": {"Subject": {"Data": message["subject"], "Charset": "UTF-8"},
                                "Body": body}},
         "EmailTags": [{"Name": "operation_id", "Value": operation_id}],
     }  # fmt: skip
+    if configuration_set:
+        # SES publishes events only for a message sent with a configuration set
+        # (docs.aws.amazon.com/ses/latest/dg/using-configuration-sets.html).
+        shaped["ConfigurationSetName"] = configuration_set
+    return shaped
 
 
 # The AUTH codes about the account, its identities or our clock, not our credentials.
@@ -138,9 +143,10 @@ class SesProvider:
 
     def __init__(
         self, region: str, endpoint_url: str = "", *, connect_timeout: float = 3.0,
-        total_timeout: float = 15.0, name: str = "ses",
+        total_timeout: float = 15.0, name: str = "ses", configuration_set: str = "",
     ) -> None:  # fmt: skip
         self.name = name
+        self.configuration_set = configuration_set
         self.region = region
         self.endpoint_url = endpoint_url or None
         # aiobotocore is imported here, not at the top: it costs 0.6 s of CPU per process (1 s
@@ -174,7 +180,9 @@ class SesProvider:
     async def send(self, operation_id: str, message: Message) -> SendResult:
         client = await self._client("sesv2")
         try:
-            reply = await client.send_email(**request(operation_id, message))
+            reply = await client.send_email(
+                **request(operation_id, message, self.configuration_set)
+            )
         except ClientError as error:
             return classify_error(error)
         except BotoCoreError as error:

@@ -16,6 +16,7 @@ import os
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import aiohttp
 import pytest
@@ -25,7 +26,7 @@ from redis.asyncio import Redis
 
 from services.ctl.embedded import RedisServer, free_port
 from services.sender.app import build_sender
-from shared import control
+from shared import codec, control
 from shared.control import read as read_control
 from shared.model import Outcome, State
 from shared.providers.ses import ERROR_CODES, SesProvider, classify_error
@@ -234,3 +235,52 @@ def test_sending_paused_pauses_the_provider() -> None:
     error = ClientError({"Error": {"Code": "SendingPausedException", "Message": "x"},
                          "ResponseMetadata": {"HTTPStatusCode": 400}}, "SendEmail")  # fmt: skip
     assert classify_error(error).outcome is Outcome.AUTH
+
+
+async def test_every_send_names_the_configuration_set(moto_url: str) -> None:
+    """RESETGATE_SES_CONFIGURATION_SET reaches SES as ConfigurationSetName (SES publishes
+    events only through one: docs.aws.amazon.com/ses/latest/dg/using-configuration-sets.html);
+    moto accepts the call, and the request botocore signed carries it."""
+    await _v1(moto_url, "verify_domain_identity", Domain="game.example")
+    sent: list[bytes] = []
+    ses = SesProvider(REGION, moto_url, connect_timeout=2, total_timeout=20,
+                      configuration_set="resetgate-events")  # fmt: skip
+    bare = SesProvider(REGION, moto_url, connect_timeout=2, total_timeout=20)
+    try:
+        for provider in (ses, bare):
+            client = await provider._client("sesv2")
+            client.meta.events.register("before-send.sesv2.SendEmail",
+                                        lambda request, **_: sent.append(request.body))
+            result = await provider.send("op-1-SESCONF", MESSAGE)
+            assert result.outcome is Outcome.ACCEPTED
+    finally:
+        await ses.aclose()
+        await bare.aclose()
+    with_set, without = (codec.loads(body) for body in sent)
+    assert with_set["ConfigurationSetName"] == "resetgate-events"
+    assert "ConfigurationSetName" not in without
+
+
+def test_the_poller_warns_when_the_ses_queue_has_no_configuration_set(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from services.poller.app import build_poller
+    from tests.poller.conftest import poller_settings
+
+    settings = poller_settings("redis://127.0.0.1:1", "http://127.0.0.1:1",
+                               ses_queue_url="http://127.0.0.1:1/queue/events")  # fmt: skip
+    with caplog.at_level("WARNING"):
+        asyncio.run(_build(build_poller, settings))
+    assert "RESETGATE_SES_CONFIGURATION_SET" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        asyncio.run(_build(build_poller, settings.model_copy(
+            update={"ses_configuration_set": "resetgate-events"})))  # fmt: skip
+    assert "RESETGATE_SES_CONFIGURATION_SET" not in caplog.text
+
+
+async def _build(build_poller: Any, settings: Any) -> None:
+    redis = Redis.from_url("redis://127.0.0.1:1")  # never connected: building reads nothing
+    async with aiohttp.ClientSession() as session:
+        build_poller(settings, redis, session)
+    await redis.aclose()
