@@ -69,6 +69,9 @@ class SandboxSettings(BaseSettings):
     # A provider mode's documented refusal of the whole account or domain (names in each
     # dialect's ``refusals``, e.g. Mailgun's "domain_not_found"): every send answers it.
     refusal: str = ""
+    # Postmark mode: a send appears in the outbound search only this long after it was
+    # taken (Postmark documents no such delay; 0 = at once).
+    search_delay_seconds: float = Field(default=0.0, ge=0)
     # Provider modes: POST each message's events here as the provider would
     # (services/sandbox/webhooks.py); "" = the events are only in the feed. Postmark's
     # basic-auth credentials go in the URL, as Postmark documents (https://user:pass@host/...).

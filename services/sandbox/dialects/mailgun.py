@@ -4,8 +4,9 @@
 https://documentation.mailgun.com/docs/mailgun/quickstart-guide/responses (400 with a
 "message"; 401 "Forbidden"; 429; 500) and
 https://documentation.mailgun.com/docs/mailgun/api-reference/send/mailgun/events
-(``GET /v3/{domain}/events``, ``{"items": [...], "paging": {...}}``, filter
-``user-variables``)."""
+(``GET /v3/{domain}/events``, ``{"items": [...], "paging": {...}}``; its filter fields
+are event, list, attachment, from, message-id, subject, to, size, recipient(s), tags and
+severity: ``user-variables`` is not one, and is ignored)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from typing import Any
 
 from aiohttp import web
 
-from services.sandbox.modes import Dialect, Parsed, by_operation
+from services.sandbox.modes import Dialect, Parsed
 from services.sandbox.responses import json_response
 from services.sandbox.state import Sandbox
 from services.sandbox.store import Event, Message
@@ -99,17 +100,25 @@ def throttled(sandbox: Sandbox, wait: float) -> web.Response:
 
 
 def events(request: web.Request, sandbox: Sandbox) -> web.Response:
-    try:
-        wanted = json.loads(request.query.get("user-variables") or "{}")
-    except ValueError:
-        return _message(400, "user-variables must be JSON")
-    operation_id = wanted.get("operation_id") if isinstance(wanted, dict) else None
-    if request.query.get("event", "accepted") != "accepted" or not operation_id:
+    """The Events API as documented: filters event, begin, ascending and limit (at most 300);
+    ``user-variables`` is no documented filter and is ignored, as Mailgun may ignore it
+    (.../api-reference/send/mailgun/events lists the filter fields)."""
+    limit = request.query.get("limit", "100")
+    if not limit.isdigit() or not 0 < int(limit) <= 300:
+        return _message(400, "limit must be 1..300")
+    if request.query.get("event", "accepted") != "accepted":
         return json_response({"items": [], "paging": {}})
+    try:
+        begin = float(request.query.get("begin") or 0)
+    except ValueError:
+        return _message(400, "begin must be a Unix timestamp")
+    ascending = request.query.get("ascending", "no") == "yes"
+    sent = sorted((m for m in sandbox.store.messages.values() if m.created_at >= begin),
+                  key=lambda m: m.created_at, reverse=not ascending)  # fmt: skip
     items = [{"event": "accepted", "timestamp": m.created_at, "id": f"ev-{m.id}",
               "user-variables": {"operation_id": m.operation_id},
               "message": {"headers": {"message-id": f"{m.id}@sandbox.mailgun.test"}}}
-             for m in by_operation(sandbox, str(operation_id))]  # fmt: skip
+             for m in sent[: int(limit)]]  # fmt: skip
     return json_response({"items": items, "paging": {}})
 
 
