@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from services.sender import template
+from services.sender.guard import RefusalGuard, Refused
 from services.sender.pacer import Pacer
 from services.sender.policy import RetryPolicy, decide
 from services.sender.settings import SenderSettings
@@ -26,12 +27,14 @@ from shared.operations import (
     Finalisation,
     begin_attempt,
     finalise_attempt,
+    requeue_refused,
 )
 from shared.providers.base import Provider, SendResult
 from shared.redis import RedisClient
 from shared.tokens import TokenKeys
 
 log = logging.getLogger(__name__)
+PROVIDER_REFUSED = "provider_paused_refusals"
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +76,8 @@ class AttemptRunner:
         )
         self.retention_ms = settings.retention_seconds * 1000
         self.auth_paused = False
+        self.guard = RefusalGuard(settings.refusal_guard_operations,
+                                  int(settings.refusal_guard_window_seconds * 1000))  # fmt: skip
 
     async def run(self, job: Job, slot_ms: float) -> None:
         """One attempt in the pacing slot ``slot_ms`` (the time it was granted)."""
@@ -174,6 +179,9 @@ class AttemptRunner:
     ) -> None:
         now = clock.now_ms()
         final = result if isinstance(result, Finalisation) else self._decide(result, begun, now)
+        streak = None
+        if isinstance(result, SendResult):
+            final, streak = self._guarded(job, begun, final, now)
         applied = await finalise_attempt(
             self.client,
             job.operation_id,
@@ -185,6 +193,8 @@ class AttemptRunner:
         )
         if isinstance(result, SendResult):
             await self._feedback(result)
+        if streak:
+            await self._trip(job, streak)
         self._count(job, final, applied)
         event(
             log,
@@ -222,6 +232,43 @@ class AttemptRunner:
             pause=result.pause,
         )
 
+    def _guarded(
+        self, job: Job, begun: Begun, final: Finalisation, now: int
+    ) -> tuple[Finalisation, list[Refused] | None]:
+        """The refusals guard's say on a permanent refusal: the finalisation to write, and
+        the streak of operations it completes (the provider is then refusing us)."""
+        if not self.auth_paused:
+            self.guard.resumed()
+        if final.next_state is State.ACCEPTED:
+            self.guard.accepted()
+        if final.outcome is not Outcome.PERMANENT or final.next_state is not State.FAILED:
+            return final, None
+        if final.reason == self.guard.tripped:
+            return _provider_refused(final), None  # in flight when it tripped: requeued too
+        refusal = Refused(job.operation_id, begun.account_id, now)
+        streak = self.guard.refused(refusal, final.reason)
+        return (final, None) if streak is None else (_provider_refused(final), streak)
+
+    async def _trip(self, job: Job, streak: list[Refused]) -> None:
+        """Pause the provider and hand the streak's other operations back to the queue."""
+        self.auth_paused = True
+        window = self.guard.window_ms / 1000
+        reason = (f"{len(streak)} distinct operations refused alike within {window:g} s: "
+                  f"{self.guard.tripped}")  # fmt: skip
+        await control.provider_pause(self.client, self.name, control.PauseKind.REFUSALS, reason,
+                                     fingerprint=control.key_fingerprint(self.api_key))  # fmt: skip
+        now = clock.now_ms()
+        requeued = 0
+        for refused in streak:
+            if refused.operation_id != job.operation_id:
+                done, _ = await requeue_refused(
+                    self.client, refused.operation_id, refused.account_id, now=now,
+                    reason=self.guard.tripped, note=PROVIDER_REFUSED)  # fmt: skip
+                requeued += done
+        event(log, logging.ERROR, "provider refuses every operation alike; sending paused",
+              provider=self.name, reason=self.guard.tripped, operations=len(streak),
+              requeued=requeued)  # fmt: skip
+
     async def _feedback(self, result: SendResult) -> None:
         if result.outcome is Outcome.THROTTLED:
             metrics.provider_throttled.labels(self.name).inc()
@@ -252,3 +299,9 @@ class AttemptRunner:
             metrics.operations_exhausted.labels(partition, final.reason).inc()
         if final.next_state in TERMINAL:
             metrics.operations_terminal.labels(partition, final.next_state).inc()
+
+
+def _provider_refused(final: Finalisation) -> Finalisation:
+    """A refusal that was the provider's, not the player's: back to the queue, refunded."""
+    return replace(final, next_state=State.QUEUED, refund=True, reason=PROVIDER_REFUSED,
+                   decision="requeued; provider paused (refusals guard)")  # fmt: skip
