@@ -146,6 +146,16 @@ def _event_data(event: Event, message: Message) -> dict[str, Any]:
     return data
 
 
+def retried(body: bytes) -> bool:
+    """documentation.mailgun.com/docs/mailgun/user-manual/webhooks/webhook-retries: a failed
+    POST is retried "for Webhooks other than the delivery notification"."""
+    try:
+        event = json.loads(body).get("event-data", {}).get("event")
+    except (ValueError, AttributeError):
+        return True
+    return bool(event != "delivered")
+
+
 def webhook_posts(signing: Signing, due: list[Pending]) -> list[Post]:
     key = signing.settings.webhook_signing_key.get_secret_value().encode()
     posts = []
@@ -170,6 +180,6 @@ DIALECT = Dialect(
                               "documentation"),
     lookup_path=f"/v3/{DOMAIN}/events",
     lookup=events,
-    hook=Hook(webhook_posts, acceptance=True, final=frozenset({406})),
+    hook=Hook(webhook_posts, acceptance=True, final=frozenset({406}), retried=retried),
     refusals={name: _refusal(name) for name in REFUSALS},
 )
