@@ -23,6 +23,7 @@ from shared.keys import CONTROL
 from shared.redis import RedisClient
 
 SWITCH = "switch"  # the provider switch in progress (JSON)
+PREVIOUS = "provider_previous"  # the assignment before the last completed switch (JSON)
 PAUSED_PROVIDER = "auth_paused:"  # + provider name: the provider pause (JSON)
 MAX_REASON = 200
 _ADDRESS = re.compile(r"[^\s<>\"'@]+@[^\s<>\"'@]+")
@@ -35,7 +36,6 @@ class PauseKind(StrEnum):
     CREDENTIALS = "credentials"  # 401/403 and the like: our key is rejected
     ACCOUNT = "account"  # a documented refusal of the whole account or domain
     REFUSALS = "refusals"  # K distinct operations refused alike: the provider refuses us
-PREVIOUS = "provider_previous"  # the assignment before the last completed switch (JSON)
 
 
 @dataclass(frozen=True, slots=True)

@@ -240,8 +240,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add("release", release, "return a quarantined or reviewed operation to the queue").add_argument(
         "operation_id"
     )
-    p = add("provider-resume", provider_resume,
-            "lift the provider pause (credentials, account, refusals) once its cause is fixed")
+    p = add(
+        "provider-resume",
+        provider_resume,
+        "lift the provider pause (credentials, account, refusals) once its cause is fixed",
+    )
     p.add_argument("--provider")
     providers.register(cmds, _run)
     review = cmds.add_parser("review", help="operations held for a person")
