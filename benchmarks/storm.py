@@ -19,6 +19,7 @@ CPU per 1,000 emails (from /proc) and Redis memory per accepted and per queued o
     .venv/bin/python benchmarks/storm.py --scenario restart --senders 4
     .venv/bin/python benchmarks/storm.py --scenario drop -n 2000 --key-retention 1
     .venv/bin/python benchmarks/storm.py --scenario drop --provider sendgrid -n 2000
+    .venv/bin/python benchmarks/storm.py --scenario drop --provider postmark --search-delay 30
     .venv/bin/python benchmarks/storm.py --scenario ceiling-1.5 --provider ses -n 300
 """
 
@@ -407,6 +408,8 @@ async def provider_endpoint(run: Run, sandbox: dict[str, Any]) -> AsyncIterator[
 async def storm(run: Run, timeout: float, timeline: bool = False) -> Run:
     scenario = run.scenario
     sandbox = {**sandbox_overrides(scenario, run.rate, run.key_retention), "mode": run.provider}
+    if run.search_delay:
+        sandbox["search_delay_seconds"] = run.search_delay
     run.settings = {"RESETGATE_PROVIDER_MAX_RATE": str(ceiling(scenario, run.rate)),
                     **retention_env(run),
                     **{f"sandbox {k}": str(v) for k, v in sandbox.items()}}  # fmt: skip
@@ -462,6 +465,7 @@ def run_scenario(name: str, args: argparse.Namespace) -> Run | None:
         provider=args.provider,
         admit_ahead=args.admit == "ahead",
         key_retention=args.key_retention,
+        search_delay=args.search_delay,
     )
     if args.provider == "ses" and name not in storm_moto.SCENARIOS:
         print(f"\n== {name}: SKIPPED: moto injects no faults and follows no schedule")
@@ -497,6 +501,15 @@ def main() -> None:
         help="how long the provider keeps an idempotency key: the sandbox's "
         "idempotency_window_seconds and the services' RESETGATE_IDEMPOTENCY_WINDOW_SECONDS "
         f"(default {KEY_RETENTION}, the project's)",
+    )
+    parser.add_argument(
+        "--search-delay",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="postmark: seconds before a send appears in the sandbox's outbound search "
+        "(Postmark documents none; default 0). Mailgun's sandbox always ignores the "
+        "undocumented user-variables filter",
     )
     parser.add_argument(
         "--timeline", action="store_true", help="print sends, 429s and the pacing rate a second"

@@ -77,6 +77,7 @@ class Run:
     provider: str = "http"  # RESETGATE_PROVIDER_KIND and the sandbox's mode
     admit_ahead: bool = False  # admit the N before the senders start (a backlog)
     key_retention: int = KEY_RETENTION  # seconds, the sandbox's and the services' one value
+    search_delay: float = 0.0  # Postmark mode: seconds before a send appears in its search
     settings: dict[str, str] = field(default_factory=dict)  # the non-default ones
     admitted_s: float = 0.0
     drain_s: float = math.nan

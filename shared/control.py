@@ -1,5 +1,10 @@
-"""Operator switches shared by every replica: partition pauses, the provider auth pause,
+"""Operator switches shared by every replica: partition pauses, the provider pause,
 the provider each partition sends through, and a provider switch in progress.
+
+The provider pause (field ``auth_paused:<provider>``, named when credentials were its only
+cause) is one JSON dict: ``since`` (ms), ``kind`` (:class:`PauseKind`), ``reason`` (the
+provider's own words, bounded and sanitised), ``status`` and ``key`` (the fingerprint of
+the key in use); other fields may be added (a pause that lifts itself names its ``until``).
 
 They live in one small hash (``rg:control``) that each sender re-reads every second, so a
 pause takes effect everywhere within about a second and survives restarts.
@@ -8,7 +13,9 @@ pause takes effect everywhere within about a second and survives restarts.
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from shared import clock, codec
@@ -17,6 +24,18 @@ from shared.redis import RedisClient
 
 SWITCH = "switch"  # the provider switch in progress (JSON)
 PREVIOUS = "provider_previous"  # the assignment before the last completed switch (JSON)
+PAUSED_PROVIDER = "auth_paused:"  # + provider name: the provider pause (JSON)
+MAX_REASON = 200
+_ADDRESS = re.compile(r"[^\s<>\"'@]+@[^\s<>\"'@]+")
+_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]+")
+
+
+class PauseKind(StrEnum):
+    """Why every send through a provider stops until an operator resumes it."""
+
+    CREDENTIALS = "credentials"  # 401/403 and the like: our key is rejected
+    ACCOUNT = "account"  # a documented refusal of the whole account or domain
+    REFUSALS = "refusals"  # K distinct operations refused alike: the provider refuses us
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +63,9 @@ async def read(client: RedisClient) -> ControlState:
     notes = {int(str(k)[7:]): _note(v) for k, v in raw.items() if str(k).startswith("paused:")}
     paused = frozenset(notes)
     auth = {
-        str(k)[12:]: codec.loads(v) for k, v in raw.items() if str(k).startswith("auth_paused:")
+        str(k)[len(PAUSED_PROVIDER) :]: _note(v)
+        for k, v in raw.items()
+        if str(k).startswith(PAUSED_PROVIDER)
     }
     providers = {int(str(k)[9:]): str(v) for k, v in raw.items() if str(k).startswith("provider:")}
     switch = _note(raw[SWITCH]) if SWITCH in raw else None
@@ -68,10 +89,32 @@ async def resume_partitions(client: RedisClient, partitions: list[int]) -> None:
     await client.hdel(CONTROL, *(f"paused:{p}" for p in partitions))
 
 
+def sanitise(text: str) -> str:
+    """A provider's words, safe to store and print: no control or bidi characters, no
+    address (a refusal may quote one), at most ``MAX_REASON`` characters."""
+    text = _ADDRESS.sub("[address]", _UNPRINTABLE.sub(" ", text))
+    return " ".join(text.split())[:MAX_REASON]
+
+
+async def provider_pause(
+    client: RedisClient, provider: str, kind: PauseKind, reason: str, *, status: int = 0,
+    fingerprint: str = "",
+) -> None:  # fmt: skip
+    note = {"since": clock.now_ms(), "kind": str(kind), "reason": sanitise(reason),
+            "status": status, "key": fingerprint}  # fmt: skip
+    await client.hset(CONTROL, PAUSED_PROVIDER + provider, codec.dumps_str(note))
+
+
 async def auth_pause(client: RedisClient, provider: str, status: int, fingerprint: str) -> None:
-    note = {"since": clock.now_ms(), "status": status, "key": fingerprint}
-    await client.hset(CONTROL, f"auth_paused:{provider}", codec.dumps_str(note))
+    await provider_pause(client, provider, PauseKind.CREDENTIALS, f"credentials rejected "
+                         f"(HTTP {status})", status=status, fingerprint=fingerprint)  # fmt: skip
+
+
+def pause_kind(note: dict[str, object]) -> str:
+    """A pause's kind; one written before kinds existed was a credentials pause."""
+    return str(note.get("kind") or PauseKind.CREDENTIALS)
 
 
 async def auth_resume(client: RedisClient, provider: str) -> bool:
-    return bool(await client.hdel(CONTROL, f"auth_paused:{provider}"))
+    """Lift the provider pause, whatever its kind."""
+    return bool(await client.hdel(CONTROL, PAUSED_PROVIDER + provider))

@@ -76,6 +76,12 @@ pacing_blocked_until = Gauge(
 provider_auth_paused = Gauge(
     "resetgate_provider_auth_paused", "1 while the provider rejects our credentials.", ["provider"]
 )
+provider_paused = Gauge(
+    "resetgate_provider_paused",
+    "1 while sending through the provider is paused for this kind of cause (credentials, "
+    "account, refusals); every kind is exported, 0 when not the cause.",
+    ["provider", "kind"],
+)
 oldest_eligible_age = Gauge(
     "resetgate_oldest_eligible_age_seconds",
     "Age of the oldest operation due now and not yet attempted (deferrals excluded).",
@@ -203,7 +209,8 @@ OWNERS: dict[str, tuple[MetricWrapperBase, ...]] = {
     "sender": (
         send_attempts, provider_throttled, retry_after_source, operations_exhausted,
         operations_terminal, ambiguous_attempts, pacing_rate, pacing_blocked_until,
-        provider_auth_paused, oldest_eligible_age, queue_depth, partition_paused, token_ttl,
+        provider_auth_paused, provider_paused, oldest_eligible_age, queue_depth,
+        partition_paused, token_ttl,
         advised_wait_capped, pacing_cuts, provider_redirects, partition_provider,
         send_twice_exposure,
     ),

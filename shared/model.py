@@ -98,7 +98,9 @@ TRANSITIONS: dict[State, frozenset[State]] = {
     ),
     State.QUARANTINED: frozenset({State.QUEUED, State.EXPIRED}),
     State.ACCEPTED: frozenset(),
-    State.FAILED: frozenset(),
+    # The refusals guard only (requeue_refused.lua): the provider refused K distinct
+    # operations alike, so this failure was the provider's; nothing newer for the account.
+    State.FAILED: frozenset({State.QUEUED}),
     State.EXHAUSTED: frozenset(),
     State.EXPIRED: frozenset(),
 }

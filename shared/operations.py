@@ -341,6 +341,40 @@ async def hold(
     return code is HoldCode.OK, state
 
 
+@dataclass(slots=True, kw_only=True)
+class RequeueRefused(Request[tuple[HoldCode, str]]):
+    SCRIPT = Script("requeue_refused")
+    CODES = HoldCode
+
+    operation: str = key()
+    ledger: str = key()
+    account: str = key()
+    send: str = key()
+    live: str = key()
+    now: int
+    reason: str
+    note: str
+    operation_id: str
+
+    def decode(self, raw: Any) -> tuple[HoldCode, str]:
+        return HoldCode(raw[0]), str(raw[1]) if len(raw) > 1 else ""
+
+
+async def requeue_refused(
+    client: RedisClient, operation_id: str, account_id: str, *, now: int, reason: str,
+    note: str,
+) -> tuple[bool, str]:  # fmt: skip
+    """Hand a failed operation the refusals guard counted back to the queue (refunded);
+    (done, why not)."""
+    pk = keys_for(operation_id)
+    code, why = await RequeueRefused(
+        operation=pk.operation(operation_id), ledger=pk.attempts(operation_id),
+        account=pk.account(account_id), send=pk.send, live=pk.live, now=now, reason=reason,
+        note=note[:200], operation_id=operation_id,
+    ).run(client)  # fmt: skip
+    return code is HoldCode.OK, why
+
+
 async def load_operation(client: RedisClient, operation_id: str) -> Operation | None:
     raw = await client.hgetall(keys_for(operation_id).operation(operation_id))
     if not raw:

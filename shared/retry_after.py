@@ -18,6 +18,7 @@ class Source(StrEnum):
     DELTA = "delta"
     DATE = "date"
     RATE_RESET = "x-ratelimit-reset"  # no Retry-After; the window's reset time (SendGrid)
+    MESSAGE = "message"  # the wait stated in the answer's own text (Mailgun's "try again after")
     ABSENT = "absent"
     INVALID = "invalid"
 

@@ -191,6 +191,13 @@ class ProviderSettings(CommonSettings):
     # Mailgun documents that its events become complete only after a delay ("half an
     # hour"): a lookup about a younger send can miss it.
     mailgun_events_delay_seconds: float = Field(default=1800.0, ge=0)
+    # SES publishes delivery events (SNS -> SQS, RESETGATE_SES_QUEUE_URL) only for messages
+    # sent with a configuration set: without one an ambiguous SES send is never settled.
+    ses_configuration_set: str = Field(
+        default="", pattern=r"^[A-Za-z0-9_-]{0,64}$",
+        description="SES ConfigurationSetName sent with every message (its event destination "
+        "feeds the SES queue)",
+    )  # fmt: skip
     connect_timeout_seconds: float = Field(default=3.0, gt=0)
     total_timeout_seconds: float = Field(default=15.0, gt=0)
     # A provider without a native key may still be processing a request the sender timed

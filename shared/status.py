@@ -68,7 +68,8 @@ class ProviderStatus:
     blocked_until: int | None  # ms; set while a 429's Retry-After holds every sender
     throttled_total: int  # 429s recorded by the pacer since the store began
     last_throttled_at: int | None
-    auth_paused: dict[str, Any] | None  # credentials rejected: since, status, key fingerprint
+    # the provider pause (shared.control): since, kind, reason, status, key fingerprint
+    auth_paused: dict[str, Any] | None
 
     def view(self) -> dict[str, Any]:
         return {
@@ -105,4 +106,10 @@ async def provider_status(
 
 
 def describe_auth(status: ProviderStatus) -> str:
-    return "PAUSED " + codec.dumps_str(status.auth_paused) if status.auth_paused else "ok"
+    """The provider pause in one line: its kind and the provider's reason, quoted."""
+    note = status.auth_paused
+    if not note:
+        return "ok"
+    reason = control.sanitise(str(note.get("reason") or ""))
+    return (f"PAUSED kind={control.pause_kind(note)} status={note.get('status') or '-'} "
+            f"reason={codec.dumps_str(reason)}")  # fmt: skip

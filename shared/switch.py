@@ -71,8 +71,10 @@ def check_targets(
                 f"provider {name!r} is not configured (RESETGATE_PROVIDERS: {listed})"
             )
         if name in state.auth_paused:
+            kind = control.pause_kind(state.auth_paused[name])
+            cause = "its key" if kind == "credentials" else "the provider's refusal"
             raise SwitchRefused(
-                f"provider {name!r} is paused by credentials: fix its key and run "
+                f"provider {name!r} is paused by {kind}: fix {cause} and run "
                 f"`resetgate ops provider-resume --provider {name}` first"
             )
 

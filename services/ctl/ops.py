@@ -120,7 +120,7 @@ async def status(client: RedisClient, settings: OpsSettings, args: argparse.Name
     lines = [
         f"provider {provider.name}: rate={provider.rate:.1f}/s "
         f"blocked_until={_when(provider.blocked_until)} 429s={provider.throttled_total} "
-        f"auth={describe_auth(provider)}",
+        f"pause={describe_auth(provider)}",
         f"{'P':>3} {'PAUSED':<6} {'SEND':>6} {'INFLIGHT':>8} {'DUE':>6} {'AMBIG':>5} "
         f"{'REVIEW':>6} {'LIVE':>6}",
     ]
@@ -194,8 +194,10 @@ async def provider_resume(
     client: RedisClient, settings: OpsSettings, args: argparse.Namespace
 ) -> int:
     provider = args.provider or settings.provider_name
+    note = (await control.read(client)).auth_paused.get(provider)
     lifted = await control.auth_resume(client, provider)
-    print(f"provider {provider}: " + ("auth pause lifted" if lifted else "was not paused"))
+    kind = control.pause_kind(note) if note is not None else ""
+    print(f"provider {provider}: " + (f"{kind} pause lifted" if lifted else "was not paused"))
     return 0
 
 
@@ -238,7 +240,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add("release", release, "return a quarantined or reviewed operation to the queue").add_argument(
         "operation_id"
     )
-    p = add("provider-resume", provider_resume, "lift the credentials pause after a key fix")
+    p = add(
+        "provider-resume",
+        provider_resume,
+        "lift the provider pause (credentials, account, refusals) once its cause is fixed",
+    )
     p.add_argument("--provider")
     providers.register(cmds, _run)
     review = cmds.add_parser("review", help="operations held for a person")

@@ -10,6 +10,9 @@ its name (:func:`plan`):
 - a lookup not yet settled -> ask once at once: "found" is proof whenever it comes (the
   provider can only find a send it took), "not found" is no answer yet and the attempt
   waits for the settled lookup;
+- a *found-only* lookup (the provider does not document it as complete, see
+  ``LookupTrust.proves_absence``) -> ask once at once and once more when the event window
+  closes: "found" -> accepted; "not found" is never permission to send -> ``review``;
 - a native idempotency key still inside its retention -> one replay with the same key
   (the provider deduplicates it);
 - neither -> the attempt stays ambiguous while an event may still prove acceptance, and
@@ -33,7 +36,7 @@ from shared.logging import event
 from shared.model import Operation, Outcome
 from shared.operations import load_attempts, load_operation, resolve_ambiguous
 from shared.ownership import owners as owners  # the reconciler's: one rule for the owner
-from shared.providers.base import Capabilities, Provider, ProviderUnavailable
+from shared.providers.base import Capabilities, LookupTrust, Provider, ProviderUnavailable
 from shared.redis import RedisClient
 from shared.settings import PolicySettings
 
@@ -53,6 +56,7 @@ class Resolution(StrEnum):
 class Step(StrEnum):
     LOOK_UP = "look_up"
     LOOK_UP_EARLY = "look_up_early"  # only "found" counts
+    LOOK_UP_LAST = "look_up_last"  # found-only, window closed: found -> accepted, else review
     REPLAY = "replay"
     WAIT = "wait"
     REVIEW = "review"
@@ -78,15 +82,27 @@ def key_alive(caps: Capabilities, age: float) -> bool:
 
 
 def lookup_trusted(caps: Capabilities, age: float) -> bool:
-    """A lookup's "not found" means "never accepted": settled (or a live key makes a
-    premature answer harmless) and not older than the lookup can see."""
+    """A lookup's "not found" means "never accepted": a lookup that proves absence, settled
+    (or a live key makes a premature answer harmless), not older than it can see."""
     trust = caps.lookup
-    if trust is None or age >= trust.horizon_seconds:
+    if trust is None or not trust.proves_absence or age >= trust.horizon_seconds:
         return False
     return age >= trust.settle_seconds or key_alive(caps, age)
 
 
+def _found_only(trust: LookupTrust, situation: Situation) -> Step:
+    """Only "found" means anything: ask at once, wait for events, ask a last time when the
+    window closes, and hold for review what was still not found."""
+    if situation.age >= trust.horizon_seconds:
+        return Step.REVIEW if situation.window_closed else Step.WAIT
+    if situation.window_closed:
+        return Step.LOOK_UP_LAST
+    return Step.WAIT if situation.asked_early else Step.LOOK_UP_EARLY
+
+
 def plan(caps: Capabilities, situation: Situation) -> Step:
+    if caps.lookup is not None and not caps.lookup.proves_absence and not caps.native_key:
+        return _found_only(caps.lookup, situation)
     if lookup_trusted(caps, situation.age):
         return Step.LOOK_UP
     if key_alive(caps, situation.age):
@@ -170,29 +186,35 @@ async def decide(
     now = clock.now_ms()
     where = await situation(client, operation, settings, now, asking.early)
     step = plan(provider.capabilities, where)
-    if step is Step.LOOK_UP_EARLY:
+    if step in _NOT_ASKED:
+        return _NOT_ASKED[step]
+    message_id = ""
+    if step is not Step.REPLAY:
         message_id = await lookup(provider, operation.operation_id, asking.permit)
-        if message_id:
-            return Resolution.ACCEPTED, message_id, "reconciled: provider had accepted it", ""
-        return Resolution.WAIT, "", "waiting: not found yet; lookup not yet trustworthy", ""
-    if step is Step.WAIT:
-        return Resolution.WAIT, "", "waiting: lookup not yet trustworthy, or an event may come", ""
-    if step is Step.REVIEW:
-        return (
-            Resolution.REVIEW,
-            "",
-            "unknown: no trustworthy lookup or key; event window closed",
-            "",
-        )
-    if step is Step.LOOK_UP:
-        message_id = await lookup(provider, operation.operation_id, asking.permit)
-        if message_id:
-            return Resolution.ACCEPTED, message_id, "reconciled: provider had accepted it", ""
+    if message_id:
+        return Resolution.ACCEPTED, message_id, "reconciled: provider had accepted it", ""
+    if step in _NOT_FOUND:
+        return _NOT_FOUND[step]
     decision = _replay_or_review(operation, settings, now)
     why = "not found" if step is Step.LOOK_UP else "key still retained"
     then = "one replay, same key" if decision is Resolution.REPLAY else _NO_REPLAY
     pin_for = "replay" if step is Step.LOOK_UP else "proof"
     return decision, "", f"reconciled: {why}; {then}, at {provider.name}", pin_for
+
+
+_NOT_ASKED = {
+    Step.WAIT: (Resolution.WAIT, "", "waiting: lookup not yet trustworthy, or an event may come",
+                ""),
+    Step.REVIEW: (Resolution.REVIEW, "",
+                  "unknown: no trustworthy lookup or key; event window closed", ""),
+}  # fmt: skip
+# What "not found" means where it proves nothing.
+_NOT_FOUND = {
+    Step.LOOK_UP_EARLY: (Resolution.WAIT, "",
+                         "waiting: not found yet; lookup not yet trustworthy", ""),
+    Step.LOOK_UP_LAST: (Resolution.REVIEW, "",
+                        "unknown: a found-only lookup did not find it; event window closed", ""),
+}  # fmt: skip
 
 
 async def reconcile(

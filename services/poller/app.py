@@ -136,6 +136,11 @@ def build_poller(
     ingest = Ingest(client, settings)
     found = sources(settings, configured)
     hooks = webhook_sources(found)
+    if settings.ses_queue_url and not settings.ses_configuration_set:
+        event(log, logging.WARNING, "SES queue set without RESETGATE_SES_CONFIGURATION_SET: "
+              "SES publishes events only for messages sent with a configuration set, so none "
+              "will arrive and an ambiguous SES send is never settled",
+              setting="RESETGATE_SES_CONFIGURATION_SET")  # fmt: skip
     return Poller(
         settings, client, lanes, observer,
         Leadership(client, settings.consumer_name, settings.lease_seconds),

@@ -34,6 +34,7 @@ class Faults:
         self.error = _fault(settings, "error")
         self.slow = _fault(settings, "slow")
         self.drop = _fault(settings, "drop")
+        self.late_error = _fault(settings, "late_error")
         self.duplicate_event = _fault(settings, "duplicate_event")
         self.out_of_order = _fault(settings, "out_of_order")
         self.poll_error = _fault(settings, "poll_error")

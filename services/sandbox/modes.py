@@ -43,6 +43,9 @@ class Dialect:
     routes: tuple[tuple[str, str, Handler], ...] = ()
     # Rate-limit headers a provider puts on every answer, accepted ones too (SendGrid).
     rate_headers: Callable[[Sandbox], dict[str, str]] | None = None
+    # The provider's documented refusals of a whole account or domain, by the name
+    # ``RESETGATE_SANDBOX_REFUSAL`` gives: every send answers it while it is set.
+    refusals: dict[str, Handler] | None = None
 
 
 def _refusal(request: web.Request, sandbox: Sandbox, dialect: Dialect) -> web.Response | None:
@@ -63,6 +66,9 @@ def sender(dialect: Dialect) -> Handler:
         refused = _refusal(request, sandbox, dialect)
         if refused is not None:
             return refused
+        if sandbox.settings.refusal:
+            sandbox.stats.count("refused")
+            return await _refuse(request, dialect, sandbox.settings.refusal)
         body = await dialect.parse(request, sandbox.settings.max_body_bytes)
         if isinstance(body, web.Response):
             sandbox.stats.count("bad_request")
@@ -77,6 +83,15 @@ def sender(dialect: Dialect) -> Handler:
         return await provider.accept(request, sandbox, body, None, _accepted(dialect, sandbox))
 
     return send
+
+
+async def _refuse(request: web.Request, dialect: Dialect, name: str) -> web.Response:
+    handler = (dialect.refusals or {}).get(name)
+    if handler is None:
+        known = ", ".join(sorted(dialect.refusals or {})) or "none"
+        return web.json_response({"error": "unknown_refusal", "message": f"this mode's "
+                                  f"refusals: {known}"}, status=400)  # fmt: skip
+    return await handler(request)
 
 
 def _accepted(dialect: Dialect, sandbox: Sandbox) -> Callable[[Message], web.Response]:

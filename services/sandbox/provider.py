@@ -8,6 +8,7 @@ import logging
 import secrets
 import time
 from collections.abc import Callable
+from http import HTTPStatus
 from typing import Any
 
 import orjson
@@ -169,6 +170,8 @@ async def _accept(
             sandbox.store.in_flight.discard(key)
     if faults.drop.fires(faults.rng):
         return _drop(request, sandbox, message)
+    if faults.late_error.fires(faults.rng):
+        return _late_error(sandbox, message)
     if respond is not None:
         return respond(message)
     return web.Response(
@@ -189,6 +192,15 @@ def _drop(request: web.Request, sandbox: Sandbox, message: Message) -> web.Respo
         request.transport.abort()
     # Nothing reaches the client; aiohttp discards this on the closed transport.
     return web.Response(status=500)
+
+
+def _late_error(sandbox: Sandbox, message: Message) -> web.Response:
+    """Accepted, then a gateway (a load balancer, a proxy) answers a 5xx page of its own."""
+    status = sandbox.settings.error_status
+    sandbox.stats.count("late_error")
+    log("sandbox.fault.late_error", logging.INFO, message_id=message.id, status=status)
+    page = f"<html><body><h1>{status} {HTTPStatus(status).phrase}</h1></body></html>"
+    return web.Response(status=status, text=page, content_type="text/html")
 
 
 def fingerprint(body: JsonDict) -> int:

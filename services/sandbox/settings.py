@@ -66,6 +66,12 @@ class SandboxSettings(BaseSettings):
     bounce_domain: str = ""  # recipients here get "bounced" instead of "delivered"
     complaint_domain: str = ""  # recipients here get "delivered", then "complained"
     reject_domain: str = ""  # sends to recipients here answer 422
+    # A provider mode's documented refusal of the whole account or domain (names in each
+    # dialect's ``refusals``, e.g. Mailgun's "domain_not_found"): every send answers it.
+    refusal: str = ""
+    # Postmark mode: a send appears in the outbound search only this long after it was
+    # taken (Postmark documents no such delay; 0 = at once).
+    search_delay_seconds: float = Field(default=0.0, ge=0)
     # Provider modes: POST each message's events here as the provider would
     # (services/sandbox/webhooks.py); "" = the events are only in the feed. Postmark's
     # basic-auth credentials go in the URL, as Postmark documents (https://user:pass@host/...).
@@ -83,6 +89,10 @@ class SandboxSettings(BaseSettings):
     slow_seconds: float = Field(default=2.0, ge=0)
     drop_probability: float = Probability
     drop_every: int = EveryNth
+    # The email is recorded, then a gateway in front of the provider answers ``error_status``
+    # with its own page (no provider error body): the client cannot tell it was sent.
+    late_error_probability: float = Probability
+    late_error_every: int = EveryNth
     duplicate_event_probability: float = Probability
     duplicate_event_every: int = EveryNth
     out_of_order_probability: float = Probability

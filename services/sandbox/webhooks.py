@@ -68,6 +68,9 @@ class Hook:
     build: Callable[[Signing, list[Pending]], list[Post]]
     acceptance: bool = False
     final: frozenset[int] = frozenset()
+    # Whether the provider retries this POST at all when it fails (Mailgun never retries a
+    # "delivered" notification); None: every POST is retried.
+    retried: Callable[[bytes], bool] | None = None
 
 
 def acceptance_event(message: Message) -> Event:
@@ -156,10 +159,13 @@ class Emitter:
             if status is not None and 200 <= status < 300:
                 stats.count("webhook_posted")
                 return
-            if status in self.hook.final:
+            if status in self.hook.final or not self._retried(body):
                 break
         stats.count("webhook_refused" if status is not None else "webhook_failed")
         log("sandbox.webhook.undelivered", logging.WARNING, status=status)
+
+    def _retried(self, body: bytes) -> bool:
+        return self.hook.retried is None or self.hook.retried(body)
 
     @staticmethod
     async def _once(

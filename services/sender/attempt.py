@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from services.sender import template
+from services.sender.guard import RefusalGuard, Refused
 from services.sender.pacer import Pacer
 from services.sender.policy import RetryPolicy, decide
 from services.sender.settings import SenderSettings
@@ -32,6 +33,7 @@ from shared.operations import (
     begin_attempt,
     finalise_attempt,
     keys_for,
+    requeue_refused,
 )
 from shared.providers.base import Provider, SendResult
 from shared.redis import RedisClient
@@ -41,6 +43,7 @@ from shared.tokens import TokenKeys
 log = logging.getLogger(__name__)
 # The reason on an attempt handed back because its begin did not reach the replicas in time.
 NOT_REPLICATED = "not_replicated"
+PROVIDER_REFUSED = "provider_paused_refusals"
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +90,8 @@ class AttemptRunner:
         self.replicas = replicas or Replicas(
             client, settings, settings.wait_replicas, settings.wait_timeout_ms
         )
+        self.guard = RefusalGuard(settings.refusal_guard_operations,
+                                  int(settings.refusal_guard_window_seconds * 1000))  # fmt: skip
 
     async def run(self, job: Job, slot_ms: float) -> str:
         """One attempt in the pacing slot ``slot_ms`` (the time it was granted). Returns ""
@@ -214,6 +219,9 @@ class AttemptRunner:
     ) -> None:
         now = clock.now_ms()
         final = result if isinstance(result, Finalisation) else self._decide(result, begun, now)
+        streak = None
+        if isinstance(result, SendResult):
+            final, streak = self._guarded(job, begun, final, now)
         applied = await finalise_attempt(
             self.client,
             job.operation_id,
@@ -225,6 +233,8 @@ class AttemptRunner:
         )
         if isinstance(result, SendResult):
             await self._feedback(result)
+        if streak:
+            await self._trip(job, streak)
         self._count(job, final, applied)
         event(
             log,
@@ -259,22 +269,64 @@ class AttemptRunner:
             retry_after=advice,
             message_id=result.message_id,
             reason="replayed" if result.replayed else result.reason,
+            pause=result.pause,
         )
+
+    def _guarded(
+        self, job: Job, begun: Begun, final: Finalisation, now: int
+    ) -> tuple[Finalisation, list[Refused] | None]:
+        """The refusals guard's say on a permanent refusal: the finalisation to write, and
+        the streak of operations it completes (the provider is then refusing us)."""
+        if not self.auth_paused:
+            self.guard.resumed()
+        if final.next_state is State.ACCEPTED:
+            self.guard.accepted()
+        if final.outcome is not Outcome.PERMANENT or final.next_state is not State.FAILED:
+            return final, None
+        if final.reason == self.guard.tripped:
+            return _provider_refused(final), None  # in flight when it tripped: requeued too
+        refusal = Refused(job.operation_id, begun.account_id, now)
+        streak = self.guard.refused(refusal, final.reason)
+        return (final, None) if streak is None else (_provider_refused(final), streak)
+
+    async def _trip(self, job: Job, streak: list[Refused]) -> None:
+        """Pause the provider and hand the streak's other operations back to the queue."""
+        self.auth_paused = True
+        window = self.guard.window_ms / 1000
+        reason = (f"{len(streak)} distinct operations refused alike within {window:g} s: "
+                  f"{self.guard.tripped}")  # fmt: skip
+        await control.provider_pause(self.client, self.name, control.PauseKind.REFUSALS, reason,
+                                     fingerprint=control.key_fingerprint(self.api_key))  # fmt: skip
+        now = clock.now_ms()
+        requeued = 0
+        for refused in streak:
+            if refused.operation_id != job.operation_id:
+                done, _ = await requeue_refused(
+                    self.client, refused.operation_id, refused.account_id, now=now,
+                    reason=self.guard.tripped, note=PROVIDER_REFUSED)  # fmt: skip
+                requeued += done
+        event(log, logging.ERROR, "provider refuses every operation alike; sending paused",
+              provider=self.name, reason=self.guard.tripped, operations=len(streak),
+              requeued=requeued)  # fmt: skip
 
     async def _feedback(self, result: SendResult) -> None:
         if result.outcome is Outcome.THROTTLED:
             metrics.provider_throttled.labels(self.name).inc()
         elif result.outcome is Outcome.AUTH:
-            self.auth_paused = True
-            fingerprint = control.key_fingerprint(self.api_key)
-            await control.auth_pause(self.client, self.name, result.status, fingerprint)
-            event(
-                log,
-                logging.ERROR,
-                "provider rejected our credentials; sending paused",
-                provider=self.name,
-                status=result.status,
-            )
+            await self._pause(result)
+
+    async def _pause(self, result: SendResult) -> None:
+        self.auth_paused = True
+        kind = control.PauseKind(result.pause)
+        fingerprint = control.key_fingerprint(self.api_key)
+        reason = result.detail or result.reason or f"HTTP {result.status}"
+        if kind is control.PauseKind.CREDENTIALS:
+            reason = f"credentials rejected (HTTP {result.status})" + (
+                f": {result.detail}" if result.detail else "")  # fmt: skip
+        await control.provider_pause(self.client, self.name, kind, reason,
+                                     status=result.status, fingerprint=fingerprint)  # fmt: skip
+        event(log, logging.ERROR, "provider refused us; sending paused", provider=self.name,
+              status=result.status, kind=str(kind), reason=control.sanitise(reason))  # fmt: skip
 
     def _count(self, job: Job, final: Finalisation, applied: bool) -> None:
         provider, partition = self.name, str(job.partition)
@@ -287,3 +339,9 @@ class AttemptRunner:
             metrics.operations_exhausted.labels(partition, final.reason).inc()
         if final.next_state in TERMINAL:
             metrics.operations_terminal.labels(partition, final.next_state).inc()
+
+
+def _provider_refused(final: Finalisation) -> Finalisation:
+    """A refusal that was the provider's, not the player's: back to the queue, refunded."""
+    return replace(final, next_state=State.QUEUED, refund=True, reason=PROVIDER_REFUSED,
+                   decision="requeued; provider paused (refusals guard)")  # fmt: skip

@@ -82,8 +82,10 @@ def decide(
     retry_after: RetryAfter | None = None,
     message_id: str = "",
     reason: str = "",
+    pause: str = "credentials",
 ) -> Finalisation:
-    """The finalisation for one attempt's outcome."""
+    """The finalisation for one attempt's outcome (``pause``: what an AUTH outcome pauses
+    the provider for, see shared.control.PauseKind)."""
     if outcome is Outcome.ACCEPTED:
         return Finalisation(
             outcome,
@@ -103,12 +105,12 @@ def decide(
             decision="never retried",
         )
     if outcome is Outcome.AUTH:
-        # Our credentials are wrong, not the player's request: requeue, refund the attempt.
+        # Our credentials or account are refused, not the player's request: requeue, refund.
         return Finalisation(
             outcome,
             status,
             State.QUEUED,
-            reason="credentials_rejected",
+            reason="credentials_rejected" if pause == "credentials" else f"provider_paused_{pause}",
             refund=True,
             decision="requeued; provider paused",
         )

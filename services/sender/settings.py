@@ -35,6 +35,16 @@ class SenderSettings(
     # The same for a failover: with replicas behind the primary, a keyless provider needs
     # every attempt on RESETGATE_WAIT_REPLICAS of them before it is sent (shared.redis_policy).
     keyless_require_replica_wait: bool = True
+    # The refusals guard (services/sender/guard.py): this many distinct operations refused
+    # permanently for one reason within the window pause the provider (0: off).
+    refusal_guard_operations: int = Field(
+        default=5, ge=0, le=1000,
+        description="distinct operations refused alike that pause the provider (0: off)",
+    )  # fmt: skip
+    refusal_guard_window_seconds: float = Field(
+        default=300.0, gt=0, le=86400,
+        description="how recent those refusals must all be, seconds",
+    )  # fmt: skip
 
     @model_validator(mode="after")
     def _lease_outlives_a_request(self) -> SenderSettings:

@@ -106,14 +106,24 @@ class Sender:
 
     async def _refresh_auth(self, runner: AttemptRunner) -> None:
         mine = self.state.auth_paused.get(runner.name)
-        if mine and mine.get("key") != control.key_fingerprint(runner.api_key):
-            # A different key has been deployed since the rejection: try again with it.
+        kind = control.pause_kind(mine) if mine is not None else ""
+        if (
+            kind == control.PauseKind.CREDENTIALS
+            and mine
+            and mine.get("key") != control.key_fingerprint(runner.api_key)
+        ):
+            # A different key has been deployed since the rejection: try again with it. (An
+            # account or refusals pause is not about the key: only an operator lifts it.)
             await control.auth_resume(self.client, runner.name)
             event(log, logging.INFO, "new provider key deployed; auth pause lifted",
                   provider=runner.name)  # fmt: skip
-            mine = None
+            mine, kind = None, ""
         runner.auth_paused = mine is not None
-        metrics.provider_auth_paused.labels(runner.name).set(int(bool(mine)))
+        metrics.provider_auth_paused.labels(runner.name).set(
+            int(kind == control.PauseKind.CREDENTIALS)
+        )
+        for each in control.PauseKind:
+            metrics.provider_paused.labels(runner.name, str(each)).set(int(kind == each))
 
     # -- readers -------------------------------------------------------------------------
     async def read_partition(self, partition: int, stop: asyncio.Event) -> None:

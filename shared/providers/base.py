@@ -49,12 +49,18 @@ class LookupTrust:
 
     ``settle_seconds``: a send younger than this may be missing from the answer (events
     still on their way, or the provider still processing a request we timed out on);
-    ``horizon_seconds``: a send older than this may have been forgotten (retention).
+    ``horizon_seconds``: a send older than this may have been forgotten (retention);
+    ``proves_absence``: the provider documents the answer as complete for our key after
+    ``settle_seconds``, so "not found" means "never accepted". Otherwise the lookup is
+    *found-only*: "found" settles the attempt, "not found" proves nothing (a filter the
+    provider ignores, an index that lags by an undocumented delay) and never allows a
+    replay.
     """
 
     settle_seconds: float
     horizon_seconds: float
     how: str  # what the adapter asks, for docs and logs
+    proves_absence: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +92,11 @@ class SendResult:
     # Where ``retry_after`` came from when the provider sent no Retry-After header (a
     # ``shared.retry_after.Source`` value, e.g. SendGrid's X-RateLimit-Reset).
     retry_source: str = ""
+    # An AUTH outcome pauses the provider: "account" when the provider refused the whole
+    # account or domain (a documented answer), else our credentials. ``detail``: the
+    # provider's own words, for the pause (shared.control sanitises them).
+    pause: str = "credentials"
+    detail: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,6 +213,23 @@ def undocumented_success(status: int) -> SendResult:
     """A 2xx the provider does not document for a send: it may have sent, or not.
     Reconcile (look up / wait for events), never retry blindly."""
     return SendResult(Outcome.AMBIGUOUS, status, reason=f"undocumented_{status}")
+
+
+def server_error(status: int, refused: bool) -> SendResult:
+    """A 5xx to a send of a provider without an idempotency key. The request was written,
+    and a 500/502/504 from the provider or a gateway in front of it proves nothing about
+    acceptance: ambiguous, settled by lookup, events or the window, never by a blind resend.
+    ``refused``: the answer is the provider's own documented error (its JSON error shape),
+    which it gives for a request it did not take: safe to try again."""
+    if refused:
+        return SendResult(Outcome.TRANSIENT, status, reason=f"http_{status}")
+    return SendResult(Outcome.AMBIGUOUS, status, reason=f"unproven_{status}")
+
+
+def account_refused(status: int, reason: str, detail: str) -> SendResult:
+    """A documented answer that refuses every send of the account or domain, not one
+    address: the provider pauses (operations stay queued, attempt refunded, a page)."""
+    return SendResult(Outcome.AUTH, status, reason=reason, pause="account", detail=detail)
 
 
 def before_write(error: BaseException) -> bool:

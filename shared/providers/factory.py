@@ -36,6 +36,7 @@ class ProviderConfig:
     settle_seconds: float  # how old a send must be before a lookup's "not found" counts
     mailgun_domain: str = ""
     mailgun_events_delay_seconds: float = 1800.0
+    ses_configuration_set: str = ""
 
     @classmethod
     def from_settings(cls, settings: ProviderSettings) -> ProviderConfig:
@@ -50,6 +51,7 @@ class ProviderConfig:
             settle_seconds=settings.reconcile_grace_seconds,
             mailgun_domain=settings.mailgun_domain,
             mailgun_events_delay_seconds=settings.mailgun_events_delay_seconds,
+            ses_configuration_set=settings.ses_configuration_set,
         )
 
 
@@ -67,7 +69,8 @@ def build(config: ProviderConfig, session: aiohttp.ClientSession) -> Provider:
                                name=config.name, settle_seconds=settle, **timeouts)  # fmt: skip
     if config.kind == "ses":
         region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or ""
-        return SesProvider(region, _ses_endpoint(config.url), name=config.name, **timeouts)
+        return SesProvider(region, _ses_endpoint(config.url), name=config.name,
+                           configuration_set=config.ses_configuration_set, **timeouts)  # fmt: skip
     return HttpProvider(session, config.url, config.api_key, name=config.name,
                         key_retention_seconds=config.key_retention_seconds, **timeouts)  # fmt: skip
 

@@ -42,8 +42,11 @@ def capabilities(key_retention_seconds: float) -> Capabilities:
     return Capabilities(
         idempotency_key="Idempotency-Key",
         idempotency_retention_seconds=key_retention_seconds,
-        # The lookup is by key, so it sees exactly what the key's retention keeps.
-        lookup=LookupTrust(0.0, key_retention_seconds, "GET /email/messages?idempotency_key="),
+        # The lookup is by key, so it sees exactly what the key's retention keeps: the
+        # contract (docs/provider-contract.md) makes its "not found" a proof.
+        lookup=LookupTrust(
+            0.0, key_retention_seconds, "GET /email/messages?idempotency_key=", proves_absence=True
+        ),
         rate_signals=frozenset({RateSignalKind.RETRY_AFTER}),
         events=EventModel.POLL,
         max_message_bytes=256 * 1024,

@@ -7,21 +7,29 @@ Sources (read 2026-11):
   ``{"id": "<…>", "message": "Queued. Thank you."}``; 25 MB per message, 1,000 recipients)
 - Response codes: https://documentation.mailgun.com/docs/mailgun/quickstart-guide/responses
   (400 with a "message"; 401/403 auth or access denied; 404 "can be temporal" — the system
-  is eventually consistent; 429 retry as the response says; 500 retry with backoff)
+  is eventually consistent; 429 retry as the response says; 500 retry with backoff — a 500 in that
+  JSON shape; a 5xx without it after the request was written is ambiguous)
 - Events and polling: https://documentation.mailgun.com/docs/mailgun/api-reference/send/mailgun/events
   and https://documentation.mailgun.com/docs/mailgun/user-manual/events/event-polling
-  (``GET /v3/{domain}/events``, filter ``user-variables``; events reach storage out of
-  order, a page is trustworthy only once its events are older than a threshold, "e.g.
-  half an hour"; events kept at least 3 days)
+  (``GET /v3/{domain}/events``; the documented filter fields are event, list, attachment,
+  from, message-id, subject, to, size, recipient(s), tags, severity — ``user-variables`` is
+  not one; events reach storage out of order, a page is trustworthy only once its events
+  are older than a threshold, "e.g. half an hour"; events kept at least 3 days; the Events
+  API is deprecated in favour of the Logs API)
 
-No native idempotency key. The Events API is the lookup, trusted only about sends older
-than the completeness delay (``RESETGATE_MAILGUN_EVENTS_DELAY_SECONDS``).
+No native idempotency key. The Events API is a *found-only* lookup: every row is checked
+for our operation id, so "found" is proof; "not found" may be a filter Mailgun ignored and
+never allows a replay.
 """
 
 from __future__ import annotations
 
 import base64
+import math
+import re
 import time
+from dataclasses import replace
+from email.utils import parsedate_to_datetime
 from typing import Any
 
 import aiohttp
@@ -38,16 +46,32 @@ from shared.providers.base import (
     Message,
     RateSignalKind,
     SendResult,
+    account_refused,
     first_id,
     lookup_answer,
     message_id,
     redirect,
     redirected,
+    server_error,
     transport_failure,
     undocumented_success,
 )
+from shared.providers.sendgrid import retry_in
+from shared.retry_after import Source
 
 SUCCESS = frozenset({200})
+# A throttled send's wait in Mailgun's own words: "… try again after <RFC 1123 date>" (a 420
+# or 429; e.g. github.com/mailgun/mailgun-java/issues/50). Read before any header.
+_TRY_AGAIN = re.compile(r"try again after\s+([^\n]{1,64}?)\s*$", re.IGNORECASE)
+# Answers that refuse every send of the domain or account, not one address (the message
+# texts Mailgun gives; a 404 "Domain not found" is also what a domain on the other region's
+# base URL gets): the provider pauses with Mailgun's words as the reason.
+ACCOUNT_REFUSALS: dict[int, dict[str, str]] = {
+    400: {"is not allowed to send": "domain_not_allowed",
+          "please activate your mailgun account": "account_not_activated",
+          "free accounts are for test purposes only": "free_account"},
+    404: {"domain not found": "domain_not_found"},
+}  # fmt: skip
 EVENT_RETENTION_SECONDS = 3 * 86400
 _PERMANENT = {400: "bad_request", 413: "payload_too_large", 414: "uri_too_long",
               415: "unsupported_media_type"}  # fmt: skip
@@ -57,8 +81,11 @@ def capabilities(settle_seconds: float) -> Capabilities:
     return Capabilities(
         idempotency_key="",
         idempotency_retention_seconds=0,
+        # Found-only: ``user-variables`` is no documented filter of the Events API, so an
+        # answer that ignored it is a page of other sends, never a proof of absence.
         lookup=LookupTrust(settle_seconds, EVENT_RETENTION_SECONDS,
-                           "GET /v3/{domain}/events?event=accepted&user-variables="),
+                           "GET /v3/{domain}/events?event=accepted&user-variables=",
+                           proves_absence=False),
         rate_signals=frozenset({RateSignalKind.RETRY_AFTER, RateSignalKind.X_RATELIMIT}),
         events=EventModel.WEBHOOK,
         max_message_bytes=25 * 1024 * 1024,
@@ -99,6 +126,16 @@ def send_result(answer: Answer) -> SendResult:
         return SendResult(Outcome.ACCEPTED, status, found, rate=answer.rate())
     if 200 <= status < 300:
         return undocumented_success(status)
+    if status >= 500:
+        return replace(server_error(status, documented_error(answer)), rate=answer.rate())
+    wait, source = throttle_wait(answer, time.time())
+    if status == 429 or source == Source.MESSAGE:
+        return SendResult(Outcome.THROTTLED, status, reason=f"http_{status}", retry_after=wait,
+                          server_date=answer.headers.get("Date"), rate=answer.rate(),
+                          retry_source=source)  # fmt: skip
+    refusal = account_refusal(answer)
+    if refusal is not None:
+        return refusal
     return SendResult(
         _outcome(status), status, reason=_PERMANENT.get(status, f"http_{status}"),
         retry_after=answer.headers.get("Retry-After"), server_date=answer.headers.get("Date"),
@@ -106,9 +143,53 @@ def send_result(answer: Answer) -> SendResult:
     )  # fmt: skip
 
 
+def throttle_wait(answer: Answer, now: float) -> tuple[str | None, str]:
+    """How long a throttled Mailgun send should wait, in order of trust: the date its
+    message states ("… try again after Mon, 25 Aug 2025 07:00:31 UTC"), then Retry-After,
+    then X-RateLimit-Reset (epoch seconds, as the official SDKs read it). (delay, source):
+    source "" lets shared.retry_after name the Retry-After form itself."""
+    stated = _stated_wait(answer.json().get("message"), now)
+    if stated is not None:
+        return stated, Source.MESSAGE
+    header = answer.headers.get("Retry-After")
+    if header:
+        return header, ""
+    reset = retry_in(answer.headers.get("X-RateLimit-Reset"), now)
+    return (reset, Source.RATE_RESET) if reset is not None else (None, "")
+
+
+def _stated_wait(words: object, now: float) -> str | None:
+    found = _TRY_AGAIN.search(words) if isinstance(words, str) else None
+    if found is None:
+        return None
+    try:
+        at = parsedate_to_datetime(found.group(1).strip())
+    except (TypeError, ValueError, IndexError):
+        return None
+    if at.tzinfo is None:
+        return None  # a date without a zone names no instant
+    return str(max(0, math.ceil(at.timestamp() - now)))
+
+
+def account_refusal(answer: Answer) -> SendResult | None:
+    """The pause for a refusal of the whole domain or account, None for any other answer."""
+    texts = ACCOUNT_REFUSALS.get(answer.status)
+    words = answer.json().get("message") if texts else None
+    if not isinstance(words, str):
+        return None
+    lowered = words.lower()
+    for text, reason in (texts or {}).items():
+        if text in lowered:
+            return account_refused(answer.status, reason, words)
+    return None
+
+
+def documented_error(answer: Answer) -> bool:
+    """Mailgun's error shape (API Response Codes): JSON with a ``"message"`` text."""
+    return isinstance(answer.json().get("message"), str)
+
+
 def _outcome(status: int) -> Outcome:
-    if status == 429:
-        return Outcome.THROTTLED
     if status in (401, 403):
         return Outcome.AUTH
     if status in _PERMANENT:

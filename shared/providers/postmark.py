@@ -7,14 +7,16 @@ Sources (read 2026-11):
   at most 50 recipients; 10 MB per message)
 - API overview, HTTP status and error codes: https://postmarkapp.com/developer/api/overview
   (401 bad token; 413 payload too large; 422 with ``ErrorCode``; 429 rate limited; 500;
-  503 planned maintenance)
+  503 planned maintenance; every error body ``{"ErrorCode", "Message"}``: a 5xx without it,
+  after the request was written, is ambiguous)
 - Outbound message search by metadata: https://postmarkapp.com/developer/api/messages-api
   and https://postmarkapp.com/support/article/1125-custom-metadata-faq
   (``GET /messages/outbound?count=&offset=&metadata_<key>=<value>``; messages kept for the
   server's retention, 45 days by default)
 
-No native idempotency key. The search is a trustworthy lookup once a send is old enough
-that Postmark has finished with it (``reconcile_grace_seconds``).
+No native idempotency key. The search is a *found-only* lookup: a message it finds was
+taken, but Postmark documents nowhere how soon a send appears in it, so "not found" never
+allows a replay (the attempt waits for a webhook or the window, then ``review``).
 """
 
 from __future__ import annotations
@@ -35,11 +37,13 @@ from shared.providers.base import (
     Message,
     RateSignalKind,
     SendResult,
+    account_refused,
     first_id,
     lookup_answer,
     message_id,
     redirect,
     redirected,
+    server_error,
     transport_failure,
     undocumented_success,
 )
@@ -49,6 +53,8 @@ RETENTION_SECONDS = 45 * 86400
 
 # ErrorCode -> (outcome, reason): the codes Postmark documents for a send. Account-level
 # refusals pause the provider (as a rejected key does): every send would fail the same way.
+# The AUTH codes that refuse the account or its sender, not our token.
+ACCOUNT_CODES = frozenset({400, 401, 405, 412, 413})
 ERROR_CODES: dict[int, tuple[Outcome, str]] = {
     10: (Outcome.AUTH, "bad_or_missing_api_token"),
     100: (Outcome.TRANSIENT, "maintenance"),
@@ -81,8 +87,10 @@ def capabilities(settle_seconds: float) -> Capabilities:
     return Capabilities(
         idempotency_key="",
         idempotency_retention_seconds=0,
+        # Found-only: Postmark documents no delay after which the search is complete.
         lookup=LookupTrust(settle_seconds, RETENTION_SECONDS,
-                           "GET /messages/outbound?metadata_operation_id="),
+                           "GET /messages/outbound?metadata_operation_id=",
+                           proves_absence=False),
         rate_signals=frozenset({RateSignalKind.RETRY_AFTER, RateSignalKind.NONE}),
         events=EventModel.WEBHOOK,
         max_message_bytes=10 * 1024 * 1024,
@@ -110,6 +118,16 @@ def _error_code(answer: Answer) -> int | None:
     return code if isinstance(code, int) and not isinstance(code, bool) else None
 
 
+def _words(answer: Answer) -> str:
+    words = answer.json().get("Message")
+    return words if isinstance(words, str) else ""
+
+
+def documented_error(answer: Answer) -> bool:
+    """Postmark's error shape (API overview): ``{"ErrorCode": <int>, "Message": <text>}``."""
+    return _error_code(answer) is not None and isinstance(answer.json().get("Message"), str)
+
+
 def send_result(answer: Answer) -> SendResult:
     status = answer.status
     if redirect(status):
@@ -127,8 +145,15 @@ def send_result(answer: Answer) -> SendResult:
 
 def _refused(answer: Answer) -> SendResult:
     status, code = answer.status, _error_code(answer)
+    if status == 403 and code is None:
+        # Postmark's network layer (no ErrorCode): every send from here is refused alike.
+        return account_refused(status, "forbidden", _words(answer) or "HTTP 403 Forbidden")
+    if status == 422 and code in ACCOUNT_CODES:
+        return account_refused(status, ERROR_CODES[code][1], _words(answer))
     if status == 422 and code is not None:
         outcome, reason = ERROR_CODES.get(code, (Outcome.PERMANENT, f"error_code_{code}"))
+    elif status >= 500 and not documented_error(answer):
+        return server_error(status, refused=False)
     else:
         fallback = Outcome.TRANSIENT if status >= 500 else Outcome.PERMANENT
         outcome, reason = _STATUS.get(status, (fallback, f"http_{status}"))

@@ -7,6 +7,8 @@ Sources (read 2026-11):
 - Errors: https://www.twilio.com/docs/sendgrid/api-reference/how-to-use-the-sendgrid-v3-api/errors
 - Responses: https://www.twilio.com/docs/sendgrid/api-reference/how-to-use-the-sendgrid-v3-api/responses
   (403: sender identity not verified, or temporarily blocked for repeated bad requests)
+  (5xx: the error body ``{"errors": [{"message"}]}``; anything else — a gateway's page, no
+  body — after the request was written is ambiguous, not a refusal)
 - Rate limits: https://www.twilio.com/docs/sendgrid/api-reference/how-to-use-the-sendgrid-v3-api/rate-limits
   (``X-RateLimit-Limit/-Remaining/-Reset``, Reset an epoch; a 429 carries no Retry-After)
 
@@ -17,6 +19,7 @@ a paid add-on with delayed indexing): an ambiguous send waits for the event wind
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from email.utils import parseaddr
 from typing import Any
 
@@ -33,9 +36,11 @@ from shared.providers.base import (
     Message,
     RateSignalKind,
     SendResult,
+    account_refused,
     message_id,
     redirect,
     redirected,
+    server_error,
     transport_failure,
     undocumented_success,
 )
@@ -104,12 +109,33 @@ def _refused(answer: Answer, now: float) -> SendResult:
         source = "x-ratelimit-reset" if advice else ""
         return SendResult(Outcome.THROTTLED, status, retry_after=advice, reason="rate_limited",
                           rate=rate, retry_source=source)
-    if status in (401, 403):
+    if status == 403:
+        # Sender identity not verified, or the account temporarily blocked (Responses page):
+        # not our key, and every send is refused alike.
+        return replace(account_refused(status, "http_403", _words(answer)), rate=rate)
+    if status == 401:
         return SendResult(Outcome.AUTH, status, reason=f"http_{status}", rate=rate)
     if status in _PERMANENT:
         return SendResult(Outcome.PERMANENT, status, reason=_PERMANENT[status], rate=rate)
-    # 5xx, and any 4xx SendGrid does not document for Mail Send: try again later.
+    if status >= 500:
+        return replace(server_error(status, documented_error(answer)), rate=rate)
+    # Any 4xx SendGrid does not document for Mail Send: try again later.
     return SendResult(Outcome.TRANSIENT, status, reason=f"http_{status}", rate=rate)
+
+
+def _words(answer: Answer) -> str:
+    errors = answer.json().get("errors")
+    first = errors[0] if isinstance(errors, list) and errors else None
+    words = first.get("message") if isinstance(first, dict) else None
+    return words if isinstance(words, str) else ""
+
+
+def documented_error(answer: Answer) -> bool:
+    """SendGrid's error shape (the Errors page): ``{"errors": [{"message": …}, …]}``."""
+    errors = answer.json().get("errors")
+    return isinstance(errors, list) and bool(errors) and all(
+        isinstance(e, dict) and isinstance(e.get("message"), str) for e in errors
+    )
 
 
 class SendGridProvider:

@@ -44,6 +44,7 @@ from shared.providers.base import (
     Message,
     RateSignalKind,
     SendResult,
+    account_refused,
     message_id,
 )
 
@@ -67,6 +68,8 @@ ERROR_CODES: dict[str, Outcome] = {
     "SendingPausedException": Outcome.AUTH,
     "AccountSuspendedException": Outcome.AUTH,
     "MailFromDomainNotVerifiedException": Outcome.AUTH,
+    "RequestExpired": Outcome.AUTH,  # our clock is more than 15 minutes off
+
     "AccessDeniedException": Outcome.AUTH,
     "AccessDenied": Outcome.AUTH,
     "ExpiredTokenException": Outcome.AUTH,
@@ -84,23 +87,38 @@ ERROR_CODES: dict[str, Outcome] = {
 }
 
 
-def request(operation_id: str, message: Message) -> dict[str, Any]:
+def request(operation_id: str, message: Message, configuration_set: str = "") -> dict[str, Any]:
     body: dict[str, Any] = {"Text": {"Data": message["text"], "Charset": "UTF-8"}}
     if message.get("html"):
         body["Html"] = {"Data": message["html"], "Charset": "UTF-8"}
-    return {
+    shaped = {
         "FromEmailAddress": message["from"],
         "Destination": {"ToAddresses": list(message["to"])},
         "Content": {"Simple": {"Subject": {"Data": message["subject"], "Charset": "UTF-8"},
                                "Body": body}},
         "EmailTags": [{"Name": "operation_id", "Value": operation_id}],
     }  # fmt: skip
+    if configuration_set:
+        # SES publishes events only for a message sent with a configuration set
+        # (docs.aws.amazon.com/ses/latest/dg/using-configuration-sets.html).
+        shaped["ConfigurationSetName"] = configuration_set
+    return shaped
+
+
+# The AUTH codes about the account, its identities or our clock, not our credentials.
+ACCOUNT_CODES = frozenset({"SendingPausedException", "AccountSuspendedException",
+                           "MailFromDomainNotVerifiedException", "RequestExpired"})  # fmt: skip
+# MessageRejected for an unverified From identity ("Email address is not verified. The
+# following identities failed the check in region …"): every send from it fails alike.
+_UNVERIFIED = "not verified"
 
 
 def classify_error(error: ClientError) -> SendResult:
     info = error.response.get("Error", {})
-    code = str(info.get("Code", ""))
+    code, words = str(info.get("Code", "")), str(info.get("Message", ""))
     status = int(error.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
+    if code in ACCOUNT_CODES or (code == "MessageRejected" and _UNVERIFIED in words.lower()):
+        return account_refused(status, code, words or code)
     outcome = ERROR_CODES.get(code) or _by_status(status)
     return SendResult(outcome, status, reason=code or f"http_{status}")
 
@@ -125,9 +143,10 @@ class SesProvider:
 
     def __init__(
         self, region: str, endpoint_url: str = "", *, connect_timeout: float = 3.0,
-        total_timeout: float = 15.0, name: str = "ses",
+        total_timeout: float = 15.0, name: str = "ses", configuration_set: str = "",
     ) -> None:  # fmt: skip
         self.name = name
+        self.configuration_set = configuration_set
         self.region = region
         self.endpoint_url = endpoint_url or None
         # aiobotocore is imported here, not at the top: it costs 0.6 s of CPU per process (1 s
@@ -161,7 +180,9 @@ class SesProvider:
     async def send(self, operation_id: str, message: Message) -> SendResult:
         client = await self._client("sesv2")
         try:
-            reply = await client.send_email(**request(operation_id, message))
+            reply = await client.send_email(
+                **request(operation_id, message, self.configuration_set)
+            )
         except ClientError as error:
             return classify_error(error)
         except BotoCoreError as error:

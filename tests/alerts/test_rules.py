@@ -36,6 +36,7 @@ PAGES = {
     "OldestEligibleAgeHigh",
     "SendersStalled",
     "ProviderCredentialsRejected",
+    "ProviderPaused",
     "AmbiguousAttemptsRising",
     # the silent failures: nothing would page on player harm because nothing is measured
     "SendersGone",

@@ -313,6 +313,22 @@ def test_ses_uses_the_region_endpoint_not_the_sandbox(helm: Helm) -> None:
     assert "RESETGATE_PROVIDER_URL" not in data
 
 
+def test_ses_configuration_set_reaches_every_service(helm: Helm) -> None:
+    docs = helm.template({"provider.kind": "ses", "provider.awsRegion": "eu-west-1",
+                          "provider.sesConfigurationSet": "resetgate-events"})  # fmt: skip
+    assert config_data(docs)["RESETGATE_SES_CONFIGURATION_SET"] == "resetgate-events"
+    unset = config_data(helm.template({"provider.kind": "ses", "provider.awsRegion": "eu-west-1"}))
+    assert "RESETGATE_SES_CONFIGURATION_SET" not in unset
+
+
+def test_the_refusals_guard_is_set_only_when_given(helm: Helm) -> None:
+    data = config_data(helm.template({"config.refusalGuardOperations": 0,
+                                      "config.refusalGuardWindowSeconds": 60}))  # fmt: skip
+    assert (data["RESETGATE_REFUSAL_GUARD_OPERATIONS"],
+            data["RESETGATE_REFUSAL_GUARD_WINDOW_SECONDS"]) == ("0", "60")  # fmt: skip
+    assert "RESETGATE_REFUSAL_GUARD_OPERATIONS" not in config_data(helm.template({}))
+
+
 def test_dev_redis_serves_the_release(helm: Helm) -> None:
     docs = helm.template({"redis.url": "", "devRedis.enabled": True})
     assert config_data(docs)["RESETGATE_REDIS_URL"] == f"redis://{name_of('redis')}:6379/0"

@@ -27,6 +27,7 @@ from shared.operations import (
     finalise_attempt,
     hold,
     promote_due,
+    requeue_refused,
     resolve_ambiguous,
 )
 from shared.tokens import TokenKeys
@@ -108,6 +109,13 @@ async def _promote(client: Redis, op: str, _: TokenKeys) -> Any:
     return await promote_due(client, PartitionKeys.of(op).partition, NOW)
 
 
+async def _requeue_refused(client: Redis, op: str, _: TokenKeys) -> Any:
+    key = PartitionKeys.of(op).operation(op)
+    await client.hset(key, mapping={"last_outcome": "permanent", "reason": "bad_request"})
+    return await requeue_refused(client, op, "acct-1", now=NOW, reason="bad_request",
+                                 note="provider_paused_refusals")  # fmt: skip
+
+
 async def _consume(client: Redis, op: str, keys: TokenKeys) -> Any:
     return await consume(client, keys, 4, op, keys.derive(op, "k2"))
 
@@ -123,6 +131,7 @@ ACTIONS: dict[str, Action] = {
     "hold release": _hold("release"),
     "promote_due": _promote,
     "consume_token": _consume,
+    "requeue_refused": _requeue_refused,
 }
 
 
@@ -152,12 +161,13 @@ async def test_every_script_moves_only_along_the_table(redis: Redis, token_keys:
     # scripts are known to make was seen (a script that stopped writing would fail here).
     assert {name.split(" ")[0] for name, _, _ in seen} == {
         "begin_attempt", "finalise_attempt", "resolve_ambiguous", "hold", "promote_due",
-        "consume_token",
+        "consume_token", "requeue_refused",
     }  # fmt: skip
     pairs = {(before, after) for _, before, after in seen}
     assert (State.QUEUED, State.ATTEMPTING) in pairs
     assert (State.ATTEMPTING, State.AMBIGUOUS) in pairs
     assert (State.DEFERRED, State.QUEUED) in pairs
+    assert ("requeue_refused", State.FAILED, State.QUEUED) in seen  # the guard's one exit
     assert pairs >= {(State.ATTEMPTING, goal) for goal in TRANSITIONS[State.ATTEMPTING]}
 
 

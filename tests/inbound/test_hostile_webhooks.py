@@ -75,11 +75,30 @@ async def test_mailgun_replayed_token_is_refused_and_applied_once(inbound: Inbou
     assert (status, answer["applied"], answer["duplicate"]) == (200, 0, 1)
     wrong_key = mailgun_body("not-the-key-0123456789", op, mid, "failed", time.time())
     assert (await inbound.post("mailgun", wrong_key, JSON))[0] == 401
+    # Beyond Mailgun's retry horizon (8 h, .../user-manual/webhooks/webhook-retries): refused.
     stale = mailgun_body(
-        MAILGUN_KEY, op, mid, "failed", time.time(), timestamp=int(time.time()) - 3600
+        MAILGUN_KEY, op, mid, "failed", time.time(), timestamp=int(time.time()) - 9 * 3600
     )
     assert (await inbound.post("mailgun", stale, JSON))[0] == 401
     assert (await inbound.operation(op))["delivery"] == "delivered"
+
+
+async def test_a_mailgun_retry_hours_later_with_its_first_signature_is_applied(
+    inbound: Inbound,
+) -> None:
+    """Mailgun retries a POST we could not take (a 503 in a Redis blip) after 5 min, 10 min,
+    15 min, 1 h, 2 h and 4 h with the signature it first made: within that horizon an
+    unseen token is believed (a seen one is a replay, 406), so the retry is not lost."""
+    op, mid = await inbound.accepted("retry-mg")
+    signed_at = int(time.time()) - int(3.5 * 3600)  # the 1 h + 2 h retries have passed
+    # (The event's own time is now: an event older than its operation is dropped as absurd.)
+    retry = mailgun_body(MAILGUN_KEY, op, mid, "delivered", time.time(), timestamp=signed_at)
+    status, answer = await inbound.post("mailgun", retry, JSON)
+    assert (status, answer["applied"]) == (200, 1), str(answer)
+    assert (await inbound.post("mailgun", retry, JSON))[0] == 406
+    future = mailgun_body(MAILGUN_KEY, op, mid, "delivered", time.time(),
+                          timestamp=int(time.time()) + 3600)  # fmt: skip
+    assert (await inbound.post("mailgun", future, JSON))[0] == 401
 
 
 async def test_bad_bodies_are_4xx_and_junk_events_are_counted(inbound: Inbound) -> None:

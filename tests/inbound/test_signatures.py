@@ -125,6 +125,14 @@ def test_stale_and_future_signed_timestamps_are_refused() -> None:
             check_fresh(stamp, 300, now)
 
 
+def test_a_retry_horizon_believes_older_timestamps_but_never_future_ones() -> None:
+    now = int(time.time() * 1000)
+    check_fresh(str(now // 1000 - 7 * 3600), 300, now, retry_horizon_seconds=8 * 3600)
+    for stamp in (str(now // 1000 - 8 * 3600 - 1), str(now // 1000 + 301)):
+        with pytest.raises(Rejected):
+            check_fresh(stamp, 300, now, retry_horizon_seconds=8 * 3600)
+
+
 KEY = "mailgun-signing-key-0123456789"
 
 

@@ -39,3 +39,14 @@ def success(kind: str, message_id: str = "m-1") -> tuple[int, dict[str, str], by
                 "MessageID": message_id, "ErrorCode": 0, "Message": "OK"}  # fmt: skip
         return 200, JSON, orjson.dumps(body)
     return 200, JSON, orjson.dumps({"id": f"<{message_id}>", "message": "Queued. Thank you."})
+
+
+def refused(kind: str, status: int) -> tuple[int, dict[str, str], bytes]:
+    """The provider's own documented error body (it did not take the send): SendGrid's
+    ``{"errors": [{"message"}]}``, Postmark's ``{"ErrorCode", "Message"}``, Mailgun's
+    ``{"message"}``."""
+    if kind == "sendgrid":
+        return status, JSON, orjson.dumps({"errors": [{"field": None, "message": "x"}]})
+    if kind == "postmark":
+        return status, JSON, orjson.dumps({"ErrorCode": 0, "Message": "x"})
+    return status, JSON, orjson.dumps({"message": "x"})

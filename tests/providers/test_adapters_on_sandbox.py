@@ -20,9 +20,9 @@ from shared.control import read as read_control
 from shared.model import Outcome, State
 from shared.operations import load_attempts
 from tests.providers.conftest import Scripted
-from tests.providers.kinds import DOMAIN, KINDS, adapter, success
+from tests.providers.kinds import DOMAIN, KINDS, adapter, refused, success
 from tests.sender.conftest import Stack, wait_for
-from tests.support.sandbox import run_sandbox, sandbox_stats, sent_emails
+from tests.support.sandbox import configure, run_sandbox, sandbox_stats, sent_emails
 
 MESSAGE = {"from": "Recovery <no-reply@game.example>", "to": ["p@example.com"],
            "subject": "Reset", "text": "link", "html": "<a>link</a>"}  # fmt: skip
@@ -81,7 +81,7 @@ async def _paused(redis: Redis, kind: str) -> bool:
 async def test_every_retry_carries_the_same_operation_id_and_token(
     kind: str, scripted: Scripted, redis: Redis, redis_server: RedisServer
 ) -> None:
-    scripted.script((503, {}, b""), (500, {}, b""), success(kind, "m-7"))
+    scripted.script(refused(kind, 503), refused(kind, 500), success(kind, "m-7"))
     stack = Stack(redis, redis_server.url, scripted.url)
     operation_id = await stack.admit(f"acct-retry-{kind}")
     async with stack.sender(**overrides(kind)):
@@ -125,3 +125,42 @@ async def test_sendgrid_rate_headers_ride_on_every_answer_and_end_the_period() -
         assert result.rate is not None and result.rate.remaining == 0
         reset = result.rate.reset_at
         assert reset is not None and reset == int(reset)
+
+
+async def test_mailgun_sandbox_states_its_wait_in_the_message_and_the_adapter_reads_it() -> None:
+    """The Mailgun mode throttles as Mailgun words it ("… try again after <date>",
+    github.com/mailgun/mailgun-java/issues/50), and the adapter trusts that text first."""
+    async with run_sandbox(mode="mailgun", send_rate_per_second=0.2, send_burst=1) as url, \
+            aiohttp.ClientSession() as session:  # fmt: skip
+        provider = adapter("mailgun", session, url)
+        first = await provider.send("op-3-FIRST", MESSAGE)
+        second = await provider.send("op-3-SECOND", MESSAGE)
+    assert first.outcome is Outcome.ACCEPTED
+    assert (second.outcome, second.retry_source) == (Outcome.THROTTLED, "message")
+    assert 1 <= int(second.retry_after or 0) <= 7
+
+
+async def test_mailgun_events_ignore_the_undocumented_user_variables_filter() -> None:
+    """documentation.mailgun.com/docs/mailgun/api-reference/send/mailgun/events names its
+    filter fields; ``user-variables`` is not one. The sandbox ignores it, so the lookup's
+    page holds other sends: the adapter still only ever reports one that is ours."""
+    async with run_sandbox(mode="mailgun") as url, aiohttp.ClientSession() as session:
+        provider = adapter("mailgun", session, url)
+        sent = [await provider.send(f"op-3-MG{i:02d}", MESSAGE) for i in range(12)]
+        first = await provider.lookup("op-3-MG00")
+        last = await provider.lookup("op-3-MG11")  # past the page of 10 the lookup asks for
+    assert first.message_id == sent[0].message_id
+    assert last.message_id == ""  # "not found" here proves nothing: the lookup is found-only
+
+
+async def test_postmark_search_has_a_configurable_indexing_delay() -> None:
+    """Postmark documents no delay after which the outbound search
+    (postmarkapp.com/developer/api/messages-api) shows a send; the sandbox's is settable."""
+    async with run_sandbox(mode="postmark", search_delay_seconds=30) as url, \
+            aiohttp.ClientSession() as session:  # fmt: skip
+        provider = adapter("postmark", session, url)
+        sent = await provider.send("op-3-PMDELAY", MESSAGE)
+        early = await provider.lookup("op-3-PMDELAY")
+        await configure(url, search_delay_seconds=0)
+        later = await provider.lookup("op-3-PMDELAY")
+    assert (early.message_id, later.message_id) == ("", sent.message_id)

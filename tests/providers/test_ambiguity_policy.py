@@ -23,7 +23,9 @@ from tests.sender.conftest import Stack, wait_for
 from tests.support.sandbox import configure, run_sandbox, sandbox_stats
 
 KEYED = http.capabilities(60.0)  # key and key-lookup kept 60 s
-NO_KEY_LOOKUP = postmark.capabilities(20.0)  # search trusted about sends older than 20 s
+FOUND_ONLY = postmark.capabilities(20.0)  # "found" is proof; "not found" never is
+assert FOUND_ONLY.lookup is not None
+NO_KEY_LOOKUP = replace(FOUND_ONLY, lookup=replace(FOUND_ONLY.lookup, proves_absence=True))
 NEITHER = sendgrid.CAPABILITIES
 
 
@@ -39,6 +41,9 @@ NEITHER = sendgrid.CAPABILITIES
         (NO_KEY_LOOKUP, 5.0, False, Step.WAIT),  # the provider may still be processing it
         (NO_KEY_LOOKUP, 25.0, False, Step.LOOK_UP),
         (NO_KEY_LOOKUP, 46 * 86400.0, True, Step.REVIEW),  # older than the search keeps
+        (FOUND_ONLY, 25.0, False, Step.WAIT),  # settled or not, "not found" proves nothing
+        (FOUND_ONLY, 3 * 3600.0, True, Step.LOOK_UP_LAST),  # one last ask, then review
+        (FOUND_ONLY, 46 * 86400.0, True, Step.REVIEW),
         (NEITHER, 5.0, False, Step.WAIT),  # an event may still prove acceptance
         (NEITHER, 5.0, True, Step.REVIEW),
     ],
@@ -52,6 +57,8 @@ def test_plan_follows_capabilities(caps: object, age: float, closed: bool, step:
     [
         (NO_KEY_LOOKUP, 0.0, Step.LOOK_UP_EARLY),  # a "found" is proof at any age
         (NO_KEY_LOOKUP, 25.0, Step.LOOK_UP),  # trusted: asked like any other
+        (FOUND_ONLY, 0.0, Step.LOOK_UP_EARLY),
+        (FOUND_ONLY, 25.0, Step.LOOK_UP_EARLY),  # never trusted: only "found" counts
         (KEYED, 0.0, Step.LOOK_UP),  # a live key makes every answer usable at once
         (NEITHER, 0.0, Step.WAIT),  # nothing to ask
     ],

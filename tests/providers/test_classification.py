@@ -17,7 +17,7 @@ import pytest
 from shared.model import Outcome
 from shared.providers.postmark import ERROR_CODES
 from tests.providers.conftest import Scripted
-from tests.providers.kinds import JSON, KINDS, adapter, success
+from tests.providers.kinds import DOMAIN, JSON, KINDS, adapter, success
 
 A, T, P, TH, AU, AM = (Outcome.ACCEPTED, Outcome.TRANSIENT, Outcome.PERMANENT,
                        Outcome.THROTTLED, Outcome.AUTH, Outcome.AMBIGUOUS)  # fmt: skip
@@ -25,6 +25,10 @@ MESSAGE = {"from": "Recovery <no-reply@game.example>", "to": ["p@example.com"],
            "subject": "Reset", "text": "link", "html": "<a>link</a>"}  # fmt: skip
 SG_ERR = orjson.dumps({"errors": [{"field": None, "message": "x"}]})
 MG_ERR = orjson.dumps({"message": "x"})
+PM_ERR = orjson.dumps({"ErrorCode": 0, "Message": "x"})
+DOCUMENTED_ERROR = {"sendgrid": SG_ERR, "mailgun": MG_ERR, "postmark": PM_ERR}
+GATEWAY_PAGE = (b"<html><body><h1>502 Bad Gateway</h1></body></html>",
+                {"Content-Type": "text/html"})  # fmt: skip
 
 SENDGRID = [
     (400, P, "bad_request"), (401, AU, "http_401"), (403, AU, "http_403"),
@@ -82,9 +86,39 @@ async def test_mailgun_statuses(scripted: Scripted, status: int, outcome: Outcom
 @pytest.mark.parametrize(("status", "outcome", "reason"), POSTMARK_STATUS)
 async def test_postmark_statuses(scripted: Scripted, status: int, outcome: Outcome,
                                  reason: str) -> None:  # fmt: skip
-    scripted.script((status, JSON, b"{}"))
+    scripted.script((status, JSON, PM_ERR))
     result = await _send("postmark", scripted)
     assert (result.outcome, result.status, result.reason) == (outcome, status, reason)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("status", [500, 502, 503, 504])
+@pytest.mark.parametrize("body", ["gateway page", "empty", "json of another shape"])
+async def test_a_5xx_without_the_providers_error_body_is_ambiguous_not_transient(
+    scripted: Scripted, kind: str, status: int, body: str
+) -> None:
+    """The request was written and nothing says it was refused: sending again without a key
+    may be a second email (the provider, or a gateway in front of it, may have taken it)."""
+    answers = {
+        "gateway page": (GATEWAY_PAGE[1], GATEWAY_PAGE[0]),
+        "empty": ({}, b""),
+        "json of another shape": (JSON, orjson.dumps({"error": "upstream"})),
+    }
+    headers, raw = answers[body]
+    scripted.script((status, headers, raw))
+    result = await _send(kind, scripted)
+    assert (result.outcome, result.status, result.reason) == (AM, status, f"unproven_{status}")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("status", [500, 503])
+async def test_a_5xx_in_the_providers_documented_error_shape_is_transient(
+    scripted: Scripted, kind: str, status: int
+) -> None:
+    """SendGrid's ``{"errors": [{"message"}]}``, Postmark's ``{"ErrorCode", "Message"}``,
+    Mailgun's ``{"message"}``: the provider itself answered that it did not take it."""
+    scripted.script((status, JSON, DOCUMENTED_ERROR[kind]))
+    assert (await _send(kind, scripted)).outcome is T
 
 
 @pytest.mark.parametrize("code", sorted(ERROR_CODES))
@@ -121,3 +155,67 @@ async def test_no_adapter_follows_a_redirect(scripted: Scripted, kind: str, stat
     result = await _send(kind, scripted)
     assert (result.outcome, result.reason) == (T, "redirect_not_followed")
     assert [r[1] for r in scripted.requests if r[1].startswith("/elsewhere")] == []
+
+
+def _mailgun_says(text: str) -> bytes:
+    return orjson.dumps({"message": text})
+
+
+@pytest.mark.parametrize("status", [420, 429])
+async def test_mailgun_throttle_wait_is_read_from_its_message_first(
+    scripted: Scripted, status: int
+) -> None:
+    """Mailgun states the wait in its text ("… try again after <date>", as
+    github.com/mailgun/mailgun-java/issues/50 shows it): trusted before Retry-After."""
+    at = time.strftime("%a, %d %b %Y %H:%M:%S UTC", time.gmtime(time.time() + 120))
+    text = f"Domain {DOMAIN} is not allowed to send: recipient limit exceeded, try again after {at}"
+    scripted.script((status, {**JSON, "Retry-After": "5", "X-RateLimit-Reset": "1"},
+                     _mailgun_says(text)))  # fmt: skip
+    result = await _send("mailgun", scripted)
+    assert (result.outcome, result.retry_source) == (TH, "message")
+    assert 115 <= int(result.retry_after) <= 121
+
+
+async def test_mailgun_throttle_wait_falls_back_to_retry_after_then_rate_reset(
+    scripted: Scripted,
+) -> None:
+    scripted.script((429, {**JSON, "Retry-After": "7"}, _mailgun_says("Too many requests")))
+    result = await _send("mailgun", scripted)
+    assert (result.outcome, result.retry_after, result.retry_source) == (TH, "7", "")
+    reset = int(time.time()) + 30
+    scripted.script((429, {**JSON, "X-RateLimit-Reset": str(reset)}, _mailgun_says("slow")))
+    result = await _send("mailgun", scripted)
+    assert (result.outcome, result.retry_source) == (TH, "x-ratelimit-reset")
+    assert 28 <= int(result.retry_after) <= 31
+
+
+@pytest.mark.parametrize(
+    ("status", "text", "reason"),
+    [(400, "Domain mg.game.example is not allowed to send: Please activate your Mailgun "
+           "account. Check your inbox", "domain_not_allowed"),
+     (400, "Please activate your Mailgun account. Check your inbox", "account_not_activated"),
+     (400, "Free accounts are for test purposes only. Please upgrade or add the address to "
+           "authorized recipients in Account Settings.", "free_account"),
+     (404, "Domain not found: mg.game.example", "domain_not_found")],
+)  # fmt: skip
+async def test_mailgun_account_refusals_pause_with_mailguns_words(
+    scripted: Scripted, status: int, text: str, reason: str
+) -> None:
+    scripted.script((status, JSON, _mailgun_says(text)))
+    result = await _send("mailgun", scripted)
+    assert (result.outcome, result.pause, result.reason, result.detail) == (
+        AU, "account", reason, text)  # fmt: skip
+
+
+async def test_a_mailgun_404_without_domain_not_found_stays_transient(scripted: Scripted) -> None:
+    scripted.script((404, JSON, _mailgun_says("Not found")))
+    assert (await _send("mailgun", scripted)).outcome is T
+
+
+@pytest.mark.parametrize(("body", "pause"), [(b"", "account"), (b"<html>403</html>", "account")])
+async def test_postmark_403_without_an_error_code_pauses_the_account(
+    scripted: Scripted, body: bytes, pause: str
+) -> None:
+    scripted.script((403, {"Content-Type": "text/html"}, body))
+    result = await _send("postmark", scripted)
+    assert (result.outcome, result.pause) == (AU, pause)

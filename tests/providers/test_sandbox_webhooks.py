@@ -10,6 +10,7 @@ postmarkapp.com/developer/webhooks/delivery-webhook, /bounce-webhook, /webhooks-
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
@@ -109,3 +110,22 @@ async def test_a_failed_post_is_tried_again_and_mailguns_406_is_final(receiver: 
         hooks = await poll(settled, timeout=10)
     assert len(receiver.posts) == 2, "503 is retried; 406 ends it (Mailgun's retry schedule)"
     assert (hooks["retried"], hooks["refused"], hooks["posted"]) == (1, 1, 0)
+
+
+async def test_mailgun_never_retries_a_delivered_notification(receiver: Receiver) -> None:
+    """documentation.mailgun.com/docs/mailgun/user-manual/webhooks/webhook-retries: every
+    failed POST is retried "other than for delivery notification": a 503 loses it."""
+    receiver.statuses = [200, 503, 200]  # the acceptance lands; the delivery meets a 503
+    settings = {"mode": "mailgun", "webhook_url": receiver.url, "webhook_signing_key": KEY,
+                "delivered_delay_seconds": 0.1}  # fmt: skip
+    async with run_sandbox(**settings) as url, aiohttp.ClientSession() as session:
+        await adapter("mailgun", session, url).send("op-3-DELIVERED", MESSAGE)
+
+        async def settled() -> dict[str, int] | None:
+            hooks: dict[str, int] = (await sandbox_stats(url))["webhooks"]
+            return hooks if hooks["posted"] + hooks["refused"] >= 2 else None
+
+        hooks = await poll(settled, timeout=10)
+        await asyncio.sleep(1.5)  # a retry, if one were made, has come (0.5 s, then 1 s)
+    assert len(receiver.posts) == 2, "the delivered notification is not retried"
+    assert (hooks["retried"], hooks["refused"]) == (0, 1)

@@ -16,6 +16,7 @@ import os
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import aiohttp
 import pytest
@@ -25,6 +26,7 @@ from redis.asyncio import Redis
 
 from services.ctl.embedded import RedisServer, free_port
 from services.sender.app import build_sender
+from shared import codec, control
 from shared.control import read as read_control
 from shared.model import Outcome, State
 from shared.providers.ses import ERROR_CODES, SesProvider, classify_error
@@ -110,9 +112,50 @@ async def _v1(moto_url: str, call: str, **kwargs: str) -> dict[str, object]:
         return result
 
 
-async def test_unverified_sender_is_rejected_permanently(ses: SesProvider) -> None:
-    result = await ses.send("op-1-SES", MESSAGE)
-    assert (result.outcome, result.reason) == (Outcome.PERMANENT, "MessageRejected")
+async def test_an_unverified_sender_pauses_ses_and_resume_delivers(
+    redis: Redis, redis_server: RedisServer, moto_url: str
+) -> None:
+    """moto answers MessageRejected "Email address is not verified" as SES does: every
+    send from that identity fails alike, so SES pauses (kind account, SES's words, no
+    address) instead of failing every reset; once verified and resumed, it is delivered."""
+    stack = Stack(redis, redis_server.url, moto_url)
+    operation_id = await stack.admit("acct-ses-unverified")
+    ses = SesProvider(REGION, moto_url, connect_timeout=2, total_timeout=20)
+    try:
+        async with stack.sender(ses, provider_kind="ses", provider_name="ses") as sender:
+            await wait_for(lambda: _paused(redis), timeout=30)
+            note = (await read_control(redis)).auth_paused["ses"]
+            assert note["kind"] == "account" and "not verified" in str(note["reason"])
+            assert "@" not in str(note["reason"])
+            operation = await stack.wait_state(operation_id, {State.QUEUED})
+            assert operation.attempts == 0 and not sender.sending_allowed()
+            await _v1(moto_url, "verify_domain_identity", Domain="game.example")
+            await control.auth_resume(redis, "ses")
+            operation = await stack.wait_state(operation_id, {State.ACCEPTED})
+    finally:
+        await ses.aclose()
+    assert (await _v1(moto_url, "get_send_quota"))["SentLast24Hours"] == 1
+
+
+@pytest.mark.parametrize(
+    ("code", "words"),
+    [("RequestExpired", "Request has expired."),
+     ("MessageRejected", "Email address is not verified. The following identities failed "
+                         "the check in region EU-WEST-1: no-reply@game.example")],
+)  # fmt: skip
+def test_account_level_ses_errors_pause_with_ses_words(code: str, words: str) -> None:
+    """CommonErrors.html: RequestExpired (the request reached AWS more than 15 minutes
+    after its date: our clock); API_SendEmail.html: MessageRejected for an identity."""
+    error = ClientError({"Error": {"Code": code, "Message": words},
+                         "ResponseMetadata": {"HTTPStatusCode": 400}}, "SendEmail")  # fmt: skip
+    result = classify_error(error)
+    assert (result.outcome, result.pause, result.detail) == (Outcome.AUTH, "account", words)
+
+
+def test_other_message_rejections_stay_permanent() -> None:
+    error = ClientError({"Error": {"Code": "MessageRejected", "Message": "Illegal header"},
+                         "ResponseMetadata": {"HTTPStatusCode": 400}}, "SendEmail")  # fmt: skip
+    assert classify_error(error).outcome is Outcome.PERMANENT
 
 
 async def test_send_is_accepted_with_the_ses_message_id(ses: SesProvider, moto_url: str) -> None:
@@ -192,3 +235,52 @@ def test_sending_paused_pauses_the_provider() -> None:
     error = ClientError({"Error": {"Code": "SendingPausedException", "Message": "x"},
                          "ResponseMetadata": {"HTTPStatusCode": 400}}, "SendEmail")  # fmt: skip
     assert classify_error(error).outcome is Outcome.AUTH
+
+
+async def test_every_send_names_the_configuration_set(moto_url: str) -> None:
+    """RESETGATE_SES_CONFIGURATION_SET reaches SES as ConfigurationSetName (SES publishes
+    events only through one: docs.aws.amazon.com/ses/latest/dg/using-configuration-sets.html);
+    moto accepts the call, and the request botocore signed carries it."""
+    await _v1(moto_url, "verify_domain_identity", Domain="game.example")
+    sent: list[bytes] = []
+    ses = SesProvider(REGION, moto_url, connect_timeout=2, total_timeout=20,
+                      configuration_set="resetgate-events")  # fmt: skip
+    bare = SesProvider(REGION, moto_url, connect_timeout=2, total_timeout=20)
+    try:
+        for provider in (ses, bare):
+            client = await provider._client("sesv2")
+            client.meta.events.register("before-send.sesv2.SendEmail",
+                                        lambda request, **_: sent.append(request.body))
+            result = await provider.send("op-1-SESCONF", MESSAGE)
+            assert result.outcome is Outcome.ACCEPTED
+    finally:
+        await ses.aclose()
+        await bare.aclose()
+    with_set, without = (codec.loads(body) for body in sent)
+    assert with_set["ConfigurationSetName"] == "resetgate-events"
+    assert "ConfigurationSetName" not in without
+
+
+def test_the_poller_warns_when_the_ses_queue_has_no_configuration_set(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from services.poller.app import build_poller
+    from tests.poller.conftest import poller_settings
+
+    settings = poller_settings("redis://127.0.0.1:1", "http://127.0.0.1:1",
+                               ses_queue_url="http://127.0.0.1:1/queue/events")  # fmt: skip
+    with caplog.at_level("WARNING"):
+        asyncio.run(_build(build_poller, settings))
+    assert "RESETGATE_SES_CONFIGURATION_SET" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        asyncio.run(_build(build_poller, settings.model_copy(
+            update={"ses_configuration_set": "resetgate-events"})))  # fmt: skip
+    assert "RESETGATE_SES_CONFIGURATION_SET" not in caplog.text
+
+
+async def _build(build_poller: Any, settings: Any) -> None:
+    redis = Redis.from_url("redis://127.0.0.1:1")  # never connected: building reads nothing
+    async with aiohttp.ClientSession() as session:
+        build_poller(settings, redis, session)
+    await redis.aclose()

@@ -124,11 +124,14 @@ async def oldest_live(request: web.Request) -> web.Response:
 
 # -- providers and partitions --------------------------------------------------------------
 def _credentials(auth: dict[str, Any] | None) -> Markup:
+    """The provider pause: its kind, since when, and the provider's reason (escaped)."""
     if not auth:
-        return Markup("accepted")
+        return Markup("sending")
+    reason = control.sanitise(str(auth.get("reason") or ""))
     return Markup(
-        f"<strong>rejected</strong> ({escape(auth.get('status', '?'))}) since "
-        f"{when(int(auth.get('since') or 0))}; sending paused"
+        f"<strong>paused: {escape(control.pause_kind(auth))}</strong> "
+        f"({escape(auth.get('status') or '-')}) since {when(int(auth.get('since') or 0))}: "
+        f"{escape(reason or 'no reason given')}"
     )
 
 

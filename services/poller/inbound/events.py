@@ -130,11 +130,17 @@ def add_event(
         )
 
 
-def check_fresh(timestamp: Any, max_age_seconds: float, now_ms: int) -> None:
+def check_fresh(
+    timestamp: Any, max_age_seconds: float, now_ms: int, retry_horizon_seconds: float = 0.0
+) -> None:
     """Raise 401 unless a signed timestamp (Unix seconds) is within ``max_age_seconds`` of
-    now, either way: an old one is a replay, a future one a forgery or a broken clock."""
+    now, either way: an old one is a replay, a future one a forgery or a broken clock.
+    ``retry_horizon_seconds``: a provider that retries a failed POST with the signature it
+    first made (Mailgun) is believed that far back, where a replay guard (its token) refuses
+    a second use."""
     signed = epoch_ms(timestamp)
     if signed is None:
         raise unauthorized("the signed timestamp is missing or not Unix seconds")
-    if abs(now_ms - signed) > max_age_seconds * 1000:
+    oldest = max(max_age_seconds, retry_horizon_seconds) * 1000
+    if signed - now_ms > max_age_seconds * 1000 or now_ms - signed > oldest:
         raise unauthorized("the signed timestamp is too old or in the future")

@@ -32,6 +32,10 @@ from shared.model import Delivery
 from shared.providers.mailgun import bare
 
 NAME = "mailgun"
+# documentation.mailgun.com/docs/mailgun/user-manual/webhooks/webhook-retries: a POST not
+# answered 200 or 406 is retried after 5 min, 10 min, 15 min, 1 h, 2 h and 4 h ("during 8
+# hours") with the signature first made; "delivered" is never retried.
+RETRY_HORIZON_SECONDS = 8 * 3600
 
 # Mailgun's event vocabulary -> resetgate's; ``failed`` is refined by its severity.
 TABLE: dict[str, Meaning] = {

@@ -59,12 +59,15 @@ def sendgrid_receiver(settings: PollerSettings) -> Receive:
 
 def mailgun_receiver(settings: PollerSettings, client: RedisClient) -> Receive:
     key = settings.mailgun_webhook_signing_key.get_secret_value().encode()
-    ttl = settings.webhook_max_age_seconds * 2  # outlives every timestamp still accepted
+    # Outlives every timestamp still accepted: a token is refused for as long as its
+    # signature would otherwise be believed.
+    ttl = max(settings.webhook_max_age_seconds, mailgun.RETRY_HORIZON_SECONDS) * 2
 
     async def receive(_: web.Request, body: bytes) -> Receipt:
         signed = mailgun.decode(body)
         mailgun.verify(key, signed)
-        check_fresh(signed.timestamp, settings.webhook_max_age_seconds, clock.now_ms())
+        check_fresh(signed.timestamp, settings.webhook_max_age_seconds, clock.now_ms(),
+                    mailgun.RETRY_HORIZON_SECONDS)  # fmt: skip
         replay_key = keys.webhook_token(mailgun.NAME, mailgun.token_digest(signed))
         if not await client.set(replay_key, "1", nx=True, ex=ttl):
             # Mailgun does not retry a 406: a replayed token is refused for good.

@@ -4,8 +4,9 @@
 https://documentation.mailgun.com/docs/mailgun/quickstart-guide/responses (400 with a
 "message"; 401 "Forbidden"; 429; 500) and
 https://documentation.mailgun.com/docs/mailgun/api-reference/send/mailgun/events
-(``GET /v3/{domain}/events``, ``{"items": [...], "paging": {...}}``, filter
-``user-variables``)."""
+(``GET /v3/{domain}/events``, ``{"items": [...], "paging": {...}}``; its filter fields
+are event, list, attachment, from, message-id, subject, to, size, recipient(s), tags and
+severity: ``user-variables`` is not one, and is ignored)."""
 
 from __future__ import annotations
 
@@ -15,11 +16,13 @@ import hmac
 import json
 import secrets
 import time
+from collections.abc import Awaitable, Callable
+from email.utils import formatdate
 from typing import Any
 
 from aiohttp import web
 
-from services.sandbox.modes import Dialect, Parsed, by_operation
+from services.sandbox.modes import Dialect, Parsed
 from services.sandbox.responses import json_response
 from services.sandbox.state import Sandbox
 from services.sandbox.store import Event, Message
@@ -30,6 +33,34 @@ DOMAIN = "{domain}"
 
 def _message(status: int, text: str, headers: dict[str, str] | None = None) -> web.Response:
     return json_response({"message": text}, status, headers)
+
+
+# Refusals of the whole domain or account, as Mailgun words them (API Response Codes: 400
+# "will typically contain a JSON response with a message"; 404 "Domain not found: <domain>"
+# is also what a domain registered in the EU region gets on the US base URL, see
+# documentation.mailgun.com/docs/mailgun/api-reference/send/mailgun/messages on regions).
+REFUSALS = {
+    "domain_not_allowed": (400, "Domain {domain} is not allowed to send: Please activate "
+                           "your Mailgun account. Check your inbox or log in to your "
+                           "control panel to resend the activation email."),
+    "account_not_activated": (400, "Please activate your Mailgun account. Check your inbox "
+                              "or log in to your control panel to resend the activation "
+                              "email."),
+    "free_account": (400, "Free accounts are for test purposes only. Please upgrade or add "
+                     "the address to authorized recipients in Account Settings."),
+    "domain_not_found": (404, "Domain not found: {domain}"),
+    # Not documented anywhere: what the refusals guard exists for.
+    "undocumented": (400, "Sandbox: refused by a rule no documentation names"),
+}  # fmt: skip
+
+
+def _refusal(name: str) -> Callable[[web.Request], Awaitable[web.Response]]:
+    status, text = REFUSALS[name]
+
+    async def refuse(request: web.Request) -> web.Response:
+        return _message(status, text.format(domain=request.match_info.get("domain", "")))
+
+    return refuse
 
 
 def authorized(request: web.Request, key: str) -> bool:
@@ -60,21 +91,34 @@ def accepted(message: Message) -> web.Response:
 
 
 def throttled(sandbox: Sandbox, wait: float) -> web.Response:
-    return _message(429, "Too many requests", sandbox.retry_after.header(wait))
+    """Mailgun states the wait in its text, "… try again after <RFC 1123 date>" (as
+    github.com/mailgun/mailgun-java/issues/50 shows it; the Responses page: "retry these
+    requests as defined in the response"); the configured Retry-After form rides along."""
+    at = formatdate(time.time() + max(1.0, wait), usegmt=True).replace("GMT", "UTC")
+    text = f"Domain is not allowed to send: rate limit exceeded, try again after {at}"
+    return _message(429, text, sandbox.retry_after.header(wait))
 
 
 def events(request: web.Request, sandbox: Sandbox) -> web.Response:
-    try:
-        wanted = json.loads(request.query.get("user-variables") or "{}")
-    except ValueError:
-        return _message(400, "user-variables must be JSON")
-    operation_id = wanted.get("operation_id") if isinstance(wanted, dict) else None
-    if request.query.get("event", "accepted") != "accepted" or not operation_id:
+    """The Events API as documented: filters event, begin, ascending and limit (at most 300);
+    ``user-variables`` is no documented filter and is ignored, as Mailgun may ignore it
+    (.../api-reference/send/mailgun/events lists the filter fields)."""
+    limit = request.query.get("limit", "100")
+    if not limit.isdigit() or not 0 < int(limit) <= 300:
+        return _message(400, "limit must be 1..300")
+    if request.query.get("event", "accepted") != "accepted":
         return json_response({"items": [], "paging": {}})
+    try:
+        begin = float(request.query.get("begin") or 0)
+    except ValueError:
+        return _message(400, "begin must be a Unix timestamp")
+    ascending = request.query.get("ascending", "no") == "yes"
+    sent = sorted((m for m in sandbox.store.messages.values() if m.created_at >= begin),
+                  key=lambda m: m.created_at, reverse=not ascending)  # fmt: skip
     items = [{"event": "accepted", "timestamp": m.created_at, "id": f"ev-{m.id}",
               "user-variables": {"operation_id": m.operation_id},
               "message": {"headers": {"message-id": f"{m.id}@sandbox.mailgun.test"}}}
-             for m in by_operation(sandbox, str(operation_id))]  # fmt: skip
+             for m in sent[: int(limit)]]  # fmt: skip
     return json_response({"items": items, "paging": {}})
 
 
@@ -102,6 +146,16 @@ def _event_data(event: Event, message: Message) -> dict[str, Any]:
     return data
 
 
+def retried(body: bytes) -> bool:
+    """documentation.mailgun.com/docs/mailgun/user-manual/webhooks/webhook-retries: a failed
+    POST is retried "for Webhooks other than the delivery notification"."""
+    try:
+        event = json.loads(body).get("event-data", {}).get("event")
+    except (ValueError, AttributeError):
+        return True
+    return bool(event != "delivered")
+
+
 def webhook_posts(signing: Signing, due: list[Pending]) -> list[Post]:
     key = signing.settings.webhook_signing_key.get_secret_value().encode()
     posts = []
@@ -126,5 +180,6 @@ DIALECT = Dialect(
                               "documentation"),
     lookup_path=f"/v3/{DOMAIN}/events",
     lookup=events,
-    hook=Hook(webhook_posts, acceptance=True, final=frozenset({406})),
+    hook=Hook(webhook_posts, acceptance=True, final=frozenset({406}), retried=retried),
+    refusals={name: _refusal(name) for name in REFUSALS},
 )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import hmac
 import json
+import time
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -25,6 +26,16 @@ from services.sandbox.webhooks import Hook, Pending, Post, Signing
 
 def _error(status: int, code: int, message: str) -> web.Response:
     return json_response({"ErrorCode": code, "Message": message}, status)
+
+
+async def _forbidden(_request: web.Request) -> web.Response:
+    """A 403 from Postmark's network layer, in front of the API: no ``ErrorCode`` body."""
+    return web.Response(status=403, text="<html><body><h1>403 Forbidden</h1></body></html>",
+                        content_type="text/html")  # fmt: skip
+
+
+async def _undocumented(_request: web.Request) -> web.Response:
+    return _error(422, 9001, "Sandbox: refused by a rule no documentation names")
 
 
 def authorized(request: web.Request, key: str) -> bool:
@@ -63,7 +74,11 @@ def search(request: web.Request, sandbox: Sandbox) -> web.Response:
         return _error(422, 0, "count (1..500) and offset are required")
     operation_id = request.query.get("metadata_operation_id", "")
     sandbox.store.materialize()
-    found = by_operation(sandbox, operation_id) if operation_id else []
+    # Postmark documents no delay after which a send appears in the search: the sandbox's
+    # is configurable (search_delay_seconds), so a lookup that trusts "not found" shows.
+    indexed = time.time() - sandbox.settings.search_delay_seconds
+    found = [m for m in (by_operation(sandbox, operation_id) if operation_id else [])
+             if m.created_at <= indexed]  # fmt: skip
     rows = [{"MessageID": m.id, "Recipients": m.body["to"], "Status": "Sent",
              "ReceivedAt": rfc3339(m.created_at), "Metadata": {"operation_id": m.operation_id}}
             for m in found[int(offset):int(offset) + int(count)]]  # fmt: skip
@@ -119,4 +134,5 @@ DIALECT = Dialect(
     lookup_path="/messages/outbound",
     lookup=search,
     hook=Hook(webhook_posts),
+    refusals={"forbidden": _forbidden, "undocumented": _undocumented},
 )

@@ -29,6 +29,16 @@ def _errors(status: int, message: str, field: str | None = None,
     return json_response({"errors": [{"field": field, "message": message}]}, status, headers)
 
 
+async def _sender_not_verified(_request: web.Request) -> web.Response:
+    """403 on .../how-to-use-the-sendgrid-v3-api/responses: no verified Sender Identity."""
+    return _errors(403, "The from address does not match a verified Sender Identity. Mail "
+                   "cannot be sent until this error is resolved.", "from")  # fmt: skip
+
+
+async def _undocumented(_request: web.Request) -> web.Response:
+    return _errors(400, "Sandbox: refused by a rule no documentation names")
+
+
 def authorized(request: web.Request, key: str) -> bool:
     given = request.headers.get("Authorization", "").encode()
     return hmac.compare_digest(given, f"Bearer {key}".encode())
@@ -144,4 +154,5 @@ DIALECT = Dialect(
                              "personalizations.0.to.0.email"),
     hook=Hook(webhook_posts, acceptance=True),
     routes=(("GET", "/v3/user/webhooks/event/settings/signed/{id}", public_key),),
+    refusals={"sender_not_verified": _sender_not_verified, "undocumented": _undocumented},
 )

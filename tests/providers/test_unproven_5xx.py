@@ -1,0 +1,83 @@
+"""A 5xx after the send was written, from SendGrid, Postmark or Mailgun (no idempotency key):
+one email, never a blind resend. On real processes: redis-server, the sandbox speaking each
+provider's API, admission, sender and poller (with its webhook listener).
+
+The sandbox records the email and then answers 502 with a gateway's page instead of the
+provider's error body (``late_error_every``): what a load balancer in front of the provider
+answers when the provider took the message and the answer was lost. The documented error
+bodies (SendGrid's ``{"errors": [{"message"}]}`` on
+twilio.com/docs/sendgrid/api-reference/how-to-use-the-sendgrid-v3-api/errors, Postmark's
+``{"ErrorCode", "Message"}`` on postmarkapp.com/developer/api/overview, Mailgun's
+``{"message"}`` on documentation.mailgun.com/docs/mailgun/quickstart-guide/responses) are the
+provider saying it did not take it, and stay transient (tests/providers/test_classification.py).
+
+The attempt is ambiguous and is settled as the capabilities allow: SendGrid by its
+``processed`` webhook, Mailgun by its ``accepted`` webhook or its found-only lookup, Postmark
+by its found-only search.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from redis.asyncio import Redis
+
+from services.ctl.embedded import RedisServer, free_port
+from tests.e2e.conftest import E2E, POLLER_ENV, SENDER_ENV, service_env
+from tests.support.processes import Processes
+from tests.support.sandbox import run_sandbox_process, sandbox_stats
+from tests.support.webhooks import poller_credentials, sandbox_webhooks
+
+PROVIDERS = ("sendgrid", "postmark", "mailgun")
+SETTLED = {"accepted", "exhausted", "review", "failed"}
+
+
+@pytest.fixture(scope="module")
+def keyless_redis() -> Iterator[RedisServer]:
+    server = RedisServer(appendonly=True, appendfsync="always").start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module", params=PROVIDERS)
+async def stack(request: Any, keyless_redis: RedisServer) -> AsyncIterator[tuple[E2E, str]]:
+    provider = str(request.param)
+    logs = Path(tempfile.mkdtemp(prefix=f"rg-5xx-{provider}-"))
+    port = free_port()
+    sandbox = {"mode": provider, **sandbox_webhooks(provider, port), "late_error_every": 1,
+               "error_status": 502, "delivered_delay_seconds": 0.5}  # fmt: skip
+    async with run_sandbox_process(**sandbox) as sandbox_url:
+        base = {**service_env(keyless_redis.url, sandbox_url),
+                "RESETGATE_PROVIDER_KIND": provider, "RESETGATE_PROVIDER_NAME": provider,
+                "RESETGATE_MAILGUN_DOMAIN": "mg.game.example",
+                "RESETGATE_MAILGUN_EVENTS_DELAY_SECONDS": "1",
+                "RESETGATE_OBSERVATION_WINDOW_SECONDS": "600"}  # fmt: skip
+        async with Processes(logs, base) as processes:
+            processes.add("admission")
+            processes.add("sender", **SENDER_ENV)
+            processes.add("poller", **POLLER_ENV, RESETGATE_WEBHOOK_PORT=str(port),
+                          **await poller_credentials(provider, sandbox_url))  # fmt: skip
+            await asyncio.gather(*(processes.start(n) for n in processes.services))
+            redis = Redis.from_url(keyless_redis.url, decode_responses=True)
+            yield E2E(processes, redis, sandbox_url), provider
+            await redis.aclose()
+
+
+async def test_a_5xx_after_the_write_sends_one_email_and_is_settled_accepted(
+    stack: tuple[E2E, str],
+) -> None:
+    e2e, provider = stack
+    account = f"late-5xx-{provider}"
+    await e2e.account(account)
+    op = await e2e.admit(account)
+    view = await e2e.until(op, lambda v: v["state"] in SETTLED, timeout=45)
+    await asyncio.sleep(1.5)  # a retry, if one were coming, has had its backoff (0.5 s cap)
+    stats = await sandbox_stats(e2e.provider_url, operation_id=op)
+    assert stats["late_errors_total"] >= 1, stats
+    assert stats["sent_by_operation"][op] == 1, (view, stats["sent_by_operation"])
+    assert view["state"] == "accepted", view
