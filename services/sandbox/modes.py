@@ -10,7 +10,7 @@ documentation page each shape comes from is named in the provider's module and t
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from aiohttp import web
 
@@ -43,6 +43,12 @@ class Dialect:
     routes: tuple[tuple[str, str, Handler], ...] = ()
     # Rate-limit headers a provider puts on every answer, accepted ones too (SendGrid).
     rate_headers: Callable[[Sandbox], dict[str, str]] | None = None
+    # A send with a provider-hosted template: its own route where the provider has one
+    # (Postmark's /email/withTemplate; "" = the send route takes both), and the answer to a
+    # template the account lacks (None: the provider accepts it and drops the message later).
+    template_path: str = ""
+    template_parse: Callable[[web.Request, int], Awaitable[Parsed]] | None = None
+    missing_template: Callable[[str], web.Response] | None = None
 
 
 def _refusal(request: web.Request, sandbox: Sandbox, dialect: Dialect) -> web.Response | None:
@@ -67,6 +73,10 @@ def sender(dialect: Dialect) -> Handler:
         if isinstance(body, web.Response):
             sandbox.stats.count("bad_request")
             return body
+        missing = _missing_template(sandbox, dialect, body)
+        if missing is not None:
+            sandbox.stats.count("bad_request")
+            return missing
         if sandbox.faults.error.fires(sandbox.faults.rng):
             sandbox.stats.count("error")
             return dialect.failed(sandbox.settings.error_status)
@@ -77,6 +87,14 @@ def sender(dialect: Dialect) -> Handler:
         return await provider.accept(request, sandbox, body, None, _accepted(dialect, sandbox))
 
     return send
+
+
+def _missing_template(sandbox: Sandbox, dialect: Dialect, body: JsonDict) -> web.Response | None:
+    name = str(body.get("template") or "")
+    known = {t.strip() for t in sandbox.settings.templates.split(",") if t.strip()}
+    if not name or dialect.missing_template is None or name in known:
+        return None
+    return dialect.missing_template(name)
 
 
 def _accepted(dialect: Dialect, sandbox: Sandbox) -> Callable[[Message], web.Response]:
@@ -116,6 +134,9 @@ def by_operation(sandbox: Sandbox, operation_id: str) -> list[Message]:
 
 def add_routes(app: web.Application, dialect: Dialect) -> None:
     app.router.add_post(dialect.send_path, sender(dialect))
+    if dialect.template_path and dialect.template_parse is not None:
+        templated = replace(dialect, parse=dialect.template_parse)
+        app.router.add_post(dialect.template_path, sender(templated))
     if dialect.lookup is not None:
         app.router.add_get(dialect.lookup_path, looker(dialect, dialect.lookup))
     if dialect.hook is not None:

@@ -66,6 +66,9 @@ class SandboxSettings(BaseSettings):
     bounce_domain: str = ""  # recipients here get "bounced" instead of "delivered"
     complaint_domain: str = ""  # recipients here get "delivered", then "complained"
     reject_domain: str = ""  # sends to recipients here answer 422
+    # Provider modes: the hosted templates this account has (comma-separated ids, aliases
+    # or names). A send naming another is answered as that provider answers a missing one.
+    templates: str = ""
     # Provider modes: POST each message's events here as the provider would
     # (services/sandbox/webhooks.py); "" = the events are only in the feed. Postmark's
     # basic-auth credentials go in the URL, as Postmark documents (https://user:pass@host/...).

@@ -17,6 +17,8 @@ from services.sender.settings import SenderSettings
 from services.sender.worker import Sender, ensure_groups
 from shared import metrics, service
 from shared.directory import directory_for
+from shared.emails import check
+from shared.emails.compose import Hosted, Mailer
 from shared.loops import named
 from shared.providers.base import Provider
 from shared.providers.factory import ProviderConfig, build, open_provider
@@ -44,27 +46,41 @@ def build_sender(
     provider: Provider | None = None,
     provider_rate: float | None = None,
     opened: Sequence[Opened] = (),
+    mailer: Mailer | None = None,
 ) -> Sender:
     """One runner per provider, the first serving every partition not switched away.
     Without ``opened``: the single-provider settings (``provider`` overrides the adapter).
     ``provider_rate``: the account's maximum send rate where the provider reports one
-    (SES); the pacing ceiling is then min(configured, provider's)."""
+    (SES); the pacing ceiling is then min(configured, provider's). ``mailer``: the checked
+    templates and brands (None: read and checked here)."""
     directory = directory_for(settings, client, session)
     keys = parse_keys(settings.token_keys.get_secret_value())
+    mailer = mailer or check.load(settings)
     if not opened:
-        single = provider or build(ProviderConfig.from_settings(settings), session)
+        config = ProviderConfig.from_settings(settings)
+        single = provider or build(config, session)
         pacer = _pacer(settings, client, settings.provider_name, None, provider_rate)
-        runner = AttemptRunner(settings, client, single, directory, keys, pacer)
+        runner = AttemptRunner(settings, client, single, directory, keys, pacer, mailer,
+                               hosted=hosted(config, settings.default_locale))  # fmt: skip
         return Sender(settings, client, [runner])
     runners = [
         AttemptRunner(
             settings, client, o.provider, directory, keys,
             _pacer(settings, client, o.named.config.name, o.named.max_rate, o.provider_rate),
-            name=o.named.config.name, api_key=o.named.config.api_key,
+            mailer, name=o.named.config.name, api_key=o.named.config.api_key,
+            hosted=hosted(o.named.config, settings.default_locale),
         )
         for o in opened
     ]  # fmt: skip
     return Sender(settings, client, runners)
+
+
+def hosted(config: ProviderConfig, default_locale: str) -> Hosted | None:
+    """The provider-hosted template this provider sends, or None (the local files)."""
+    if not config.template:
+        return None
+    listed = tuple(x.strip() for x in config.template_locales.split(",") if x.strip())
+    return Hosted(config.kind, config.template, listed or (default_locale,))
 
 
 def _pacer(
@@ -145,9 +161,14 @@ async def durable_enough_or_exit(
         raise SystemExit(2) from None
 
 
+def checked(settings: SenderSettings) -> None:
+    """A bad provider setting or template stops the process before anything starts."""
+    load_or_exit(settings)
+    check.load_or_exit(settings)
+
+
 def main() -> None:
-    # A bad provider setting stops the process before anything starts.
-    service.main(SERVICE, SenderSettings, wire, check=load_or_exit)
+    service.main(SERVICE, SenderSettings, wire, check=checked)
 
 
 if __name__ == "__main__":

@@ -12,12 +12,12 @@ import random
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
-from services.sender import template
 from services.sender.pacer import Pacer
 from services.sender.policy import RetryPolicy, decide
 from services.sender.settings import SenderSettings
 from shared import clock, control, ids, metrics, retry_after
-from shared.directory import Directory, DirectoryError
+from shared.directory import Account, Directory, DirectoryError
+from shared.emails.compose import Hosted, Mailer
 from shared.logging import event
 from shared.model import TERMINAL, Outcome, State
 from shared.operations import (
@@ -50,12 +50,15 @@ class AttemptRunner:
         directory: Directory,
         keys: TokenKeys,
         pacer: Pacer,
+        mailer: Mailer,
         *,
         name: str | None = None,
         api_key: str | None = None,
+        hosted: Hosted | None = None,
     ) -> None:
         """``name``, ``api_key``: one of several named providers (None: the single-provider
-        ``RESETGATE_PROVIDER_NAME`` and ``RESETGATE_PROVIDER_API_KEY``)."""
+        ``RESETGATE_PROVIDER_NAME`` and ``RESETGATE_PROVIDER_API_KEY``); ``hosted``: the
+        provider's own template, when it sends one instead of the local files."""
         self.settings = settings
         self.name = settings.provider_name if name is None else name
         self.api_key = settings.provider_api_key.get_secret_value() if api_key is None else api_key
@@ -64,6 +67,8 @@ class AttemptRunner:
         self.directory = directory
         self.keys = keys
         self.pacer = pacer
+        self.mailer = mailer
+        self.hosted = hosted
         self.rng = random.Random()
         self.policy = RetryPolicy(
             max_attempts=settings.max_attempts,
@@ -92,8 +97,8 @@ class AttemptRunner:
         if begun.code is not BeginCode.BEGIN:
             self._not_begun(job, begun)
             return
-        result = await self._attempt(job, begun)
-        await self._finalise(job, attempt_id, begun, result)
+        result, revision = await self._attempt(job, begun)
+        await self._finalise(job, attempt_id, begun, result, revision)
         if isinstance(result, SendResult):
             await self.pacer.observe(result, slot_ms)
 
@@ -116,11 +121,23 @@ class AttemptRunner:
                 detail=begun.detail,
             )
 
-    async def _attempt(self, job: Job, begun: Begun) -> SendResult | Finalisation:
-        """The provider call, or a finalisation decided without one (directory trouble)."""
+    async def _attempt(self, job: Job, begun: Begun) -> tuple[SendResult | Finalisation, str]:
+        """The provider call and the template revision it sent, or a finalisation decided
+        without one (directory trouble; no revision)."""
         now = clock.now_ms()
         if begun.token_kid and begun.token_kid not in self.keys.secrets:
-            return await self._key_missing(job, begun, now)
+            return await self._key_missing(job, begun, now), ""
+        found = await self._account(begun, now)
+        if not isinstance(found, Account):
+            return found, ""
+        token = self.keys.derive(job.operation_id, begun.token_kid)
+        composed = self.mailer.compose(
+            found, operation_id=job.operation_id, token=token,
+            expires_at_ms=begun.token_expires_at, now_ms=now, hosted=self.hosted,
+        )  # fmt: skip
+        return await self.provider.send(job.operation_id, composed.message), composed.revision
+
+    async def _account(self, begun: Begun, now: int) -> Account | Finalisation:
         try:
             account = await self.directory.get_account(begun.account_id)
         except DirectoryError:
@@ -144,15 +161,7 @@ class AttemptRunner:
                 reason="account_not_found",
                 decision="never retried",
             )
-        token = self.keys.derive(job.operation_id, begun.token_kid)
-        message = template.render(
-            account,
-            operation_id=job.operation_id,
-            token=token,
-            base_url=self.settings.reset_url_base,
-            sender=self.settings.email_from,
-        )
-        return await self.provider.send(job.operation_id, message)
+        return account
 
     async def _key_missing(self, job: Job, begun: Begun, now: int) -> Finalisation:
         """The operation's token was signed with a key this sender lacks (dropped from
@@ -170,10 +179,12 @@ class AttemptRunner:
         return replace(final, refund=True)
 
     async def _finalise(
-        self, job: Job, attempt_id: str, begun: Begun, result: SendResult | Finalisation
-    ) -> None:
+        self, job: Job, attempt_id: str, begun: Begun, result: SendResult | Finalisation,
+        revision: str,
+    ) -> None:  # fmt: skip
         now = clock.now_ms()
         final = result if isinstance(result, Finalisation) else self._decide(result, begun, now)
+        final = replace(final, template_revision=revision)
         applied = await finalise_attempt(
             self.client,
             job.operation_id,

@@ -36,6 +36,8 @@ class ProviderConfig:
     settle_seconds: float  # how old a send must be before a lookup's "not found" counts
     mailgun_domain: str = ""
     mailgun_events_delay_seconds: float = 1800.0
+    template: str = ""  # a provider-hosted template ("": send the local files' rendering)
+    template_locales: str = ""  # comma-separated locales the hosted template exists in
 
     @classmethod
     def from_settings(cls, settings: ProviderSettings) -> ProviderConfig:
@@ -50,6 +52,8 @@ class ProviderConfig:
             settle_seconds=settings.reconcile_grace_seconds,
             mailgun_domain=settings.mailgun_domain,
             mailgun_events_delay_seconds=settings.mailgun_events_delay_seconds,
+            template=settings.provider_template,
+            template_locales=settings.provider_template_locales,
         )
 
 

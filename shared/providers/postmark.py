@@ -13,6 +13,11 @@ Sources (read 2026-11):
   (``GET /messages/outbound?count=&offset=&metadata_<key>=<value>``; messages kept for the
   server's retention, 45 days by default)
 
+- Templates: https://postmarkapp.com/developer/api/templates-api (``POST /email/withTemplate``
+  with ``TemplateAlias`` and ``TemplateModel``; the template holds the subject and both
+  parts); a template that does not exist is 422 ErrorCode 1101, "Template ID invalid or not
+  found" (the overview's error codes).
+
 No native idempotency key. The search is a trustworthy lookup once a send is old enough
 that Postmark has finished with it (``reconcile_grace_seconds``).
 """
@@ -65,6 +70,8 @@ ERROR_CODES: dict[int, tuple[Outcome, str]] = {
     412: (Outcome.AUTH, "account_pending"),
     413: (Outcome.AUTH, "account_may_not_send"),
     429: (Outcome.THROTTLED, "rate_limit_exceeded"),
+    # The configured template is missing from the server: an account-level refusal too.
+    1101: (Outcome.AUTH, "template_not_found"),
 }
 _STATUS: dict[int, tuple[Outcome, str]] = {
     401: (Outcome.AUTH, "unauthorized"),
@@ -81,8 +88,9 @@ def capabilities(settle_seconds: float) -> Capabilities:
     return Capabilities(
         idempotency_key="",
         idempotency_retention_seconds=0,
-        lookup=LookupTrust(settle_seconds, RETENTION_SECONDS,
-                           "GET /messages/outbound?metadata_operation_id="),
+        lookup=LookupTrust(
+            settle_seconds, RETENTION_SECONDS, "GET /messages/outbound?metadata_operation_id="
+        ),
         rate_signals=frozenset({RateSignalKind.RETRY_AFTER, RateSignalKind.NONE}),
         events=EventModel.WEBHOOK,
         max_message_bytes=10 * 1024 * 1024,
@@ -92,14 +100,16 @@ def capabilities(settle_seconds: float) -> Capabilities:
 
 
 def body(operation_id: str, message: Message) -> dict[str, Any]:
-    shaped = {
+    shaped: dict[str, Any] = {
         "From": message["from"],
         "To": ", ".join(message["to"]),
-        "Subject": message["subject"],
-        "TextBody": message["text"],
         "Metadata": {"operation_id": operation_id},
         "MessageStream": "outbound",
     }
+    hosted = message.get("template")
+    if hosted:
+        return {**shaped, "TemplateAlias": hosted["name"], "TemplateModel": hosted["data"]}
+    shaped.update(Subject=message["subject"], TextBody=message["text"])
     if message.get("html"):
         shaped["HtmlBody"] = message["html"]
     return shaped
@@ -162,9 +172,10 @@ class PostmarkProvider:
     async def send(self, operation_id: str, message: Message) -> SendResult:
         headers = {**self._auth, "Content-Type": "application/json"}
         data = codec.dumps(body(operation_id, message))
+        path = "/email/withTemplate" if message.get("template") else "/email"
         try:
             answer = await self.http.request(
-                "POST", self.base_url + "/email", data=data, headers=headers
+                "POST", self.base_url + path, data=data, headers=headers
             )
         except (aiohttp.ClientError, TimeoutError) as error:
             return transport_failure(error)
