@@ -245,6 +245,7 @@ class AttemptRunner:
                 "provider rejected our credentials; sending paused",
                 provider=self.name,
                 status=result.status,
+                reason=result.reason,  # e.g. template_not_found: the account, not the key
             )
 
     def _count(self, job: Job, final: Finalisation, applied: bool) -> None:
