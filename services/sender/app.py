@@ -18,13 +18,14 @@ from services.sender.worker import Sender, ensure_groups
 from shared import metrics, service
 from shared.directory import directory_for
 from shared.emails import check
-from shared.emails.compose import Hosted, Mailer
+from shared.emails.compose import Hosted, Mailer, hosted_problem
 from shared.loops import named
 from shared.providers.base import Provider
 from shared.providers.factory import ProviderConfig, build, open_provider
-from shared.providers.named import NamedProvider, load_or_exit
+from shared.providers.named import NamedProvider, load_or_exit, provider_names, variable
 from shared.redis import RedisClient, ping, until_done
 from shared.redis_policy import StoreNotDurable, check_keyless_durability
+from shared.settings import ENV_PREFIX
 from shared.tokens import parse_keys
 
 SERVICE = "sender"
@@ -163,8 +164,20 @@ async def durable_enough_or_exit(
 
 def checked(settings: SenderSettings) -> None:
     """A bad provider setting or template stops the process before anything starts."""
-    load_or_exit(settings)
+    hosted_or_exit(load_or_exit(settings))
     check.load_or_exit(settings)
+
+
+def hosted_or_exit(providers: Sequence[NamedProvider]) -> None:
+    """Stop with one line when a provider-hosted template setting cannot work."""
+    several = bool(provider_names())
+    for configured in providers:
+        config = configured.config
+        name = variable(config.name, "TEMPLATE") if several else f"{ENV_PREFIX}PROVIDER_TEMPLATE"
+        problem = hosted_problem(config.kind, config.template, name) if config.template else ""
+        if problem:
+            print(f"invalid configuration: {problem}", file=sys.stderr)
+            raise SystemExit(2)
 
 
 def main() -> None:

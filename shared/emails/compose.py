@@ -46,6 +46,22 @@ class Composed:
     revision: str
 
 
+HOSTING_KINDS = frozenset({"sendgrid", "postmark", "mailgun", "ses"})
+
+
+def hosted_problem(kind: str, name: str, variable: str) -> str:
+    """Why a provider-hosted template setting cannot work ("" when it can): checked at
+    start, since a bad placeholder would otherwise fail every send."""
+    if kind not in HOSTING_KINDS:
+        hosts = ", ".join(sorted(HOSTING_KINDS))
+        return f"{variable}: provider kind {kind} hosts no templates ({hosts} do)"
+    try:
+        name.format(locale="en", brand="default")
+    except (KeyError, IndexError, ValueError):
+        return f"{variable}: only {{locale}} and {{brand}} may appear in braces"
+    return ""
+
+
 def reset_link(base_url: str, operation_id: str, token: str) -> str:
     separator = "&" if "?" in base_url else "?"
     return base_url + separator + urlencode({"operation": operation_id, "token": token})

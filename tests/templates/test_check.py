@@ -137,3 +137,29 @@ def test_templates_preview_prints_what_a_player_gets() -> None:
     html = _run(["-m", "services.ctl.main", "templates", "preview", "--locale", "ar",
                  "--html"], {})  # fmt: skip
     assert html.returncode == 0 and '<html lang="ar" dir="rtl">' in html.stdout
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({"RESETGATE_PROVIDER_KIND": "postmark", "RESETGATE_PROVIDER_TEMPLATE": "reset-{lang}"},
+         "invalid configuration: RESETGATE_PROVIDER_TEMPLATE: only {locale} and {brand} may "
+         "appear in braces"),
+        ({"RESETGATE_PROVIDER_TEMPLATE": "reset"},
+         "invalid configuration: RESETGATE_PROVIDER_TEMPLATE: provider kind http hosts no "
+         "templates (mailgun, postmark, sendgrid, ses do)"),
+        ({"RESETGATE_PROVIDERS": "primary", "RESETGATE_PROVIDER_PRIMARY_KIND": "sendgrid",
+          "RESETGATE_PROVIDER_PRIMARY_URL": "http://127.0.0.1:1",
+          "RESETGATE_PROVIDER_PRIMARY_API_KEY": "k", "RESETGATE_PROVIDER_PRIMARY_TEMPLATE": "{0}"},
+         "invalid configuration: RESETGATE_PROVIDER_PRIMARY_TEMPLATE: only {locale} and {brand} "
+         "may appear in braces"),
+    ],
+)  # fmt: skip
+def test_a_hosted_template_that_cannot_work_stops_the_sender_with_one_line(
+    env: dict[str, str], expected: str
+) -> None:
+    base = {"RESETGATE_TOKEN_KEYS": TEST_TOKEN_KEYS, "RESETGATE_PROVIDER_API_KEY": "k",
+            "RESETGATE_REDIS_URL": "redis://127.0.0.1:1/0"}  # fmt: skip
+    done = _run(["-m", "services.sender"], {**base, **env})
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert done.stderr.strip().splitlines() == [expected]
