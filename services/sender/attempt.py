@@ -17,7 +17,8 @@ from services.sender.policy import RetryPolicy, decide
 from services.sender.settings import SenderSettings
 from shared import clock, control, ids, metrics, retry_after
 from shared.directory import Account, Directory, DirectoryError
-from shared.emails.compose import Hosted, Mailer
+from shared.emails.compose import Composed, Hosted, Mailer
+from shared.emails.files import TemplateError
 from shared.logging import event
 from shared.model import TERMINAL, Outcome, State
 from shared.operations import (
@@ -130,12 +131,29 @@ class AttemptRunner:
         found = await self._account(begun, now)
         if not isinstance(found, Account):
             return found, ""
-        token = self.keys.derive(job.operation_id, begun.token_kid)
-        composed = self.mailer.compose(
-            found, operation_id=job.operation_id, token=token,
-            expires_at_ms=begun.token_expires_at, now_ms=now, hosted=self.hosted,
-        )  # fmt: skip
+        composed = self._compose(job, begun, found, now)
+        if isinstance(composed, Finalisation):
+            return composed, ""
         return await self.provider.send(job.operation_id, composed.message), composed.revision
+
+    def _compose(
+        self, job: Job, begun: Begun, account: Account, now: int
+    ) -> Composed | Finalisation:
+        token = self.keys.derive(job.operation_id, begun.token_kid)
+        try:
+            return self.mailer.compose(
+                account, operation_id=job.operation_id, token=token,
+                expires_at_ms=begun.token_expires_at, now_ms=now, hosted=self.hosted,
+            )  # fmt: skip
+        except TemplateError as error:
+            # Every template was rendered at start; one that fails now (a branch only some
+            # values reach) is ours to fix, not the player's: retry later, unspent.
+            event(log, logging.ERROR, "template failed to render", operation_id=job.operation_id,
+                  error=str(error))  # fmt: skip
+            final = decide(Outcome.TRANSIENT, 0, attempt=begun.attempts, now=now,
+                           horizon_at=begun.horizon_at, policy=self.policy, rng=self.rng,
+                           reason="template_error")  # fmt: skip
+            return replace(final, refund=True)
 
     async def _account(self, begun: Begun, now: int) -> Account | Finalisation:
         try:

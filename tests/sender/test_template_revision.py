@@ -69,3 +69,18 @@ async def test_a_brands_from_and_reset_page_reach_the_provider(stack: Stack) -> 
         f"https://starfall.example/reset?operation={operation_id}&token=" in email["email"]["text"]
     )
     assert email["email"]["subject"] == "Réinitialisez votre mot de passe Starfall"
+
+
+async def test_a_template_that_fails_only_at_send_time_defers_unspent(
+    stack: Stack, tmp_path: Path
+) -> None:
+    root = studio_dir(tmp_path)
+    # Passes the start-up check (its sample operation id), fails for every real one.
+    late = '{% if operation_id != "op-0-01SAMPLE0000000000000000" %}{{ oops }}{% endif %}'
+    write(root, "en/body.txt", (root / "en" / "body.txt").read_text() + late)
+    operation_id = await stack.admit("acct-late-error")
+    async with stack.sender(templates_dir=str(root), backoff_base_seconds=30,
+                            backoff_cap_seconds=60):  # fmt: skip
+        operation = await stack.wait_state(operation_id, {State.DEFERRED})
+    assert operation.attempts == 0 and operation.reason == "template_error"
+    assert await sent_emails(stack.provider_url, operation_id=operation_id) == []
