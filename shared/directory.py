@@ -74,14 +74,12 @@ class RedisDirectory:
         (on Cluster, one per node), so an import never queues for the pool's connections."""
         async with self.client.pipeline(transaction=False) as pipe:
             for login, account in rows:
-                pipe.hset(
-                    keys.directory_account(account.account_id),
-                    mapping={
-                        "email": account.email,
-                        "locale": account.locale,
-                        "brand": account.brand,
-                    },
-                )
+                key = keys.directory_account(account.account_id)
+                pipe.hset(key, mapping={"email": account.email, "locale": account.locale})
+                if account.brand:
+                    pipe.hset(key, "brand", account.brand)
+                else:  # a field at its default is not stored
+                    pipe.hdel(key, "brand")
                 pipe.set(keys.directory_login(normalise_login(login)), account.account_id)
             await pipe.execute()
 
