@@ -28,7 +28,8 @@ from shared.settings import DirectorySettings
 class Account:
     account_id: str
     email: str
-    locale: str = "en"
+    locale: str = "en"  # a BCP 47 tag (shared.emails.locales negotiates it)
+    brand: str = ""  # the game or title, for a studio whose games share one directory
 
     def __repr__(self) -> str:  # an address must never reach a log through a repr
         return f"Account(account_id={self.account_id!r})"
@@ -62,7 +63,8 @@ class RedisDirectory:
         raw = await self.client.hgetall(keys.directory_account(account_id))
         if not raw:
             return None
-        return Account(account_id, str(raw["email"]), str(raw.get("locale") or "en"))
+        return Account(account_id, str(raw["email"]), str(raw.get("locale") or "en"),
+                       str(raw.get("brand") or ""))  # fmt: skip
 
     async def add(self, login: str, account: Account) -> None:
         await self.add_many([(login, account)])
@@ -72,10 +74,12 @@ class RedisDirectory:
         (on Cluster, one per node), so an import never queues for the pool's connections."""
         async with self.client.pipeline(transaction=False) as pipe:
             for login, account in rows:
-                pipe.hset(
-                    keys.directory_account(account.account_id),
-                    mapping={"email": account.email, "locale": account.locale},
-                )
+                key = keys.directory_account(account.account_id)
+                pipe.hset(key, mapping={"email": account.email, "locale": account.locale})
+                if account.brand:
+                    pipe.hset(key, "brand", account.brand)
+                else:  # a field at its default is not stored
+                    pipe.hdel(key, "brand")
                 pipe.set(keys.directory_login(normalise_login(login)), account.account_id)
             await pipe.execute()
 
@@ -110,9 +114,8 @@ class HttpDirectory:
                 if response.status != 200:
                     raise DirectoryError(f"directory answered {response.status}")
                 body = await response.json(content_type=None)
-                return Account(
-                    str(body["account_id"]), str(body["email"]), str(body.get("locale") or "en")
-                )
+                locale, brand = str(body.get("locale") or "en"), str(body.get("brand") or "")
+                return Account(str(body["account_id"]), str(body["email"]), locale, brand)
         except (aiohttp.ClientError, TimeoutError) as error:
             raise DirectoryError(f"directory unreachable: {type(error).__name__}") from None
         except (ValueError, KeyError, TypeError):
@@ -151,15 +154,16 @@ class ImportError_(ValueError):
 
 
 def read_csv(lines: Iterable[str]) -> list[tuple[str, Account]]:
-    """Parse ``login,account_id,email[,locale]`` (header optional)."""
+    """Parse ``login,account_id,email[,locale[,brand]]`` (header optional)."""
     rows: list[tuple[str, Account]] = []
     for number, row in enumerate(csv.reader(lines), start=1):
         if not row or (number == 1 and row[0].strip().lower() == "login"):
             continue
-        if len(row) not in (3, 4) or not all(cell.strip() for cell in row[:3]):
-            raise ImportError_(f"line {number}: expected login,account_id,email[,locale]")
+        if len(row) not in (3, 4, 5) or not all(cell.strip() for cell in row[:3]):
+            raise ImportError_(f"line {number}: expected login,account_id,email[,locale[,brand]]")
         if "@" not in row[2]:
             raise ImportError_(f"line {number}: the email column holds no address")
-        locale = row[3].strip() if len(row) == 4 and row[3].strip() else "en"
-        rows.append((row[0].strip(), Account(row[1].strip(), row[2].strip(), locale)))
+        locale = row[3].strip() if len(row) >= 4 and row[3].strip() else "en"
+        brand = row[4].strip() if len(row) == 5 else ""
+        rows.append((row[0].strip(), Account(row[1].strip(), row[2].strip(), locale, brand)))
     return rows

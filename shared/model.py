@@ -266,6 +266,7 @@ LEDGER_FIELDS: tuple[str, ...] = (
     "reconciled",
     "reconciled_at",
     "provider",  # the provider this attempt went to
+    "template",  # the template revision it sent (shared.emails: content hash or hosted id)
 )
 
 
@@ -287,6 +288,7 @@ class Attempt:
     reconciled: str = ""
     reconciled_at: int = 0
     provider: str = ""
+    template: str = ""
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> Attempt:

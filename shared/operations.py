@@ -37,6 +37,7 @@ class Begun:
     template_revision: str = ""
     horizon_at: int = 0
     detail: str = ""
+    token_expires_at: int = 0  # what the link's expiry tells the player
 
 
 def keys_for(operation_id: str) -> PartitionKeys:
@@ -66,7 +67,8 @@ class BeginAttempt(Request[Begun]):
     def decode(self, raw: Any) -> Begun:
         code = BeginCode(raw[0])
         if code is BeginCode.BEGIN:
-            return Begun(code, int(raw[1]), raw[2], raw[3], raw[4], int(raw[5]))
+            return Begun(code, int(raw[1]), raw[2], raw[3], raw[4], int(raw[5]),
+                         token_expires_at=int(raw[6]))  # fmt: skip
         return Begun(code, detail=str(raw[1]) if len(raw) > 1 else "")
 
 
@@ -106,6 +108,7 @@ class Finalisation:
     observe_until: int = 0
     refund: bool = False
     decision: str = ""
+    template_revision: str = ""  # what the attempt sent (shared.emails), for the ledger
 
 
 class FinaliseCode(StrEnum):
@@ -141,6 +144,7 @@ class FinaliseAttempt(Request[FinaliseCode]):
     retention_ms: int
     decision: str
     operation_id: str
+    template: str
 
     def decode(self, raw: Any) -> FinaliseCode:
         return FinaliseCode(raw[0])
@@ -166,7 +170,7 @@ async def finalise_attempt(
         retry_at=result.retry_at, reason=result.reason,
         retry_after_source=result.retry_after_source, message_id=result.message_id,
         observe_until=result.observe_until, refund=result.refund, retention_ms=retention_ms,
-        decision=result.decision, operation_id=operation_id,
+        decision=result.decision, operation_id=operation_id, template=result.template_revision,
     ).run(client)  # fmt: skip
     return code is FinaliseCode.OK
 

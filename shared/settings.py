@@ -8,11 +8,20 @@ variable and exits, instead of a pydantic traceback at 3 a.m.
 from __future__ import annotations
 
 import os
+import re
 import socket
 import sys
 from typing import Literal, TypeVar
 
-from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 ENV_PREFIX = "RESETGATE_"
@@ -172,6 +181,47 @@ class PolicySettings(CommonSettings):
         return value
 
 
+BRAND_KEY = r"^[a-z0-9_-]{1,32}$"
+
+
+class Brand(BaseModel):
+    """One game of the studio: what its players see (``RESETGATE_BRANDS``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=100, description="the game's name in emails")
+    email_from: str = Field(default="", description='From of its emails; "": RESETGATE_EMAIL_FROM')
+    reset_url_base: str = Field(
+        default="", description='its reset page; "": RESETGATE_RESET_URL_BASE'
+    )
+
+
+class EmailSettings(_Env):
+    """What the reset email says and where it points (the sender, ``resetgate templates``).
+    A brand the directory names but this map lacks gets the defaults (docs/templates.md)."""
+
+    reset_url_base: str = Field(default="https://game.example/reset-password",
+                                description="the game's reset page; the link's base")  # fmt: skip
+    email_from: str = Field(default="Account Recovery <no-reply@game.example>",
+                            description="From of reset emails")  # fmt: skip
+    brand_name: str = Field(default="Game Example", min_length=1, max_length=100,
+                            description="the game's name for accounts without a brand")  # fmt: skip
+    brands: dict[str, Brand] = Field(
+        default_factory=dict,
+        description='JSON: {"<brand>": {"name", "email_from", "reset_url_base"}}',
+    )
+    templates_dir: str = Field(default="", description='the studio\'s templates; "": shipped')
+    default_locale: str = Field(default="en", description="locale of the fallback templates")
+
+    @field_validator("brands")
+    @classmethod
+    def _brand_keys(cls, value: dict[str, Brand]) -> dict[str, Brand]:
+        bad = [key for key in value if not re.match(BRAND_KEY, key)]
+        if bad:
+            raise ValueError(f"brand {bad[0]!r}: a-z, 0-9, _ and -, 1-32 characters")
+        return value
+
+
 SANDBOX_URL = "http://127.0.0.1:8090"  # the local sandbox provider (`resetgate up`)
 ProviderKind = Literal["http", "sendgrid", "postmark", "mailgun", "ses"]
 KEY_KINDS = frozenset({"http", "sendgrid", "postmark", "mailgun"})
@@ -211,6 +261,11 @@ class ProviderSettings(CommonSettings):
     # the sender's provider-wide block); beyond it we ask again. One absurd answer must not
     # silence a loop for days.
     max_advised_wait_seconds: float = Field(default=900.0, gt=0, le=86400)
+    # A template the provider hosts (docs/templates.md): its id, alias or name, where
+    # ``{locale}`` and ``{brand}`` are replaced; "" sends the local files' rendering.
+    provider_template: str = Field(default="", max_length=256)
+    # The locales the hosted templates exist in (comma-separated; "": the default locale).
+    provider_template_locales: str = ""
 
     @model_validator(mode="after")
     def _provider_complete(self) -> ProviderSettings:

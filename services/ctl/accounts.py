@@ -24,14 +24,17 @@ BATCH = 200  # accounts per pipeline: one round trip each, a bounded request siz
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     accounts = subparsers.add_parser("accounts", help="manage the Redis account directory")
     sub = accounts.add_subparsers(dest="accounts_command", required=True)
-    imp = sub.add_parser("import", help="import login,account_id,email[,locale] rows from a CSV")
+    imp = sub.add_parser(
+        "import", help="import login,account_id,email[,locale[,brand]] rows from a CSV"
+    )
     imp.add_argument("file", type=Path, help="CSV file (a 'login,...' header line is optional)")
     imp.set_defaults(handler=import_command)
     add = sub.add_parser("add", help="add or replace one account")
     add.add_argument("login")
     add.add_argument("account_id")
     add.add_argument("email")
-    add.add_argument("--locale", default="en")
+    add.add_argument("--locale", default="en", help="BCP 47 tag (docs/templates.md)")
+    add.add_argument("--brand", default="", help="the game, for a studio with several")
     add.set_defaults(handler=add_command)
 
 
@@ -113,6 +116,7 @@ def add_command(args: argparse.Namespace) -> int:
         return _fail(f"account_id must be {ACCOUNT_ID_RULE}")
     if "@" not in email:
         return _fail("the email argument holds no address")
-    _write([(login, Account(account_id, email, args.locale.strip() or "en"))])
+    account = Account(account_id, email, args.locale.strip() or "en", args.brand.strip())
+    _write([(login, account)])
     print(f"added account {account_id}")
     return 0

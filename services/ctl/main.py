@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 from importlib import import_module
 
-GROUPS = ("up", "accounts", "ops")
+GROUPS = ("up", "accounts", "ops", "templates")
 
 DESCRIPTION = """\
 resetgate: one recovery operation, one token, one email per password-reset request.
@@ -20,6 +20,7 @@ resetgate: one recovery operation, one token, one email per password-reset reque
   resetgate up                      run the whole stack on this machine (what `make run` does)
   resetgate accounts add|import     fill the local account directory
   resetgate ops status|oldest|show  see where operations stand; pause, drain, quarantine
+  resetgate templates check|preview check the reset email's templates; see what a player gets
 
 Commands that read or write state print the Redis they talk to first: RESETGATE_REDIS_URL
 when set, else the stack `resetgate up` started (its .run/env file).

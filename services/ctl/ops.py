@@ -105,7 +105,8 @@ def _ledger_line(row: dict[str, Any]) -> str:
         f"  #{row['number']} {row['attempt_id']} {row['outcome']:<10} "
         f"status={_field('', row['http_status'] or None)} started={_when(row['started_at'])} "
         f"ended={_when(row['ended_at'])} decision={_field('', row['decision'])} "
-        f"retry_at={_when(row['retry_at'])} reason={_field('', row['reason'])}"
+        f"retry_at={_when(row['retry_at'])} reason={_field('', row['reason'])} "
+        f"template={_field('', row['template'])}"
     )
     if row["reconciled"]:
         line += f" reconciled={row['reconciled']} at {_when(row['reconciled_at'])}"

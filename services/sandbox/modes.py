@@ -10,7 +10,7 @@ documentation page each shape comes from is named in the provider's module and t
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from aiohttp import web
 
@@ -46,6 +46,12 @@ class Dialect:
     # The provider's documented refusals of a whole account or domain, by the name
     # ``RESETGATE_SANDBOX_REFUSAL`` gives: every send answers it while it is set.
     refusals: dict[str, Handler] | None = None
+    # A send with a provider-hosted template: its own route where the provider has one
+    # (Postmark's /email/withTemplate; "" = the send route takes both), and the answer to a
+    # template the account lacks (None: the provider accepts it and drops the message later).
+    template_path: str = ""
+    template_parse: Callable[[web.Request, int], Awaitable[Parsed]] | None = None
+    missing_template: Callable[[str], web.Response] | None = None
 
 
 def _refusal(request: web.Request, sandbox: Sandbox, dialect: Dialect) -> web.Response | None:
@@ -73,6 +79,10 @@ def sender(dialect: Dialect) -> Handler:
         if isinstance(body, web.Response):
             sandbox.stats.count("bad_request")
             return body
+        missing = _missing_template(sandbox, dialect, body)
+        if missing is not None:
+            sandbox.stats.count("bad_request")
+            return missing
         if sandbox.faults.error.fires(sandbox.faults.rng):
             sandbox.stats.count("error")
             return dialect.failed(sandbox.settings.error_status)
@@ -92,6 +102,12 @@ async def _refuse(request: web.Request, dialect: Dialect, name: str) -> web.Resp
         return web.json_response({"error": "unknown_refusal", "message": f"this mode's "
                                   f"refusals: {known}"}, status=400)  # fmt: skip
     return await handler(request)
+def _missing_template(sandbox: Sandbox, dialect: Dialect, body: JsonDict) -> web.Response | None:
+    name = str(body.get("template") or "")
+    known = {t.strip() for t in sandbox.settings.templates.split(",") if t.strip()}
+    if not name or dialect.missing_template is None or name in known:
+        return None
+    return dialect.missing_template(name)
 
 
 def _accepted(dialect: Dialect, sandbox: Sandbox) -> Callable[[Message], web.Response]:
@@ -131,6 +147,9 @@ def by_operation(sandbox: Sandbox, operation_id: str) -> list[Message]:
 
 def add_routes(app: web.Application, dialect: Dialect) -> None:
     app.router.add_post(dialect.send_path, sender(dialect))
+    if dialect.template_path and dialect.template_parse is not None:
+        templated = replace(dialect, parse=dialect.template_parse)
+        app.router.add_post(dialect.template_path, sender(templated))
     if dialect.lookup is not None:
         app.router.add_get(dialect.lookup_path, looker(dialect, dialect.lookup))
     if dialect.hook is not None:

@@ -72,6 +72,9 @@ class SandboxSettings(BaseSettings):
     # Postmark mode: a send appears in the outbound search only this long after it was
     # taken (Postmark documents no such delay; 0 = at once).
     search_delay_seconds: float = Field(default=0.0, ge=0)
+    # Provider modes: the hosted templates this account has (comma-separated ids, aliases
+    # or names). A send naming another is answered as that provider answers a missing one.
+    templates: str = ""
     # Provider modes: POST each message's events here as the provider would
     # (services/sandbox/webhooks.py); "" = the events are only in the feed. Postmark's
     # basic-auth credentials go in the URL, as Postmark documents (https://user:pass@host/...).

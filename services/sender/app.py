@@ -17,10 +17,12 @@ from services.sender.settings import SenderSettings
 from services.sender.worker import Sender, ensure_groups
 from shared import metrics, service
 from shared.directory import directory_for
+from shared.emails import check
+from shared.emails.compose import Hosted, Mailer, hosted_problem
 from shared.loops import named
 from shared.providers.base import Provider
 from shared.providers.factory import ProviderConfig, build, open_provider
-from shared.providers.named import NamedProvider, load_or_exit
+from shared.providers.named import NamedProvider, load_or_exit, provider_names, variable
 from shared.redis import RedisClient, ping, until_done
 from shared.redis_policy import (
     StoreNotDurable,
@@ -28,6 +30,7 @@ from shared.redis_policy import (
     check_keyless_replication,
 )
 from shared.replication import Replicas
+from shared.settings import ENV_PREFIX
 from shared.tokens import parse_keys
 
 SERVICE = "sender"
@@ -50,30 +53,44 @@ def build_sender(
     provider_rate: float | None = None,
     opened: Sequence[Opened] = (),
     replicas: Replicas | None = None,
+    mailer: Mailer | None = None,
 ) -> Sender:
     """One runner per provider, the first serving every partition not switched away.
     Without ``opened``: the single-provider settings (``provider`` overrides the adapter).
     ``provider_rate``: the account's maximum send rate where the provider reports one
-    (SES); the pacing ceiling is then min(configured, provider's)."""
+    (SES); the pacing ceiling is then min(configured, provider's). ``mailer``: the checked
+    templates and brands (None: read and checked here)."""
     directory = directory_for(settings, client, session)
     keys = parse_keys(settings.token_keys.get_secret_value())
     replicas = replicas or Replicas(client, settings, settings.wait_replicas,
                                     settings.wait_timeout_ms)  # fmt: skip
+    mailer = mailer or check.load(settings)
     if not opened:
-        single = provider or build(ProviderConfig.from_settings(settings), session)
+        config = ProviderConfig.from_settings(settings)
+        single = provider or build(config, session)
         pacer = _pacer(settings, client, settings.provider_name, None, provider_rate)
-        runner = AttemptRunner(settings, client, single, directory, keys, pacer,
+        runner = AttemptRunner(settings, client, single, directory, keys, pacer, mailer,
+                               hosted=hosted(config, settings.default_locale),
                                replicas=replicas)  # fmt: skip
         return Sender(settings, client, [runner])
     runners = [
         AttemptRunner(
             settings, client, o.provider, directory, keys,
             _pacer(settings, client, o.named.config.name, o.named.max_rate, o.provider_rate),
-            name=o.named.config.name, api_key=o.named.config.api_key, replicas=replicas,
+            mailer, name=o.named.config.name, api_key=o.named.config.api_key,
+            hosted=hosted(o.named.config, settings.default_locale), replicas=replicas,
         )
         for o in opened
     ]  # fmt: skip
     return Sender(settings, client, runners)
+
+
+def hosted(config: ProviderConfig, default_locale: str) -> Hosted | None:
+    """The provider-hosted template this provider sends, or None (the local files)."""
+    if not config.template:
+        return None
+    listed = tuple(x.strip() for x in config.template_locales.split(",") if x.strip())
+    return Hosted(config.kind, config.template, listed or (default_locale,))
 
 
 def _pacer(
@@ -159,9 +176,26 @@ async def durable_enough_or_exit(
         raise SystemExit(2) from None
 
 
+def checked(settings: SenderSettings) -> None:
+    """A bad provider setting or template stops the process before anything starts."""
+    hosted_or_exit(load_or_exit(settings))
+    check.load_or_exit(settings)
+
+
+def hosted_or_exit(providers: Sequence[NamedProvider]) -> None:
+    """Stop with one line when a provider-hosted template setting cannot work."""
+    several = bool(provider_names())
+    for configured in providers:
+        config = configured.config
+        name = variable(config.name, "TEMPLATE") if several else f"{ENV_PREFIX}PROVIDER_TEMPLATE"
+        problem = hosted_problem(config.kind, config.template, name) if config.template else ""
+        if problem:
+            print(f"invalid configuration: {problem}", file=sys.stderr)
+            raise SystemExit(2)
+
+
 def main() -> None:
-    # A bad provider setting stops the process before anything starts.
-    service.main(SERVICE, SenderSettings, wire, check=load_or_exit)
+    service.main(SERVICE, SenderSettings, wire, check=checked)
 
 
 if __name__ == "__main__":

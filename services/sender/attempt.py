@@ -17,13 +17,14 @@ import random
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
-from services.sender import template
 from services.sender.guard import RefusalGuard, Refused
 from services.sender.pacer import Pacer
 from services.sender.policy import RetryPolicy, decide
 from services.sender.settings import SenderSettings
 from shared import clock, control, ids, metrics, retry_after
-from shared.directory import Directory, DirectoryError
+from shared.directory import Account, Directory, DirectoryError
+from shared.emails.compose import Composed, Hosted, Mailer
+from shared.emails.files import TemplateError
 from shared.logging import event
 from shared.model import TERMINAL, Outcome, State
 from shared.operations import (
@@ -62,14 +63,17 @@ class AttemptRunner:
         directory: Directory,
         keys: TokenKeys,
         pacer: Pacer,
+        mailer: Mailer,
         *,
         name: str | None = None,
         api_key: str | None = None,
         replicas: Replicas | None = None,
+        hosted: Hosted | None = None,
     ) -> None:
         """``name``, ``api_key``: one of several named providers (None: the single-provider
         ``RESETGATE_PROVIDER_NAME`` and ``RESETGATE_PROVIDER_API_KEY``). ``replicas``: the
-        WAIT every begin goes through (None: one built from the settings)."""
+        WAIT every begin goes through (None: one built from the settings); ``hosted``: the
+        provider's own template, when it sends one instead of the local files."""
         self.settings = settings
         self.name = settings.provider_name if name is None else name
         self.api_key = settings.provider_api_key.get_secret_value() if api_key is None else api_key
@@ -78,6 +82,8 @@ class AttemptRunner:
         self.directory = directory
         self.keys = keys
         self.pacer = pacer
+        self.mailer = mailer
+        self.hosted = hosted
         self.rng = random.Random()
         self.policy = RetryPolicy(
             max_attempts=settings.max_attempts,
@@ -103,8 +109,11 @@ class AttemptRunner:
         if begun.code is not BeginCode.BEGIN:
             self._not_begun(job, begun)
             return ""
-        result = await self._attempt(job, begun) if replicated else self._unreplicated(begun)
-        await self._finalise(job, attempt_id, begun, result)
+        if replicated:
+            result, revision = await self._attempt(job, begun)
+        else:
+            result, revision = self._unreplicated(begun), ""
+        await self._finalise(job, attempt_id, begun, result, revision)
         if isinstance(result, SendResult):
             await self.pacer.observe(result, slot_ms)
         return ""
@@ -161,11 +170,40 @@ class AttemptRunner:
                 detail=begun.detail,
             )
 
-    async def _attempt(self, job: Job, begun: Begun) -> SendResult | Finalisation:
-        """The provider call, or a finalisation decided without one (directory trouble)."""
+    async def _attempt(self, job: Job, begun: Begun) -> tuple[SendResult | Finalisation, str]:
+        """The provider call and the template revision it sent, or a finalisation decided
+        without one (directory trouble; no revision)."""
         now = clock.now_ms()
         if begun.token_kid and begun.token_kid not in self.keys.secrets:
-            return await self._key_missing(job, begun, now)
+            return await self._key_missing(job, begun, now), ""
+        found = await self._account(begun, now)
+        if not isinstance(found, Account):
+            return found, ""
+        composed = self._compose(job, begun, found, now)
+        if isinstance(composed, Finalisation):
+            return composed, ""
+        return await self.provider.send(job.operation_id, composed.message), composed.revision
+
+    def _compose(
+        self, job: Job, begun: Begun, account: Account, now: int
+    ) -> Composed | Finalisation:
+        token = self.keys.derive(job.operation_id, begun.token_kid)
+        try:
+            return self.mailer.compose(
+                account, operation_id=job.operation_id, token=token,
+                expires_at_ms=begun.token_expires_at, now_ms=now, hosted=self.hosted,
+            )  # fmt: skip
+        except TemplateError as error:
+            # Every template was rendered at start; one that fails now (a branch only some
+            # values reach) is ours to fix, not the player's: retry later, unspent.
+            event(log, logging.ERROR, "template failed to render", operation_id=job.operation_id,
+                  error=str(error))  # fmt: skip
+            final = decide(Outcome.TRANSIENT, 0, attempt=begun.attempts, now=now,
+                           horizon_at=begun.horizon_at, policy=self.policy, rng=self.rng,
+                           reason="template_error")  # fmt: skip
+            return replace(final, refund=True)
+
+    async def _account(self, begun: Begun, now: int) -> Account | Finalisation:
         try:
             account = await self.directory.get_account(begun.account_id)
         except DirectoryError:
@@ -189,15 +227,7 @@ class AttemptRunner:
                 reason="account_not_found",
                 decision="never retried",
             )
-        token = self.keys.derive(job.operation_id, begun.token_kid)
-        message = template.render(
-            account,
-            operation_id=job.operation_id,
-            token=token,
-            base_url=self.settings.reset_url_base,
-            sender=self.settings.email_from,
-        )
-        return await self.provider.send(job.operation_id, message)
+        return account
 
     async def _key_missing(self, job: Job, begun: Begun, now: int) -> Finalisation:
         """The operation's token was signed with a key this sender lacks (dropped from
@@ -215,13 +245,15 @@ class AttemptRunner:
         return replace(final, refund=True)
 
     async def _finalise(
-        self, job: Job, attempt_id: str, begun: Begun, result: SendResult | Finalisation
-    ) -> None:
+        self, job: Job, attempt_id: str, begun: Begun, result: SendResult | Finalisation,
+        revision: str,
+    ) -> None:  # fmt: skip
         now = clock.now_ms()
         final = result if isinstance(result, Finalisation) else self._decide(result, begun, now)
         streak = None
         if isinstance(result, SendResult):
             final, streak = self._guarded(job, begun, final, now)
+        final = replace(final, template_revision=revision)
         applied = await finalise_attempt(
             self.client,
             job.operation_id,

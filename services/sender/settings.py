@@ -8,6 +8,7 @@ from shared.settings import (
     METRICS_PORTS,
     ConsumerSettings,
     DirectorySettings,
+    EmailSettings,
     PolicySettings,
     ProviderSettings,
     ReplicationSettings,
@@ -15,11 +16,10 @@ from shared.settings import (
 
 
 class SenderSettings(
-    PolicySettings, ProviderSettings, DirectorySettings, ConsumerSettings, ReplicationSettings
+    PolicySettings, ProviderSettings, DirectorySettings, ConsumerSettings, ReplicationSettings,
+    EmailSettings
 ):
     metrics_port: int = Field(default=METRICS_PORTS["sender"], ge=0, le=65535)
-    reset_url_base: str = "https://game.example/reset-password"
-    email_from: str = "Account Recovery <no-reply@game.example>"
     provider_max_rate: float = Field(default=50.0, gt=0, description="sends/s ceiling")
     provider_min_rate: float = Field(default=1.0, gt=0)
     provider_burst: float = Field(default=5.0, ge=1)

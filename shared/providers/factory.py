@@ -37,6 +37,8 @@ class ProviderConfig:
     mailgun_domain: str = ""
     mailgun_events_delay_seconds: float = 1800.0
     ses_configuration_set: str = ""
+    template: str = ""  # a provider-hosted template ("": send the local files' rendering)
+    template_locales: str = ""  # comma-separated locales the hosted template exists in
 
     @classmethod
     def from_settings(cls, settings: ProviderSettings) -> ProviderConfig:
@@ -52,6 +54,8 @@ class ProviderConfig:
             mailgun_domain=settings.mailgun_domain,
             mailgun_events_delay_seconds=settings.mailgun_events_delay_seconds,
             ses_configuration_set=settings.ses_configuration_set,
+            template=settings.provider_template,
+            template_locales=settings.provider_template_locales,
         )
 
 

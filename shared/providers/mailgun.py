@@ -16,6 +16,10 @@ Sources (read 2026-11):
   not one; events reach storage out of order, a page is trustworthy only once its events
   are older than a threshold, "e.g. half an hour"; events kept at least 3 days; the Events
   API is deprecated in favour of the Logs API)
+- Templates: https://documentation.mailgun.com/docs/mailgun/user-manual/sending-messages/send-templates
+  (form fields ``template`` and ``t:variables``, a JSON object; the template holds the
+  parts). A template name Mailgun does not know is still accepted and never sent
+  (sargue/mailgun#41): only the events show it.
 
 No native idempotency key. The Events API is a *found-only* lookup: every row is checked
 for our operation id, so "found" is proof; "not found" may be a filter Mailgun ignored and
@@ -99,10 +103,15 @@ def form(operation_id: str, message: Message) -> aiohttp.FormData:
     data.add_field("from", message["from"])
     for to in message["to"]:
         data.add_field("to", to)
-    data.add_field("subject", message["subject"])
-    data.add_field("text", message["text"])
-    if message.get("html"):
-        data.add_field("html", message["html"])
+    hosted = message.get("template")
+    if hosted:
+        data.add_field("template", hosted["name"])
+        data.add_field("t:variables", codec.dumps(hosted["data"]).decode())
+    else:
+        data.add_field("subject", message["subject"])
+        data.add_field("text", message["text"])
+        if message.get("html"):
+            data.add_field("html", message["html"])
     data.add_field("v:operation_id", operation_id)
     return data
 
@@ -200,8 +209,10 @@ def _outcome(status: int) -> Outcome:
 def found_message_id(body: dict[str, object], operation_id: str) -> str:
     def ours(item: dict[str, Any]) -> bool:
         variables = item.get("user-variables")
-        return item.get("event") == "accepted" and isinstance(variables, dict) and (
-            variables.get("operation_id") == operation_id
+        return (
+            item.get("event") == "accepted"
+            and isinstance(variables, dict)
+            and (variables.get("operation_id") == operation_id)
         )
 
     return first_id(body.get("items"), ours, lambda item: bare(_message_id_header(item)),

@@ -1,7 +1,8 @@
 """Several providers configured at once: ``RESETGATE_PROVIDERS=primary,standby``.
 
 Each name has its own ``RESETGATE_PROVIDER_<NAME>_KIND``, ``_URL``, ``_API_KEY``,
-``_MAX_RATE`` and kind-specific settings with the same infix (``_MAILGUN_DOMAIN``,
+``_MAX_RATE``, ``_TEMPLATE`` and ``_TEMPLATE_LOCALES`` (a provider-hosted template,
+docs/templates.md) and kind-specific settings with the same infix (``_MAILGUN_DOMAIN``,
 ``_MAILGUN_EVENTS_DELAY_SECONDS``). The first name listed serves every partition until a
 switch says otherwise. Without ``RESETGATE_PROVIDERS`` the single-provider settings
 (``RESETGATE_PROVIDER_KIND`` ...) define one provider, named by ``RESETGATE_PROVIDER_NAME``.
@@ -99,6 +100,8 @@ def _named(name: str, base: ProviderConfig, env: Mapping[str, str]) -> NamedProv
         url=url,
         api_key=api_key,
         mailgun_domain=domain,
+        template=env.get(variable(name, "TEMPLATE"), ""),
+        template_locales=env.get(variable(name, "TEMPLATE_LOCALES"), ""),
         mailgun_events_delay_seconds=_number(
             env, name, "MAILGUN_EVENTS_DELAY_SECONDS", base.mailgun_events_delay_seconds, 0
         ),

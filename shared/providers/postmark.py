@@ -13,6 +13,10 @@ Sources (read 2026-11):
   and https://postmarkapp.com/support/article/1125-custom-metadata-faq
   (``GET /messages/outbound?count=&offset=&metadata_<key>=<value>``; messages kept for the
   server's retention, 45 days by default)
+- Templates: https://postmarkapp.com/developer/api/templates-api (``POST /email/withTemplate``
+  with ``TemplateAlias`` and ``TemplateModel``; the template holds the subject and both
+  parts); a template that does not exist is 422 ErrorCode 1101, "Template ID invalid or not
+  found" (the overview's error codes).
 
 No native idempotency key. The search is a *found-only* lookup: a message it finds was
 taken, but Postmark documents nowhere how soon a send appears in it, so "not found" never
@@ -54,7 +58,7 @@ RETENTION_SECONDS = 45 * 86400
 # ErrorCode -> (outcome, reason): the codes Postmark documents for a send. Account-level
 # refusals pause the provider (as a rejected key does): every send would fail the same way.
 # The AUTH codes that refuse the account or its sender, not our token.
-ACCOUNT_CODES = frozenset({400, 401, 405, 412, 413})
+ACCOUNT_CODES = frozenset({400, 401, 405, 412, 413, 1101})
 ERROR_CODES: dict[int, tuple[Outcome, str]] = {
     10: (Outcome.AUTH, "bad_or_missing_api_token"),
     100: (Outcome.TRANSIENT, "maintenance"),
@@ -71,6 +75,8 @@ ERROR_CODES: dict[int, tuple[Outcome, str]] = {
     412: (Outcome.AUTH, "account_pending"),
     413: (Outcome.AUTH, "account_may_not_send"),
     429: (Outcome.THROTTLED, "rate_limit_exceeded"),
+    # The configured template is missing from the server: an account-level refusal too.
+    1101: (Outcome.AUTH, "template_not_found"),
 }
 _STATUS: dict[int, tuple[Outcome, str]] = {
     401: (Outcome.AUTH, "unauthorized"),
@@ -100,14 +106,16 @@ def capabilities(settle_seconds: float) -> Capabilities:
 
 
 def body(operation_id: str, message: Message) -> dict[str, Any]:
-    shaped = {
+    shaped: dict[str, Any] = {
         "From": message["from"],
         "To": ", ".join(message["to"]),
-        "Subject": message["subject"],
-        "TextBody": message["text"],
         "Metadata": {"operation_id": operation_id},
         "MessageStream": "outbound",
     }
+    hosted = message.get("template")
+    if hosted:
+        return {**shaped, "TemplateAlias": hosted["name"], "TemplateModel": hosted["data"]}
+    shaped.update(Subject=message["subject"], TextBody=message["text"])
     if message.get("html"):
         shaped["HtmlBody"] = message["html"]
     return shaped
@@ -187,9 +195,10 @@ class PostmarkProvider:
     async def send(self, operation_id: str, message: Message) -> SendResult:
         headers = {**self._auth, "Content-Type": "application/json"}
         data = codec.dumps(body(operation_id, message))
+        path = "/email/withTemplate" if message.get("template") else "/email"
         try:
             answer = await self.http.request(
-                "POST", self.base_url + "/email", data=data, headers=headers
+                "POST", self.base_url + path, data=data, headers=headers
             )
         except (aiohttp.ClientError, TimeoutError) as error:
             return transport_failure(error)

@@ -11,6 +11,11 @@ Sources (read 2026-11):
   body — after the request was written is ambiguous, not a refusal)
 - Rate limits: https://www.twilio.com/docs/sendgrid/api-reference/how-to-use-the-sendgrid-v3-api/rate-limits
   (``X-RateLimit-Limit/-Remaining/-Reset``, Reset an epoch; a 429 carries no Retry-After)
+- Dynamic templates: the Mail Send page (``template_id``, and per personalization
+  ``dynamic_template_data``) and
+  https://www.twilio.com/docs/sendgrid/ui/sending-email/how-to-send-an-email-with-dynamic-templates
+  (the template holds the subject and both parts). An id SendGrid does not know is still
+  answered 202 and the message dropped afterwards (sendgrid/sendgrid-go#255, sendgrid/docs#2616).
 
 No native idempotency key and no lookup a studio can count on (the Email Activity API is
 a paid add-on with delayed indexing): an ambiguous send waits for the event window.
@@ -67,16 +72,21 @@ def address(text: str) -> dict[str, str]:
 
 
 def body(operation_id: str, message: Message) -> dict[str, Any]:
+    personalization: dict[str, Any] = {"to": [{"email": to} for to in message["to"]]}
+    shaped: dict[str, Any] = {
+        "personalizations": [personalization],
+        "from": address(message["from"]),
+        "custom_args": {"operation_id": operation_id},
+    }
+    hosted = message.get("template")
+    if hosted:
+        shaped["template_id"] = hosted["name"]
+        personalization["dynamic_template_data"] = hosted["data"]
+        return shaped
     content = [{"type": "text/plain", "value": message["text"]}]
     if message.get("html"):
         content.append({"type": "text/html", "value": message["html"]})
-    return {
-        "personalizations": [{"to": [{"email": to} for to in message["to"]]}],
-        "from": address(message["from"]),
-        "subject": message["subject"],
-        "content": content,
-        "custom_args": {"operation_id": operation_id},
-    }
+    return {**shaped, "subject": message["subject"], "content": content}
 
 
 def retry_in(reset: str | None, now: float) -> str | None:

@@ -16,6 +16,10 @@ Sources (read 2026-11):
 - GetAccount: https://docs.aws.amazon.com/ses/latest/APIReference-V2/API_GetAccount.html
   (``SendQuota.MaxSendRate``); v1 GetSendQuota is the fallback.
 - Message size: 40 MB (v2), 50 recipients per message.
+- Templates: ``Content.Template`` with ``TemplateName`` and ``TemplateData`` (a JSON string),
+  https://docs.aws.amazon.com/ses/latest/APIReference-V2/API_Template.html; the template
+  (CreateEmailTemplate) holds the subject and both parts. SendEmail answers a template it
+  cannot find with NotFoundException (v1 says TemplateDoesNotExist).
 
 No native idempotency key, no lookup: an ambiguous send waits for the event window.
 botocore's own retries are off: a retried SendEmail after a timeout is a second email.
@@ -35,6 +39,7 @@ from botocore.exceptions import (
     NoCredentialsError,
 )
 
+from shared import codec
 from shared.logging import event
 from shared.model import Outcome
 from shared.providers.base import (
@@ -87,15 +92,28 @@ ERROR_CODES: dict[str, Outcome] = {
 }
 
 
-def request(operation_id: str, message: Message, configuration_set: str = "") -> dict[str, Any]:
+# With a hosted template, "not found" is the template: every send would fail alike, so it
+# is an account-level refusal (the provider pauses) rather than a failed reset.
+TEMPLATE_MISSING = frozenset({"NotFoundException", "TemplateDoesNotExist"})
+
+
+def content(message: Message) -> dict[str, Any]:
+    hosted = message.get("template")
+    if hosted:
+        return {"Template": {"TemplateName": hosted["name"],
+                             "TemplateData": codec.dumps(hosted["data"]).decode()}}  # fmt: skip
     body: dict[str, Any] = {"Text": {"Data": message["text"], "Charset": "UTF-8"}}
     if message.get("html"):
         body["Html"] = {"Data": message["html"], "Charset": "UTF-8"}
+    return {"Simple": {"Subject": {"Data": message["subject"], "Charset": "UTF-8"},
+                       "Body": body}}  # fmt: skip
+
+
+def request(operation_id: str, message: Message, configuration_set: str = "") -> dict[str, Any]:
     shaped = {
         "FromEmailAddress": message["from"],
         "Destination": {"ToAddresses": list(message["to"])},
-        "Content": {"Simple": {"Subject": {"Data": message["subject"], "Charset": "UTF-8"},
-                               "Body": body}},
+        "Content": content(message),
         "EmailTags": [{"Name": "operation_id", "Value": operation_id}],
     }  # fmt: skip
     if configuration_set:
@@ -113,12 +131,14 @@ ACCOUNT_CODES = frozenset({"SendingPausedException", "AccountSuspendedException"
 _UNVERIFIED = "not verified"
 
 
-def classify_error(error: ClientError) -> SendResult:
+def classify_error(error: ClientError, templated: bool = False) -> SendResult:
     info = error.response.get("Error", {})
     code, words = str(info.get("Code", "")), str(info.get("Message", ""))
     status = int(error.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
     if code in ACCOUNT_CODES or (code == "MessageRejected" and _UNVERIFIED in words.lower()):
         return account_refused(status, code, words or code)
+    if templated and code in TEMPLATE_MISSING:
+        return account_refused(status, "template_not_found", words or code)
     outcome = ERROR_CODES.get(code) or _by_status(status)
     return SendResult(outcome, status, reason=code or f"http_{status}")
 
@@ -167,7 +187,9 @@ class SesProvider:
 
             self._clients[service] = await self._stack.enter_async_context(
                 get_session().create_client(
-                    service, region_name=self.region, endpoint_url=self.endpoint_url,
+                    service,
+                    region_name=self.region,
+                    endpoint_url=self.endpoint_url,
                     config=self.config,
                 )
             )
@@ -184,7 +206,7 @@ class SesProvider:
                 **request(operation_id, message, self.configuration_set)
             )
         except ClientError as error:
-            return classify_error(error)
+            return classify_error(error, templated="template" in message)
         except BotoCoreError as error:
             return transport_error(error)
         found = message_id(reply.get("MessageId"))

@@ -21,7 +21,8 @@
 --         begun here; one pinned for its replay only is unpinned once that attempt begins.
 --
 -- Returns {code, detail...}:
---   {"begin", attempts, account_id, token_kid, template_revision, horizon_at} - go and send
+--   {"begin", attempts, account_id, token_kid, template_revision, horizon_at,
+--    token_expires_at} - go and send
 --   {"busy"}            - another worker holds a live lease; leave the entry pending
 --   {"skip", state}     - nothing to send (duplicate delivery, stale job); entry acked
 --   {"ambiguous"}       - the previous holder's lease ran out mid-attempt; entry acked
@@ -98,4 +99,4 @@ if ARGV[9] and ARGV[9] ~= "" then
 end
 if f[11] == "replay" then redis.call("HDEL", KEYS[1], "pinned", "pinned_for") end
 redis.call("RPUSH", KEYS[2], ledger_encode(row))
-return {"begin", attempts, f[6], f[7], f[8] or "", f[5]}
+return {"begin", attempts, f[6], f[7], f[8] or "", f[5], f[3]}

@@ -24,6 +24,7 @@
 -- ARGV[13] retention_ms: how long a finished operation is kept
 -- ARGV[14] decision: for the ledger
 -- ARGV[15] operation_id
+-- ARGV[16] template: the template revision the attempt sent ("" = none)
 --
 -- A next state the table (shared/model.py TRANSITIONS) does not allow after an attempt is an
 -- error, raised before anything is written.
@@ -47,7 +48,7 @@ if last then
     row[LEDGER.outcome] = ARGV[4]; row[LEDGER.ended_at] = now
     row[LEDGER.http_status] = tonumber(ARGV[5]); row[LEDGER.decision] = ARGV[14]
     row[LEDGER.retry_at] = tonumber(ARGV[7]); row[LEDGER.reason] = ARGV[8]
-    row[LEDGER.retry_after_source] = ARGV[9]
+    row[LEDGER.retry_after_source] = ARGV[9]; row[LEDGER.template] = ARGV[16]
     redis.call("LSET", KEYS[2], -1, ledger_encode(row))
   end
 end

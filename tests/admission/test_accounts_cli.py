@@ -54,7 +54,7 @@ def test_import_writes_every_row(store: sync_redis.Redis, tmp_path: Path,
         ("alice,acct-1,alice@example.com\nbob,acct-2,bob-at-example.com\n",
          "line 2: the email column holds no address"),
         ("login,account_id,email\nalice,acct 1,alice@example.com\n", "line 2: account_id must"),
-        ("a,b,c,d,e\n", "line 1: expected"),
+        ("a,b,c,d,e,f\n", "line 1: expected"),
     ],
 )  # fmt: skip
 def test_a_bad_row_names_its_line_never_the_address_and_writes_nothing(

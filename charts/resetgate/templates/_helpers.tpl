@@ -309,3 +309,18 @@ when the chart renders one, else nothing (the service default: trust only the TC
 {{- .Values.ingress.proxyHops -}}
 {{- end -}}
 {{- end -}}
+
+{{/* Where the senders find email.templates (RESETGATE_TEMPLATES_DIR). */}}
+{{- define "resetgate.templatesDir" -}}
+/etc/resetgate/templates
+{{- end -}}
+
+{{/* A template's path as a ConfigMap key: "brands/x/en/subject.txt" -> "brands__x__en__subject.txt". */}}
+{{- define "resetgate.templateKey" -}}
+{{- replace "/" "__" . -}}
+{{- end -}}
+
+{{/* The ConfigMap holding email.templates. */}}
+{{- define "resetgate.templatesConfigMap" -}}
+{{- printf "%s-email-templates" (include "resetgate.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}

@@ -114,6 +114,14 @@ resetgate: provider.named {{ $p.name }} has no API key: set secrets.namedProvide
 {{- end -}}
 {{- end -}}
 
+{{- define "resetgate.validate.email" -}}
+{{- range $path := keys .Values.email.templates | sortAlpha -}}
+{{- if or (contains "__" $path) (has ".." (splitList "/" $path)) -}}
+resetgate: email.templates {{ $path | quote }}: a path may not hold ".." or "__" (a ConfigMap key writes "/" as "__").
+{{ end -}}
+{{- end -}}
+{{- end -}}
+
 {{- define "resetgate.validate.autoscaling" -}}
 {{- if and .Values.keda.enabled .Values.sender.autoscaling.enabled -}}
 resetgate: keda.enabled and sender.autoscaling.enabled both create a HorizontalPodAutoscaler for the
@@ -178,7 +186,7 @@ pods connect from: no peer is trusted to assert an identity by default, loopback
 
 {{- define "resetgate.validateValues" -}}
 {{- $messages := list -}}
-{{- range $check := list "secrets" "redis" "devRedis" "provider" "namedProviders" "autoscaling" "grace" "ingress" "monitoring" "console" -}}
+{{- range $check := list "secrets" "redis" "devRedis" "provider" "namedProviders" "autoscaling" "grace" "ingress" "monitoring" "console" "email" -}}
 {{- $m := include (printf "resetgate.validate.%s" $check) $ | trim -}}
 {{- if $m -}}{{- $messages = append $messages $m -}}{{- end -}}
 {{- end -}}

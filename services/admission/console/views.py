@@ -126,6 +126,7 @@ def _timeline(ledger: list[Attempt]) -> Markup:
             SOURCES.get(a.retry_after_source, a.retry_after_source or "-"),
             when(a.retry_at),
             _decision(a),
+            Markup(f"<code>{escape(a.template)}</code>") if a.template else "-",
             _fencing(a),
         )
         for a in ledger

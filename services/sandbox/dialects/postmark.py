@@ -3,7 +3,10 @@ X-Postmark-Server-Token, 200 ``{"To","SubmittedAt","MessageID","ErrorCode":0,
 "Message":"OK"}``), https://postmarkapp.com/developer/api/overview (401; 422 with
 ErrorCode 300 invalid request, 406 inactive recipient; 429; 500) and
 https://postmarkapp.com/developer/api/messages-api (``GET /messages/outbound`` with
-``metadata_<key>=`` filters, ``{"TotalCount", "Messages": [...]}``)."""
+``metadata_<key>=`` filters, ``{"TotalCount", "Messages": [...]}``) and
+https://postmarkapp.com/developer/api/templates-api (``POST /email/withTemplate`` with
+``TemplateId`` or ``TemplateAlias`` and a ``TemplateModel`` object; a template the server
+lacks: 422, ErrorCode 1101 "Template ID invalid or not found")."""
 
 from __future__ import annotations
 
@@ -43,7 +46,9 @@ def authorized(request: web.Request, key: str) -> bool:
     return hmac.compare_digest(given, key.encode())
 
 
-async def parse(request: web.Request, limit: int) -> Parsed:
+async def _read(
+    request: web.Request, limit: int
+) -> tuple[dict[str, Any], list[str]] | web.Response:
     body = await read_json(request, limit)
     if isinstance(body, web.Response):
         return _error(413, 0, "Payload too large") if body.status == 413 else _error(
@@ -53,13 +58,39 @@ async def parse(request: web.Request, limit: int) -> Parsed:
     to = [a.strip() for a in str(body.get("To") or "").split(",") if a.strip()]
     if not to or len(to) > 50 or not all("@" in a for a in to):
         return _error(422, 300, "Invalid 'To' address.")
-    if not body.get("From") or not (body.get("TextBody") or body.get("HtmlBody")):
-        return _error(422, 300, "Provide either email TextBody or HtmlBody or both.")
+    if not body.get("From"):
+        return _error(422, 300, "Invalid 'From' address.")
+    return body, to
+
+
+def _operation(body: dict[str, Any]) -> dict[str, Any]:
     raw = body.get("Metadata")
-    metadata = raw if isinstance(raw, dict) else {}
+    return {"operation_id": (raw if isinstance(raw, dict) else {}).get("operation_id")}
+
+
+async def parse_templated(request: web.Request, limit: int) -> Parsed:
+    read = await _read(request, limit)
+    if isinstance(read, web.Response):
+        return read
+    body, to = read
+    name = body.get("TemplateAlias") or body.get("TemplateId")
+    if not name or not isinstance(body.get("TemplateModel"), dict):
+        return _error(422, 1109, "TemplateAlias or TemplateId, and a TemplateModel, are required.")
+    return {"from": str(body["From"]), "to": to, "subject": "", "text": "", "html": "",
+            "template": str(name), "template_data": body["TemplateModel"],
+            "tags": _operation(body)}  # fmt: skip
+
+
+async def parse(request: web.Request, limit: int) -> Parsed:
+    read = await _read(request, limit)
+    if isinstance(read, web.Response):
+        return read
+    body, to = read
+    if not (body.get("TextBody") or body.get("HtmlBody")):
+        return _error(422, 300, "Provide either email TextBody or HtmlBody or both.")
     return {"from": str(body["From"]), "to": to, "subject": str(body.get("Subject") or ""),
             "text": str(body.get("TextBody") or ""), "html": str(body.get("HtmlBody") or ""),
-            "tags": {"operation_id": metadata.get("operation_id")}}  # fmt: skip
+            "tags": _operation(body)}  # fmt: skip
 
 
 def accepted(message: Message) -> web.Response:
@@ -135,4 +166,7 @@ DIALECT = Dialect(
     lookup=search,
     hook=Hook(webhook_posts),
     refusals={"forbidden": _forbidden, "undocumented": _undocumented},
+    template_path="/email/withTemplate",
+    template_parse=parse_templated,
+    missing_template=lambda _name: _error(422, 1101, "Template ID invalid or not found"),
 )
