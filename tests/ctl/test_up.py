@@ -11,6 +11,7 @@ import re
 import signal
 import socket
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -203,3 +204,31 @@ def test_the_local_secrets_are_made_once_and_kept(tmp_path: Path) -> None:
     assert up.local_secrets(tmp_path) == first
     assert (tmp_path / up.SECRETS_FILE).stat().st_mode & 0o077 == 0
     assert len(first["RESETGATE_INTERNAL_API_TOKEN"]) >= 16
+
+
+async def ctrl_c(process: asyncio.subprocess.Process) -> str:
+    os.killpg(process.pid, signal.SIGINT)
+    _, stderr = await asyncio.wait_for(process.communicate(), timeout=90)
+    assert process.returncode == 0, stderr.decode()
+    return stderr.decode()
+
+
+@pytest.mark.timeout(300)
+async def test_a_restart_within_a_second_of_ctrl_c_comes_up(tmp_path: Path) -> None:
+    port = free_stack_port()
+    first = await start_up(tmp_path, "--port", str(port))
+    try:
+        banner = await asyncio.wait_for(read_banner(first), timeout=120)
+        token = re.search(r"Bearer ([^'\s]+)", banner)
+        assert token is not None
+        await reset_is_accepted(f"http://127.0.0.1:{port}", token.group(1))
+    finally:
+        await ctrl_c(first)
+    stopped = time.monotonic()
+    again = await start_up(tmp_path, "--port", str(port))
+    try:
+        assert time.monotonic() - stopped < 1
+        await asyncio.wait_for(read_banner(again), timeout=120)
+    finally:
+        if again.returncode is None:
+            await ctrl_c(again)
