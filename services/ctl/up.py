@@ -77,6 +77,18 @@ def plan_ports(first: int) -> dict[str, int]:
     return {"sandbox": first + SANDBOX_OFFSET, "admission": first, **ops}
 
 
+def check_provider_kind(args: argparse.Namespace) -> None:
+    """The sandbox speaks RESETGATE_PROVIDER_KIND's API: a kind it cannot speak is one line
+    naming the variable, before anything starts (else the sandbox dies on it first)."""
+    kind = os.environ.get("RESETGATE_PROVIDER_KIND", args.provider)
+    if kind not in SANDBOX_KINDS:
+        raise SystemExit(
+            f"invalid configuration: RESETGATE_PROVIDER_KIND: {kind!r} is not a provider the "
+            f"local sandbox speaks ({', '.join(SANDBOX_KINDS)}); unset it and choose one with "
+            "`resetgate up --provider KIND`"
+        )
+
+
 def check_ports(ports: dict[str, int]) -> None:
     for name, port in ports.items():
         if not bindable(port):
@@ -236,6 +248,7 @@ def up(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, _interrupt)
     directory = Path(args.dir).resolve()
     directory.mkdir(parents=True, exist_ok=True)
+    check_provider_kind(args)
     ports = plan_ports(requested_port(args))
     check_ports(ports)
     services: list[Child] = []

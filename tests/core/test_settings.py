@@ -56,6 +56,9 @@ SECRET = "do-not-echo-this-secret-value"
         ("poller", {"RESETGATE_PROVIDERS": "a", "RESETGATE_PROVIDER_A_KIND": "sendgrid",
                     "RESETGATE_PROVIDER_A_URL": "http://127.0.0.1:1"},
          "RESETGATE_PROVIDER_A_API_KEY"),
+        # The sandbox has a prefix of its own; `resetgate up` gives it the provider's kind.
+        ("sandbox", {"RESETGATE_SANDBOX_MODE": "postmrk"}, "RESETGATE_SANDBOX_MODE"),
+        ("sandbox", {"RESETGATE_SANDBOX_PORT": "http"}, "RESETGATE_SANDBOX_PORT"),
     ],
 )
 def test_invalid_settings_stop_the_service_with_one_clear_line(
@@ -75,6 +78,7 @@ def test_invalid_settings_stop_the_service_with_one_clear_line(
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr
     assert lines[0].startswith("invalid configuration:") and named in lines[0]
+    assert "pydantic" not in lines[0]  # its "For further information visit" URL
     assert SECRET not in done.stderr
 
 

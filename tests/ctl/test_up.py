@@ -232,3 +232,16 @@ async def test_a_restart_within_a_second_of_ctrl_c_comes_up(tmp_path: Path) -> N
     finally:
         if again.returncode is None:
             await ctrl_c(again)
+
+
+async def test_a_provider_kind_the_sandbox_cannot_speak_is_one_line_naming_it(
+    tmp_path: Path,
+) -> None:
+    process = await start_up(tmp_path, "--port", str(free_stack_port()),
+                             RESETGATE_PROVIDER_KIND="postmrk")  # fmt: skip
+    _, stderr = await asyncio.wait_for(process.communicate(), timeout=60)
+    lines = stderr.decode().strip().splitlines()
+    assert process.returncode == 1
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("invalid configuration: RESETGATE_PROVIDER_KIND: 'postmrk'")
+    assert "pydantic" not in lines[0]
