@@ -120,7 +120,8 @@ def check_ports(ports: dict[str, int]) -> None:
             raise SystemExit(
                 f"port {port} ({name}) is already in use on 127.0.0.1: stop what holds it, or "
                 "choose other ports: RESETGATE_HTTP_PORT=18080 make run (or resetgate up "
-                "--port 18080); the stack takes that port, the next six and that + 10 (+ 11 ... with --providers)"
+                "--port 18080); the stack takes that port, the next six and that + 10 "
+                "(+ 11 ... with --providers)"
             )
 
 
