@@ -179,6 +179,8 @@ def base_env(
     env.setdefault("RESETGATE_LOCAL_RESET_PAGE", "true")
     env.setdefault("RESETGATE_HTTP_HOST", "127.0.0.1")
     env["RESETGATE_SANDBOX_PORT"] = str(sandbox)
+    # The emails the sandbox received survive a restart of the stack (one file per sandbox).
+    env["RESETGATE_SANDBOX_MESSAGES_FILE"] = str(directory / "sandbox-messages.json")
     env["RESETGATE_SANDBOX_API_KEY"] = env["RESETGATE_PROVIDER_API_KEY"]
     env.setdefault("RESETGATE_SANDBOX_BOUNCE_DOMAIN", "bounce.example")
     env["RESETGATE_UP_DIR"] = str(directory)
@@ -193,6 +195,8 @@ def start(name: str, port: int, env: dict[str, str], logs: Path) -> Child:
     extra = {"RESETGATE_METRICS_PORT": str(port)}
     if module == "sandbox":
         extra["RESETGATE_SANDBOX_PORT"] = str(port)
+        if suffix:  # one of several: a file of its own
+            extra["RESETGATE_SANDBOX_MESSAGES_FILE"] = str(logs / f"sandbox-{suffix}-messages.json")
     with path.open("ab") as log:
         # A session of its own: Ctrl-C reaches `resetgate up`, which stops children in order.
         process = subprocess.Popen(

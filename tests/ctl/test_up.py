@@ -226,7 +226,7 @@ async def test_a_restart_within_a_second_of_ctrl_c_comes_up(tmp_path: Path) -> N
         banner = await asyncio.wait_for(read_banner(first), timeout=120)
         token = re.search(r"Bearer ([^'\s]+)", banner)
         assert token is not None
-        await reset_is_accepted(f"http://127.0.0.1:{port}", token.group(1))
+        view = await reset_is_accepted(f"http://127.0.0.1:{port}", token.group(1))
     finally:
         await ctrl_c(first)
     stopped = time.monotonic()
@@ -234,9 +234,20 @@ async def test_a_restart_within_a_second_of_ctrl_c_comes_up(tmp_path: Path) -> N
     try:
         assert time.monotonic() - stopped < 1
         await asyncio.wait_for(read_banner(again), timeout=120)
+        # The sandbox still shows the email it received before the restart.
+        sandbox = f"http://127.0.0.1:{port + up.SANDBOX_OFFSET}"
+        kept = await sandbox_messages(sandbox, view["operation_id"])
+        assert len(kept) == 1 and "/reset-password?" in kept[0]["email"]["text"], kept
     finally:
         if again.returncode is None:
             await ctrl_c(again)
+
+
+async def sandbox_messages(sandbox: str, operation_id: str) -> list[dict[str, Any]]:
+    url = f"{sandbox}/_sandbox/messages?operation_id={operation_id}"
+    async with aiohttp.ClientSession() as session, session.get(url) as reply:
+        assert reply.status == 200, await reply.text()
+        return list((await reply.json())["data"])
 
 
 async def test_a_provider_kind_the_sandbox_cannot_speak_is_one_line_naming_it(
