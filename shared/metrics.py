@@ -100,6 +100,14 @@ partition_provider = Gauge(
     "1 for the provider a partition sends through.",
     ["partition", "provider"],
 )
+# 1 while a partition is assigned to a provider this sender does not have (a switch to a
+# name later dropped from RESETGATE_PROVIDERS): it skips the partition, and nothing else
+# would say so (the PartitionProviderNotConfigured page).
+partition_unserved = Gauge(
+    "resetgate_partition_unserved",
+    "1 while the partition's provider is not configured on this sender (it sends nothing).",
+    ["partition", "provider"],
+)
 token_ttl = Gauge("resetgate_token_ttl_seconds", "Configured reset-token lifetime.")
 observation_lag = Histogram(
     "resetgate_observation_lag_seconds",
@@ -212,7 +220,7 @@ OWNERS: dict[str, tuple[MetricWrapperBase, ...]] = {
         provider_auth_paused, provider_paused, oldest_eligible_age, queue_depth,
         partition_paused, token_ttl,
         advised_wait_capped, pacing_cuts, provider_redirects, partition_provider,
-        send_twice_exposure,
+        send_twice_exposure, partition_unserved,
     ),
     "poller": (
         delivery_events, delivery_events_duplicate, observation_lag, observation_pending,

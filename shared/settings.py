@@ -292,13 +292,14 @@ def provider_setting_missing(settings: ProviderSettings) -> str:
 S = TypeVar("S", bound=BaseSettings)
 
 
-def describe_error(error: ValidationError) -> str:
-    """One line naming the variable(s) and what is wrong, never echoing a secret value."""
+def describe_error(error: ValidationError, prefix: str = ENV_PREFIX) -> str:
+    """One line naming the variable(s) and what is wrong, never echoing a secret value (nor
+    pydantic's "For further information visit ..." line, which tells an operator nothing)."""
     parts = []
     for item in error.errors():
         loc = "_".join(str(p) for p in item["loc"]).upper()
         message = str(item["msg"]).removeprefix("Value error, ")
-        parts.append(f"{ENV_PREFIX}{loc}: {message}" if loc else message)
+        parts.append(f"{prefix}{loc}: {message}" if loc else message)
     return "invalid configuration: " + "; ".join(parts)
 
 
@@ -307,5 +308,6 @@ def load(cls: type[S]) -> S:
     try:
         return cls()
     except ValidationError as error:
-        print(describe_error(error), file=sys.stderr)
+        prefix = str(cls.model_config.get("env_prefix") or ENV_PREFIX)
+        print(describe_error(error, prefix), file=sys.stderr)
         raise SystemExit(2) from None

@@ -26,6 +26,8 @@ out_of_order_probability
 out_of_order_every
 poll_error_probability
 poll_error_every
+late_error_probability
+late_error_every
 settings_cls
 env_settings
 dotenv_settings
@@ -37,6 +39,7 @@ COOLDOWN  # shared/admit.py AdmitResult
 RESEND  # shared/model.py EntryPoint
 AGENT
 AUTOMATION
+ACCOUNT  # shared/control.py PauseKind (adapters set it by value: base.account_refused)
 reconciled_at  # shared/model.py Attempt (decoded from the ledger)
 RATE_RESET  # shared/retry_after.py Source
 DIRECT  # tests/chaos/driver.py

@@ -4,7 +4,8 @@ link opens it, submitting it consumes the token.
 In production the game owns this page and calls ``POST /internal/v1/reset-tokens/consume``;
 here it is served only with ``RESETGATE_LOCAL_RESET_PAGE=true`` (``resetgate up`` sets it,
 the chart never does). Opening the link (GET) consumes nothing: mail scanners fetch links
-before people do. The page keeps no password; it only shows that the token worked once.
+before people do; it only reads whether the link still works, so a used or expired one says
+so before the form. The page keeps no password; it only shows that the token worked once.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from aiohttp import web
 
 from services.admission.context import REDIS, SETTINGS, TOKEN_KEYS
 from services.admission.internal import REFUSED
-from services.admission.tokens import ConsumeResult, consume
+from services.admission.tokens import ConsumeResult, consume, refusal
 
 PATH = "/reset-password"
 _FIELD_LIMIT = 256
@@ -54,8 +55,17 @@ async def show_form(request: web.Request) -> web.Response:
     fields = _fields(request.query)
     if fields is None:
         return _page("<p>This link is incomplete: open the whole link from the email.</p>", 400)
+    app = request.app
+    refused = await refusal(app[REDIS], app[TOKEN_KEYS], app[SETTINGS].partitions, *fields)
+    if refused is not None:  # a used or expired link says so now, not after a new password
+        return _refused(refused)
     operation, token = (escape(value, quote=True) for value in fields)
     return _page(_FORM.format(path=PATH, operation=operation, token=token))
+
+
+def _refused(result: ConsumeResult) -> web.Response:
+    status, _, message = REFUSED[result]
+    return _page(f"<p>This link does not work: {escape(message)}.</p>", status)
 
 
 async def submit(request: web.Request) -> web.Response:
@@ -65,8 +75,7 @@ async def submit(request: web.Request) -> web.Response:
     app = request.app
     result, _ = await consume(app[REDIS], app[TOKEN_KEYS], app[SETTINGS].partitions, *fields)
     if result is not ConsumeResult.CONSUMED:
-        status, _, message = REFUSED[result]
-        return _page(f"<p>This link does not work: {escape(message)}.</p>", status)
+        return _refused(result)
     return _page(
         "<p>Done: the link worked and is now used up. (A game would save the new password "
         "here; this local page keeps nothing.)</p>"

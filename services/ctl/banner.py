@@ -9,6 +9,8 @@ from pathlib import Path
 
 from services.ctl.stack import PID_VARIABLE
 
+NAMED_PREFIX = "RESETGATE_PROVIDER_"  # RESETGATE_PROVIDER_<NAME>_KIND ... (with --providers)
+
 # login, account id, address, locale, what it shows
 DEMO_ACCOUNTS = [
     ("player1", "acct-1001", "player1@example.com", "en", "delivered"),
@@ -16,6 +18,13 @@ DEMO_ACCOUNTS = [
     ("joueur1", "acct-1004", "joueur1@example.com", "fr", "delivered, French email"),
     ("bounce-me", "acct-1003", "someone@bounce.example", "en", "bounces"),
 ]
+
+
+PORT_NOTES = {
+    "ops": "  (/healthz /readyz /metrics)",
+    "console": "  (the support console: sign in with the token below)",
+    "webhooks": "  (the poller's webhook listener; the sandbox pushes its events here)",
+}
 
 
 def demo_accounts_csv() -> str:
@@ -36,15 +45,34 @@ def env_file(env: dict[str, str], ports: dict[str, int]) -> dict[str, str]:
     """What ``.run/env`` holds: enough for the CLI to find this stack and for a shell
     (``. .run/env``) to call its API."""
     names = ("RESETGATE_REDIS_URL", "RESETGATE_INTERNAL_API_TOKEN", "RESETGATE_PARTITIONS",
-             "RESETGATE_PROVIDER_NAME", "RESETGATE_MAX_ATTEMPTS")  # fmt: skip
+             "RESETGATE_PROVIDER_NAME", "RESETGATE_PROVIDER_KIND", "RESETGATE_PROVIDER_URL",
+             "RESETGATE_PROVIDER_API_KEY", "RESETGATE_MAILGUN_DOMAIN", "RESETGATE_MAX_ATTEMPTS",
+             "RESETGATE_PROVIDERS")  # fmt: skip
     values = {name: env[name] for name in names if name in env}
+    # Every named provider's settings: a second shell's `ops provider show` and `switch`
+    # must see the configuration the services run with.
+    values.update({k: v for k, v in env.items() if k.startswith(NAMED_PREFIX)})
     values["RESETGATE_ADMISSION_URL"] = f"http://127.0.0.1:{ports['admission']}"
-    values["RESETGATE_SANDBOX_URL"] = f"http://127.0.0.1:{ports['sandbox']}"
+    values["RESETGATE_SANDBOX_URL"] = env["RESETGATE_PROVIDER_URL"]
+    values["RESETGATE_CONSOLE_URL"] = f"http://127.0.0.1:{ports['console']}"
     values[PID_VARIABLE] = str(os.getpid())
     return values
 
 
-def text(env: dict[str, str], ports: dict[str, int], directory: Path, embedded: bool) -> str:
+def provider_line(env: dict[str, str]) -> str:
+    kind = env["RESETGATE_PROVIDER_KIND"]
+    pushed = "its signed webhooks wired to the poller" if env.get(
+        "RESETGATE_SANDBOX_WEBHOOK_URL") else "events from its feed"  # fmt: skip
+    listed = env.get("RESETGATE_PROVIDERS", "")
+    if listed:
+        return f"  provider   {listed} (RESETGATE_PROVIDERS; each a sandbox speaking {kind})"
+    name = env["RESETGATE_PROVIDER_NAME"]
+    return f"  provider   {name}: the sandbox speaking {kind}'s API, {pushed}"
+
+
+def text(
+    env: dict[str, str], ports: dict[str, int], directory: Path, embedded: bool, note: str = ""
+) -> str:
     base = f"http://127.0.0.1:{ports['admission']}"
     token = env["RESETGATE_INTERNAL_API_TOKEN"]
     resetgate = command_path()
@@ -52,16 +80,19 @@ def text(env: dict[str, str], ports: dict[str, int], directory: Path, embedded: 
     where = f"embedded, data in {directory}/redis" if embedded else "from RESETGATE_REDIS_URL"
     lines = ["resetgate is up:"]
     lines += [
-        f"  {name:<10} http://127.0.0.1:{port}"
-        + ("  (/healthz /readyz /metrics)" if name.endswith(" ops") else "")
+        f"  {name:<10} http://127.0.0.1:{port}{PORT_NOTES.get(name.split()[-1], '')}"
         for name, port in ports.items()
     ]
     lines += [
+        provider_line(env),
+        f"  messages   {env['RESETGATE_PROVIDER_URL']}/_sandbox/messages (what the sandbox "
+        "received: every email, its link, its events)",
         f"  redis      {env['RESETGATE_REDIS_URL']} ({where})",
         f"  logs       {directory}/",
         f"  token      {token} (internal API bearer; kept in {directory}/secrets.env)",
         f"  env        {directory}/env (`. {directory}/env` exports the Redis URL, the token and"
         " RESETGATE_ADMISSION_URL; the resetgate command reads it by itself)",
+        *([f"  note       {note}"] if note else []),
         "",
         "demo accounts (login, account):",
         *(f"  {login:<10} {account:<10} {shows}" for login, account, _, _, shows in DEMO_ACCOUNTS),

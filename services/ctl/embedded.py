@@ -33,8 +33,13 @@ def redis_server_binary() -> str:
 
 
 def bindable(port: int) -> bool:
-    """Whether nothing listens on (or holds) 127.0.0.1:``port``."""
+    """Whether a server could listen on 127.0.0.1:``port`` now.
+
+    With ``SO_REUSEADDR``, as redis-server and every service set it: a connection of the
+    last run left in TIME_WAIT (up to a minute after Ctrl-C) does not stop a server from
+    listening, so it must not stop a restart either; a listener still does."""
     with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind(("127.0.0.1", port))
         except OSError:

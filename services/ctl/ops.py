@@ -117,21 +117,38 @@ async def status(client: RedisClient, settings: OpsSettings, args: argparse.Name
     state = await control.read(client)
     provider = await provider_status(client, settings.provider_name, state)
     rows = await partitions_status(client, settings.partitions, state)
+    names = providers.configured(settings)
+    for row in rows:
+        row["provider"] = state.provider_for(row["partition"], names[0])
+        row["provider_configured"] = row["provider"] in names
     summary = {**provider.view(), "partitions": rows}
     lines = [
         f"provider {provider.name}: rate={provider.rate:.1f}/s "
         f"blocked_until={_when(provider.blocked_until)} 429s={provider.throttled_total} "
         f"pause={describe_auth(provider)}",
         f"{'P':>3} {'PAUSED':<6} {'SEND':>6} {'INFLIGHT':>8} {'DUE':>6} {'AMBIG':>5} "
-        f"{'REVIEW':>6} {'LIVE':>6}",
+        f"{'REVIEW':>6} {'LIVE':>6} PROVIDER",
     ]
     lines += [
         f"{r['partition']:>3} {'yes' if r['paused'] else 'no':<6} {r['send']:>6} "
-        f"{r['in_flight']:>8} {r['due']:>6} {r['ambiguous']:>5} {r['review']:>6} {r['live']:>6}"
+        f"{r['in_flight']:>8} {r['due']:>6} {r['ambiguous']:>5} {r['review']:>6} {r['live']:>6} "
+        f"{r['provider']}{'' if r['provider_configured'] else ' (not configured)'}"
         for r in rows
     ]
     _print(args, summary, lines)
+    _warn_unserved(rows)
     return 0
+
+
+def _warn_unserved(rows: list[dict[str, Any]]) -> None:
+    """Not paused, not failing, nothing sent: a partition nobody serves must not look quiet."""
+    unserved = [r for r in rows if not r["provider_configured"]]
+    if unserved:
+        listed = ", ".join(f"{r['partition']} ({r['provider']})" for r in unserved)
+        print(f"warning: partitions {listed} are assigned to a provider not configured here: "
+              "no sender sends them; `resetgate ops provider switch --partitions P --to NAME` "
+              "moves them (docs/runbook.md#partition-provider-not-configured)",
+              file=sys.stderr)  # fmt: skip
 
 
 # -- switches ------------------------------------------------------------------------------

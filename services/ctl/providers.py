@@ -13,7 +13,7 @@ from typing import Any
 
 from services.ctl.output import print_view as _print
 from shared import clock, control, ownership, queries, switch
-from shared.keys import PartitionKeys
+from shared.keys import CONTROL, PartitionKeys
 from shared.providers.named import ProviderConfigError, provider_names
 from shared.redis import RedisClient
 from shared.settings import CommonSettings
@@ -114,9 +114,14 @@ async def rollback(client: RedisClient, settings: Any, args: argparse.Namespace)
         else await switch.previous(client)
     )  # fmt: skip
     if not targets:
-        print("refused: no earlier provider assignment to go back to", file=sys.stderr)
+        print("nothing to roll back: no switch since the last rollback (`resetgate ops "
+              "provider show` lists the assignment)", file=sys.stderr)  # fmt: skip
         return 1
-    return await _switch(client, targets, settings, args.timeout)
+    done = await _switch(client, targets, settings, args.timeout)
+    if done == 0:
+        # A rollback is not a switch to undo: a second one would re-apply the first switch.
+        await client.hdel(CONTROL, control.PREVIOUS)
+    return done
 
 
 async def _switch(

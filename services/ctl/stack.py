@@ -9,8 +9,9 @@ way, and prints the answer first (on stderr, so ``--json`` output stays clean):
    set (production, a tunnel, tests);
 2. else the ``env`` file of a running ``resetgate up``: ``$RESETGATE_RUN_DIR``, else
    ``.run/`` in this directory or a parent, else in the checkout this command runs from;
-3. else the default (127.0.0.1:6379), said out loud: a believable all-zero table read from
-   whatever Redis happens to listen there is worse than no answer.
+3. else nothing: the command refuses with one line saying how to choose. A believable
+   all-zero table read from whatever Redis happens to listen on 127.0.0.1:6379 is worse than
+   no answer (set ``RESETGATE_REDIS_URL=redis://127.0.0.1:6379/0`` to mean that one).
 """
 
 from __future__ import annotations
@@ -96,7 +97,12 @@ def use_local_stack() -> str:
         return "from RESETGATE_REDIS_URL"
     path = find_env_file()
     if path is None:
-        return "the default: RESETGATE_REDIS_URL is unset and no `make run` stack was found"
+        raise StackError(
+            "no Redis to talk to: RESETGATE_REDIS_URL is unset and no `make run` stack is "
+            f"running (no {RUN_DIR}/{ENV_FILE} here, in a parent or in {PROJECT_ROOT}): start "
+            "one with `make run`, or set RESETGATE_REDIS_URL (redis://127.0.0.1:6379/0 for "
+            "this machine's own Redis)"
+        )
     values = read_env(path)
     pid = values.get(PID_VARIABLE, "")
     if not _alive(pid):

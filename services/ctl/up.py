@@ -1,10 +1,12 @@
 """``resetgate up``: the whole stack on this machine, with no credentials to find.
 
 Uses ``RESETGATE_REDIS_URL`` when set, else starts an embedded redis-server (data kept in
-``<dir>/redis`` across runs); starts the sandbox provider and every service as child
-processes, seeds the demo accounts, writes ``<dir>/env`` for the ``resetgate`` command and
-the shell, prints where everything listens, and watches every child, Redis included.
-Ctrl-C (or any child dying) stops the services first, then the sandbox, then Redis.
+``<dir>/redis`` across runs); starts the sandbox provider (one per name with ``--providers``)
+and every service as child processes, the support console on its own port and the sandbox's
+pushed events wired to the poller; seeds the demo accounts, writes ``<dir>/env`` for the
+``resetgate`` command and a second shell, prints where everything listens, and watches every
+child, Redis included. Ctrl-C (or any child dying) stops the services first, then the
+sandbox, then Redis.
 """
 
 from __future__ import annotations
@@ -21,13 +23,16 @@ from dataclasses import dataclass
 from importlib.util import find_spec
 from pathlib import Path
 
-from services.ctl import banner, stack
+from services.ctl import banner, localstack, stack
 from services.ctl.embedded import RedisServer, bindable
 from shared.providers.factory import keyless
 
 SERVICES = ("admission", "sender", "poller", "router")
 DEFAULT_PORT = 8080
-SANDBOX_OFFSET = 10  # the sandbox listens on admission's port + 10
+SANDBOX_OFFSET = 10  # the sandbox listens on admission's port + 10 (+ 11 ... for more names)
+HOOKS_OFFSET = 5  # the poller's webhook listener (8085: its own default)
+CONSOLE_OFFSET = 6  # the support console (8086: the chart's default)
+MAX_PROVIDERS = 5
 OPS = " ops"  # a service's operational listener (/healthz /readyz /metrics) in the port plan
 # Provider kinds the local sandbox can stand in for (SES has moto; see docs/providers.md).
 SANDBOX_KINDS = ("http", "sendgrid", "postmark", "mailgun")
@@ -70,11 +75,43 @@ def requested_port(args: argparse.Namespace) -> int:
     return int(raw)
 
 
-def plan_ports(first: int) -> dict[str, int]:
+def plan_ports(first: int, kind: str = "http", names: list[str] | None = None) -> dict[str, int]:
     """Admission's API on ``first``, every service's operational listener on the next four
-    (8081-8084 for 8080: their own defaults), the sandbox on ``first`` + 10."""
+    (8081-8084 for 8080: their own defaults), the poller's webhooks on + 5 (when the provider
+    pushes events), the console on + 6, the sandbox on + 10 (one per name from + 10)."""
     ops = {name + OPS: first + 1 + offset for offset, name in enumerate(SERVICES)}
-    return {"sandbox": first + SANDBOX_OFFSET, "admission": first, **ops}
+    hooks = {"webhooks": first + HOOKS_OFFSET} if localstack.pushes_events(kind) else {}
+    sandboxes = {"sandbox": first + SANDBOX_OFFSET} if not names else {
+        f"sandbox {name}": first + SANDBOX_OFFSET + i for i, name in enumerate(names)
+    }  # fmt: skip
+    return {**sandboxes, "admission": first, **ops, **hooks, "console": first + CONSOLE_OFFSET}
+
+
+def requested_names(args: argparse.Namespace) -> list[str]:
+    """``--providers a,b``: the names, each served by a sandbox of its own ([] without it)."""
+    if not args.providers:
+        return []
+    names = [name.strip() for name in args.providers.split(",")]
+    if not all(name.isalnum() and name.islower() for name in names) or len(set(names)) != len(
+        names
+    ):
+        raise SystemExit(f"--providers: {args.providers!r}: distinct names of a-z and 0-9, "
+                         "comma-separated (primary,standby)")  # fmt: skip
+    if len(names) > MAX_PROVIDERS:
+        raise SystemExit(f"--providers: at most {MAX_PROVIDERS} names")
+    return names
+
+
+def check_provider_kind(args: argparse.Namespace) -> None:
+    """The sandbox speaks RESETGATE_PROVIDER_KIND's API: a kind it cannot speak is one line
+    naming the variable, before anything starts (else the sandbox dies on it first)."""
+    kind = os.environ.get("RESETGATE_PROVIDER_KIND", args.provider)
+    if kind not in SANDBOX_KINDS:
+        raise SystemExit(
+            f"invalid configuration: RESETGATE_PROVIDER_KIND: {kind!r} is not a provider the "
+            f"local sandbox speaks ({', '.join(SANDBOX_KINDS)}); unset it and choose one with "
+            "`resetgate up --provider KIND`"
+        )
 
 
 def check_ports(ports: dict[str, int]) -> None:
@@ -83,7 +120,8 @@ def check_ports(ports: dict[str, int]) -> None:
             raise SystemExit(
                 f"port {port} ({name}) is already in use on 127.0.0.1: stop what holds it, or "
                 "choose other ports: RESETGATE_HTTP_PORT=18080 make run (or resetgate up "
-                "--port 18080); the stack takes that port, the next four and that + 10"
+                "--port 18080); the stack takes that port, the next six and that + 10 "
+                "(+ 11 ... with --providers)"
             )
 
 
@@ -91,20 +129,30 @@ def local_secrets(directory: Path) -> dict[str, str]:
     """The token keys and the internal API token, made once and kept in ``<dir>/secrets.env``:
     a restart keeps every reset link (and the bearer in your shell) valid."""
     path = directory / SECRETS_FILE
-    if path.is_file():
-        return stack.read_env(path)
-    values = {
+    kept = stack.read_env(path) if path.is_file() else {}
+    made = {
         "RESETGATE_TOKEN_KEYS": f"local:{secrets.token_urlsafe(32)}",
         "RESETGATE_INTERNAL_API_TOKEN": secrets.token_urlsafe(24),
+        **localstack.new_hook_secrets(),
     }
-    stack.write_env(path, values)
+    values = {**made, **kept}
+    if values != kept:  # a .run/ of an older version gets what it lacks, nothing changes
+        stack.write_env(path, values)
     return values
 
 
+MAIN_SECRETS = ("RESETGATE_TOKEN_KEYS", "RESETGATE_INTERNAL_API_TOKEN")
+
+
 def base_env(
-    redis_url: str, ports: dict[str, int], directory: Path, provider: str = "http"
+    redis_url: str,
+    ports: dict[str, int],
+    directory: Path,
+    provider: str = "http",
+    names: list[str] | None = None,
 ) -> dict[str, str]:
     admission = f"http://127.0.0.1:{ports['admission']}"
+    sandbox = ports.get("sandbox") or ports[f"sandbox {names[0]}" if names else "sandbox"]
     env = dict(os.environ)
     env.setdefault("RESETGATE_PROVIDER_KIND", provider)
     env.setdefault("RESETGATE_PROVIDER_NAME", provider)
@@ -112,15 +160,27 @@ def base_env(
     env["RESETGATE_SANDBOX_MODE"] = env["RESETGATE_PROVIDER_KIND"]
     env["RESETGATE_HTTP_PORT"] = str(ports["admission"])  # admission's API
     env.setdefault("RESETGATE_REDIS_URL", redis_url)
-    for name, value in local_secrets(directory).items():
-        env.setdefault(name, value)
-    env.setdefault("RESETGATE_PROVIDER_URL", f"http://127.0.0.1:{ports['sandbox']}")
+    kept = local_secrets(directory)
+    for name in MAIN_SECRETS:
+        env.setdefault(name, kept[name])
+    env.setdefault("RESETGATE_PROVIDER_URL", f"http://127.0.0.1:{sandbox}")
     env.setdefault("RESETGATE_PROVIDER_API_KEY", "sandbox-key")
+    if names:
+        sandboxes = [ports[f"sandbox {name}"] for name in names]
+        env.update(localstack.named_providers(names, env["RESETGATE_PROVIDER_KIND"], sandboxes,
+                                              env["RESETGATE_PROVIDER_API_KEY"]))  # fmt: skip
+    env.update(localstack.webhook_env(kept, env["RESETGATE_PROVIDER_KIND"],
+                                      ports.get("webhooks", 0)))  # fmt: skip
+    # The console on its own loopback port, its cookie over plain HTTP (loopback only).
+    env.setdefault("RESETGATE_CONSOLE_PORT", str(ports["console"]))
+    env.setdefault("RESETGATE_CONSOLE_COOKIE_SECURE", "false")
     # The minimal reset page admission serves in local runs only (docs/api.md).
     env.setdefault("RESETGATE_RESET_URL_BASE", f"{admission}/reset-password")
     env.setdefault("RESETGATE_LOCAL_RESET_PAGE", "true")
     env.setdefault("RESETGATE_HTTP_HOST", "127.0.0.1")
-    env["RESETGATE_SANDBOX_PORT"] = str(ports["sandbox"])
+    env["RESETGATE_SANDBOX_PORT"] = str(sandbox)
+    # The emails the sandbox received survive a restart of the stack (one file per sandbox).
+    env["RESETGATE_SANDBOX_MESSAGES_FILE"] = str(directory / "sandbox-messages.json")
     env["RESETGATE_SANDBOX_API_KEY"] = env["RESETGATE_PROVIDER_API_KEY"]
     env.setdefault("RESETGATE_SANDBOX_BOUNCE_DOMAIN", "bounce.example")
     env["RESETGATE_UP_DIR"] = str(directory)
@@ -128,13 +188,20 @@ def base_env(
 
 
 def start(name: str, port: int, env: dict[str, str], logs: Path) -> Child:
-    """``port``: the operational listener (RESETGATE_METRICS_PORT); the sandbox's only one."""
-    path = logs / f"{name}.log"
+    """``port``: the operational listener (RESETGATE_METRICS_PORT); the sandbox's only one
+    (``sandbox NAME``: one of several, logging to sandbox-NAME.log)."""
+    module, _, suffix = name.partition(" ")
+    path = logs / f"{module}{'-' + suffix if suffix else ''}.log"
+    extra = {"RESETGATE_METRICS_PORT": str(port)}
+    if module == "sandbox":
+        extra["RESETGATE_SANDBOX_PORT"] = str(port)
+        if suffix:  # one of several: a file of its own
+            extra["RESETGATE_SANDBOX_MESSAGES_FILE"] = str(logs / f"sandbox-{suffix}-messages.json")
     with path.open("ab") as log:
         # A session of its own: Ctrl-C reaches `resetgate up`, which stops children in order.
         process = subprocess.Popen(
-            [sys.executable, "-m", f"services.{name}"],
-            env=dict(env, RESETGATE_METRICS_PORT=str(port)),
+            [sys.executable, "-m", f"services.{module}"],
+            env=dict(env, **extra),
             stdout=log,
             stderr=log,
             start_new_session=True,
@@ -226,6 +293,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default="http",
         help="which provider API the services speak; the sandbox answers as it documents",
     )
+    parser.add_argument(
+        "--providers",
+        default="",
+        metavar="A,B",
+        help="several named providers (RESETGATE_PROVIDERS), each with a sandbox of its own "
+        "from port + 10; the first serves every partition until `resetgate ops provider "
+        "switch` moves some",
+    )
     parser.set_defaults(handler=up)
 
 
@@ -236,7 +311,10 @@ def up(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, _interrupt)
     directory = Path(args.dir).resolve()
     directory.mkdir(parents=True, exist_ok=True)
-    ports = plan_ports(requested_port(args))
+    check_provider_kind(args)
+    names = requested_names(args)
+    kind = os.environ.get("RESETGATE_PROVIDER_KIND", args.provider)
+    ports = plan_ports(requested_port(args), kind, names)
     check_ports(ports)
     services: list[Child] = []
     redis_child: list[Child] = []
@@ -245,9 +323,10 @@ def up(args: argparse.Namespace) -> int:
         if not redis_url:
             server, child = embedded_redis(directory, args.provider)
             redis_url, redis_child = server.url, [child]
-        env = base_env(redis_url, ports, directory, args.provider)
+        env = base_env(redis_url, ports, directory, args.provider, names)
         seed_accounts(env, directory)
-        return run(env, ports, directory, services, redis_child)
+        note = forget_stale(env)
+        return run(env, ports, directory, services, redis_child, note)
     except KeyboardInterrupt:
         print("\nstopping: services first, then the sandbox, then Redis ...", file=sys.stderr)
         return 0
@@ -263,18 +342,35 @@ def run(
     directory: Path,
     services: list[Child],
     redis_child: list[Child],
+    note: str = "",
 ) -> int:
-    services.append(start("sandbox", ports["sandbox"], env, directory))
-    wait_ready(services[0], "/healthz")
+    for name in (n for n in ports if n.startswith("sandbox")):
+        services.append(start(name, ports[name], env, directory))
+        wait_ready(services[-1], "/healthz")
+    if env.get("RESETGATE_SANDBOX_WEBHOOK_URL") and env["RESETGATE_PROVIDER_KIND"] == "sendgrid":
+        env.update(localstack.sendgrid_key(env["RESETGATE_PROVIDER_URL"],
+                                           env["RESETGATE_PROVIDER_API_KEY"]))  # fmt: skip
+    sandboxes = len(services)
     for name in (n for n in SERVICES if find_spec(f"services.{n}")):
         services.append(start(name, ports[name + OPS], env, directory))
-    for child in services[1:]:
+    for child in services[sandboxes:]:
         wait_ready(child, "/readyz")
     stack.write_env(directory / stack.ENV_FILE, banner.env_file(env, ports))
-    print(banner.text(env, ports, directory, redis_child != []), flush=True)
+    print(banner.text(env, ports, directory, redis_child != [], note), flush=True)
     dead = watch([*services, *redis_child])
     print(f"stopping everything: {dead.exit_line()}", file=sys.stderr)
     return 1
+
+
+def forget_stale(env: dict[str, str]) -> str:
+    """Partitions a previous run assigned to a provider not configured now go back to the
+    default one (nothing would send them); what was done, for the banner ("" if nothing)."""
+    names = localstack.configured_names(env)
+    stale = localstack.forget_unconfigured(env["RESETGATE_REDIS_URL"], names)
+    if not stale:
+        return ""
+    moved = ", ".join(f"{p} ({name})" for p, name in sorted(stale.items()))
+    return f"partitions {moved} were assigned to a provider not configured now: back to {names[0]}"
 
 
 def _interrupt(*_: object) -> None:

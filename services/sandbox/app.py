@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from services.sandbox import control, modes, provider
 from services.sandbox.dialects import DIALECTS
+from services.sandbox.keep import keep
 from services.sandbox.logs import log
 from services.sandbox.responses import SANDBOX, error, json_response
 from services.sandbox.settings import SandboxSettings
@@ -50,6 +52,8 @@ def create_app(settings: SandboxSettings) -> web.Application:
     app = web.Application(middlewares=[json_errors], client_max_size=2**31)
     app[SANDBOX] = sandbox = Sandbox(settings)
     app.cleanup_ctx.append(watch(sandbox.stalls))
+    if settings.messages_file:
+        app.cleanup_ctx.append(keep(sandbox, Path(settings.messages_file)))
     if settings.mode == "http":
         provider.add_routes(app)
     else:

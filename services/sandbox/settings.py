@@ -21,7 +21,7 @@ Probability = Field(default=0.0, ge=0.0, le=1.0)
 EveryNth = Field(default=0, ge=0)
 
 # Fields that only matter when the listening socket and routes are created.
-STARTUP_ONLY = frozenset({"host", "port", "mode"})
+STARTUP_ONLY = frozenset({"host", "port", "mode", "messages_file"})
 Mode = Literal["http", "sendgrid", "postmark", "mailgun"]
 
 
@@ -102,6 +102,10 @@ class SandboxSettings(BaseSettings):
     out_of_order_every: int = EveryNth
     poll_error_probability: float = Probability
     poll_error_every: int = EveryNth
+
+    # Keep the messages across a restart in this file (services/sandbox/keep.py); "" = in
+    # memory only. `resetgate up` sets it; the chart never does.
+    messages_file: str = ""
 
     # Memory bounds: the oldest messages/events are forgotten past these caps.
     max_messages: int = Field(default=100_000, ge=1)

@@ -15,6 +15,7 @@ from typing import Any
 from services.sender.attempt import AttemptRunner, Job
 from services.sender.room import Room
 from services.sender.settings import SenderSettings
+from services.sender.unserved import Unserved
 from shared import clock, control, metrics
 from shared.consumer import Entry, StreamConsumer
 from shared.keys import JOB_FIELD, SEND_GROUP, PartitionKeys
@@ -70,6 +71,7 @@ class Sender:
             send_jobs(client, p, settings.consumer_name) for p in range(settings.partitions)
         ]
         self._serving: dict[int, str] = {}  # partition -> provider, as last exported
+        self.unserved = Unserved(settings.partitions)
         self._readers = 0
         self.readers_done = asyncio.Event()
 
@@ -93,6 +95,7 @@ class Sender:
         for p in range(self.settings.partitions):
             metrics.partition_paused.labels(str(p)).set(int(p in self.state.paused))
             self._provider_gauge(p)
+        self.unserved.report(self.state, self.runner.name, frozenset(self.runners))
         metrics.redis_up.labels(SERVICE).set(1)
         return 1.0
 

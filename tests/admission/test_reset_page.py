@@ -53,3 +53,22 @@ def _partition(operation_id: str) -> int:
     partition = operation_partition(operation_id, 4)
     assert partition is not None
     return partition
+
+
+async def test_a_used_link_says_so_when_opened_not_after_a_new_password(
+    redis: Redis, redis_server: Any
+) -> None:
+    await seed_directory(redis)
+    async with serving(admission_settings(redis_server.url, local_reset_page=True)) as http:
+        op = await new_operation(http, ALICE[1].account_id)
+        fields = {"operation": op, "token": KEYS.derive(op)}
+        used = await answer(http.post("/reset-password", data={**fields, "password": "x"}))
+        assert used[0] == 200
+        opened = await answer(http.get("/reset-password", params=fields))
+        forged = await answer(http.get("/reset-password", params={**fields, "token": "A" * 43}))
+        await redis.hset(PartitionKeys(_partition(op)).operation(op), "token_consumed_at", 0)
+        await redis.hset(PartitionKeys(_partition(op)).operation(op), "token_expires_at", 1)
+        expired = await answer(http.get("/reset-password", params=fields))
+    assert opened[0] == 409 and "already been used" in opened[1] and "<form" not in opened[1]
+    assert forged[0] == 403 and "<form" not in forged[1]  # nothing about the op without its token
+    assert expired[0] == 410 and "<form" not in expired[1], expired

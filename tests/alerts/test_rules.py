@@ -35,6 +35,7 @@ PAGES = {
     "OperationsExhausted",
     "OldestEligibleAgeHigh",
     "SendersStalled",
+    "PartitionProviderNotConfigured",
     "ProviderCredentialsRejected",
     "ProviderPaused",
     "AmbiguousAttemptsRising",
@@ -59,7 +60,7 @@ NOT_PAGES = {
 }
 # Alerts built on per-partition metrics must name the partition they fire for.
 PARTITIONED = {"OperationsExhausted", "OldestEligibleAgeHigh", "SendersStalled",
-               "AmbiguousAttemptsRising"}  # fmt: skip
+               "AmbiguousAttemptsRising", "PartitionProviderNotConfigured"}  # fmt: skip
 RUNBOOK_URL = re.compile(r"^docs/runbook\.md#([a-z0-9-]+)$")
 
 

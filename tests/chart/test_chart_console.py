@@ -91,7 +91,7 @@ def test_console_env_is_what_the_settings_class_reads(helm: Helm) -> None:
 def test_unset_console_values_keep_the_service_defaults(helm: Helm) -> None:
     docs = helm.template({"console.enabled": True})
     assert console_env(deployments(docs)["admission"]) == {
-        "RESETGATE_CONSOLE_PORT": "8090",
+        "RESETGATE_CONSOLE_PORT": "8086",  # as `make run` serves it; 8090 is the sandbox
         "RESETGATE_CONSOLE_HOST": "0.0.0.0",
     }
 

@@ -1,8 +1,9 @@
 """The console in a real headless Chromium against real processes (sandbox provider under a
-storm, admission with its console listener, a sender and the router): find an operation,
-read its timeline while the storm runs, pause a partition, quarantine and release one of its
-operations, watch the oldest page refresh itself; every rendered page is scanned for a login,
-an address or a token. Screenshots go to ``RESETGATE_CONSOLE_SCREENSHOTS`` (the committed
+storm, admission with its console listener, a sender, the poller and the router): find an
+operation, read its timeline while the storm runs, pause a partition, quarantine (find it
+among the quarantined, follow its audit entry) and release one of its operations, watch the
+oldest page refresh itself, see a bounce as a bounce; every rendered page is scanned for a
+login, an address or a token. Screenshots go to ``RESETGATE_CONSOLE_SCREENSHOTS`` (the committed
 ones: ``docs/console/``) or to the test's temporary directory."""
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ TOKEN = "browser-internal-token-0123456789"
 STORM = 240  # operations admitted at once
 PARTITIONS = 4
 RATE = 12  # the sandbox's sends/s; the sender's ceiling (24/s) is twice that, so 429s come
-pytestmark = pytest.mark.timeout(180)
+BOUNCE_DOMAIN = "bounce.example"
+pytestmark = pytest.mark.timeout(240)
 
 
 @pytest.fixture(scope="module")
@@ -77,6 +79,14 @@ class Stack:
         ))  # fmt: skip
         self.operations = [r["operation_id"] for r in replies]
 
+    async def bounce_me(self) -> str:
+        """An account whose address bounces, reset through the internal API."""
+        account = Account("acct-bounce", f"someone@{BOUNCE_DOMAIN}")
+        await RedisDirectory(self.redis).add("login-bounce", account)
+        body = {"account_id": account.account_id, "entry_point": "agent", "actor": "t"}
+        await self.internal("/internal/v1/recovery-operations", body)
+        return account.account_id
+
     async def state(self, operation_id: str) -> str:
         return str(
             await self.redis.hget(PartitionKeys.of(operation_id).operation(operation_id), "state")
@@ -86,7 +96,7 @@ class Stack:
 @pytest.fixture
 async def stack(redis: Redis, redis_server: Any, tmp_path: Path) -> AsyncIterator[Stack]:
     async with run_sandbox_process(
-        send_rate_per_second=RATE, delivered_delay_seconds=1.0
+        send_rate_per_second=RATE, delivered_delay_seconds=1.0, bounce_domain=BOUNCE_DOMAIN
     ) as provider:
         port = free_port()
         base = {
@@ -111,6 +121,8 @@ async def stack(redis: Redis, redis_server: Any, tmp_path: Path) -> AsyncIterato
                 RESETGATE_PROMOTE_INTERVAL_SECONDS="0.1",
             )
             processes.add("router", RESETGATE_BLOCK_MS="100")
+            # Delivery as the provider reports it (the bounce below) comes through the poller.
+            processes.add("poller", RESETGATE_POLL_INTERVAL_SECONDS="0.5")
             await asyncio.gather(*(processes.start(n) for n in processes.services))
             yield Stack(processes, f"http://127.0.0.1:{port}", redis, provider)
 
@@ -275,14 +287,24 @@ async def test_console_in_chromium_during_a_storm(
     pages.shot("providers")
     waiting = await _still_waiting(stack, partition)
 
-    # Quarantine the waiting operation, then release it, each behind a confirmation.
+    # Quarantine the waiting operation, then release it, each behind a confirmation. Until
+    # then it waits for its partition to be resumed, and says so instead of "(19 s ago)".
     _find(pages, waiting)
+    assert f"waits for partition {partition} to be resumed" in driver.page_source
     pages.click("Quarantine…")
     assert pages.heading() == "Quarantine"
     driver.find_element(By.ID, "reason").send_keys("player asked to hold")
     pages.submit()
     assert await stack.state(waiting) == "quarantined"
     assert "quarantined by console:maria" in driver.page_source
+    # Findable from the console, as the CLI lists it; the audit entry links back to it.
+    pages.open("/console/oldest")
+    held = driver.find_element(By.XPATH, "//section[h2[@id='quarantined-h']]").text
+    assert waiting in held, held
+    pages.open("/console/providers")
+    audit = driver.find_element(By.XPATH, f"//tbody/tr[td[3]='quarantine']/td[4]/a[.='{waiting}']")
+    pages.follow(audit)
+    assert pages.heading() == "Recovery operation" and waiting in driver.current_url
     pages.click("Release…")
     pages.submit()
     assert await stack.state(waiting) == "queued"
@@ -308,8 +330,18 @@ async def test_console_in_chromium_during_a_storm(
     retried = await _throttled_once(stack)
     pages.open(f"/console/operations/{retried}")
     cells = driver.find_element(By.XPATH, "//tbody/tr[td[4]='throttled']").text
-    assert "429" in cells and "Retry-After in seconds" in cells
+    assert "429" in cells and "the provider said how many seconds to wait" in cells
+    assert "Fencing" not in driver.page_source and "sent by " in cells
     pages.shot("operation")
+
+    # A bounce reads as a bounce on the account, never as a green "accepted".
+    bounced = await stack.bounce_me()
+    pages.open(f"/console/accounts/{bounced}")
+    pages.wait_for("accepted, then bounced", timeout=40)
+    badge = driver.find_element(By.CSS_SELECTOR, "td .state-bounced")
+    assert badge.text == "accepted, then bounced"
+    assert badge.value_of_css_property("color") != driver.find_element(
+        By.TAG_NAME, "main").value_of_css_property("color")  # fmt: skip
 
     pages.open("/console/providers")
     throttled = driver.find_element(By.XPATH, "//section[1]//tbody/tr/td[5]").text

@@ -59,6 +59,9 @@ SECRET = "do-not-echo-this-secret-value"
         ("router", {"RESETGATE_REDIS_SENTINELS": "s1:26379,s2"}, "RESETGATE_REDIS_SENTINELS"),
         ("router", {"RESETGATE_TOKEN_KEYS": f"k1:{SECRET}", "RESETGATE_REDIS_CLUSTER": "true",
                     "RESETGATE_REDIS_SENTINELS": "s1:26379"}, "RESETGATE_REDIS_CLUSTER"),
+        # The sandbox has a prefix of its own; `resetgate up` gives it the provider's kind.
+        ("sandbox", {"RESETGATE_SANDBOX_MODE": "postmrk"}, "RESETGATE_SANDBOX_MODE"),
+        ("sandbox", {"RESETGATE_SANDBOX_PORT": "http"}, "RESETGATE_SANDBOX_PORT"),
     ],
 )
 def test_invalid_settings_stop_the_service_with_one_clear_line(
@@ -78,6 +81,7 @@ def test_invalid_settings_stop_the_service_with_one_clear_line(
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr
     assert lines[0].startswith("invalid configuration:") and named in lines[0]
+    assert "pydantic" not in lines[0]  # its "For further information visit" URL
     assert SECRET not in done.stderr
 
 

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from redis.asyncio import Redis
 
 from services.ctl import stack
@@ -131,3 +132,33 @@ def test_a_closed_pipe_ends_quietly(tmp_path: Path, redis_server: RedisServer) -
         os.close(write)
     assert "Traceback" not in done.stderr and "BrokenPipeError" not in done.stderr, done.stderr
     assert done.returncode == 1
+
+
+def test_no_stack_and_no_redis_url_is_a_refusal_not_the_machines_own_redis(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """This machine has a Redis on 127.0.0.1:6379: an all-zero table read from it looked like
+    an answer about the stack."""
+    monkeypatch.setattr(stack, "PROJECT_ROOT", tmp_path)  # no checkout's .run/ either
+    monkeypatch.chdir(tmp_path)
+    for name in [n for n in os.environ if n.startswith("RESETGATE_")]:
+        monkeypatch.delenv(name)
+    with pytest.raises(stack.StackError) as refused:
+        stack.use_local_stack()
+    message = str(refused.value)
+    assert message.startswith("error: no Redis to talk to: RESETGATE_REDIS_URL is unset")
+    assert "make run" in message and "RESETGATE_REDIS_URL" in message
+
+
+def test_ops_status_outside_any_checkout_refuses_in_one_line(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", "import sys; from services.ctl import main, stack; "
+         f"stack.PROJECT_ROOT = stack.Path({str(tmp_path)!r}); "
+         "sys.argv = ['resetgate', 'ops', 'status']; main.main()"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False,
+        env={k: v for k, v in os.environ.items() if not k.startswith("RESETGATE_")},
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout
+    assert done.stdout == "", "no table from a Redis nobody chose"
+    assert done.stderr.strip().splitlines() == [done.stderr.strip()]
+    assert done.stderr.startswith("error: no Redis to talk to")

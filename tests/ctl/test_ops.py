@@ -127,3 +127,18 @@ async def test_show_escapes_what_would_drive_the_terminal(
     assert "\\x1b[2J" in shown and "\\u202e" in shown, shown
     assert codec.loads(ops(redis_server, "show", op, "--json").stdout)["provider_message_id"] == (
         "m\x9b2J\u202e1")  # fmt: skip
+
+
+async def test_status_flags_a_partition_whose_provider_is_not_configured(
+    redis: Redis, redis_server: RedisServer
+) -> None:
+    """Two operations sat queued with 0 attempts and status showed them as not paused."""
+    await redis.hset("rg:control", "provider:1", "primary")  # a run with two providers did it
+    done = ops(redis_server, "status")
+    assert done.returncode == 0, done.stderr
+    row = next(line for line in done.stdout.splitlines() if line.split()[0] == "1")
+    assert row.endswith("primary (not configured)"), row
+    assert "warning: partitions 1 (primary) are assigned to a provider not configured" \
+           in done.stderr  # fmt: skip
+    rows = {r["partition"]: r for r in ops_json(redis_server, "status")["partitions"]}
+    assert rows[1]["provider_configured"] is False and rows[0]["provider_configured"] is True

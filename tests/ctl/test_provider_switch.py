@@ -59,6 +59,11 @@ async def test_switch_moves_partitions_and_rollback_moves_them_back(
     assert provider(redis_server, "rollback").returncode == 0
     state = await control.read(redis)
     assert state.providers == {0: "primary", 1: "primary"} and not state.paused
+    again = provider(redis_server, "rollback")  # it used to re-apply the switch
+    assert again.returncode == 1, again
+    assert again.stderr.splitlines()[-1].startswith("nothing to roll back"), again.stderr
+    state = await control.read(redis)
+    assert state.providers == {0: "primary", 1: "primary"} and not state.paused
 
 
 async def test_switch_keeps_a_partition_paused_by_someone_else_paused(

@@ -1,10 +1,10 @@
-"""The README's quick start on a fresh clone, as a newcomer types it (issue 15, "done when").
+"""The README's quick start on a fresh clone, as a newcomer types it.
 
 `git clone` of this repository into a temporary directory, `RESETGATE_HTTP_PORT=<free> make
 run` in the background (reusing this test run's virtualenv: the clone's `.venv` points at it),
 then every command the README's quick start and "Using it" show and every command the banner
 prints, exactly as written (only OPERATION_ID is replaced by the id the commands answered),
-each answer checked.
+each answer checked. The README has no other commands to run (`make test` is this suite).
 """
 
 from __future__ import annotations
@@ -165,7 +165,8 @@ def test_the_readmes_quick_start_works_as_written(clone: Clone) -> None:
 
 
 def follow_the_link(link: str) -> None:
-    """What a player does with the email: open the link, submit the form, once."""
+    """What a player does with the email: open the link, submit the form, once; opened
+    again, the used link says so before any form."""
     status, page = get(link)
     assert status == 200 and "<form" in page
     query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(link).query))
@@ -174,6 +175,16 @@ def follow_the_link(link: str) -> None:
     first, again = get(base, form), get(base, form)
     assert first[0] == 200 and "Done" in first[1], first
     assert again[0] == 409 and "already been used" in again[1], again
+    reopened = get(link)
+    assert reopened[0] == 409 and "<form" not in reopened[1], reopened
+
+
+def test_every_command_in_the_readme_is_one_these_tests_run() -> None:
+    """Commands live in the two sections the tests below run, nowhere else in the README."""
+    readme = (ROOT / "README.md").read_text()
+    run = [sh_blocks(section(readme, title)) for title in ("Quick start", "Using it")]
+    assert sh_blocks(readme) == [block for blocks in run for block in blocks]
+    assert [len(block) for blocks in run for block in blocks] == [2, 6, 1, 5, 2]
 
 
 @pytest.mark.timeout(600)
@@ -191,6 +202,11 @@ def test_the_readmes_internal_api_and_accounts_commands_work_as_written(clone: C
     assert json.loads(clone.run(one, f"{source}\n{bearer}").stdout)["attempt_ledger"] is not None
     listed = json.loads(clone.run(oldest, f"{source}\n{bearer}").stdout)
     assert "operations" in listed
-    add = next(c for c in accounts if c.startswith("resetgate accounts add"))
-    done = clone.run(add, 'export PATH="$PWD/.venv/bin:$PATH"')
+    imports, add = accounts
+    on_path = 'export PATH="$PWD/.venv/bin:$PATH"'
+    (clone.path / "players.csv").write_text("login,account_id,email,locale\n"
+                                            "player8,acct-8,player8@example.com,en\n")  # fmt: skip
+    done = clone.run(imports.split("#")[0], on_path)
+    assert done.returncode == 0 and "imported 1 account(s)" in done.stdout, done.stderr
+    done = clone.run(add, on_path)
     assert done.returncode == 0 and "added account acct-9" in done.stdout, done.stderr

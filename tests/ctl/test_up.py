@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import re
 import signal
 import socket
+import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +29,8 @@ def free_stack_port() -> int:
     """A port for `resetgate up --port`: that one, the next four and + 10 all free."""
     for _ in range(100):
         port = free_port()
-        if all(bindable(p) for p in up.plan_ports(port).values()):
+        widest = up.plan_ports(port, "postmark", ["a", "b"])  # every port any mode takes
+        if all(bindable(p) for p in [*widest.values(), port + up.SANDBOX_OFFSET]):
             return port
     raise AssertionError("no free block of ports")
 
@@ -191,8 +195,10 @@ def test_port_comes_from_the_flag_then_the_environment(monkeypatch: pytest.Monke
     assert up.requested_port(argparse.Namespace(port=19000)) == 19000
     assert up.plan_ports(18080) == {
         "sandbox": 18090, "admission": 18080, "admission ops": 18081, "sender ops": 18082,
-        "poller ops": 18083, "router ops": 18084,
+        "poller ops": 18083, "router ops": 18084, "console": 18086,
     }  # fmt: skip
+    pushed = up.plan_ports(8080, "postmark", ["a", "b"])
+    assert (pushed["webhooks"], pushed["sandbox a"], pushed["sandbox b"]) == (8085, 8090, 8091)
     monkeypatch.setenv("RESETGATE_HTTP_PORT", "eighty")
     with pytest.raises(SystemExit, match="RESETGATE_HTTP_PORT"):
         up.requested_port(argparse.Namespace(port=None))
@@ -203,3 +209,139 @@ def test_the_local_secrets_are_made_once_and_kept(tmp_path: Path) -> None:
     assert up.local_secrets(tmp_path) == first
     assert (tmp_path / up.SECRETS_FILE).stat().st_mode & 0o077 == 0
     assert len(first["RESETGATE_INTERNAL_API_TOKEN"]) >= 16
+
+
+async def ctrl_c(process: asyncio.subprocess.Process) -> str:
+    os.killpg(process.pid, signal.SIGINT)
+    _, stderr = await asyncio.wait_for(process.communicate(), timeout=90)
+    assert process.returncode == 0, stderr.decode()
+    return stderr.decode()
+
+
+@pytest.mark.timeout(300)
+async def test_a_restart_within_a_second_of_ctrl_c_comes_up(tmp_path: Path) -> None:
+    port = free_stack_port()
+    first = await start_up(tmp_path, "--port", str(port))
+    try:
+        banner = await asyncio.wait_for(read_banner(first), timeout=120)
+        token = re.search(r"Bearer ([^'\s]+)", banner)
+        assert token is not None
+        view = await reset_is_accepted(f"http://127.0.0.1:{port}", token.group(1))
+    finally:
+        await ctrl_c(first)
+    stopped = time.monotonic()
+    again = await start_up(tmp_path, "--port", str(port))
+    try:
+        assert time.monotonic() - stopped < 1
+        await asyncio.wait_for(read_banner(again), timeout=120)
+        # The sandbox still shows the email it received before the restart.
+        sandbox = f"http://127.0.0.1:{port + up.SANDBOX_OFFSET}"
+        kept = await sandbox_messages(sandbox, view["operation_id"])
+        assert len(kept) == 1 and "/reset-password?" in kept[0]["email"]["text"], kept
+    finally:
+        if again.returncode is None:
+            await ctrl_c(again)
+
+
+async def sandbox_messages(sandbox: str, operation_id: str) -> list[dict[str, Any]]:
+    url = f"{sandbox}/_sandbox/messages?operation_id={operation_id}"
+    async with aiohttp.ClientSession() as session, session.get(url) as reply:
+        assert reply.status == 200, await reply.text()
+        return list((await reply.json())["data"])
+
+
+async def test_a_provider_kind_the_sandbox_cannot_speak_is_one_line_naming_it(
+    tmp_path: Path,
+) -> None:
+    process = await start_up(tmp_path, "--port", str(free_stack_port()),
+                             RESETGATE_PROVIDER_KIND="postmrk")  # fmt: skip
+    _, stderr = await asyncio.wait_for(process.communicate(), timeout=60)
+    lines = stderr.decode().strip().splitlines()
+    assert process.returncode == 1
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("invalid configuration: RESETGATE_PROVIDER_KIND: 'postmrk'")
+    assert "pydantic" not in lines[0]
+
+
+async def account_view(base: str, token: str, account: str, delivery: str) -> dict[str, Any]:
+    url = f"{base}/internal/v1/accounts/{account}/recovery-operation"
+    view: dict[str, Any] = {}
+    async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {token}"}) as session:
+        for _ in range(300):
+            async with session.get(url) as reply:
+                view = await reply.json()
+            if view.get("delivery") == delivery:
+                break
+            await asyncio.sleep(0.2)
+    return view
+
+
+@pytest.mark.timeout(240)
+async def test_postmark_mode_shows_a_bounce_through_its_webhook_and_names_everything(
+    tmp_path: Path,
+) -> None:
+    """Postmark has no event feed: a bounce reaches the store only through its webhook."""
+    port = free_stack_port()
+    process = await start_up(tmp_path, "--port", str(port), "--provider", "postmark")
+    try:
+        banner = await asyncio.wait_for(read_banner(process), timeout=120)
+        sandbox = f"http://127.0.0.1:{port + up.SANDBOX_OFFSET}"
+        assert "provider   postmark: the sandbox speaking postmark's API, its signed webhooks" \
+               in banner  # fmt: skip
+        assert f"console    http://127.0.0.1:{port + up.CONSOLE_OFFSET}" in banner
+        assert f"messages   {sandbox}/_sandbox/messages" in banner
+        env_file = stack.read_env(tmp_path / "env")
+        assert env_file["RESETGATE_PROVIDER_KIND"] == "postmark"
+        assert env_file["RESETGATE_CONSOLE_URL"] == f"http://127.0.0.1:{port + 6}"
+        base, token = env_file["RESETGATE_ADMISSION_URL"], env_file["RESETGATE_INTERNAL_API_TOKEN"]
+        async with aiohttp.ClientSession() as session:
+            body = {"login": "bounce-me"}
+            async with session.post(f"{base}/v1/password-resets", json=body) as reply:
+                assert reply.status == 202
+            async with session.get(env_file["RESETGATE_CONSOLE_URL"] + "/sign-in") as reply:
+                assert reply.status == 200
+        view = await account_view(base, token, "acct-1003", "bounced")
+        assert view["delivery"] == "bounced", view
+    finally:
+        await ctrl_c(process)
+
+
+def provider_command(directory: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`resetgate ops provider ...` from a second shell that has only the env file."""
+    return subprocess.run(
+        [sys.executable, "-m", "services.ctl.main", "ops", "provider", *args],
+        env=child_env(RESETGATE_RUN_DIR=str(directory)), capture_output=True, text=True,
+        timeout=120, check=False,
+    )  # fmt: skip
+
+
+def provider_show(directory: Path) -> dict[str, list[int]]:
+    done = provider_command(directory, "show", "--json")
+    assert done.returncode == 0, done.stderr
+    return {row["provider"]: row["partitions"] for row in json.loads(done.stdout)["providers"]}
+
+
+@pytest.mark.timeout(300)
+async def test_two_providers_run_locally_and_a_plain_restart_leaves_no_partition_behind(
+    tmp_path: Path,
+) -> None:
+    port = free_stack_port()
+    process = await start_up(tmp_path, "--port", str(port), "--providers", "primary,standby")
+    try:
+        banner = await asyncio.wait_for(read_banner(process), timeout=120)
+        assert f"sandbox standby http://127.0.0.1:{port + up.SANDBOX_OFFSET + 1}" in banner
+        assert stack.read_env(tmp_path / "env")["RESETGATE_PROVIDERS"] == "primary,standby"
+        assert provider_show(tmp_path)["standby"] == []
+        switch = provider_command(tmp_path, "switch", "--partitions", "0-1", "--to", "standby")
+        assert switch.returncode == 0, switch.stderr
+        assert provider_show(tmp_path)["standby"] == [0, 1]
+    finally:
+        await ctrl_c(process)
+    plain = await start_up(tmp_path, "--port", str(port))
+    try:
+        banner = await asyncio.wait_for(read_banner(plain), timeout=120)
+        assert "partitions 0 (standby), 1 (standby) were assigned to a provider not " \
+               "configured now: back to http" in banner  # fmt: skip
+        assert provider_show(tmp_path) == {"http": list(range(16))}
+    finally:
+        await ctrl_c(plain)

@@ -22,8 +22,14 @@ from services.admission.console.html import (
     when,
 )
 from services.admission.console.pages import notice, page, principal_of
-from services.admission.console.views import operation_href
+from services.admission.console.views import (
+    configured_providers,
+    operation_href,
+    provider_text,
+)
 from shared import actions, clock, control, queries
+from shared.ids import valid_operation_id
+from shared.model import State
 from shared.status import partitions_status, provider_status
 
 OLDEST_LIMIT = 20
@@ -50,12 +56,11 @@ def _operation_cells(r: dict[str, Any], now: int) -> list[object]:
     ]
 
 
-async def _oldest_eligible(request: web.Request, now: int) -> list[dict[str, Any]]:
+async def _oldest_live(request: web.Request, now: int) -> list[dict[str, Any]]:
     settings = request.app[SETTINGS]
-    rows = await queries.oldest_live(
+    return await queries.oldest_live(
         request.app[REDIS], settings.partitions, OLDEST_LIMIT * 4, settings.max_attempts, now
     )
-    return [r for r in rows if r["state"] not in queries.HELD][:OLDEST_LIMIT]
 
 
 def _partition_row(partition: int, paused: bool, r: dict[str, Any] | None, now: int) -> Markup:
@@ -77,13 +82,14 @@ async def _live_fragment(request: web.Request) -> Markup:
     partition_rows = [
         _partition_row(p, p in state.paused, r, now) for p, r in enumerate(per_partition)
     ]
+    live = await _oldest_live(request, now)
     overall_rows = [
         row(
             link(operation_href(r["operation_id"]), r["operation_id"]),
             r["partition"],
             *_operation_cells(r, now),
         )
-        for r in await _oldest_eligible(request, now)
+        for r in [r for r in live if r["state"] not in queries.HELD][:OLDEST_LIMIT]
     ]
     if not overall_rows:
         overall_rows = [Markup('<tr><td colspan="8">No eligible operation.</td></tr>')]
@@ -93,7 +99,22 @@ async def _live_fragment(request: web.Request) -> Markup:
         overall=join(overall_rows),
         limit=OLDEST_LIMIT,
         review=_review(await queries.held_for_review(client, settings.partitions)),
+        quarantined=_quarantined([r for r in live if r["state"] == State.QUARANTINED], now),
     )
+
+
+def _quarantined(rows: list[dict[str, Any]], now: int) -> Markup:
+    """Held by an operator: not eligible, so not in the lists above, but findable here."""
+    if not rows:
+        return notice("No operation is quarantined.")
+    items = [
+        Markup(
+            f"<li>{link(operation_href(r['operation_id']), r['operation_id'])} "
+            f"(partition {escape(r['partition'])}, created {relative(r['created_at'], now)})</li>"
+        )
+        for r in rows[:OLDEST_LIMIT]
+    ]
+    return Markup(f"<ul>{join(items)}</ul>")
 
 
 def _review(rows: list[dict[str, Any]]) -> Markup:
@@ -159,10 +180,17 @@ def _paused_by(r: dict[str, Any]) -> Markup:
 def _audit(entries: list[dict[str, Any]]) -> Markup:
     if not entries:
         return notice("No operator action recorded yet.")
-    rows = [
-        row(when(int(e.get("at") or 0)), *(e.get(f) or "-" for f in AUDIT_FIELDS)) for e in entries
-    ]
+    rows = [row(when(int(e.get("at") or 0)), *_audit_cells(e)) for e in entries]
     return table(("When", "Who", "Action", "Target", "Result", "Reason"), rows)
+
+
+def _audit_cells(entry: dict[str, Any]) -> list[object]:
+    """The entry's fields; an operation it acted on is a link to that operation."""
+    cells: list[object] = [entry.get(f) or "-" for f in AUDIT_FIELDS]
+    target = str(entry.get("target") or "")
+    if valid_operation_id(target):
+        cells[AUDIT_FIELDS.index("target")] = link(operation_href(target), target)
+    return cells
 
 
 async def providers(request: web.Request) -> web.Response:
@@ -174,6 +202,7 @@ async def providers(request: web.Request) -> web.Response:
     state = await control.read(client)
     provider = await provider_status(client, settings.provider_name, state)
     rows = await partitions_status(client, settings.partitions, state)
+    configured = configured_providers(settings.provider_name)
     provider_row = row(
         provider.name,
         _credentials(provider.auth_paused),
@@ -188,7 +217,7 @@ async def providers(request: web.Request) -> web.Response:
     partition_rows = [
         row(
             r["partition"],
-            provider.name,
+            provider_text(state.provider_for(r["partition"], configured[0]), configured),
             _sending(r),
             _paused_by(r),
             r["send"],

@@ -29,6 +29,11 @@ from shared.ids import valid_account_id
 from shared.model import LIVE, QUARANTINABLE, Attempt, Delivery, Operation, State
 from shared.providers.named import ProviderConfigError, provider_names
 
+# Delivery the provider reported that means the player got no usable email: the operation
+# is accepted (nothing more is sent) but support must not read that as "sent, all fine".
+UNDELIVERED = frozenset({Delivery.BOUNCED, Delivery.COMPLAINED, Delivery.REJECTED})
+WAITING = frozenset({State.QUEUED, State.DEFERRED})  # a paused partition holds these
+
 
 def operation_href(operation_id: str) -> str:
     return "/console/operations/" + quote(operation_id, safe="")
@@ -36,6 +41,26 @@ def operation_href(operation_id: str) -> str:
 
 def account_href(account_id: str) -> str:
     return "/console/accounts/" + quote(account_id, safe="")
+
+
+def state_badge(state: str, delivery: str) -> Markup:
+    """The state as support should read it: an accepted email that bounced is a bounce."""
+    if state == State.ACCEPTED and delivery in UNDELIVERED:
+        return Markup(f'<span class="state state-bounced">accepted, then {escape(delivery)}'
+                      "</span>")  # fmt: skip
+    return Markup(f'<span class="state state-{escape(state)}">{escape(state)}</span>')
+
+
+def configured_providers(default: str) -> list[str]:
+    """The provider names the services are configured with (RESETGATE_PROVIDERS)."""
+    try:
+        return provider_names(fallback=default)
+    except ProviderConfigError:
+        return [default]
+
+
+def provider_text(name: str, configured: list[str]) -> str:
+    return name if name in configured else f"{name} (not configured: nothing sends through it)"
 
 
 async def home(request: web.Request) -> web.Response:
@@ -74,16 +99,16 @@ def _last_answer(operation: Operation) -> str:
         return "no attempt finished yet"
     status = operation.last_status or "no HTTP status"
     source = operation.retry_after_source
-    why = f"; last schedule from {SOURCES.get(source, source)}" if source else ""
+    why = f"; the next try was timed because {SOURCES.get(source, source)}" if source else ""
     return f"{operation.last_outcome} ({status}){why}"
 
 
 # What each Retry-After source (shared.retry_after.Source) means to a person reading it.
 SOURCES = {
-    "delta": "Retry-After in seconds",
-    "date": "Retry-After as an HTTP date",
-    "absent": "no Retry-After: backoff",
-    "invalid": "unreadable Retry-After: backoff",
+    "delta": "the provider said how many seconds to wait",
+    "date": "the provider said when to try again",
+    "absent": "the provider gave no wait, so we wait a little longer each time",
+    "invalid": "the provider's wait was unreadable, so we wait a little longer each time",
 }
 _RETRY_AT = re.compile(r"^retry at (\d{12,14})$")
 
@@ -102,13 +127,17 @@ def _retry_after(attempt: Attempt) -> str:
 
 
 def _fencing(attempt: Attempt) -> Markup:
-    parts = [Markup(f"<code>{escape(attempt.attempt_id)}</code>")]
-    if attempt.consumer:
-        parts.append(escape(f"held by {attempt.consumer}"))
+    """Who made the attempt, in words; the ids stay for on-call, after the words."""
+    who = f"sent by {attempt.consumer}" if attempt.consumer else "sender unknown"
+    parts = [
+        escape(who),
+        Markup(f"<small>attempt <code>{escape(attempt.attempt_id)}</code></small>"),
+    ]
     if attempt.reason == "lease_expired":
-        parts.append(escape("lease ran out: fenced off, settled as ambiguous"))
+        parts.append(escape("the sender stopped answering: this attempt was checked with the "
+                            "provider instead of being sent again"))  # fmt: skip
     if attempt.reconciled:
-        parts.append(escape(f"reconciled: {attempt.reconciled}"))
+        parts.append(escape(f"checked with the provider: {attempt.reconciled}"))
     return join(parts, "<br>")
 
 
@@ -178,29 +207,35 @@ def _horizon(operation: Operation, now: int) -> Markup:
     return relative(operation.horizon_at, now)
 
 
-async def _provider(request: web.Request, operation: Operation) -> str:
-    """Its owner and why: after a switch an ambiguous operation stays with its provider."""
-    fallback = request.app[SETTINGS].provider_name
-    try:
-        default = (provider_names(fallback=fallback) or [fallback])[0]
-    except ProviderConfigError:
-        default = fallback
-    state = await control.read(request.app[REDIS])
-    return ownership.owner(operation, state, default).describe()
+def _provider(default: str, operation: Operation, state: control.ControlState) -> str:
+    """Its owner and why (after a switch an ambiguous operation stays with its provider),
+    flagged when no service is configured with it."""
+    configured = configured_providers(default)
+    held = ownership.owner(operation, state, configured[0])
+    return f"{provider_text(held.provider, configured)} ({held.why})"
+
+
+def _next_attempt(operation: Operation, state: control.ControlState, now: int) -> Markup:
+    """A paused partition's operation is not late: it waits for a resume, and says so."""
+    if operation.state in WAITING and operation.partition in state.paused:
+        note = state.paused_notes.get(operation.partition, {})
+        why = f" ({escape(note['reason'])})" if note.get("reason") else ""
+        return Markup(f"<strong>waits for partition {operation.partition} to be resumed</strong>"
+                      f": it is paused{why}; nothing is sent until then")  # fmt: skip
+    return relative(operation.next_attempt_at, now)
 
 
 def _operation_values(operation: Operation, max_attempts: int, now: int) -> dict[str, Any]:
     return {
         "operation_id": operation.operation_id,
         "account": link(account_href(operation.account_id), operation.account_id),
-        "state": str(operation.state),
+        "state": state_badge(operation.state, operation.delivery),
         "reason": f"({operation.reason})" if operation.reason not in ("", operation.state) else "",
         "partition": operation.partition,
         "created": relative(operation.created_at, now),
         "attempts": operation.attempts,
         "max_attempts": max_attempts,
         "remaining": queries.remaining_attempts(operation, max_attempts),
-        "next_attempt": relative(operation.next_attempt_at, now),
         "last_answer": _last_answer(operation),
         "horizon": _horizon(operation, now),
         "token_expires": relative(operation.token_expires_at, now),
@@ -224,10 +259,12 @@ async def operation_page(request: web.Request) -> web.Response:
     operation = detail.operation
     principal = principal_of(request)
     assert principal is not None  # the auth middleware let the request through
+    state, now = await control.read(client), clock.now_ms()
     body = render(
         "operation",
-        **_operation_values(operation, settings.max_attempts, clock.now_ms()),
-        provider=await _provider(request, operation),
+        **_operation_values(operation, settings.max_attempts, now),
+        next_attempt=_next_attempt(operation, state, now),
+        provider=_provider(settings.provider_name, operation, state),
         actions=_actions(operation, principal),
         timeline=_timeline(detail.ledger),
         entry_points=_entry_points(operation),
@@ -258,7 +295,7 @@ async def account_page(request: web.Request) -> web.Response:
             row(
                 "live" if op.state in LIVE else "last",
                 link(operation_href(op.operation_id), op.operation_id),
-                op.state,
+                state_badge(op.state, op.delivery),
                 when(op.created_at),
                 op.attempts,
                 op.delivery,
