@@ -23,6 +23,7 @@ from shared.operations import load_operation
 from shared.providers.base import Provider
 from shared.providers.http import HttpProvider
 from shared.providers.named import load_providers
+from shared.replication import Replicas
 from shared.tokens import parse_keys
 from tests.conftest import CLUSTER, TEST_TOKEN_KEYS
 from tests.support.sandbox import SANDBOX_API_KEY, run_sandbox
@@ -87,7 +88,12 @@ class Stack:
         async with aiohttp.ClientSession() as session, contextlib.AsyncExitStack() as adapters:
             configured = load_providers(settings, named) if named else []
             opened = await open_all(adapters, session, configured)
-            sender = build_sender(settings, self.redis, session, provider, opened=opened)
+            # As the sender's wiring does: WAIT's per-node connections (Cluster) are closed.
+            replicas = Replicas(self.redis, settings, settings.wait_replicas,
+                                settings.wait_timeout_ms)  # fmt: skip
+            adapters.push_async_callback(replicas.close)
+            sender = build_sender(settings, self.redis, session, provider, opened=opened,
+                                  replicas=replicas)  # fmt: skip
             await sender.refresh_control()
             tasks = [asyncio.create_task(loop(stop)) for loop in workers(sender)]
             try:

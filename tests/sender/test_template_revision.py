@@ -13,6 +13,7 @@ from shared.emails.files import Choice, Templates
 from shared.model import State
 from shared.operations import load_attempts
 from shared.settings import Brand
+from tests.conftest import CLUSTER
 from tests.console.helpers import console, console_settings, get_text, sign_in
 from tests.sender.conftest import Stack
 from tests.support.sandbox import sent_emails
@@ -21,7 +22,8 @@ from tests.templates.helpers import studio_dir, write
 
 def _ops_show(redis_url: str, operation_id: str) -> str:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RESETGATE_")}
-    env.update(RESETGATE_REDIS_URL=redis_url, RESETGATE_PARTITIONS="4")
+    env.update(RESETGATE_REDIS_URL=redis_url, RESETGATE_PARTITIONS="4",
+               RESETGATE_REDIS_CLUSTER=str(CLUSTER).lower())
     command = [sys.executable, "-m", "services.ctl.main", "ops", "show", operation_id]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60,
                           check=False)  # fmt: skip
