@@ -80,6 +80,9 @@ class SandboxSettings(BaseSettings):
     # basic-auth credentials go in the URL, as Postmark documents (https://user:pass@host/...).
     webhook_url: str = ""
     webhook_signing_key: SecretStr = SecretStr("")  # Mailgun's HTTP webhook signing key
+    # Every wait of the provider's documented webhook retry schedule is multiplied by this
+    # (1 = the provider's own minutes and hours; 0.001 makes Mailgun's first 5 minutes 0.3 s).
+    webhook_retry_scale: float = Field(default=1.0, gt=0, le=1)
 
     # Fault injection: each fault fires with a probability, on every Nth eligible
     # request, or both. The RNG is seeded by ``seed`` so a run can be replayed.

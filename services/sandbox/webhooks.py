@@ -5,12 +5,15 @@ provider's acceptance event at once (SendGrid ``processed``, Mailgun ``accepted`
 has none), then the events the feed plans (delivered or bounced, a complaint, a late
 deferred, a duplicate) when they fall due. Each dialect shapes and signs the request as its
 provider documents (``Hook.build`` in services/sandbox/dialects/<provider>.py). A refused or
-failed POST is tried again a few times, quicker than the providers' hours of retries;
-Mailgun's documented 406 is never retried. Everything is bounded: the queue by
-``max_events``, the POSTs in flight by ``CONCURRENCY``, each POST by ``TIMEOUT``; no redirect
-is followed. Counters in ``/_sandbox/stats`` ``webhooks``: POSTs ``posted`` (a 2xx answer),
-``retried``, ``refused`` (a non-2xx answer to the last try), ``failed`` (no answer to the
-last try), and events ``dropped`` (the queue was full).
+failed POST is tried again on the provider's documented schedule (``Hook.retries``, each
+dialect naming its page), every wait multiplied by ``webhook_retry_scale`` so a test can
+live through hours of retries in a second; the answers a provider documents as final
+(Mailgun's 406, Postmark's 4xx) end it. Everything is bounded: the queue and the POSTs
+waiting for a retry by ``max_events``, the POSTs in flight by ``CONCURRENCY`` (a POST
+waiting for its retry holds no slot), each POST by ``TIMEOUT``; no redirect is followed.
+Counters in ``/_sandbox/stats`` ``webhooks``: POSTs ``posted`` (a 2xx answer), ``retried``,
+``refused`` (a non-2xx answer to the last try), ``failed`` (no answer to the last try), and
+events ``dropped`` (the queue, or the POSTs waiting for a retry, were full).
 """
 
 from __future__ import annotations
@@ -37,8 +40,6 @@ from services.sandbox.state import Sandbox
 from services.sandbox.store import Event, Message
 
 ACCEPTED = "accepted"  # the sandbox's name for a provider's acceptance event (not in the feed)
-ATTEMPTS = 3
-RETRY_SECONDS = 0.5
 TIMEOUT = aiohttp.ClientTimeout(total=5, sock_connect=2)
 CONCURRENCY = 16
 MAX_BATCH = 500  # events per SendGrid POST (SendGrid batches by time and size)
@@ -61,16 +62,30 @@ class Signing:
 
 @dataclass(frozen=True, slots=True)
 class Hook:
-    """A provider mode's webhook: ``build`` turns due events into signed POSTs; ``acceptance``
-    says whether the provider reports acceptance; ``final`` lists the statuses after which
-    the provider gives up on a POST (Mailgun's 406)."""
+    """A provider mode's webhook: ``build`` turns due events into signed POSTs; ``retries``
+    is the provider's documented schedule, the wait in seconds before each retry (counted
+    from the failed attempt before it; its length is how many retries there are);
+    ``acceptance`` says whether the provider reports acceptance; ``final`` lists the
+    statuses after which the provider gives up on a POST (Mailgun's 406)."""
 
     build: Callable[[Signing, list[Pending]], list[Post]]
+    retries: tuple[float, ...]
     acceptance: bool = False
     final: frozenset[int] = frozenset()
     # Whether the provider retries this POST at all when it fails (Mailgun never retries a
     # "delivered" notification); None: every POST is retried.
     retried: Callable[[bytes], bool] | None = None
+
+
+def exponential(first: float, horizon: float) -> tuple[float, ...]:
+    """Waits doubling from ``first`` whose last retry lands on ``horizon`` (seconds after
+    the first attempt): for a provider that documents how long it retries, not when."""
+    waits: list[float] = []
+    wait = first
+    while sum(waits) + wait < horizon:
+        waits.append(wait)
+        wait *= 2
+    return (*waits, horizon - sum(waits))
 
 
 def acceptance_event(message: Message) -> Event:
@@ -109,11 +124,6 @@ class Emitter:
     async def run(self) -> None:
         limit = asyncio.Semaphore(CONCURRENCY)
         tasks: set[asyncio.Task[None]] = set()
-
-        def finished(task: asyncio.Task[None]) -> None:
-            tasks.discard(task)
-            limit.release()
-
         connector = aiohttp.TCPConnector(limit=CONCURRENCY)
         async with aiohttp.ClientSession(timeout=TIMEOUT, connector=connector) as session:
             while True:
@@ -122,10 +132,13 @@ class Emitter:
                 # Credentials in the URL are the dialect's to send (Postmark's basic auth).
                 url = URL(self.sandbox.settings.webhook_url).with_user(None)
                 for body, headers in self._posts():
-                    await limit.acquire()
-                    task = asyncio.create_task(self._post(session, url, body, headers))
+                    if len(tasks) >= self.sandbox.settings.max_events:
+                        self.sandbox.stats.count("webhook_dropped")
+                        continue
+                    post = Posting(session, limit, url, body, headers)
+                    task = asyncio.create_task(self._post(post))
                     tasks.add(task)
-                    task.add_done_callback(finished)
+                    task.add_done_callback(tasks.discard)
 
     def _posts(self) -> list[Post]:
         """The due events as requests; a dialect that fails is logged, never the end of the
@@ -147,37 +160,51 @@ class Emitter:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.wake.wait(), wait)
 
-    async def _post(
-        self, session: aiohttp.ClientSession, url: URL, body: bytes, headers: dict[str, str]
-    ) -> None:
+    async def _post(self, post: Posting) -> None:
+        """The first attempt, then a retry after each wait of the provider's schedule
+        (read at each wait: the scale may change at runtime), until a 2xx or a final
+        answer."""
         stats = self.sandbox.stats
-        for attempt in range(ATTEMPTS):
-            if attempt:
-                stats.count("webhook_retried")
-                await asyncio.sleep(RETRY_SECONDS * attempt)
-            status = await self._once(session, url, body, headers)
-            if status is not None and 200 <= status < 300:
-                stats.count("webhook_posted")
-                return
-            if status in self.hook.final or not self._retried(body):
+        status = await post.once()
+        for wait in self.hook.retries if self._retried(post.body) else ():
+            if _delivered(status) or status in self.hook.final:
                 break
+            stats.count("webhook_retried")
+            await asyncio.sleep(wait * self.sandbox.settings.webhook_retry_scale)
+            status = await post.once()
+        if _delivered(status):
+            stats.count("webhook_posted")
+            return
         stats.count("webhook_refused" if status is not None else "webhook_failed")
         log("sandbox.webhook.undelivered", logging.WARNING, status=status)
 
     def _retried(self, body: bytes) -> bool:
         return self.hook.retried is None or self.hook.retried(body)
 
-    @staticmethod
-    async def _once(
-        session: aiohttp.ClientSession, url: URL, body: bytes, headers: dict[str, str]
-    ) -> int | None:
-        try:
-            async with session.post(url, data=body, headers=headers,
-                                    allow_redirects=False) as answer:  # fmt: skip
-                await answer.read()
-                return answer.status
-        except (aiohttp.ClientError, TimeoutError):
-            return None
+
+def _delivered(status: int | None) -> bool:
+    return status is not None and 200 <= status < 300
+
+
+@dataclass(frozen=True, slots=True)
+class Posting:
+    """One POST and what it is sent with; each attempt takes a slot of ``limit``."""
+
+    session: aiohttp.ClientSession
+    limit: asyncio.Semaphore
+    url: URL
+    body: bytes
+    headers: dict[str, str]
+
+    async def once(self) -> int | None:
+        async with self.limit:
+            try:
+                async with self.session.post(self.url, data=self.body, headers=self.headers,
+                                             allow_redirects=False) as answer:  # fmt: skip
+                    await answer.read()
+                    return answer.status
+            except (aiohttp.ClientError, TimeoutError):
+                return None
 
 
 WEBHOOKS = web.AppKey("webhooks", Emitter)

@@ -164,6 +164,12 @@ def _event_data(event: Event, message: Message) -> dict[str, Any]:
     return data
 
 
+# documentation.mailgun.com/docs/mailgun/user-manual/webhooks/webhook-retries: any answer but
+# 200 or 406 is retried "during 8 hours at the following exponential backoff intervals
+# before stopping to try: 5 minutes, 10 minutes, 15 minutes, 1 hour, 2 hours, 4 hours".
+RETRIES = (300.0, 600.0, 900.0, 3600.0, 7200.0, 14400.0)
+
+
 def retried(body: bytes) -> bool:
     """documentation.mailgun.com/docs/mailgun/user-manual/webhooks/webhook-retries: a failed
     POST is retried "for Webhooks other than the delivery notification"."""
@@ -198,6 +204,6 @@ DIALECT = Dialect(
                               "documentation"),
     lookup_path=f"/v3/{DOMAIN}/events",
     lookup=events,
-    hook=Hook(webhook_posts, acceptance=True, final=frozenset({406}), retried=retried),
+    hook=Hook(webhook_posts, RETRIES, acceptance=True, final=frozenset({406}), retried=retried),
     refusals={name: _refusal(name) for name in REFUSALS},
 )

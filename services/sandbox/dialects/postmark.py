@@ -125,6 +125,18 @@ BOUNCES = {"bounced": ("HardBounce", 1), "deferred": ("Transient", 2),
            "complained": ("SpamComplaint", 512)}  # fmt: skip
 
 
+# Postmark's developer pages (webhooks-overview and each webhook's page) give no retry
+# schedule for outbound webhooks; Postmark's own integration guide does
+# (github.com/ActiveCampaign/postmark-skills, postmark-webhooks/SKILL.md, "Retries and
+# Failure Handling"): the same ladder for every outbound type, 3 retries 1, 5 and 15 min
+# apart, then 6 more 1, 5, 10, 10, 10 and 15 min apart (9 in ~72 min); only a 5xx, 408,
+# 429 or no answer is retried, "every other 4xx is permanent". (The 10 retries over ~10.5 h
+# of postmarkapp.com/support/article/understanding-inbound-webhook-retries-in-postmark are
+# the inbound webhook's.)
+RETRIES = tuple(60.0 * m for m in (1, 5, 15, 1, 5, 10, 10, 10, 15))
+FINAL = frozenset(range(400, 500)) - {408, 429}
+
+
 def _record(event: Event, message: Message) -> dict[str, Any]:
     at = rfc3339(event.occurred_at)
     record: dict[str, Any] = {"MessageID": message.id, "MessageStream": "outbound",
@@ -164,7 +176,7 @@ DIALECT = Dialect(
                             "marked as inactive."),
     lookup_path="/messages/outbound",
     lookup=search,
-    hook=Hook(webhook_posts),
+    hook=Hook(webhook_posts, RETRIES, final=FINAL),
     refusals={"forbidden": _forbidden, "undocumented": _undocumented},
     template_path="/email/withTemplate",
     template_parse=parse_templated,

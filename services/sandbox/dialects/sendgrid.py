@@ -24,7 +24,16 @@ from services.sandbox.ratelimit import FixedWindow
 from services.sandbox.responses import SANDBOX, json_response, read_json
 from services.sandbox.state import Sandbox
 from services.sandbox.store import Event, Message
-from services.sandbox.webhooks import ACCEPTED, MAX_BATCH, WEBHOOKS, Hook, Pending, Post, Signing
+from services.sandbox.webhooks import (
+    ACCEPTED,
+    MAX_BATCH,
+    WEBHOOKS,
+    Hook,
+    Pending,
+    Post,
+    Signing,
+    exponential,
+)
 
 
 def _errors(status: int, message: str, field: str | None = None,
@@ -122,6 +131,14 @@ EVENT_NAMES = {ACCEPTED: "processed", "delivered": "delivered", "bounced": "boun
                "complained": "spamreport", "deferred": "deferred"}  # fmt: skip
 
 
+# twilio.com/docs/sendgrid/for-developers/tracking-events/troubleshooting: any answer but a 2xx
+# is retried "until we receive a 2xx response or the maximum time has expired. All events
+# are retried at increasing intervals for up to 24 hours after the event occurs." The
+# intervals are not documented: doubling from 1 minute (an assumption), the last retry at
+# 24 h (11 retries).
+RETRIES = exponential(60.0, 24 * 3600.0)
+
+
 def _event(event: Event, message: Message) -> dict[str, Any]:
     row: dict[str, Any] = {
         "email": message.body["to"][0], "timestamp": int(event.occurred_at),
@@ -172,7 +189,7 @@ DIALECT = Dialect(
     failed=lambda status: _errors(status, "internal server error"),
     rejected=lambda: _errors(400, "Does not contain a valid address.",
                              "personalizations.0.to.0.email"),
-    hook=Hook(webhook_posts, acceptance=True),
+    hook=Hook(webhook_posts, RETRIES, acceptance=True),
     routes=(("GET", "/v3/user/webhooks/event/settings/signed/{id}", public_key),),
     refusals={"sender_not_verified": _sender_not_verified, "undocumented": _undocumented},
 )
