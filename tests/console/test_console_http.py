@@ -262,9 +262,10 @@ async def test_an_expired_session_is_refused(redis: Redis, redis_server: Any) ->
 
 
 async def test_the_operation_page_shows_its_owner_after_a_switch(
-    redis: Redis, redis_server: Any
+    redis: Redis, redis_server: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Ambiguous at the provider its partition switched away from: it stays owned there.
+    monkeypatch.setenv("RESETGATE_PROVIDERS", "primary,standby")
     operation_id = await _admit(redis, redis_server.url, "acct-alice")
     key = PartitionKeys.of(operation_id).operation(operation_id)
     partition = PartitionKeys.of(operation_id).partition

@@ -71,12 +71,13 @@ async def test_a_provider_name_that_is_not_configured_is_flagged(
 ) -> None:
     await seed_directory(redis)
     op = await _admit(redis, redis_server.url, "acct-alice")
+    partition = PartitionKeys.of(op).partition
     await redis.hset(_op_key(op), "provider", "primary")
-    await redis.hset("rg:control", "provider:0", "primary")
+    await redis.hset("rg:control", f"provider:{partition}", "primary")
     async with console(console_settings(redis_server.url)) as http:
         headers = await sign_in(http)
         operation = await get_text(http, f"/console/operations/{op}", headers)
         providers = await get_text(http, "/console/providers", headers)
     assert "primary (not configured: nothing sends through it)" in operation
-    row = providers.split("<tr><td>0</td>")[1].split("</tr>")[0]
+    row = providers.split(f"<tr><td>{partition}</td>")[1].split("</tr>")[0]
     assert "primary (not configured: nothing sends through it)" in row, row
