@@ -50,7 +50,7 @@ async def test_each_attempt_records_the_revision_of_the_files_it_sent(
 
     shown = _ops_show(stack.redis_url, second)
     assert f"template={row2.template}" in shown
-    async with console(console_settings(stack.redis_url)) as http:
+    async with console(console_settings(stack.redis_url, redis_cluster=CLUSTER)) as http:
         headers = await sign_in(http)
         page = await get_text(http, f"/console/operations/{second}", headers)
     assert "Template revision" in page and f"<code>{row2.template}</code>" in page
