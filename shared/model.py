@@ -144,6 +144,7 @@ _INT_FIELDS = (
     "delivery_observed_at",
     "observation_closed_at",
     "replays",
+    "throttles",
 )
 _TEXT_FIELDS = (
     "last_outcome",
@@ -186,6 +187,7 @@ class Operation:
     delivery_observed_at: int = 0
     observation_closed_at: int = 0
     replays: int = 0
+    throttles: int = 0  # attempts the provider throttled: refunded, never in ``attempts``
     entry_points: dict[str, int] = field(default_factory=dict)
 
     @classmethod

@@ -70,6 +70,7 @@ class AttemptRunner:
             backoff_base_ms=int(settings.backoff_base_seconds * 1000),
             backoff_cap_ms=int(settings.backoff_cap_seconds * 1000),
             observation_window_ms=settings.observation_window_seconds * 1000,
+            max_advised_wait_ms=int(settings.max_advised_wait_seconds * 1000),
         )
         self.retention_ms = settings.retention_seconds * 1000
         self.auth_paused = False
