@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 from typing import Any
 
 from botocore.exceptions import (
@@ -182,7 +183,7 @@ class SesProvider:
                 reply = await getattr(await self._client(service), call)()
                 quota = reply.get("SendQuota", reply)
                 rate = float(quota["MaxSendRate"])
-                if rate > 0:
+                if math.isfinite(rate) and rate > 0:
                     return rate
         event(log, logging.INFO, "provider reports no maximum send rate", provider=self.name)
         return None
