@@ -399,29 +399,27 @@ async def provider_endpoint(run: Run, sandbox: dict[str, Any]) -> AsyncIterator[
     async with storm_moto.moto_server(STARTUP_SECONDS) as url:
         run.rate = await storm_moto.max_send_rate(url)
         run.ideal_s = ideal_seconds(run.n, run.rate, run.scenario.schedule)
-        run.settings = {"RESETGATE_PROVIDER_MAX_RATE": str(ceiling(run.scenario, run.rate)),
-                        "moto MaxSendRate": f"{run.rate:g}"}  # fmt: skip
+        run.settings = {**ceiling(run.scenario, run.rate), "moto MaxSendRate": f"{run.rate:g}"}
         yield url
 
 
 async def storm(run: Run, timeout: float, timeline: bool = False) -> Run:
     scenario = run.scenario
     sandbox = {**sandbox_overrides(scenario, run.rate, run.key_retention), "mode": run.provider}
-    run.settings = {"RESETGATE_PROVIDER_MAX_RATE": str(ceiling(scenario, run.rate)),
-                    **retention_env(run),
+    run.settings = {**ceiling(scenario, run.rate), **retention_env(run),
                     **{f"sandbox {k}": str(v) for k, v in sandbox.items()}}  # fmt: skip
     # Wiring, not a behaviour setting (so not printed): where the sandbox pushes its events.
     hook_port = free_port() if pushes_events(run.provider) else 0
     if hook_port:
         sandbox.update(sandbox_webhooks(run.provider, hook_port))
-    run.ideal_s = ideal_seconds(run.n, run.rate, scenario.schedule)
+    run.ideal_s = ideal_seconds(run.n, run.rate, scenario.schedule, scenario.blackout)
     # Without an idempotency key the sender needs appendfsync always (it refuses otherwise).
     server = RedisServer(appendonly=keyless(run.provider), appendfsync="always").start()
     client = Redis.from_url(server.url, decode_responses=True)
     try:
         await seed_directory(client, run.n)
         async with provider_endpoint(run, sandbox) as provider_url:
-            sender_env = {"RESETGATE_PROVIDER_MAX_RATE": str(ceiling(scenario, run.rate))}
+            sender_env = ceiling(scenario, run.rate)
             env = {**service_env(server.url, provider_url, run.provider), **retention_env(run)}
             logs = Path(tempfile.mkdtemp(prefix=f"rg-storm-{scenario.name}-"))
             run.notes.append(f"service logs in {logs}")
@@ -456,7 +454,7 @@ def run_scenario(name: str, args: argparse.Namespace) -> Run | None:
     run = Run(
         SCENARIOS[name],
         args.n,
-        args.rate,
+        SCENARIOS[name].rate or args.rate,
         args.senders,
         args.admissions,
         provider=args.provider,

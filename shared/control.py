@@ -39,6 +39,25 @@ def key_fingerprint(api_key: str) -> str:
     return hashlib.sha256(api_key.encode()).hexdigest()[:12]
 
 
+QUOTA = "quota"  # the kind of a provider pause that lifts itself at its ``until`` (ms)
+
+
+async def quota_pause(
+    client: RedisClient, provider: str, until: int, reason: str, fingerprint: str
+) -> None:
+    """Pause sending through ``provider`` until ``until`` (ms): its quota is used up until
+    its window rolls over (``shared.quota``). The sender lifts it then, by itself."""
+    note = {"since": clock.now_ms(), "kind": QUOTA, "reason": reason[:200], "until": until,
+            "status": 429, "key": fingerprint}  # fmt: skip
+    await client.hset(CONTROL, f"auth_paused:{provider}", codec.dumps_str(note))
+
+
+def pause_over(note: dict[str, object], now: int) -> bool:
+    """True when a pause that lifts itself (it has an ``until``) has reached it."""
+    until = note.get("until")
+    return isinstance(until, int) and 0 < until <= now
+
+
 async def read(client: RedisClient) -> ControlState:
     raw = await client.hgetall(CONTROL)
     notes = {int(str(k)[7:]): _note(v) for k, v in raw.items() if str(k).startswith("paused:")}

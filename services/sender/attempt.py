@@ -28,10 +28,13 @@ from shared.operations import (
     finalise_attempt,
 )
 from shared.providers.base import Provider, SendResult
+from shared.quota import QUOTA_EXCEEDED, DailyQuota, refused_until
 from shared.redis import RedisClient
 from shared.tokens import TokenKeys
 
 log = logging.getLogger(__name__)
+# Outcomes after which the provider may have taken the send: it stays counted in the quota.
+_MAY_HAVE_SENT = frozenset({Outcome.ACCEPTED, Outcome.AMBIGUOUS})
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +56,7 @@ class AttemptRunner:
         *,
         name: str | None = None,
         api_key: str | None = None,
+        quota: DailyQuota | None = None,
     ) -> None:
         """``name``, ``api_key``: one of several named providers (None: the single-provider
         ``RESETGATE_PROVIDER_NAME`` and ``RESETGATE_PROVIDER_API_KEY``)."""
@@ -74,9 +78,32 @@ class AttemptRunner:
         )
         self.retention_ms = settings.retention_seconds * 1000
         self.auth_paused = False
+        self.quota = quota
 
-    async def run(self, job: Job, slot_ms: float) -> None:
-        """One attempt in the pacing slot ``slot_ms`` (the time it was granted)."""
+    async def take_quota(self) -> int | None:
+        """One send from the provider's daily quota: when it was taken (ms; 0 when there is
+        no quota), or None when the quota is used up (the provider is paused until the
+        window rolls over, and the job goes back to wait)."""
+        if self.quota is None:
+            return 0
+        now = clock.now_ms()
+        taken = await self.quota.take(self.client, now)
+        if taken.taken:
+            return now
+        await self._quota_pause(taken.reopens_at, f"daily quota of {self.quota.limit} sends "
+                                "used up; sending resumes as the window rolls over")  # fmt: skip
+        return None
+
+    async def _quota_pause(self, until: int, reason: str) -> None:
+        self.auth_paused = True  # this replica stops now; the others within a second
+        fingerprint = control.key_fingerprint(self.api_key)
+        await control.quota_pause(self.client, self.name, until, reason, fingerprint)
+        event(log, logging.WARNING, "provider quota used up; sending paused",
+              provider=self.name, until=until)  # fmt: skip
+
+    async def run(self, job: Job, slot_ms: float, quota_at: int = 0) -> None:
+        """One attempt in the pacing slot ``slot_ms`` (the time it was granted);
+        ``quota_at``: when its send was taken from the daily quota (0: none)."""
         attempt_id = ids.attempt_id()
         begun = await begin_attempt(
             self.client,
@@ -92,11 +119,19 @@ class AttemptRunner:
         )
         if begun.code is not BeginCode.BEGIN:
             self._not_begun(job, begun)
+            await self._unspent(quota_at)
             return
         result = await self._attempt(job, begun)
         await self._finalise(job, attempt_id, begun, result)
+        if not isinstance(result, SendResult) or result.outcome not in _MAY_HAVE_SENT:
+            await self._unspent(quota_at)
         if isinstance(result, SendResult):
             await self.pacer.observe(result, slot_ms)
+
+    async def _unspent(self, quota_at: int) -> None:
+        """Nothing reached the player: the send taken from the quota goes back."""
+        if self.quota is not None and quota_at:
+            await self.quota.give_back(self.client, quota_at)
 
     def _not_begun(self, job: Job, begun: Begun) -> None:
         partition = str(job.partition)
@@ -225,6 +260,9 @@ class AttemptRunner:
     async def _feedback(self, result: SendResult) -> None:
         if result.outcome is Outcome.THROTTLED:
             metrics.provider_throttled.labels(self.name).inc()
+            if result.reason == QUOTA_EXCEEDED:
+                until = refused_until(self.quota, clock.now_ms())
+                await self._quota_pause(until, "the provider says its daily quota is used up")
         elif result.outcome is Outcome.AUTH:
             self.auth_paused = True
             fingerprint = control.key_fingerprint(self.api_key)

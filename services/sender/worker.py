@@ -106,7 +106,13 @@ class Sender:
 
     async def _refresh_auth(self, runner: AttemptRunner) -> None:
         mine = self.state.auth_paused.get(runner.name)
-        if mine and mine.get("key") != control.key_fingerprint(runner.api_key):
+        if mine and control.pause_over(mine, clock.now_ms()):
+            # A quota's window rolled over: the pause lifts by itself.
+            await control.auth_resume(self.client, runner.name)
+            event(log, logging.INFO, "provider pause over; sending resumes",
+                  provider=runner.name, kind=mine.get("kind"))  # fmt: skip
+            mine = None
+        elif mine and mine.get("key") != control.key_fingerprint(runner.api_key):
             # A different key has been deployed since the rejection: try again with it.
             await control.auth_resume(self.client, runner.name)
             event(log, logging.INFO, "new provider key deployed; auth pause lifted",
@@ -219,10 +225,11 @@ class Sender:
             # must not escape, or this worker dies and takes the whole sender down with it.
             allowed = runner is not None and not runner.auth_paused
             slot = await runner.pacer.acquire(stop) if runner and allowed else None
-            if runner is None or slot is None:
+            quota_at = await runner.take_quota() if runner and slot is not None else None
+            if runner is None or slot is None or quota_at is None:
                 await self._hand_back([job])
                 return
-            await runner.run(job, slot)
+            await runner.run(job, slot, quota_at)
         except ERRORS as error:
             event(
                 log,
