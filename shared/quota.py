@@ -76,7 +76,6 @@ class DailyQuota:
         await self._request(taken_at, -1).run(client)
 
 
-
 def refused_until(quota: DailyQuota | None, now: int) -> int:
     """Until when a refusal that says the quota is used up pauses the provider: AWS's 10
     minutes, or the quota's window if shorter."""
