@@ -226,6 +226,7 @@ class Operation:
             "state": str(self.state),
             "created_at": self.created_at,
             "attempts": self.attempts,
+            "throttles": self.throttles,
             "next_attempt_at": self.next_attempt_at or None,
             "token_expires_at": self.token_expires_at,
             "token_consumed_at": self.token_consumed_at or None,
