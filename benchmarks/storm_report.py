@@ -29,6 +29,7 @@ class Scenario:
     rate: float = 0.0  # the provider's rate for this scenario (0: --rate)
     burst: int = 0  # the provider's burst (0: the sandbox's default)
     blackout: float = 0.0  # seconds of 429 to every send, no wait stated, from the first
+    quota_window: float = 0.0  # SES: RESETGATE_QUOTA_WINDOW_SECONDS (the daily quota's window)
 
 
 SCENARIOS = {
@@ -50,8 +51,15 @@ SCENARIOS = {
         Scenario("slow-0.2", "0.2 send/s, burst 1, default ceiling", 0.0, rate=0.2, burst=1),
         Scenario("blackout", "429 without a wait to every send for 600 s, then 10/s",
                  0.0, rate=10.0, blackout=600.0),
+        Scenario("quota", "SES on moto: 1/s and a daily quota (200) below N, its window "
+                 "shortened to 300 s", 0.0, quota_window=300.0),
     )
 }  # fmt: skip
+
+
+def quota_ideal(n: int, rate: float, quota: int, window: float) -> float:
+    """A quota below N: the first ``quota`` at the rate, the rest once the window rolls."""
+    return n / rate if n <= quota else window + (n - quota) / rate
 
 
 def parse_schedule(text: str) -> list[tuple[float, float]]:
