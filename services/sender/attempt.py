@@ -90,8 +90,10 @@ class AttemptRunner:
         taken = await self.quota.take(self.client, now)
         if taken.taken:
             return now
-        await self._quota_pause(taken.reopens_at, f"daily quota of {self.quota.limit} sends "
-                                "used up; sending resumes as the window rolls over")  # fmt: skip
+        if not self.auth_paused:  # workers that were already waiting for a slot: said once
+            reason = (f"daily quota of {self.quota.limit} sends used up; sending resumes as "
+                      "the window rolls over")  # fmt: skip
+            await self._quota_pause(taken.reopens_at, reason)
         return None
 
     async def _quota_pause(self, until: int, reason: str) -> None:

@@ -161,4 +161,4 @@ def _throttled(
                             decision="exhausted")  # fmt: skip
     return Finalisation(Outcome.THROTTLED, status, State.DEFERRED, retry_at=retry_at,
                         reason=reason, retry_after_source=source, refund=True,
-                        decision=f"throttled; retry at {retry_at}, attempt not spent")  # fmt: skip
+                        decision=f"retry at {retry_at}; throttled, attempt not spent")  # fmt: skip

@@ -44,14 +44,14 @@ async def test_throttles_beyond_max_attempts_are_waited_out_and_each_one_is_reco
     stack: Stack,
 ) -> None:
     """A provider that answers 429 without a wait to every send for longer than the retry
-    budget lasts (here 2 attempts and 1.5 s, a proportionate stand-in for 10 minutes of a
+    budget lasts (here 1 attempt and 2 s, a proportionate stand-in for 10 minutes of a
     1 h token): the operation waits it out and is delivered once."""
-    await configure(stack.provider_url, send_blackout_seconds=1.5, retry_after_form="absent")
+    await configure(stack.provider_url, send_blackout_seconds=2, retry_after_form="absent")
     op = await stack.admit("acct-throttled")
-    async with stack.sender(max_attempts=2, provider_min_rate=0.5):
-        done = await stack.wait_state(op, {State.ACCEPTED, State.EXHAUSTED}, timeout=20)
+    async with stack.sender(max_attempts=1, provider_min_rate=0.5, provider_burst=1):
+        done = await stack.wait_state(op, {State.ACCEPTED, State.EXHAUSTED}, timeout=30)
     assert done.state is State.ACCEPTED, done.reason
-    assert done.throttles > 2 and done.attempts == 1
+    assert done.throttles >= 2 and done.attempts == 1
     ledger = await load_attempts(stack.redis, op)
     assert [row.outcome for row in ledger].count("throttled") == done.throttles
     stats = await sandbox_stats(stack.provider_url)
