@@ -21,6 +21,8 @@ from shared.provider import SendResult
 from shared.redis import RedisClient
 from shared.service import sleep_or_stop
 
+NO_ADVICE_MAX_MS = 2000.0
+
 
 class Pacer:
     def __init__(
@@ -118,8 +120,11 @@ class Pacer:
             self.declared = declared
         if result.outcome is Outcome.ACCEPTED:
             self._accepted += 1  # reported with the next reservation: no round trip here
+        # A 429 without a wait pauses for a burst's refill, at most 2 s: at the floor rate a
+        # burst is minutes, and the next slot is far enough away already.
+        no_advice_ms = min(self.burst_ms, NO_ADVICE_MAX_MS)
         seen = self._capped(
-            pacing.observe(result, slot_ms, clock.now_ms(), self.floor, self.burst_ms)
+            pacing.observe(result, slot_ms, clock.now_ms(), self.floor, no_advice_ms)
         )
         if not seen.matters(self.rate):
             return

@@ -64,7 +64,12 @@ local rate = base * (1 + climb(since_cut * scale))
 local taken = tonumber(f[8] or "0") + tonumber(ARGV[9])
 if good > rate and taken > 0 then rate = math.min(good, base * (1 + climb(since_cut))) end
 local start = tonumber(ARGV[11])
-if cut == 0 and start > 0 then rate = start * 2 ^ math.min(taken, 64) end
+if cut == 0 and start > 0 then rate = start * 2 ^ math.min(taken, 64)
+elseif good <= 0 and taken > 0 then
+  -- Cut before any rate was measured (a provider refusing everything from the start): a
+  -- slow start from the cut rate, doubled per send accepted since the cut.
+  rate = math.max(rate, base * 2 ^ math.min(taken, 64))
+end
 rate = math.min(cap, rate)
 local spacing = 1000 / rate
 

@@ -131,3 +131,27 @@ def test_after_a_blackout_the_rate_climbs_back_to_the_settled_rate_within_second
 
     settled, rate = run(redis_server, steps)
     assert rate == settled
+
+
+def test_a_blackout_from_the_first_send_is_left_by_a_slow_start(
+    redis_server: RedisServer,
+) -> None:
+    """Refused from the first send on, the rate falls to the floor with no settled rate to
+    return to: once sends are accepted again it doubles per accepted send (a send every 20 s
+    at the floor would never find a provider at 10/s again)."""
+
+    async def steps(client: Redis) -> list[float]:
+        at = NOW
+        for _ in range(10):
+            at, slot = await _slot(client, at)
+            at = int(slot) + 10
+            await _throttled(client, at, slot)
+        rates = []
+        for _ in range(8):  # the blackout is over: each send is taken
+            at, slot = await _slot(client, at, accepted=1 if rates else 0)
+            at = int(slot) + 10
+            rates.append((await _reserve(client, at, want=1, accepted=1)).rate)
+        return rates
+
+    rates = run(redis_server, steps)
+    assert rates[0] == 2 * FLOOR and rates[-1] == CEILING
