@@ -23,6 +23,9 @@ from shared.scripts import Request, Script, key
 # Our clock and the provider's Date header agree this closely (the header has a resolution
 # of one second): an HTTP date is then an instant on our clock, kept to the millisecond.
 CLOCK_AGREEMENT_MS = 2000
+# A wait of whole seconds up to this long says one send per wait is the provider's rate now
+# (its bucket's refill); a longer one is a block, not a rate.
+MAX_RATE_WAIT_S = 60
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,7 +175,7 @@ def observe(
     """What one send result tells the shared schedule (``no_advice_ms``: see block_until)."""
     throttled = result.outcome is Outcome.THROTTLED
     block = block_until(result, now, no_advice_ms) if throttled else 0
-    if throttled and (wait := whole_seconds(result)) >= 2:
+    if throttled and 2 <= (wait := whole_seconds(result)) <= MAX_RATE_WAIT_S:
         return Observation(now, slot_ms, throttled, block, advised_rate=1 / wait)
     signal = result.rate
     if signal is not None and signal.reset_at is not None and signal.remaining is not None:

@@ -5,7 +5,8 @@
 -- horizon) says nothing new, so a burst of them costs one cut. How far it cuts is measured:
 -- when at least half the slots given since the last cut were refused, the provider is far
 -- below our rate and the rate it accepted (accepted / the time since the last cut, at least
--- a second) is where the rate settles, a little under it; when nothing was accepted, half;
+-- a second) is where the rate settles, a little under it (within a second of the previous
+-- cut no lower than half); when nothing was accepted, half;
 -- else by the cut factor. A 429 that advises a wait of whole seconds says one send per wait
 -- is what the provider allows now, and settles the rate no higher. Every 429 empties the
 -- bucket (no catch-up burst into a provider whose own bucket is empty): the next slot is
@@ -50,8 +51,11 @@ local function measured(floor)
   if accepted <= 0 then
     new = rate * tonumber(ARGV[14])
   elseif sent >= 2 * accepted then
-    local seconds = math.max(now - tonumber(f[5] or now), 1000) / 1000
-    new = math.min(new, settle * accepted / seconds)
+    local seconds = (now - tonumber(f[5] or now)) / 1000
+    new = math.min(new, settle * accepted / math.max(seconds, 1))
+    -- Within a second of the last cut a count says little (one send taken in 0.2 s at
+    -- 12/s): no more than halve; the first cut of a fresh schedule may go all the way.
+    if cut_at > 0 and seconds < 1 then new = math.max(new, rate * tonumber(ARGV[14])) end
   end
   if tonumber(ARGV[12]) > 0 then new = math.min(new, settle * tonumber(ARGV[12])) end
   new = math.max(floor, new)

@@ -155,3 +155,27 @@ def test_a_blackout_from_the_first_send_is_left_by_a_slow_start(
 
     rates = run(redis_server, steps)
     assert rates[0] == 2 * FLOOR and rates[-1] == CEILING
+
+
+def test_within_a_second_of_the_last_cut_a_count_halves_at_most(
+    redis_server: RedisServer,
+) -> None:
+    """A burst of congestion near 20/s: a second cut 0.2 s after the first, one send taken
+    in between, is no measure of a rate of one a second."""
+
+    async def steps(client: Redis) -> tuple[float, float]:
+        at = NOW
+        for _ in range(5):  # the slow start up to 40/s, every send taken
+            at, _ = await _slot(client, at, accepted=1)
+            at += 10
+        at, slot = await _slot(client, at, accepted=1)
+        before = (await _throttled(client, at + 5, slot, accepted=4)).rate
+        at += 200
+        for _ in range(4):  # four slots given, one send taken, then a 429
+            at, slot = await _slot(client, at)
+            at = int(slot) + 1
+        after = (await _throttled(client, at + 5, slot, accepted=1)).rate
+        return before, after
+
+    before, after = run(redis_server, steps)
+    assert before * TUNING.empty_cut <= after < before  # a cut, but not to one a second
