@@ -50,7 +50,7 @@ class Tuning:
     settle: float = 0.95
     empty_cut: float = 0.5  # a 429 after nothing was accepted since the last cut
     # A fresh schedule's rate, doubled per accepted send until the first 429 (slow start).
-    start_rate: float = 5.0
+    start_rate: float = 10.0
 
 
 @dataclass(frozen=True, slots=True)

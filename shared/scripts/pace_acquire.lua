@@ -22,7 +22,7 @@
 -- KEYS[1] pacing: hash   rg:{provider:<name>}:pacing
 --   base, cut_at (ms): the rate set by the last cut and when; tat (ms); rate (last given);
 --   blocked_until (ms); hint, hint_until (ms): a cap from X-RateLimit-Remaining / -Reset;
---   good: the settled rate; since (ms), accepted, sent: sends accepted and slots given
+--   good: the settled rate; since (ms), accepted, refused: sends accepted and refused
 --   since the last cut (pace_feedback measures the provider's rate from them)
 -- ARGV[1] now: ms
 -- ARGV[2] ceiling: sends/s
@@ -81,5 +81,4 @@ if start >= now + horizon then
 end
 local count = math.min(want, math.floor((now + horizon - start) / spacing) + 1)
 redis.call("HSET", KEYS[1], "rate", rate, "tat", start + count * spacing)
-redis.call("HINCRBY", KEYS[1], "sent", count)
 return {count, math.floor(start * 1000), math.floor(rate * 1000), blocked, 0}

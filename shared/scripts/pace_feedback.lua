@@ -3,7 +3,7 @@
 -- A 429 cuts the rate (not below the floor) once per congestion event: a 429 for a send
 -- whose slot may have been reserved before the last cut (a slot before the cut plus one
 -- horizon) says nothing new, so a burst of them costs one cut. How far it cuts is measured:
--- when at least half the slots given since the last cut were refused, the provider is far
+-- when at least half the answers since the last cut were refusals, the provider is far
 -- below our rate and the rate it accepted (accepted / the time since the last cut, at least
 -- a second) is where the rate settles, a little under it (within a second of the previous
 -- cut no lower than half); when nothing was accepted, half;
@@ -34,15 +34,17 @@
 -- Returns {rate*1000, blocked_until (ms), cut (1|0)}.
 local now, slot, advised = tonumber(ARGV[1]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local f = redis.call("HMGET", KEYS[1], "rate", "cut_at", "tat", "blocked_until", "since",
-  "accepted", "sent")
+  "accepted", "refused")
 local rate = tonumber(f[1] or "0")
 local cut_at, tat = tonumber(f[2] or "0"), tonumber(f[3] or "0")
 local blocked = math.max(tonumber(f[4] or "0"), advised)
 local accepted = tonumber(f[6] or "0") + tonumber(ARGV[11])
-local sent = tonumber(f[7] or "0")
+-- Answers, not slots given: a slot's answer may still be on its way (at 200/s under load
+-- a second of them), and accepted sends are reported with the next reservation.
+local refused = tonumber(f[7] or "0")
+if ARGV[2] == "1" then refused = refused + 1 end
 local cut = 0
 local returned = tonumber(ARGV[9])
-if returned > 0 and rate > 0 then sent = sent - math.floor(returned * rate / 1000) end
 if ARGV[2] == "1" or returned > 0 then tat = math.max(now, tat - returned) end
 
 local function measured(floor)
@@ -50,7 +52,7 @@ local function measured(floor)
   local new, good = rate * tonumber(ARGV[6]), nil
   if accepted <= 0 then
     new = rate * tonumber(ARGV[14])
-  elseif sent >= 2 * accepted then
+  elseif refused >= accepted then
     local seconds = (now - tonumber(f[5] or now)) / 1000
     new = math.min(new, settle * accepted / math.max(seconds, 1))
     -- Within a second of the last cut a count says little (one send taken in 0.2 s at
@@ -70,13 +72,13 @@ if ARGV[2] == "1" then
     local good
     rate, good = measured(tonumber(ARGV[5]))
     redis.call("HSET", KEYS[1], "base", rate, "cut_at", now, "rate", rate, "since", now,
-      "accepted", 0, "sent", 0)
+      "accepted", 0, "refused", 0)
     if good then redis.call("HSET", KEYS[1], "good", good) end
-    accepted, sent, cut = 0, 0, 1
+    accepted, refused, cut = 0, 0, 1
   end
   if rate > 0 then tat = math.max(tat, now + 1000 / rate) end
 end
-if cut == 0 then redis.call("HSET", KEYS[1], "accepted", accepted, "sent", math.max(0, sent)) end
+if cut == 0 then redis.call("HSET", KEYS[1], "accepted", accepted, "refused", refused) end
 redis.call("HSET", KEYS[1], "tat", math.max(tat, blocked), "blocked_until", blocked)
 if tonumber(ARGV[7]) > 0 then
   redis.call("HSET", KEYS[1], "hint", ARGV[7], "hint_until", ARGV[8])

@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+import pytest
 from redis.asyncio import Redis
 
 from services.ctl.embedded import RedisServer
@@ -61,8 +62,9 @@ def test_a_fresh_schedule_starts_slow_and_doubles_per_accepted_send(
         return first, rates
 
     first, rates = run(redis_server, steps)
-    assert first == [NOW]
-    assert rates[:3] == [TUNING.start_rate * 2**k for k in (1, 2, 3)]
+    spacing = 1000 / TUNING.start_rate  # one slot now, the next a slot later: no burst
+    assert first == [NOW + k * spacing for k in range(len(first))]
+    assert rates[:2] == [TUNING.start_rate * 2**k for k in (1, 2)]
     assert rates[-1] == CEILING and all(b >= a for a, b in itertools.pairwise(rates))
 
 
@@ -179,3 +181,22 @@ def test_within_a_second_of_the_last_cut_a_count_halves_at_most(
 
     before, after = run(redis_server, steps)
     assert before * TUNING.empty_cut <= after < before  # a cut, but not to one a second
+
+
+def test_one_429_among_many_accepted_sends_is_an_ordinary_cut(redis_server: RedisServer) -> None:
+    """Under load a second of answers is on its way and accepted sends are reported late:
+    refusals are weighed against answers, so one 429 after 20 answers taken cuts a tenth,
+    not to the 20/s reported taken while 50 slots were given."""
+
+    async def steps(client: Redis) -> tuple[float, float]:
+        at, _ = await _slot(client, NOW)
+        for _ in range(6):  # the slow start to the ceiling, every send taken
+            at, _ = await _slot(client, at + 10, accepted=1)
+        for _ in range(10):  # a second at the ceiling: 50 slots given, 20 answers back
+            slots = await _reserve(client, at, want=5, accepted=2)
+            at += 100
+        rate = slots.rate
+        return rate, (await _throttled(client, at, slots.times_ms()[-1], accepted=0)).rate
+
+    rate, after = run(redis_server, steps)
+    assert after == pytest.approx(rate * TUNING.cut, rel=0.01)
