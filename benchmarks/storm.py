@@ -21,6 +21,10 @@ CPU per 1,000 emails (from /proc) and Redis memory per accepted and per queued o
     .venv/bin/python benchmarks/storm.py --scenario drop --provider sendgrid -n 2000
     .venv/bin/python benchmarks/storm.py --scenario drop --provider postmark --search-delay 30
     .venv/bin/python benchmarks/storm.py --scenario ceiling-1.5 --provider ses -n 300
+    .venv/bin/python benchmarks/storm.py --scenario slow-1 -n 120        # 1 send/s, burst 1
+    .venv/bin/python benchmarks/storm.py --scenario slow-0.2 -n 30       # 0.2 send/s, burst 1
+    .venv/bin/python benchmarks/storm.py --scenario blackout -n 120      # 600 s of 429s
+    .venv/bin/python benchmarks/storm.py --scenario quota --provider ses -n 250  # quota 200
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ from benchmarks.storm_report import (
     Run,
     ceiling,
     ideal_seconds,
+    quota_ideal,
     report,
     sandbox_overrides,
     summary,
@@ -141,6 +146,13 @@ def service_env(redis_url: str, provider_url: str, kind: str) -> dict[str, str]:
     if kind == "ses":
         env.update(storm_moto.AWS_ENV)
     return env
+
+
+def quota_env(run: Run) -> dict[str, str]:
+    """The daily quota's window for the services, when the scenario shortens it."""
+    if not run.scenario.quota_window:
+        return {}
+    return {"RESETGATE_QUOTA_WINDOW_SECONDS": str(run.scenario.quota_window)}
 
 
 def retention_env(run: Run) -> dict[str, str]:
@@ -400,8 +412,11 @@ async def provider_endpoint(run: Run, sandbox: dict[str, Any]) -> AsyncIterator[
     async with storm_moto.moto_server(STARTUP_SECONDS) as url:
         run.rate = await storm_moto.max_send_rate(url)
         run.ideal_s = ideal_seconds(run.n, run.rate, run.scenario.schedule)
-        run.settings = {"RESETGATE_PROVIDER_MAX_RATE": str(ceiling(run.scenario, run.rate)),
-                        "moto MaxSendRate": f"{run.rate:g}"}  # fmt: skip
+        run.settings = {**ceiling(run.scenario, run.rate), "moto MaxSendRate": f"{run.rate:g}"}
+        if run.scenario.quota_window:
+            quota = await storm_moto.daily_quota(url)
+            run.ideal_s = quota_ideal(run.n, run.rate, quota, run.scenario.quota_window)
+            run.settings.update({"moto Max24HourSend": str(quota), **quota_env(run)})
         yield url
 
 
@@ -410,22 +425,22 @@ async def storm(run: Run, timeout: float, timeline: bool = False) -> Run:
     sandbox = {**sandbox_overrides(scenario, run.rate, run.key_retention), "mode": run.provider}
     if run.search_delay:
         sandbox["search_delay_seconds"] = run.search_delay
-    run.settings = {"RESETGATE_PROVIDER_MAX_RATE": str(ceiling(scenario, run.rate)),
-                    **retention_env(run),
+    run.settings = {**ceiling(scenario, run.rate), **retention_env(run),
                     **{f"sandbox {k}": str(v) for k, v in sandbox.items()}}  # fmt: skip
     # Wiring, not a behaviour setting (so not printed): where the sandbox pushes its events.
     hook_port = free_port() if pushes_events(run.provider) else 0
     if hook_port:
         sandbox.update(sandbox_webhooks(run.provider, hook_port))
-    run.ideal_s = ideal_seconds(run.n, run.rate, scenario.schedule)
+    run.ideal_s = ideal_seconds(run.n, run.rate, scenario.schedule, scenario.blackout)
     # Without an idempotency key the sender needs appendfsync always (it refuses otherwise).
     server = RedisServer(appendonly=keyless(run.provider), appendfsync="always").start()
     client = Redis.from_url(server.url, decode_responses=True)
     try:
         await seed_directory(client, run.n)
         async with provider_endpoint(run, sandbox) as provider_url:
-            sender_env = {"RESETGATE_PROVIDER_MAX_RATE": str(ceiling(scenario, run.rate))}
-            env = {**service_env(server.url, provider_url, run.provider), **retention_env(run)}
+            sender_env = ceiling(scenario, run.rate)
+            env = {**service_env(server.url, provider_url, run.provider), **retention_env(run),
+                   **quota_env(run)}  # fmt: skip
             logs = Path(tempfile.mkdtemp(prefix=f"rg-storm-{scenario.name}-"))
             run.notes.append(f"service logs in {logs}")
             async with Processes(logs, env) as stack:
@@ -459,7 +474,7 @@ def run_scenario(name: str, args: argparse.Namespace) -> Run | None:
     run = Run(
         SCENARIOS[name],
         args.n,
-        args.rate,
+        SCENARIOS[name].rate or args.rate,
         args.senders,
         args.admissions,
         provider=args.provider,
@@ -469,6 +484,9 @@ def run_scenario(name: str, args: argparse.Namespace) -> Run | None:
     )
     if args.provider == "ses" and name not in storm_moto.SCENARIOS:
         print(f"\n== {name}: SKIPPED: moto injects no faults and follows no schedule")
+        return None
+    if args.provider != "ses" and SCENARIOS[name].quota_window:
+        print(f"\n== {name}: SKIPPED: a daily quota is SES's (--provider ses)")
         return None
     return asyncio.run(storm(run, args.timeout, args.timeline))
 

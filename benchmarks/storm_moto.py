@@ -36,7 +36,9 @@ AWS_ENV = {
     "AWS_REGION": REGION,
     "AWS_DEFAULT_REGION": REGION,
 }
-SCENARIOS = ("ceiling-1.5", "ceiling-1.0", "restart")  # moto injects no faults, no schedule
+# moto injects no faults and follows no schedule; it reports a daily quota (Max24HourSend
+# 200) and never enforces it: the senders keep to it themselves (shared/quota.py).
+SCENARIOS = ("ceiling-1.5", "ceiling-1.0", "restart", "quota")
 
 
 def sender_domain() -> str:
@@ -90,6 +92,11 @@ async def _call(url: str, call: str, **kwargs: Any) -> dict[str, Any]:
 async def max_send_rate(url: str) -> float:
     """The quota moto reports (the adapter's pacing ceiling)."""
     return float((await _call(url, "get_send_quota"))["MaxSendRate"])
+
+
+async def daily_quota(url: str) -> int:
+    """moto's Max24HourSend (the senders read the same figure)."""
+    return int((await _call(url, "get_send_quota"))["Max24HourSend"])
 
 
 async def sent(url: str, addresses: list[str]) -> tuple[int, int, int]:

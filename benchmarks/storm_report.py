@@ -26,6 +26,10 @@ class Scenario:
     schedule: str = ""  # sandbox rate schedule "rate:seconds,...,rate"
     drop: float = 0.0  # sandbox: accept the send, then drop the connection
     restart: bool = False  # SIGTERM and start again each sender, one by one
+    rate: float = 0.0  # the provider's rate for this scenario (0: --rate)
+    burst: int = 0  # the provider's burst (0: the sandbox's default)
+    blackout: float = 0.0  # seconds of 429 to every send, no wait stated, from the first
+    quota_window: float = 0.0  # SES: RESETGATE_QUOTA_WINDOW_SECONDS (the daily quota's window)
 
 
 SCENARIOS = {
@@ -41,8 +45,21 @@ SCENARIOS = {
         ),
         Scenario("restart", "senders restarted one by one during the storm", 1.0, restart=True),
         Scenario("drop", "2% of sends accepted, then the connection dropped", 1.0, drop=0.02),
+        # A ceiling share of 0 leaves RESETGATE_PROVIDER_MAX_RATE at its default (50/s).
+        Scenario("slow-1", "1 send/s, burst 1 (a new SES account), default ceiling", 0.0,
+                 rate=1.0, burst=1),
+        Scenario("slow-0.2", "0.2 send/s, burst 1, default ceiling", 0.0, rate=0.2, burst=1),
+        Scenario("blackout", "429 without a wait to every send for 600 s, then 10/s",
+                 0.0, rate=10.0, blackout=600.0),
+        Scenario("quota", "SES on moto: 1/s and a daily quota (200) below N, its window "
+                 "shortened to 300 s", 0.0, quota_window=300.0),
     )
-}
+}  # fmt: skip
+
+
+def quota_ideal(n: int, rate: float, quota: int, window: float) -> float:
+    """A quota below N: the first ``quota`` at the rate, the rest once the window rolls."""
+    return n / rate if n <= quota else window + (n - quota) / rate
 
 
 def parse_schedule(text: str) -> list[tuple[float, float]]:
@@ -54,10 +71,10 @@ def parse_schedule(text: str) -> list[tuple[float, float]]:
     return phases
 
 
-def ideal_seconds(n: int, rate: float, schedule: str) -> float:
-    """N / R, or the time the schedule needs to allow N sends."""
+def ideal_seconds(n: int, rate: float, schedule: str, blackout: float = 0.0) -> float:
+    """N / R, or the time the schedule needs to allow N sends (after any blackout)."""
     if not schedule:
-        return n / rate
+        return blackout + n / rate
     left, elapsed = float(n), 0.0
     for phase_rate, seconds in parse_schedule(schedule):
         if left <= phase_rate * seconds:
@@ -119,12 +136,20 @@ def sandbox_overrides(
         overrides["send_rate_per_second"] = rate
     if scenario.drop:
         overrides["drop_probability"] = scenario.drop
+    if scenario.burst:
+        overrides["send_burst"] = scenario.burst
+    if scenario.blackout:
+        overrides["send_blackout_seconds"] = scenario.blackout
+        overrides["retry_after_form"] = "absent"
     return overrides
 
 
-def ceiling(scenario: Scenario, rate: float) -> float:
+def ceiling(scenario: Scenario, rate: float) -> dict[str, str]:
+    """RESETGATE_PROVIDER_MAX_RATE for the scenario; none (the default) for a share of 0."""
+    if not scenario.ceiling_share:
+        return {}
     peak = max(r for r, _ in parse_schedule(scenario.schedule)) if scenario.schedule else rate
-    return round(scenario.ceiling_share * peak, 3)
+    return {"RESETGATE_PROVIDER_MAX_RATE": str(round(scenario.ceiling_share * peak, 3))}
 
 
 def report(run: Run) -> None:

@@ -36,6 +36,7 @@ class PauseKind(StrEnum):
     CREDENTIALS = "credentials"  # 401/403 and the like: our key is rejected
     ACCOUNT = "account"  # a documented refusal of the whole account or domain
     REFUSALS = "refusals"  # K distinct operations refused alike: the provider refuses us
+    QUOTA = "quota"  # a daily quota used up: the pause lifts itself at its ``until`` (ms)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +57,21 @@ class ControlState:
 def key_fingerprint(api_key: str) -> str:
     """Which key was rejected, without storing the key: a rotated key lifts the pause."""
     return hashlib.sha256(api_key.encode()).hexdigest()[:12]
+
+
+async def quota_pause(
+    client: RedisClient, provider: str, until: int, reason: str, fingerprint: str
+) -> None:
+    """Pause sending through ``provider`` until ``until`` (ms): its quota is used up until
+    its window rolls over (``shared.quota``). The sender lifts it then, by itself."""
+    await provider_pause(client, provider, PauseKind.QUOTA, reason, status=429,
+                         fingerprint=fingerprint, until=until)  # fmt: skip
+
+
+def pause_over(note: dict[str, object], now: int) -> bool:
+    """True when a pause that lifts itself (it has an ``until``) has reached it."""
+    until = note.get("until")
+    return isinstance(until, int) and 0 < until <= now
 
 
 async def read(client: RedisClient) -> ControlState:
@@ -98,10 +114,14 @@ def sanitise(text: str) -> str:
 
 async def provider_pause(
     client: RedisClient, provider: str, kind: PauseKind, reason: str, *, status: int = 0,
-    fingerprint: str = "",
+    fingerprint: str = "", until: int = 0,
 ) -> None:  # fmt: skip
-    note = {"since": clock.now_ms(), "kind": str(kind), "reason": sanitise(reason),
-            "status": status, "key": fingerprint}  # fmt: skip
+    """``until`` (ms, kind quota): when the pause lifts by itself; 0: an operator lifts it."""
+    note: dict[str, object] = {"since": clock.now_ms(), "kind": str(kind),
+                               "reason": sanitise(reason), "status": status,
+                               "key": fingerprint}  # fmt: skip
+    if until:
+        note["until"] = until
     await client.hset(CONTROL, PAUSED_PROVIDER + provider, codec.dumps_str(note))
 
 

@@ -129,6 +129,11 @@ def provider_pacing(provider: str) -> str:
     return f"{PREFIX}:{{provider:{provider}}}:pacing"
 
 
+def provider_quota(provider: str) -> str:
+    """Sends counted against the provider's daily quota, per slice of its window."""
+    return f"{PREFIX}:{{provider:{provider}}}:quota"
+
+
 def directory_login(login: str) -> str:
     return DIRECTORY_LOGIN_PREFIX + login
 

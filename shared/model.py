@@ -146,6 +146,7 @@ _INT_FIELDS = (
     "delivery_observed_at",
     "observation_closed_at",
     "replays",
+    "throttles",
 )
 _TEXT_FIELDS = (
     "last_outcome",
@@ -191,6 +192,7 @@ class Operation:
     delivery_observed_at: int = 0
     observation_closed_at: int = 0
     replays: int = 0
+    throttles: int = 0  # attempts the provider throttled: refunded, never in ``attempts``
     entry_points: dict[str, int] = field(default_factory=dict)
 
     @classmethod
@@ -229,6 +231,7 @@ class Operation:
             "state": str(self.state),
             "created_at": self.created_at,
             "attempts": self.attempts,
+            "throttles": self.throttles,
             "next_attempt_at": self.next_attempt_at or None,
             "token_expires_at": self.token_expires_at,
             "token_consumed_at": self.token_consumed_at or None,

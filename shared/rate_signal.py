@@ -8,8 +8,11 @@ optional: a provider that says nothing yields ``None``, never zeros.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+
+from shared.retry_after import MAX_DELAY_MS
 
 # X-RateLimit-Reset is an epoch (SendGrid) on some APIs and a delay in seconds on others:
 # a value this large can only be an epoch.
@@ -25,23 +28,38 @@ class RateSignal:
     account_rate: float | None = None
 
 
-def _number(value: str | None) -> float | None:
+# A window never holds more requests than this: a larger count only means "plenty".
+MAX_COUNT = 1e9
+# The latest instant a reset may name, as Retry-After is bounded (shared.retry_after).
+MAX_RESET_SECONDS = MAX_DELAY_MS / 1000
+
+
+def number(value: str | None, maximum: float) -> float | None:
+    """A number a provider sent, or None when it is none (text, NaN, an infinity, below 0);
+    bounded at ``maximum``, so no arithmetic on it can overflow ("1e308", "-inf")."""
     if value is None:
         return None
     try:
-        number = float(value.strip())
+        parsed = float(value.strip())
     except ValueError:
         return None
-    return number if number >= 0 and number == number and number != float("inf") else None
+    return min(parsed, maximum) if math.isfinite(parsed) and parsed >= 0 else None
+
+
+def reset_epoch(value: str | None, now: float) -> float | None:
+    """``X-RateLimit-Reset`` as epoch seconds (a small value is a delay from ``now``), at
+    most ``MAX_RESET_SECONDS`` ahead; None when it is not a usable number."""
+    reset = number(value, now + MAX_RESET_SECONDS)
+    if reset is not None and reset < _EPOCH_THRESHOLD:
+        reset = now + reset
+    return reset
 
 
 def from_headers(headers: Mapping[str, str], now: float) -> RateSignal | None:
     """The ``X-RateLimit-*`` headers of one answer, or None when it carries none usable."""
-    limit = _number(headers.get("X-RateLimit-Limit"))
-    remaining = _number(headers.get("X-RateLimit-Remaining"))
-    reset = _number(headers.get("X-RateLimit-Reset"))
-    if reset is not None and reset < _EPOCH_THRESHOLD:
-        reset = now + reset
+    limit = number(headers.get("X-RateLimit-Limit"), MAX_COUNT)
+    remaining = number(headers.get("X-RateLimit-Remaining"), MAX_COUNT)
+    reset = reset_epoch(headers.get("X-RateLimit-Reset"), now)
     if limit is None and remaining is None and reset is None:
         return None
     return RateSignal(limit, remaining, reset)

@@ -3,6 +3,7 @@ console's providers page shows. Read-only; one row per partition, never an avera
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -113,3 +114,44 @@ def describe_auth(status: ProviderStatus) -> str:
     reason = control.sanitise(str(note.get("reason") or ""))
     return (f"PAUSED kind={control.pause_kind(note)} status={note.get('status') or '-'} "
             f"reason={codec.dumps_str(reason)}")  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Pacing:
+    """What the provider is really taking, from the shared pacing schedule, and a pause
+    that lifts itself (a daily quota)."""
+
+    accepting: float | None  # sends/s the provider accepted since the last cut (measured)
+    settled: float | None  # the rate the last measured cut settled on
+    next_slot_at: int | None  # ms; when the schedule's next free slot is
+    paused_until: int | None  # ms; a quota pause's end (``shared.control.quota_pause``)
+
+    def view(self) -> dict[str, Any]:
+        return {"accepting_rate": self.accepting, "settled_rate": self.settled,
+                "next_slot_at": self.next_slot_at, "paused_until": self.paused_until}  # fmt: skip
+
+
+async def pacing_status(client: RedisClient, provider: str, state: control.ControlState) -> Pacing:
+    pacing = await client.hgetall(provider_pacing(provider))
+    now = clock.now_ms()
+    since, accepted = _number(pacing, "since"), _number(pacing, "accepted")
+    accepting = accepted * 1000 / (now - since) if since and now - since >= 1000 else None
+    tat = int(_number(pacing, "tat"))
+    note = state.auth_paused.get(provider) or {}
+    until = note.get("until") if note.get("kind") == control.PauseKind.QUOTA else None
+    return Pacing(
+        accepting=round(accepting, 3) if accepting is not None else None,
+        settled=_number(pacing, "good") or None,
+        next_slot_at=tat if tat > now else None,
+        paused_until=until if isinstance(until, int) and until > now else None,
+    )
+
+
+def describe_pacing(pacing: Pacing, when: Callable[[int | None], str]) -> str:
+    """One line: what the provider is accepting, the next slot, a quota pause's end."""
+    accepting = f"{pacing.accepting:.2f}/s" if pacing.accepting is not None else "-"
+    settled = f"{pacing.settled:.2f}/s" if pacing.settled else "-"
+    line = f"accepting={accepting} settled={settled} next_slot={when(pacing.next_slot_at)}"
+    if pacing.paused_until:
+        line += f" paused until {when(pacing.paused_until)} (daily quota)"
+    return line

@@ -65,5 +65,6 @@ expected_id
 cooldown_ms
 account_retention_ms
 event_type  # shared/observation.py ApplyDelivery
+slice_ms  # shared/quota.py QuotaTake
 FENCED  # shared/operations.py FinaliseCode
 STALE  # shared/operations.py Settled

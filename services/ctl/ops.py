@@ -22,7 +22,14 @@ from services.ctl.stack import use_local_stack, with_redis
 from shared import actions, clock, control, queries
 from shared.redis import RedisClient
 from shared.settings import CommonSettings, load
-from shared.status import describe_auth, in_flight, partitions_status, provider_status
+from shared.status import (
+    describe_auth,
+    describe_pacing,
+    in_flight,
+    pacing_status,
+    partitions_status,
+    provider_status,
+)
 
 
 class OpsSettings(CommonSettings):
@@ -135,6 +142,9 @@ async def status(client: RedisClient, settings: OpsSettings, args: argparse.Name
         f"{r['provider']}{'' if r['provider_configured'] else ' (not configured)'}"
         for r in rows
     ]
+    pacing = await pacing_status(client, settings.provider_name, state)
+    lines.insert(1, f"  {describe_pacing(pacing, _when)}")
+    summary.update(pacing.view())
     _print(args, summary, lines)
     _warn_unserved(rows)
     return 0

@@ -87,7 +87,10 @@ class ProviderCalls:
         advice = retry_after.parse(header, datetime.now(UTC), server_date)
         delay = advice.delay_ms / 1000 if advice.delay_ms is not None else None
         if delay is not None:
-            delay = cap_advised_wait(delay, self.max_wait, "poller")
+            # A read is cheap and lookups wait behind it: a 429 holds them no longer than
+            # the poller's own backoff would, however long the provider asks for.
+            limit = min(self.max_wait, self.budget.backoff_cap)
+            delay = cap_advised_wait(delay, limit, "poller")
         wait = self.budget.throttled(delay)
         event(log, logging.INFO, "provider throttled polling; waiting", provider=self.name,
               source=advice.source, wait_s=round(wait, 3))  # fmt: skip

@@ -156,12 +156,38 @@ class FixedWindow(TokenBucket):
         return self.window + 1 - now
 
 
+class Blackout(TokenBucket):
+    """Every request is refused for ``seconds`` from the first one, then ``inner`` decides:
+    a provider-wide throttle (an account-level limit, an incident) that outlasts any retry
+    budget. The wait it reports is the blackout's remainder; whether a 429 states it is the
+    Retry-After form's choice ("absent": no wait stated)."""
+
+    def __init__(
+        self, inner: TokenBucket, seconds: float, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        super().__init__(inner.schedule, int(inner.burst), clock, taken=inner.taken)
+        self.inner = inner
+        self.seconds = seconds
+
+    @property
+    def rate(self) -> float:
+        return self.inner.rate
+
+    def take(self) -> float:
+        if self._started is None:
+            self._started = self._clock()
+        left = self._started + self.seconds - self._clock()
+        return left if left > 0 else self.inner.take()
+
+
 def send_bucket(
-    rate: float, schedule: str, shared: str, burst: int, *, fixed_window: bool = False
-) -> TokenBucket:
+    rate: float, schedule: str, shared: str, burst: int, *, fixed_window: bool = False,
+    blackout: float = 0.0,
+) -> TokenBucket:  # fmt: skip
     """The send bucket the settings describe: a schedule, when given, overrides the rate."""
     limit = Schedule.parse(schedule) if schedule else Schedule.constant(rate)
     taken = Schedule.parse(shared, below=1.0) if shared else None
-    if fixed_window:
-        return FixedWindow(limit, taken=taken)
-    return TokenBucket(limit, burst, taken=taken)
+    inner: TokenBucket = (
+        FixedWindow(limit, taken=taken) if fixed_window else TokenBucket(limit, burst, taken=taken)
+    )
+    return Blackout(inner, blackout) if blackout > 0 else inner

@@ -53,6 +53,9 @@ class SandboxSettings(BaseSettings):
     # "0.3:10,0.6:10,0": another sender takes this share of the send rate for 10 s, then
     # this share, ... (the same clock): a quota shared with the studio's other mail.
     send_shared_quota: str = ""
+    # Every send answers 429 for this long from the first send (then the bucket decides):
+    # a provider-wide throttle that states no wait with retry_after_form "absent".
+    send_blackout_seconds: float = Field(default=0.0, ge=0, le=86400)
     poll_rate_per_second: float = Field(default=0.0, ge=0)
     poll_burst: int = Field(default=10, ge=1)
     retry_after_form: RetryAfterForm = "delay-seconds"

@@ -78,6 +78,7 @@ def _send_limit(settings: SandboxSettings) -> tuple[object, ...]:
         settings.send_shared_quota,
         settings.send_burst,
         settings.mode,
+        settings.send_blackout_seconds,
     )
 
 
@@ -89,6 +90,7 @@ def _send_bucket(settings: SandboxSettings) -> TokenBucket:
         settings.send_burst,
         # SendGrid documents a fixed refresh period with an epoch-second reset.
         fixed_window=settings.mode == "sendgrid",
+        blackout=settings.send_blackout_seconds,
     )
 
 

@@ -23,6 +23,7 @@ from shared.loops import named
 from shared.providers.base import Provider
 from shared.providers.factory import ProviderConfig, build, open_provider
 from shared.providers.named import NamedProvider, load_or_exit, provider_names, variable
+from shared.quota import HasDailyQuota, quota_for
 from shared.redis import RedisClient, ping, until_done
 from shared.redis_policy import (
     StoreNotDurable,
@@ -43,6 +44,7 @@ class Opened:
     named: NamedProvider
     provider: Provider
     provider_rate: float | None  # the account's maximum send rate, where the provider says
+    daily_quota: float | None = None  # sends per 24 h, where the provider says (SES)
 
 
 def build_sender(
@@ -69,9 +71,11 @@ def build_sender(
         config = ProviderConfig.from_settings(settings)
         single = provider or build(config, session)
         pacer = _pacer(settings, client, settings.provider_name, None, provider_rate)
+        quota = quota_for(settings.provider_name, None, settings.provider_daily_quota,
+                          settings.quota_window_seconds)  # fmt: skip
         runner = AttemptRunner(settings, client, single, directory, keys, pacer, mailer,
                                hosted=hosted(config, settings.default_locale),
-                               replicas=replicas)  # fmt: skip
+                               replicas=replicas, quota=quota)  # fmt: skip
         return Sender(settings, client, [runner])
     runners = [
         AttemptRunner(
@@ -79,6 +83,8 @@ def build_sender(
             _pacer(settings, client, o.named.config.name, o.named.max_rate, o.provider_rate),
             mailer, name=o.named.config.name, api_key=o.named.config.api_key,
             hosted=hosted(o.named.config, settings.default_locale), replicas=replicas,
+            quota=quota_for(o.named.config.name, o.daily_quota, settings.provider_daily_quota,
+                            settings.quota_window_seconds),
         )
         for o in opened
     ]  # fmt: skip
@@ -156,7 +162,8 @@ async def open_all(
     opened = []
     for configured in providers:
         provider = await stack.enter_async_context(open_provider(configured.config, session))
-        opened.append(Opened(configured, provider, await provider.max_send_rate()))
+        daily = await provider.daily_quota() if isinstance(provider, HasDailyQuota) else None
+        opened.append(Opened(configured, provider, await provider.max_send_rate(), daily))
     return opened
 
 

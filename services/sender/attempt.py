@@ -37,6 +37,7 @@ from shared.operations import (
     requeue_refused,
 )
 from shared.providers.base import Provider, SendResult
+from shared.quota import QUOTA_EXCEEDED, DailyQuota, refused_until
 from shared.redis import RedisClient
 from shared.replication import NotReplicated, Replicas
 from shared.tokens import TokenKeys
@@ -45,6 +46,8 @@ log = logging.getLogger(__name__)
 # The reason on an attempt handed back because its begin did not reach the replicas in time.
 NOT_REPLICATED = "not_replicated"
 PROVIDER_REFUSED = "provider_paused_refusals"
+# Outcomes after which the provider may have taken the send: it stays counted in the quota.
+_MAY_HAVE_SENT = frozenset({Outcome.ACCEPTED, Outcome.AMBIGUOUS})
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +72,7 @@ class AttemptRunner:
         api_key: str | None = None,
         replicas: Replicas | None = None,
         hosted: Hosted | None = None,
+        quota: DailyQuota | None = None,
     ) -> None:
         """``name``, ``api_key``: one of several named providers (None: the single-provider
         ``RESETGATE_PROVIDER_NAME`` and ``RESETGATE_PROVIDER_API_KEY``). ``replicas``: the
@@ -90,6 +94,7 @@ class AttemptRunner:
             backoff_base_ms=int(settings.backoff_base_seconds * 1000),
             backoff_cap_ms=int(settings.backoff_cap_seconds * 1000),
             observation_window_ms=settings.observation_window_seconds * 1000,
+            max_advised_wait_ms=int(settings.max_advised_wait_seconds * 1000),
         )
         self.retention_ms = settings.retention_seconds * 1000
         self.auth_paused = False
@@ -98,15 +103,41 @@ class AttemptRunner:
         )
         self.guard = RefusalGuard(settings.refusal_guard_operations,
                                   int(settings.refusal_guard_window_seconds * 1000))  # fmt: skip
+        self.quota = quota
 
-    async def run(self, job: Job, slot_ms: float) -> str:
-        """One attempt in the pacing slot ``slot_ms`` (the time it was granted). Returns ""
-        or, for an operation pinned to another provider, that provider: nothing was done."""
+    async def take_quota(self) -> int | None:
+        """One send from the provider's daily quota: when it was taken (ms; 0 when there is
+        no quota), or None when the quota is used up (the provider is paused until the
+        window rolls over, and the job goes back to wait)."""
+        if self.quota is None:
+            return 0
+        now = clock.now_ms()
+        taken = await self.quota.take(self.client, now)
+        if taken.taken:
+            return now
+        if not self.auth_paused:  # workers that were already waiting for a slot: said once
+            reason = (f"daily quota of {self.quota.limit} sends used up; sending resumes as "
+                      "the window rolls over")  # fmt: skip
+            await self._quota_pause(taken.reopens_at, reason)
+        return None
+
+    async def _quota_pause(self, until: int, reason: str) -> None:
+        self.auth_paused = True  # this replica stops now; the others within a second
+        fingerprint = control.key_fingerprint(self.api_key)
+        await control.quota_pause(self.client, self.name, until, reason, fingerprint)
+        event(log, logging.WARNING, "provider quota used up; sending paused",
+              provider=self.name, until=until)  # fmt: skip
+
+    async def run(self, job: Job, slot_ms: float, quota_at: int = 0) -> str:
+        """One attempt in the pacing slot ``slot_ms`` (the time it was granted); ``quota_at``:
+        when its send was taken from the daily quota (0: none). Returns "" or, for an
+        operation pinned to another provider, that provider: nothing was done."""
         attempt_id = ids.attempt_id()
         begun, replicated = await self._begin(job, attempt_id)
-        if begun.code is BeginCode.ELSEWHERE:
-            return begun.detail
         if begun.code is not BeginCode.BEGIN:
+            await self._unspent(quota_at)
+            if begun.code is BeginCode.ELSEWHERE:
+                return begun.detail
             self._not_begun(job, begun)
             return ""
         if replicated:
@@ -114,6 +145,8 @@ class AttemptRunner:
         else:
             result, revision = self._unreplicated(begun), ""
         await self._finalise(job, attempt_id, begun, result, revision)
+        if not isinstance(result, SendResult) or result.outcome not in _MAY_HAVE_SENT:
+            await self._unspent(quota_at)
         if isinstance(result, SendResult):
             await self.pacer.observe(result, slot_ms)
         return ""
@@ -150,6 +183,11 @@ class AttemptRunner:
                        horizon_at=begun.horizon_at, policy=self.policy, rng=self.rng,
                        reason=NOT_REPLICATED)  # fmt: skip
         return replace(final, refund=True)
+
+    async def _unspent(self, quota_at: int) -> None:
+        """Nothing reached the player: the send taken from the quota goes back."""
+        if self.quota is not None and quota_at:
+            await self.quota.give_back(self.client, quota_at)
 
     def _not_begun(self, job: Job, begun: Begun) -> None:
         partition = str(job.partition)
@@ -344,6 +382,9 @@ class AttemptRunner:
     async def _feedback(self, result: SendResult) -> None:
         if result.outcome is Outcome.THROTTLED:
             metrics.provider_throttled.labels(self.name).inc()
+            if result.reason == QUOTA_EXCEEDED:
+                until = refused_until(self.quota, clock.now_ms())
+                await self._quota_pause(until, "the provider says its daily quota is used up")
         elif result.outcome is Outcome.AUTH:
             await self._pause(result)
 

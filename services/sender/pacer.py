@@ -16,9 +16,12 @@ from dataclasses import replace
 
 from shared import clock, metrics, pacing
 from shared.loops import cap_advised_wait
+from shared.model import Outcome
 from shared.provider import SendResult
 from shared.redis import RedisClient
 from shared.service import sleep_or_stop
+
+NO_ADVICE_MAX_MS = 2000.0
 
 
 class Pacer:
@@ -46,6 +49,7 @@ class Pacer:
         self._epoch = 0  # bumped when reserved slots became void (a 429, a block)
         self._waiting = 0  # workers in acquire()
         self._reserved_until = 0.0  # the last slot of the last batch (ms)
+        self._accepted = 0  # sends accepted since the shared schedule last heard of them
         self._lock = asyncio.Lock()
 
     @property
@@ -99,6 +103,7 @@ class Pacer:
                 burst=self.burst,
                 want=max(1, self._waiting),  # every worker waiting here needs one
                 tuning=self.tuning,
+                accepted=self._take_accepted(),
             )
             self._publish(slots.rate, slots.blocked_until)
             if slots.count:
@@ -113,8 +118,13 @@ class Pacer:
         declared = pacing.declared_rate(result.rate)
         if declared is not None:
             self.declared = declared
+        if result.outcome is Outcome.ACCEPTED:
+            self._accepted += 1  # reported with the next reservation: no round trip here
+        # A 429 without a wait pauses for a burst's refill, at most 2 s: at the floor rate a
+        # burst is minutes, and the next slot is far enough away already.
+        no_advice_ms = min(self.burst_ms, NO_ADVICE_MAX_MS)
         seen = self._capped(
-            pacing.observe(result, slot_ms, clock.now_ms(), self.floor, self.burst_ms)
+            pacing.observe(result, slot_ms, clock.now_ms(), self.floor, no_advice_ms)
         )
         if not seen.matters(self.rate):
             return
@@ -124,12 +134,17 @@ class Pacer:
             seen = replace(seen, returned_ms=len(self._slots) * 1000 / self.rate)
             self._slots.clear()
             self._reserved_until = 0.0
+        seen = replace(seen, accepted=self._take_accepted())
         adjusted = await pacing.feedback(
             self.client, self.provider, seen, floor=self.floor, tuning=self.tuning
         )
         if adjusted.cut:
             metrics.pacing_cuts.labels(self.provider).inc()
         self._publish(adjusted.rate or self.rate, adjusted.blocked_until)
+
+    def _take_accepted(self) -> int:
+        accepted, self._accepted = self._accepted, 0
+        return accepted
 
     def _capped(self, seen: pacing.Observation) -> pacing.Observation:
         """The provider-wide block lasts at most ``max_wait``: one absurd Retry-After must not

@@ -20,6 +20,9 @@ class RetryPolicy:
     backoff_base_ms: int
     backoff_cap_ms: int
     observation_window_ms: int
+    # RESETGATE_MAX_ADVISED_WAIT_SECONDS: the longest an advised wait defers an operation,
+    # as it is the longest it blocks the provider-wide schedule.
+    max_advised_wait_ms: int = 900_000
 
 
 def backoff_ms(attempt: int, policy: RetryPolicy, rng: random.Random) -> int:
@@ -122,21 +125,42 @@ def decide(
             reason=reason or "outcome_unknown",
             decision="reconcile before replay",
         )
-    if outcome is Outcome.THROTTLED and retry_after and retry_after.delay_ms is not None:
-        return _retry(
-            outcome,
-            status,
-            attempt,
-            now,
-            horizon_at,
-            policy,
-            retry_after.delay_ms,
-            retry_after.source,
-            reason or "throttled",
-        )
+    if outcome is Outcome.THROTTLED:
+        return _throttled(status, now=now, horizon_at=horizon_at, policy=policy, rng=rng,
+                          retry_after=retry_after, reason=reason or "throttled")  # fmt: skip
     source = retry_after.source if retry_after else ""
-    why = reason or ("throttled" if outcome is Outcome.THROTTLED else f"transient_{status}")
-    if source in (Source.ABSENT, Source.INVALID):
-        why = f"{why}; retry-after {source}, backoff"
+    why = reason or f"transient_{status}"
     delay = backoff_ms(attempt, policy, rng)
     return _retry(outcome, status, attempt, now, horizon_at, policy, delay, source, why)
+
+
+def _throttled(
+    status: int,
+    *,
+    now: int,
+    horizon_at: int,
+    policy: RetryPolicy,
+    rng: random.Random,
+    retry_after: RetryAfter | None,
+    reason: str,
+) -> Finalisation:
+    """A throttle proves the provider did not take the email: scheduling, not failure. It
+    never spends the attempt budget (refunded) and is bounded by the horizon alone. Its
+    retry waits as advised (never longer than the provider-wide block may: one absurd
+    Retry-After must not cost the player a reset), else a first-attempt backoff: the shared
+    pacing, not this operation's clock, is what spaces sends to a throttling provider."""
+    source = retry_after.source if retry_after else ""
+    if retry_after is not None and retry_after.delay_ms is not None:
+        delay = min(retry_after.delay_ms, policy.max_advised_wait_ms)
+    else:
+        delay = backoff_ms(1, policy, rng)
+        if source in (Source.ABSENT, Source.INVALID):
+            reason = f"{reason}; retry-after {source}, backoff"
+    retry_at = now + delay
+    if retry_at >= horizon_at:
+        return Finalisation(Outcome.THROTTLED, status, State.EXHAUSTED, reason="horizon",
+                            retry_after_source=source, refund=True,
+                            decision="exhausted")  # fmt: skip
+    return Finalisation(Outcome.THROTTLED, status, State.DEFERRED, retry_at=retry_at,
+                        reason=reason, retry_after_source=source, refund=True,
+                        decision=f"retry at {retry_at}; throttled, attempt not spent")  # fmt: skip

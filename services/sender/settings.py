@@ -21,8 +21,24 @@ class SenderSettings(
 ):
     metrics_port: int = Field(default=METRICS_PORTS["sender"], ge=0, le=65535)
     provider_max_rate: float = Field(default=50.0, gt=0, description="sends/s ceiling")
-    provider_min_rate: float = Field(default=1.0, gt=0)
+    provider_min_rate: float = Field(
+        default=0.05,
+        gt=0,
+        description="sends/s the pacing never cuts under: while a provider refuses every "
+        "send, one probe per 1/min_rate seconds (a measured cut settles on the rate the "
+        "provider accepts, however low)",
+    )
     provider_burst: float = Field(default=5.0, ge=1)
+    provider_daily_quota: int = Field(
+        default=0,
+        ge=0,
+        description="sends per quota window through one provider (0: the provider's own, "
+        "SES Max24HourSend); when used up, sending through it pauses until the window rolls "
+        "over",
+    )
+    quota_window_seconds: float = Field(
+        default=86400.0, gt=0, description="the window a daily quota counts over (SES: 24 h)"
+    )
     concurrency: int = Field(default=32, ge=1, le=1024)
     read_batch: int = Field(default=16, ge=1, le=1000)
     lease_seconds: int = Field(default=60, ge=5)

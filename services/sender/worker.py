@@ -110,7 +110,13 @@ class Sender:
     async def _refresh_auth(self, runner: AttemptRunner) -> None:
         mine = self.state.auth_paused.get(runner.name)
         kind = control.pause_kind(mine) if mine is not None else ""
-        if (
+        if mine and control.pause_over(mine, clock.now_ms()):
+            # A quota's window rolled over: the pause lifts by itself.
+            await control.auth_resume(self.client, runner.name)
+            event(log, logging.INFO, "provider pause over; sending resumes",
+                  provider=runner.name, kind=kind)  # fmt: skip
+            mine, kind = None, ""
+        elif (
             kind == control.PauseKind.CREDENTIALS
             and mine
             and mine.get("key") != control.key_fingerprint(runner.api_key)
@@ -257,10 +263,11 @@ class Sender:
         # must not escape, or this worker dies and takes the whole sender down with it.
         allowed = runner is not None and not runner.auth_paused
         slot = await runner.pacer.acquire(stop) if runner and allowed else None
-        if runner is None or slot is None:
+        quota_at = await runner.take_quota() if runner and slot is not None else None
+        if runner is None or slot is None or quota_at is None:
             await self._hand_back([job])
             return ""
-        return await runner.run(job, slot)
+        return await runner.run(job, slot, quota_at)
 
     # -- shutdown --------------------------------------------------------------------------
     async def hand_back_on_stop(self, stop: asyncio.Event) -> None:

@@ -23,6 +23,7 @@ a paid add-on with delayed indexing): an ambiguous send waits for the event wind
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import replace
 from email.utils import parseaddr
@@ -30,7 +31,7 @@ from typing import Any
 
 import aiohttp
 
-from shared import codec
+from shared import codec, rate_signal
 from shared.model import Outcome
 from shared.providers.base import (
     Answer,
@@ -90,12 +91,10 @@ def body(operation_id: str, message: Message) -> dict[str, Any]:
 
 
 def retry_in(reset: str | None, now: float) -> str | None:
-    """X-RateLimit-Reset (epoch seconds) as a Retry-After delay, or None when unusable."""
-    try:
-        at = float(reset or "")
-    except ValueError:
-        return None
-    return str(max(0, int(at - now + 0.999))) if at == at and at < 1e12 else None
+    """X-RateLimit-Reset (epoch seconds) as a Retry-After delay, or None when unusable
+    (parsed as every provider number is: "-inf", "nan" or "1e308" never raise)."""
+    at = rate_signal.number(reset, now + rate_signal.MAX_RESET_SECONDS)
+    return None if at is None else str(max(0, math.ceil(at - now)))
 
 
 def send_result(answer: Answer, now: float) -> SendResult:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 from typing import Any
 
 from botocore.exceptions import (
@@ -52,6 +53,7 @@ from shared.providers.base import (
     account_refused,
     message_id,
 )
+from shared.quota import QUOTA_EXCEEDED
 
 log = logging.getLogger(__name__)
 CAPABILITIES = Capabilities(
@@ -140,6 +142,9 @@ def classify_error(error: ClientError, templated: bool = False) -> SendResult:
     if templated and code in TEMPLATE_MISSING:
         return account_refused(status, "template_not_found", words or code)
     outcome = ERROR_CODES.get(code) or _by_status(status)
+    if outcome is Outcome.THROTTLED and "quota" in str(info.get("Message", "")).lower():
+        # "Daily message quota exceeded": not a rate, a window to wait out (shared.quota).
+        return SendResult(outcome, status, reason=QUOTA_EXCEEDED)
     return SendResult(outcome, status, reason=code or f"http_{status}")
 
 
@@ -220,12 +225,20 @@ class SesProvider:
     async def max_send_rate(self) -> float | None:
         """The account's MaxSendRate: v2 GetAccount, else v1 GetSendQuota, else None (a
         missing quota is not an error; moto 5.2 answers GetAccount with 404)."""
+        rate = await self._send_quota("MaxSendRate")
+        if rate is None:
+            event(log, logging.INFO, "provider reports no maximum send rate", provider=self.name)
+        return rate
+
+    async def daily_quota(self) -> float | None:
+        """The account's Max24HourSend (sends per rolling 24 h), read as MaxSendRate is."""
+        return await self._send_quota("Max24HourSend")
+
+    async def _send_quota(self, field: str) -> float | None:
         for service, call in (("sesv2", "get_account"), ("ses", "get_send_quota")):
             with contextlib.suppress(ClientError, BotoCoreError, KeyError, TypeError, ValueError):
                 reply = await getattr(await self._client(service), call)()
-                quota = reply.get("SendQuota", reply)
-                rate = float(quota["MaxSendRate"])
-                if rate > 0:
-                    return rate
-        event(log, logging.INFO, "provider reports no maximum send rate", provider=self.name)
+                value = float(reply.get("SendQuota", reply)[field])
+                if math.isfinite(value) and value > 0:
+                    return value
         return None

@@ -62,6 +62,8 @@ if tonumber(ARGV[7]) > 0 then redis.call("HSET", KEYS[1], "next_attempt_at", ARG
 else redis.call("HDEL", KEYS[1], "next_attempt_at") end
 if ARGV[9] ~= "" then redis.call("HSET", KEYS[1], "retry_after_source", ARGV[9]) end
 if ARGV[12] == "1" then redis.call("HINCRBY", KEYS[1], "attempts", -1) end
+-- A throttle is refunded (it could not have sent) but counted: on-call sees every one.
+if ARGV[4] == "throttled" then redis.call("HINCRBY", KEYS[1], "throttles", 1) end
 
 if state == "deferred" then
   redis.call("ZADD", KEYS[4], tonumber(ARGV[7]), id)

@@ -9,9 +9,21 @@
 -- then, once the provider has stayed quiet, with a probe that speeds up; never above the
 -- ceiling, nor above an X-RateLimit hint while it lasts.
 --
+-- Below `slot_rate` the climb above the settled rate runs per slot, not per second (a
+-- provider at 1/s is probed 100 times slower than one at 100/s: the same number of sends
+-- between probes, so the same few 429s per send); back up to the settled rate (`good`, the
+-- rate the last measured cut landed on) it climbs at full speed once a send is accepted
+-- again, as after a blackout.
+-- A fresh schedule starts with one slot, not a burst, at `start_rate`, doubled for every
+-- send accepted until the first 429 (a slow start: the provider's rate is unknown, and a
+-- ceiling nobody tuned, 50/s into a provider that takes 1/s, was seven 429s before the
+-- first answer came back).
+--
 -- KEYS[1] pacing: hash   rg:{provider:<name>}:pacing
 --   base, cut_at (ms): the rate set by the last cut and when; tat (ms); rate (last given);
---   blocked_until (ms); hint, hint_until (ms): a cap from X-RateLimit-Remaining / -Reset
+--   blocked_until (ms); hint, hint_until (ms): a cap from X-RateLimit-Remaining / -Reset;
+--   good: the settled rate; since (ms), accepted, refused: sends accepted and refused
+--   since the last cut (pace_feedback measures the provider's rate from them)
 -- ARGV[1] now: ms
 -- ARGV[2] ceiling: sends/s
 -- ARGV[3] burst: slots
@@ -20,6 +32,10 @@
 -- ARGV[6] growth: share of base per s
 -- ARGV[7] quiet_ms: before probing
 -- ARGV[8] probe: share of base per s^2
+-- ARGV[9] accepted: sends this replica saw accepted since it last reported
+-- ARGV[10] slot_rate: sends/s below which the climb runs per slot
+-- ARGV[11] start_rate: sends/s of a fresh schedule, before any send was accepted (0: the
+--   ceiling at once)
 --
 -- Returns {count, first (µs), rate*1000, blocked_until (ms), wait (ms)}:
 --   count >= 1: slots at first, first + 1/rate, ... (times before now mean "now");
@@ -27,15 +43,34 @@
 local now, ceiling, burst = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local want, horizon = tonumber(ARGV[4]), tonumber(ARGV[5])
 local f = redis.call("HMGET", KEYS[1], "base", "cut_at", "tat", "blocked_until", "hint",
-  "hint_until")
+  "hint_until", "good", "accepted")
 local base, cut = tonumber(f[1] or ceiling), tonumber(f[2] or "0")
-local tat, blocked = tonumber(f[3] or "0"), tonumber(f[4] or "0")
+local tat, blocked = tonumber(f[3] or now), tonumber(f[4] or "0")
+if not f[3] then redis.call("HSET", KEYS[1], "since", now) end
+if tonumber(ARGV[9]) > 0 then redis.call("HINCRBY", KEYS[1], "accepted", ARGV[9]) end
 local cap = ceiling
 if f[5] and tonumber(f[6]) > now then cap = math.min(cap, tonumber(f[5])) end
 
-local quiet = math.max(0, now - cut - tonumber(ARGV[7])) / 1000
-local climb = tonumber(ARGV[6]) * math.max(0, now - cut) / 1000 + tonumber(ARGV[8]) * quiet ^ 2
-local rate = math.min(cap, base * (1 + climb))
+local growth, quiet, probe = tonumber(ARGV[6]), tonumber(ARGV[7]) / 1000, tonumber(ARGV[8])
+local function climb(seconds)
+  local q = math.max(0, seconds - quiet)
+  return growth * seconds + probe * q * q
+end
+local good, since_cut = tonumber(f[7] or "0"), math.max(0, now - cut) / 1000
+local scale = math.min(1, math.max(good, base) / tonumber(ARGV[10]))
+local rate = base * (1 + climb(since_cut * scale))
+-- Back to the settled rate at full speed once a send got through since the last cut (the
+-- provider is taking sends again); while none has, a probe per slot at the cut rate.
+local taken = tonumber(f[8] or "0") + tonumber(ARGV[9])
+if good > rate and taken > 0 then rate = math.min(good, base * (1 + climb(since_cut))) end
+local start = tonumber(ARGV[11])
+if cut == 0 and start > 0 then rate = start * 2 ^ math.min(taken, 64)
+elseif good <= 0 and taken > 0 then
+  -- Cut before any rate was measured (a provider refusing everything from the start): a
+  -- slow start from the cut rate, doubled per send accepted since the cut.
+  rate = math.max(rate, base * 2 ^ math.min(taken, 64))
+end
+rate = math.min(cap, rate)
 local spacing = 1000 / rate
 
 local start = math.max(tat, now - (burst - 1) * spacing, blocked)

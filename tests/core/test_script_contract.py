@@ -32,6 +32,7 @@ WRAPPERS = (
     "shared.operations",
     "shared.observation",
     "shared.pacing",
+    "shared.quota",
     "services.admission.tokens",
     "services.admission.ratelimit",
     "services.router.cases",

@@ -6,6 +6,7 @@ import asyncio
 import os
 import subprocess
 import sys
+import time
 from typing import Any
 
 from redis.asyncio import Redis
@@ -142,3 +143,22 @@ async def test_status_flags_a_partition_whose_provider_is_not_configured(
            in done.stderr  # fmt: skip
     rows = {r["partition"]: r for r in ops_json(redis_server, "status")["partitions"]}
     assert rows[1]["provider_configured"] is False and rows[0]["provider_configured"] is True
+
+
+async def test_status_says_until_when_a_quota_pauses_the_provider_and_what_it_accepts(
+    redis: Redis, redis_server: RedisServer
+) -> None:
+    from shared import clock, control
+    from shared.keys import provider_pacing
+
+    now = clock.now_ms()
+    until = now + 3_600_000
+    await control.quota_pause(redis, "default", until, "daily quota of 200 sends used up", "k")
+    await redis.hset(provider_pacing("default"), mapping={
+        "since": now - 10**7, "accepted": 10**4, "good": 0.95, "tat": now + 60_000})  # fmt: skip
+    view = ops_json(redis_server, "status")
+    assert view["paused_until"] == until and abs(view["accepting_rate"] - 1.0) < 0.002
+    assert view["settled_rate"] == 0.95 and view["next_slot_at"] == now + 60_000
+    text = ops(redis_server, "status").stdout
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(until / 1000))
+    assert f"paused until {stamp} (daily quota)" in text and "accepting=1.00/s" in text

@@ -29,7 +29,9 @@ from services.sender.app import build_sender
 from shared import codec, control
 from shared.control import read as read_control
 from shared.model import Outcome, State
+from shared.operations import load_operation
 from shared.providers.ses import ERROR_CODES, SesProvider, classify_error
+from shared.quota import QUOTA_EXCEEDED
 from tests.sender.conftest import Stack, wait_for
 
 REGION = "eu-west-1"
@@ -284,3 +286,52 @@ async def _build(build_poller: Any, settings: Any) -> None:
     async with aiohttp.ClientSession() as session:
         build_poller(settings, redis, session)
     await redis.aclose()
+
+
+async def test_a_daily_quota_below_n_waits_for_the_window_then_sends_the_rest(
+    redis: Redis, redis_server: RedisServer, moto_url: str
+) -> None:
+    """Five resets against a quota of three per (shortened) window: three are sent, the
+    provider pauses until the window rolls over (the rest wait queued, never exhausted),
+    then the two others are sent. moto reports Max24HourSend but never enforces it; the
+    senders count it themselves (shared/quota.py), so the quota here is the configured
+    RESETGATE_PROVIDER_DAILY_QUOTA and the window RESETGATE_QUOTA_WINDOW_SECONDS."""
+    await _v1(moto_url, "verify_domain_identity", Domain="game.example")
+    stack = Stack(redis, redis_server.url, moto_url)
+    ops = [await stack.admit(f"acct-quota-{i}") for i in range(5)]
+    ses = SesProvider(REGION, moto_url, connect_timeout=2, total_timeout=20)
+    try:
+        async with stack.sender(ses, provider_kind="ses", provider_name="ses",
+                                provider_daily_quota=3, quota_window_seconds=4):  # fmt: skip
+            pause = await wait_for(lambda: _quota_pause(redis), timeout=30)
+            assert pause["until"] > pause["since"]
+            states = await wait_for(lambda: _states_when_three_sent(redis, ops), timeout=10)
+            assert states == ["accepted"] * 3 + ["queued"] * 2
+            assert await _quota_pause(redis)  # still waiting for the window
+            for op in ops:
+                done = await stack.wait_state(op, {State.ACCEPTED, State.EXHAUSTED}, timeout=30)
+                assert done.state is State.ACCEPTED and done.attempts == 1
+    finally:
+        await ses.aclose()
+    assert (await _v1(moto_url, "get_send_quota"))["SentLast24Hours"] == 5
+    assert "ses" not in (await read_control(redis)).auth_paused  # lifted by itself
+
+
+async def _states_when_three_sent(redis: Redis, ops: list[str]) -> list[str] | None:
+    states = sorted(str(o.state) for o in [await load_operation(redis, op) for op in ops] if o)
+    return states if states.count("accepted") == 3 else None
+
+
+async def _quota_pause(redis: Redis) -> dict[str, object] | None:
+    note = (await read_control(redis)).auth_paused.get("ses")
+    return note if note and note.get("kind") == "quota" else None
+
+
+async def test_the_daily_quota_is_read_from_the_account(ses: SesProvider) -> None:
+    assert await ses.daily_quota() == 200.0  # moto's Max24HourSend
+
+
+def test_daily_message_quota_exceeded_is_a_quota_not_a_rate() -> None:
+    error = ClientError({"Error": {"Code": "Throttling", "Message": "Daily message quota exceeded"},
+                         "ResponseMetadata": {"HTTPStatusCode": 400}}, "SendEmail")  # fmt: skip
+    assert classify_error(error).reason == QUOTA_EXCEEDED

@@ -30,7 +30,7 @@ from services.admission.console.views import (
 from shared import actions, clock, control, queries
 from shared.ids import valid_operation_id
 from shared.model import State
-from shared.status import partitions_status, provider_status
+from shared.status import Pacing, pacing_status, partitions_status, provider_status
 
 OLDEST_LIMIT = 20
 AUDIT_FIELDS = ("actor", "action", "target", "result", "reason")
@@ -156,6 +156,18 @@ def _credentials(auth: dict[str, Any] | None) -> Markup:
     )
 
 
+def _pacing(pacing: Pacing, now: int) -> Markup:
+    """What the provider is really accepting, when the next send may go, and a quota pause."""
+    measured = pacing.accepting is not None
+    accepting = f"{pacing.accepting:.2f} sends/s" if measured else "not measured yet"
+    settled = f"{pacing.settled:.2f} sends/s" if pacing.settled else "-"
+    text = (f"Accepting now: {accepting}; settled at {settled}; "
+            f"next slot {relative(pacing.next_slot_at, now)}.")  # fmt: skip
+    if pacing.paused_until:
+        text += f" <strong>Paused until {when(pacing.paused_until)} (daily quota)</strong>."
+    return Markup(f"<p>{text}</p>")
+
+
 def _pause_action(partition: int, paused: bool, can_act: bool) -> Markup:
     if not can_act:
         return Markup("-")
@@ -232,6 +244,7 @@ async def providers(request: web.Request) -> web.Response:
     ]
     body = render(
         "providers",
+        pacing=_pacing(await pacing_status(client, settings.provider_name, state), now),
         providers=provider_row,
         partitions=join(partition_rows),
         audit=_audit(await actions.recent(client)),

@@ -225,6 +225,15 @@ def _next_attempt(operation: Operation, state: control.ControlState, now: int) -
     return relative(operation.next_attempt_at, now)
 
 
+def _throttles(operation: Operation) -> str:
+    """Throttles are the provider's brake: waiting, never failing, never an attempt."""
+    if not operation.throttles:
+        return "none"
+    waiting = operation.state in (State.QUEUED, State.DEFERRED)
+    tail = "; waiting for the provider, not failing" if waiting else ""
+    return f"{operation.throttles} (not counted as attempts{tail})"
+
+
 def _operation_values(operation: Operation, max_attempts: int, now: int) -> dict[str, Any]:
     return {
         "operation_id": operation.operation_id,
@@ -236,6 +245,7 @@ def _operation_values(operation: Operation, max_attempts: int, now: int) -> dict
         "attempts": operation.attempts,
         "max_attempts": max_attempts,
         "remaining": queries.remaining_attempts(operation, max_attempts),
+        "throttles": _throttles(operation),
         "last_answer": _last_answer(operation),
         "horizon": _horizon(operation, now),
         "token_expires": relative(operation.token_expires_at, now),

@@ -105,7 +105,7 @@ def _templated(body: dict[str, Any], to: list[str]) -> Parsed:
 
 def _limits(sandbox: Sandbox) -> dict[str, str]:
     """The refresh period's figures: in this mode the send bucket is a FixedWindow."""
-    bucket = sandbox.send_bucket
+    bucket = getattr(sandbox.send_bucket, "inner", sandbox.send_bucket)  # under a Blackout
     assert isinstance(bucket, FixedWindow), "state._send_bucket builds one for sendgrid"
     return {"X-RateLimit-Limit": str(bucket.limit), "X-RateLimit-Remaining": str(bucket.remaining),
             "X-RateLimit-Reset": str(bucket.reset)}  # fmt: skip
