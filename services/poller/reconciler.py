@@ -42,17 +42,17 @@ MAX_TO_READ = 1000
 MAX_ASKED_EARLY = 10_000  # attempts remembered as asked before their lookup is trusted
 MAX_READ_TRIES = 5
 MAX_UNKNOWN_OWNERS = 1000
-MAX_BACKOFF_SECONDS = 300.0  # the longest one operation's failing lookup is left alone
 MAX_BACKED_OFF = 10_000  # operations remembered with a failing lookup
 
 
 class Backoff:
     """Operations whose lookup failed, each held for a while that doubles with every failure
-    in a row (from the reconcile interval up to MAX_BACKOFF_SECONDS), so one operation the
+    in a row (from the reconcile interval up to ``cap_seconds``), so one operation the
     provider keeps failing on is asked about less and less and holds no other back."""
 
-    def __init__(self, base_seconds: float) -> None:
+    def __init__(self, base_seconds: float, cap_seconds: float) -> None:
         self.base_seconds = base_seconds
+        self.cap_seconds = cap_seconds
         self.held: dict[str, tuple[int, float]] = {}  # operation id -> (failures, until)
 
     def holds(self, operation_id: str) -> bool:
@@ -61,7 +61,7 @@ class Backoff:
 
     def failed(self, operation_id: str) -> float:
         failures = self.held.pop(operation_id, (0, 0.0))[0] + 1
-        delay = min(self.base_seconds * 2.0 ** min(failures - 1, 30), MAX_BACKOFF_SECONDS)
+        delay = min(self.base_seconds * 2.0 ** min(failures - 1, 30), self.cap_seconds)
         if len(self.held) >= MAX_BACKED_OFF:
             self.held.pop(next(iter(self.held)))
         self.held[operation_id] = (failures, time.monotonic() + delay)
@@ -90,7 +90,8 @@ class Reconciler:
         # (a "found" settles them at once); the next ask waits for the settled lookup.
         self.asked_early: dict[str, None] = {}
         self.cursor = 0  # the partition the next step starts at
-        self.backoff = Backoff(settings.reconcile_interval_seconds)
+        self.backoff = Backoff(settings.reconcile_interval_seconds,
+                               settings.reconcile_backoff_cap_seconds)
 
     async def step(self) -> float:
         """Every partition's due operations, starting where the last step stopped (a step

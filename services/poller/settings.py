@@ -108,6 +108,9 @@ class PollerSettings(PolicySettings, ProviderSettings, ConsumerSettings, Inbound
     poll_backoff_cap_seconds: float = Field(default=60.0, gt=0)
     # How soon a new ambiguous attempt is asked about (a key's retention may be short).
     reconcile_interval_seconds: float = Field(default=1.0, gt=0)
+    # The longest one operation whose lookup keeps failing is left alone (its wait doubles
+    # per failure from the interval above).
+    reconcile_backoff_cap_seconds: float = Field(default=300.0, gt=0)
     close_interval_seconds: float = Field(default=5.0, gt=0)
     # Events whose message no operation knows yet (the sender has not finalised, or the
     # attempt is still ambiguous) are retried for this long before they are dropped.

@@ -120,8 +120,10 @@ async def storm(tmp_path: Path) -> Hooks:
     try:
         await seed_directory(client, N)
         async with (
+            # a refuses every send for its first 4 s (429s), so operations it deferred are
+            # still waiting when their partitions move to b.
             run_sandbox_process(STARTUP_SECONDS, seed=7, send_rate_per_second=RATE / 10,
-                                send_burst=2, webhook_url=f"http://127.0.0.1:{port}/webhooks/a",
+                                send_burst=2, send_blackout_seconds=4, webhook_url=f"http://127.0.0.1:{port}/webhooks/a",
                                 **sandbox) as a_url,
             run_sandbox_process(STARTUP_SECONDS, seed=8,
                                 webhook_url=f"http://127.0.0.1:{port}/webhooks/b",
