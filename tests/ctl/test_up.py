@@ -63,6 +63,23 @@ async def read_banner(process: asyncio.subprocess.Process) -> str:
     return "".join(lines)
 
 
+async def up_on_free_ports(
+    directory: Path, *args: str
+) -> tuple[int, asyncio.subprocess.Process, str]:
+    """Start the stack on a free block of ports and read its banner. Another test worker may
+    take a drawn port before the stack binds it (the stack then refuses, naming it): draw
+    again, up to three times."""
+    for _ in range(3):
+        port = free_stack_port()
+        process = await start_up(directory, "--port", str(port), *args)
+        try:
+            return port, process, await asyncio.wait_for(read_banner(process), timeout=120)
+        except AssertionError as error:
+            if "already in use" not in str(error):
+                raise
+    raise AssertionError("three drawn blocks of ports were taken before the stack bound them")
+
+
 async def reset_is_accepted(base: str, token: str) -> dict[str, Any]:
     async with aiohttp.ClientSession() as session:
         async with session.post(f"{base}/v1/password-resets", json={"login": "player1"}) as r:
@@ -325,10 +342,8 @@ def provider_show(directory: Path) -> dict[str, list[int]]:
 async def test_two_providers_run_locally_and_a_plain_restart_leaves_no_partition_behind(
     tmp_path: Path,
 ) -> None:
-    port = free_stack_port()
-    process = await start_up(tmp_path, "--port", str(port), "--providers", "primary,standby")
+    port, process, banner = await up_on_free_ports(tmp_path, "--providers", "primary,standby")
     try:
-        banner = await asyncio.wait_for(read_banner(process), timeout=120)
         assert f"sandbox standby http://127.0.0.1:{port + up.SANDBOX_OFFSET + 1}" in banner
         assert stack.read_env(tmp_path / "env")["RESETGATE_PROVIDERS"] == "primary,standby"
         assert provider_show(tmp_path)["standby"] == []

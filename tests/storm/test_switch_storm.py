@@ -246,6 +246,9 @@ def assert_whole(result: Result) -> None:
     assert sum(sent.values()) == result.n, sent  # 0 duplicates, 0 lost, by the sandboxes
 
 
+# A minute of two sandboxes, four services and three switches: in `make test-slow`, which
+# keeps `make test` under its 8 minutes (tests/ctl/test_provider_switch.py covers each rule).
+@pytest.mark.slow
 @pytest.mark.timeout(600)
 async def test_a_small_switch_storm_sends_every_operation_exactly_once(tmp_path: Path) -> None:
     result = await switch_storm(tmp_path, n=240, rate=40, senders=1)

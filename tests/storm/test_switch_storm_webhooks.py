@@ -157,6 +157,7 @@ async def storm(tmp_path: Path) -> Hooks:
     return hooks
 
 
+@pytest.mark.slow  # a minute of real processes: `make test-slow`
 @pytest.mark.timeout(600)
 async def test_two_sendgrid_accounts_switch_mid_run_each_event_joined_to_its_provider(
     tmp_path: Path,
