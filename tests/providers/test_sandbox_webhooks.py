@@ -24,6 +24,7 @@ from shared.model import Delivery
 from tests.e2e.conftest import poll
 from tests.providers.kinds import KINDS, adapter
 from tests.support.sandbox import SANDBOX_API_KEY, run_sandbox, sandbox_stats
+from tests.support.webhooks import hook_receiver
 
 MESSAGE = {"from": "no-reply@game.example", "to": ["p@bounce.example"], "subject": "Reset",
            "text": "link", "html": ""}  # fmt: skip
@@ -46,14 +47,9 @@ class Receiver:
 @pytest.fixture
 async def receiver() -> AsyncIterator[Receiver]:
     state = Receiver()
-    app = web.Application()
-    app.router.add_post("/hooks", state.handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", 0).start()
-    state.url = f"http://{USER}:{PASSWORD}@127.0.0.1:{runner.addresses[0][1]}/hooks"
-    yield state
-    await runner.cleanup()
+    async with hook_receiver(state.handle, f"{USER}:{PASSWORD}") as url:
+        state.url = url
+        yield state
 
 
 async def verified(kind: str, sandbox_url: str, headers: dict[str, str], body: bytes) -> Parsed:

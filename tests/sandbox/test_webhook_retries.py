@@ -32,6 +32,7 @@ from services.sandbox.dialects import mailgun, postmark, sendgrid
 from tests.e2e.conftest import poll
 from tests.providers.kinds import adapter
 from tests.support.sandbox import run_sandbox, sandbox_stats
+from tests.support.webhooks import hook_receiver
 
 MESSAGE = {"from": "no-reply@game.example", "to": ["p@example.com"], "subject": "Reset",
            "text": "link", "html": ""}  # fmt: skip
@@ -63,14 +64,9 @@ class Receiver:
 @pytest.fixture
 async def receiver() -> AsyncIterator[Receiver]:
     state = Receiver()
-    app = web.Application()
-    app.router.add_post("/hooks", state.handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", 0).start()
-    state.url = f"http://user:password@127.0.0.1:{runner.addresses[0][1]}/hooks"
-    yield state
-    await runner.cleanup()
+    async with hook_receiver(state.handle, "user:password") as url:
+        state.url = url
+        yield state
 
 
 def settings(kind: str, receiver: Receiver) -> dict[str, object]:

@@ -14,9 +14,12 @@ route; Mailgun's signing key and Postmark's basic-auth pair are ours to choose.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 
 import aiohttp
+from aiohttp import web
 
 from services.sandbox.dialects import DIALECTS
 from tests.support.sandbox import SANDBOX_API_KEY
@@ -63,3 +66,20 @@ async def poller_credentials(provider: str, sandbox_url: str) -> dict[str, str]:
         return {"RESETGATE_MAILGUN_WEBHOOK_SIGNING_KEY": MAILGUN_KEY}
     return {"RESETGATE_POSTMARK_WEBHOOK_USERNAME": POSTMARK_USER,
             "RESETGATE_POSTMARK_WEBHOOK_PASSWORD": POSTMARK_PASSWORD}  # fmt: skip
+
+
+@asynccontextmanager
+async def hook_receiver(
+    handle: Callable[[web.Request], Awaitable[web.Response]], credentials: str
+) -> AsyncIterator[str]:
+    """A webhook endpoint on a free port answering with ``handle``; yields its URL with
+    ``credentials`` (``user:password``) in it, as Postmark's webhook URLs carry them."""
+    app = web.Application()
+    app.router.add_post("/hooks", handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    try:
+        yield f"http://{credentials}@127.0.0.1:{runner.addresses[0][1]}/hooks"
+    finally:
+        await runner.cleanup()
