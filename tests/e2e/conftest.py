@@ -9,6 +9,7 @@ import asyncio
 import os
 import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -16,12 +17,13 @@ import aiohttp
 import pytest
 from redis.asyncio import Redis, RedisCluster
 
-from services.ctl.embedded import RedisServer
+from services.ctl.embedded import RedisServer, free_port
 from shared.directory import Account, RedisDirectory
 from tests.conftest import TEST_TOKEN_KEYS
 from tests.support.processes import Processes
 from tests.support.redis_cluster import RedisClusterServers
 from tests.support.sandbox import SANDBOX_API_KEY, configure, run_sandbox_process
+from tests.support.webhooks import poller_credentials, sandbox_webhooks
 
 INTERNAL_TOKEN = "e2e-internal-token-0123456789"
 DELIVERED_DELAY = 1.5
@@ -169,3 +171,30 @@ async def live(e2e: E2E) -> AsyncIterator[E2E]:
     for name in dead:  # keep the rest of the package running
         await e2e.processes[name].start()
     assert not dead, f"services died during the test: {dead}"
+
+
+@asynccontextmanager
+async def pushed_events_stack(
+    redis_url: str, provider: str, logs: Path, sandbox: dict[str, Any], **env: str
+) -> AsyncIterator[E2E]:
+    """admission, a sender and a poller as real processes against ``provider``'s sandbox,
+    which pushes its signed webhooks to the poller as a deployment is wired. ``sandbox``:
+    the sandbox's other settings; ``env``: the services' other variables."""
+    port = free_port()
+    async with run_sandbox_process(mode=provider, **sandbox_webhooks(provider, port),
+                                   **sandbox) as sandbox_url:  # fmt: skip
+        base = {**service_env(redis_url, sandbox_url),
+                "RESETGATE_PROVIDER_KIND": provider, "RESETGATE_PROVIDER_NAME": provider,
+                "RESETGATE_MAILGUN_DOMAIN": "mg.game.example",
+                "RESETGATE_OBSERVATION_WINDOW_SECONDS": "600", **env}  # fmt: skip
+        async with Processes(logs, base) as processes:
+            processes.add("admission")
+            processes.add("sender", **SENDER_ENV)
+            processes.add("poller", **POLLER_ENV, RESETGATE_WEBHOOK_PORT=str(port),
+                          **await poller_credentials(provider, sandbox_url))  # fmt: skip
+            await asyncio.gather(*(processes.start(n) for n in processes.services))
+            redis = Redis.from_url(redis_url, decode_responses=True)
+            try:
+                yield E2E(processes, redis, sandbox_url)
+            finally:
+                await redis.aclose()

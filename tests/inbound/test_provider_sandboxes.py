@@ -16,7 +16,6 @@ configuration-set events, so its SNS -> SQS path is tested with moto (test_e2e_p
 
 from __future__ import annotations
 
-import asyncio
 import tempfile
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -24,14 +23,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from redis.asyncio import Redis
 
-from services.ctl.embedded import RedisServer, free_port
+from services.ctl.embedded import RedisServer
 from shared.keys import PartitionKeys
-from tests.e2e.conftest import E2E, POLLER_ENV, SENDER_ENV, service_env
-from tests.support.processes import Processes
-from tests.support.sandbox import run_sandbox_process, sandbox_stats
-from tests.support.webhooks import poller_credentials, sandbox_webhooks
+from tests.e2e.conftest import E2E, pushed_events_stack
+from tests.support.sandbox import sandbox_stats
 
 PROVIDERS = ("sendgrid", "mailgun", "postmark")
 BOUNCE_DOMAIN = "bounce.example"
@@ -56,25 +52,9 @@ def sandbox_redis() -> Iterator[RedisServer]:
 async def stack(request: Any, sandbox_redis: RedisServer) -> AsyncIterator[Stack]:
     provider = str(request.param)
     logs = Path(tempfile.mkdtemp(prefix=f"rg-hooks-{provider}-"))
-    port = free_port()
-    sandbox: dict[str, Any] = {
-        "mode": provider, **sandbox_webhooks(provider, port),
-        "delivered_delay_seconds": 0.5, "bounce_domain": BOUNCE_DOMAIN,
-    }  # fmt: skip
-    async with run_sandbox_process(**sandbox) as sandbox_url:
-        base = {**service_env(sandbox_redis.url, sandbox_url),
-                "RESETGATE_PROVIDER_KIND": provider, "RESETGATE_PROVIDER_NAME": provider,
-                "RESETGATE_MAILGUN_DOMAIN": "mg.game.example",
-                "RESETGATE_OBSERVATION_WINDOW_SECONDS": "600"}  # fmt: skip
-        async with Processes(logs, base) as processes:
-            processes.add("admission")
-            processes.add("sender", **SENDER_ENV)
-            processes.add("poller", **POLLER_ENV, RESETGATE_WEBHOOK_PORT=str(port),
-                          **await poller_credentials(provider, sandbox_url))  # fmt: skip
-            await asyncio.gather(*(processes.start(n) for n in processes.services))
-            redis = Redis.from_url(sandbox_redis.url, decode_responses=True)
-            yield Stack(provider, E2E(processes, redis, sandbox_url), sandbox_url)
-            await redis.aclose()
+    sandbox = {"delivered_delay_seconds": 0.5, "bounce_domain": BOUNCE_DOMAIN}
+    async with pushed_events_stack(sandbox_redis.url, provider, logs, sandbox) as e2e:
+        yield Stack(provider, e2e, e2e.provider_url)
 
 
 async def test_delivered_and_bounced_arrive_by_the_providers_own_webhook(stack: Stack) -> None:

@@ -25,13 +25,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from redis.asyncio import Redis
 
-from services.ctl.embedded import RedisServer, free_port
-from tests.e2e.conftest import E2E, POLLER_ENV, SENDER_ENV, service_env
-from tests.support.processes import Processes
-from tests.support.sandbox import run_sandbox_process, sandbox_stats
-from tests.support.webhooks import poller_credentials, sandbox_webhooks
+from services.ctl.embedded import RedisServer
+from tests.e2e.conftest import E2E, pushed_events_stack
+from tests.support.sandbox import sandbox_stats
 
 PROVIDERS = ("sendgrid", "postmark", "mailgun")
 SETTLED = {"accepted", "exhausted", "review", "failed"}
@@ -48,24 +45,10 @@ def keyless_redis() -> Iterator[RedisServer]:
 async def stack(request: Any, keyless_redis: RedisServer) -> AsyncIterator[tuple[E2E, str]]:
     provider = str(request.param)
     logs = Path(tempfile.mkdtemp(prefix=f"rg-5xx-{provider}-"))
-    port = free_port()
-    sandbox = {"mode": provider, **sandbox_webhooks(provider, port), "late_error_every": 1,
-               "error_status": 502, "delivered_delay_seconds": 0.5}  # fmt: skip
-    async with run_sandbox_process(**sandbox) as sandbox_url:
-        base = {**service_env(keyless_redis.url, sandbox_url),
-                "RESETGATE_PROVIDER_KIND": provider, "RESETGATE_PROVIDER_NAME": provider,
-                "RESETGATE_MAILGUN_DOMAIN": "mg.game.example",
-                "RESETGATE_MAILGUN_EVENTS_DELAY_SECONDS": "1",
-                "RESETGATE_OBSERVATION_WINDOW_SECONDS": "600"}  # fmt: skip
-        async with Processes(logs, base) as processes:
-            processes.add("admission")
-            processes.add("sender", **SENDER_ENV)
-            processes.add("poller", **POLLER_ENV, RESETGATE_WEBHOOK_PORT=str(port),
-                          **await poller_credentials(provider, sandbox_url))  # fmt: skip
-            await asyncio.gather(*(processes.start(n) for n in processes.services))
-            redis = Redis.from_url(keyless_redis.url, decode_responses=True)
-            yield E2E(processes, redis, sandbox_url), provider
-            await redis.aclose()
+    sandbox = {"late_error_every": 1, "error_status": 502, "delivered_delay_seconds": 0.5}
+    async with pushed_events_stack(keyless_redis.url, provider, logs, sandbox,
+                                   RESETGATE_MAILGUN_EVENTS_DELAY_SECONDS="1") as e2e:
+        yield e2e, provider
 
 
 async def test_a_5xx_after_the_write_sends_one_email_and_is_settled_accepted(
