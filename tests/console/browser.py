@@ -7,6 +7,7 @@ downloaded by Selenium: the driver path is given, so Selenium Manager never runs
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 from selenium import webdriver
@@ -26,6 +27,17 @@ FLAGS = (
 
 def install() -> None:
     subprocess.run([str(PROJECT_ROOT / "tools" / "install-chromium.sh")], check=True, timeout=900)
+
+
+def session(profile: Path) -> Iterator[webdriver.Chrome]:
+    """Chromium installed and started on ``profile``, quit when the caller is done (a
+    module-scoped fixture yields from it)."""
+    install()
+    browser = start(profile)
+    try:
+        yield browser
+    finally:
+        browser.quit()
 
 
 def start(profile: Path) -> webdriver.Chrome:

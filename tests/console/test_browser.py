@@ -43,10 +43,7 @@ pytestmark = pytest.mark.timeout(240)
 
 @pytest.fixture(scope="module")
 def driver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[webdriver.Chrome]:
-    chromium.install()
-    browser = chromium.start(tmp_path_factory.mktemp("chromium-profile"))
-    yield browser
-    browser.quit()
+    yield from chromium.session(tmp_path_factory.mktemp("chromium-profile"))
 
 
 class Stack:

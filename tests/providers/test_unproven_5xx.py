@@ -46,8 +46,9 @@ async def stack(request: Any, keyless_redis: RedisServer) -> AsyncIterator[tuple
     provider = str(request.param)
     logs = Path(tempfile.mkdtemp(prefix=f"rg-5xx-{provider}-"))
     sandbox = {"late_error_every": 1, "error_status": 502, "delivered_delay_seconds": 0.5}
-    async with pushed_events_stack(keyless_redis.url, provider, logs, sandbox,
-                                   RESETGATE_MAILGUN_EVENTS_DELAY_SECONDS="1") as e2e:
+    async with pushed_events_stack(
+        keyless_redis.url, provider, logs, sandbox, RESETGATE_MAILGUN_EVENTS_DELAY_SECONDS="1"
+    ) as e2e:
         yield e2e, provider
 
 

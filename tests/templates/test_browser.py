@@ -27,10 +27,7 @@ pytestmark = pytest.mark.timeout(180)
 
 @pytest.fixture(scope="module")
 def driver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[webdriver.Chrome]:
-    chromium.install()
-    browser = chromium.start(tmp_path_factory.mktemp("chromium-profile"))
-    yield browser
-    browser.quit()
+    yield from chromium.session(tmp_path_factory.mktemp("chromium-profile"))
 
 
 @pytest.fixture(scope="module")
