@@ -126,9 +126,10 @@ class Ingest:
             return events
         ids = list(dict.fromkeys(ev.operation_id for ev in events))
         held = dict(zip(ids, await ownership.owners(self.client, ids), strict=True))
-        joined = [ev for ev in events if held[ev.operation_id] in senders | {""}]
+        ours = senders | {""}  # "": no attempt yet, so no provider holds it
+        joined = [ev for ev in events if held[ev.operation_id] in ours]
         for ev in events:
-            if held[ev.operation_id] not in senders | {""}:
+            if held[ev.operation_id] not in ours:
                 log_event(log, logging.WARNING, "event from a provider that does not hold the "
                           "operation; dropped", operation_id=ev.operation_id, source=source,
                           holder=held[ev.operation_id])  # fmt: skip
