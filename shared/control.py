@@ -31,7 +31,8 @@ _UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\
 
 
 class PauseKind(StrEnum):
-    """Why every send through a provider stops until an operator resumes it."""
+    """Why every send through a provider stops: until an operator resumes it, or (a quota)
+    until its ``until`` passes."""
 
     CREDENTIALS = "credentials"  # 401/403 and the like: our key is rejected
     ACCOUNT = "account"  # a documented refusal of the whole account or domain
