@@ -16,8 +16,8 @@ from shared import clock
 from shared.control import pause_partitions, resume_partitions
 from shared.keys import AUDIT
 from shared.logging import event, scrub
-from shared.operations import hold
 from shared.redis import RedisClient
+from shared.scripts.attempts import Quarantine, QuarantineCode
 
 log = logging.getLogger(__name__)
 
@@ -52,10 +52,12 @@ async def recent(client: RedisClient, count: int = 20) -> list[dict[str, Any]]:
     return [dict(fields) for _, fields in entries]
 
 
-async def _hold(
+async def _quarantined(
     client: RedisClient, operation_id: str, action: str, actor: str, note: str, reason: str
 ) -> ActionResult:
-    done, state = await hold(client, operation_id, action, now=clock.now_ms(), reason=note)
+    request = Quarantine(operation_id=operation_id, action=action, now=clock.now_ms(), reason=note)
+    code, state = await request.run(client)
+    done = code is QuarantineCode.OK
     await record(
         client, actor, action, operation_id, "done" if done else f"refused:{state}", reason
     )
@@ -68,12 +70,12 @@ async def quarantine(
     """Hold a live operation: it keeps its id and token and is not sent until released."""
     reason = clean_reason(reason)
     note = f"quarantined by {actor}: {reason}"
-    return await _hold(client, operation_id, "quarantine", actor, note, reason)
+    return await _quarantined(client, operation_id, "quarantine", actor, note, reason)
 
 
 async def release(client: RedisClient, operation_id: str, actor: str) -> ActionResult:
     """Return a quarantined operation, or one held for review, to the send queue."""
-    return await _hold(client, operation_id, "release", actor, f"released by {actor}", "")
+    return await _quarantined(client, operation_id, "release", actor, f"released by {actor}", "")
 
 
 async def pause(client: RedisClient, partitions: list[int], actor: str, reason: str) -> None:

@@ -1,4 +1,4 @@
-"""admit.lua's typed wrapper: every entry point converges here, atomically, per account.
+"""Admission through admit.lua: every entry point converges here, atomically, per account.
 
 Used by the admission service (public and internal API) and by the router (contact forms),
 so a contact form can never become a second, hidden send button.
@@ -8,63 +8,15 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from enum import StrEnum
-from typing import Any
 
 from shared import clock, ids
-from shared.keys import PartitionKeys, partition_of
+from shared.keys import partition_of
 from shared.redis import RedisClient
-from shared.scripts import Request, Script, key
+from shared.scripts.admission import Admit, AdmitResult
 from shared.settings import PolicySettings
 from shared.tokens import TokenKeys
 
 _MAX_TRIES = 4
-
-
-class AdmitResult(StrEnum):
-    """admit.lua's reply codes."""
-
-    CREATED = "created"
-    CONVERGED = "converged"
-    COOLDOWN = "cooldown"
-    RETRY = "retry"  # the account's last operation is another one: call again expecting it
-
-
-@dataclass(frozen=True, slots=True)
-class AdmitReply:
-    result: AdmitResult
-    operation_id: str
-    state: str
-
-
-@dataclass(slots=True, kw_only=True)
-class Admit(Request[AdmitReply]):
-    SCRIPT = Script("admit")
-    CODES = AdmitResult
-
-    account: str = key()
-    expected_operation: str = key()
-    new_operation: str = key()
-    send: str = key()
-    live: str = key()
-    now: int
-    expected_id: str
-    new_id: str
-    account_id: str
-    entry_point: str
-    cooldown_ms: int
-    token_kid: str
-    token_expires_at: int
-    horizon_at: int
-    dry: bool
-    actor: str
-    provider: str
-    template_revision: str
-    account_retention_ms: int
-
-    def decode(self, raw: Any) -> AdmitReply:
-        result, operation_id, state = raw
-        return AdmitReply(AdmitResult(result), str(operation_id), str(state))
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +38,7 @@ class AdmissionConflict(RuntimeError):
 def horizon(created_ms: int, settings: PolicySettings) -> tuple[int, int]:
     """(token expiry, delivery horizon): never deliver a dead link.
 
-    A key's retention no longer bounds retries: a refused attempt (429, 5xx) was never
+    A key's retention does not bound retries: a refused attempt (429, 5xx) was never
     accepted, and an ambiguous one is replayed only while the provider still holds its
     key or after a trustworthy lookup (services/poller/ambiguity.py)."""
     expires = created_ms + settings.token_ttl_seconds * 1000
@@ -116,17 +68,12 @@ class Admitter:
         it; a right guess saves the "retry" round trip, a wrong one only costs it.
         """
         partition = partition_of(account_id, self.settings.partitions)
-        pk = PartitionKeys(partition)
         for _ in range(_MAX_TRIES):
             now = clock.now_ms()
             new_id = ids.operation_id(partition, now)
             expires, horizon_at = horizon(now, self.settings)
             reply = await Admit(
-                account=pk.account(account_id),
-                expected_operation=pk.operation(expected or new_id),
-                new_operation=pk.operation(new_id),
-                send=pk.send,
-                live=pk.live,
+                partition=partition,
                 now=now,
                 expected_id=expected,
                 new_id=new_id,

@@ -50,6 +50,11 @@ def poller_cursor(provider: str) -> str:
     return f"{POLLER_CURSOR}:{provider}"
 
 
+def router_seen(event_id: str) -> str:
+    """The router's record of one contact-form event: claimed, then its case written."""
+    return ROUTER_SEEN_PREFIX + event_id
+
+
 def partition_of(account_id: str, partitions: int) -> int:
     """A stable account -> partition map: the same on every process and every release."""
     digest = hashlib.blake2b(account_id.encode(), digest_size=8).digest()

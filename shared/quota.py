@@ -14,11 +14,10 @@ https://docs.aws.amazon.com/ses/latest/dg/manage-sending-quotas-errors.html) pau
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
-from shared.keys import provider_quota
 from shared.redis import RedisClient
-from shared.scripts import Request, Script, key
+from shared.scripts.pacing import QuotaTake, Taken
 
 # The reason of a throttle that says the daily quota is used up (not the send rate).
 QUOTA_EXCEEDED = "daily_quota_exceeded"
@@ -34,28 +33,6 @@ class HasDailyQuota(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
-class Taken:
-    taken: bool
-    used: int
-    reopens_at: int  # ms; when a send is free again (0 when one was taken)
-
-
-@dataclass(slots=True, kw_only=True)
-class QuotaTake(Request[Taken]):
-    SCRIPT = Script("quota_take")
-
-    quota: str = key()
-    now: int
-    window_ms: int
-    slice_ms: int
-    limit: int
-    delta: int
-
-    def decode(self, raw: Any) -> Taken:
-        return Taken(bool(int(raw[0])), int(raw[1]), int(raw[2]))
-
-
-@dataclass(frozen=True, slots=True)
 class DailyQuota:
     """``limit`` sends per ``window_ms`` through one provider, shared by every replica."""
 
@@ -64,7 +41,7 @@ class DailyQuota:
     window_ms: int
 
     def _request(self, now: int, delta: int) -> QuotaTake:
-        return QuotaTake(quota=provider_quota(self.provider), now=now, window_ms=self.window_ms,
+        return QuotaTake(provider=self.provider, now=now, window_ms=self.window_ms,
                          slice_ms=max(1, self.window_ms // SLICES), limit=self.limit,
                          delta=delta)  # fmt: skip
 

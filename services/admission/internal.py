@@ -7,10 +7,11 @@ from aiohttp import web
 from services.admission.context import DIRECTORY, GATE, REDIS, SETTINGS, TOKEN_KEYS
 from services.admission.http import read_body
 from services.admission.schemas import CONSUME_TOKEN, RECOVERY_OPERATION
-from services.admission.tokens import ConsumeResult, consume
+from services.admission.tokens import consume
 from shared import clock, metrics, queries
 from shared.errors import ApiError
 from shared.ids import valid_account_id, valid_operation_id
+from shared.scripts.admission import ConsumeResult
 from shared.service import json_response
 
 DEFAULT_OLDEST = 20

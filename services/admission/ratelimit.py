@@ -10,17 +10,14 @@ from __future__ import annotations
 
 import functools
 import ipaddress
-import math
 import socket
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
 
 from aiohttp import web
 
 from shared import keys
 from shared.redis import RedisClient
-from shared.scripts import Request, Script, key
+from shared.scripts.admission import ALLOWED, Decision, Gcra
 
 
 def request_client(request: web.Request, trusted_hops: int) -> str:
@@ -61,30 +58,6 @@ def bucket(address: str) -> str:
     return str(ip)
 
 
-@dataclass(frozen=True, slots=True)
-class Decision:
-    allowed: bool
-    retry_after_seconds: int
-
-
-ALLOWED = Decision(True, 0)
-
-
-@dataclass(slots=True, kw_only=True)
-class Gcra(Request[Decision]):
-    SCRIPT = Script("gcra")
-
-    limit: str = key()
-    interval_ms: float
-    burst: int
-
-    def decode(self, raw: Any) -> Decision:
-        allowed, wait_ms = raw
-        if allowed:
-            return ALLOWED
-        return Decision(False, max(1, math.ceil(int(wait_ms) / 1000)))
-
-
 class IpLimiter:
     """A GCRA limit per client address, its Redis key named by ``key`` (the public
     endpoint's by default; the console's token sign-in has its own)."""
@@ -102,7 +75,9 @@ class IpLimiter:
     async def check(self, address: str) -> Decision:
         if not self.enabled:
             return ALLOWED
-        limit = Gcra(limit=self.key(address), interval_ms=self.interval_ms, burst=self.burst)
+        limit = Gcra(
+            address=address, scope=self.key, interval_ms=self.interval_ms, burst=self.burst
+        )
         return await limit.run(self.client)
 
     async def forget(self, address: str) -> None:

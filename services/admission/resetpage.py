@@ -16,7 +16,8 @@ from aiohttp import web
 
 from services.admission.context import REDIS, SETTINGS, TOKEN_KEYS
 from services.admission.internal import REFUSED
-from services.admission.tokens import ConsumeResult, consume, refusal
+from services.admission.tokens import consume, refusal
+from shared.scripts.admission import ConsumeResult
 
 PATH = "/reset-password"
 _FIELD_LIMIT = 256

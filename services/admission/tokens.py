@@ -2,42 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from enum import StrEnum
-from typing import Any
-
 from shared import clock
 from shared.keys import PartitionKeys
 from shared.queries import operation_partition
 from shared.redis import RedisClient
-from shared.scripts import Request, Script, key
+from shared.scripts.admission import ConsumeResult, ConsumeToken
 from shared.tokens import TokenKeys
-
-
-class ConsumeResult(StrEnum):
-    """consume_token.lua's replies, plus the checks made before it runs (INVALID)."""
-
-    CONSUMED = "consumed"
-    USED = "used"
-    EXPIRED = "expired"
-    SUPERSEDED = "superseded"
-    MISSING = "missing"
-    INVALID = "invalid"  # the token does not match the operation (wrong, or another op's)
-
-
-@dataclass(slots=True, kw_only=True)
-class ConsumeToken(Request[ConsumeResult]):
-    SCRIPT = Script("consume_token")
-    CODES = ConsumeResult
-
-    operation: str = key()
-    account: str = key()
-    live: str = key()
-    now: int
-    operation_id: str
-
-    def decode(self, raw: Any) -> ConsumeResult:
-        return ConsumeResult(raw[0])
 
 
 async def _verified(
@@ -84,8 +54,6 @@ async def consume(
     refused, pk, account_id = await _verified(client, keys, partitions, operation_id, token)
     if refused is not None or pk is None:
         return refused or ConsumeResult.MISSING, account_id
-    result = await ConsumeToken(
-        operation=pk.operation(operation_id), account=pk.account(account_id), live=pk.live,
-        now=clock.now_ms(), operation_id=operation_id,
-    ).run(client)  # fmt: skip
+    request = ConsumeToken(account_id=account_id, now=clock.now_ms(), operation_id=operation_id)
+    result = await request.run(client)
     return result, str(account_id)

@@ -34,10 +34,11 @@ from shared import clock, metrics
 from shared.keys import PartitionKeys
 from shared.logging import event
 from shared.model import Operation, Outcome
-from shared.operations import load_attempts, load_operation, resolve_ambiguous
+from shared.operations import load_attempts, load_operation
 from shared.ownership import owners as owners  # the reconciler's: one rule for the owner
 from shared.providers.base import Capabilities, LookupTrust, Provider, ProviderUnavailable
 from shared.redis import RedisClient
+from shared.scripts.attempts import ResolveAmbiguous, Settled
 from shared.settings import PolicySettings
 
 log = logging.getLogger(__name__)
@@ -233,9 +234,8 @@ async def reconcile(
     if decision is Resolution.WAIT:
         return decision
     now = clock.now_ms()
-    applied, _ = await resolve_ambiguous(
-        client,
-        operation_id,
+    code, _ = await ResolveAmbiguous(
+        operation_id=operation_id,
         now=now,
         decision=decision,
         message_id=message_id,
@@ -247,8 +247,8 @@ async def reconcile(
         # a same-key replay for good (only that provider can deduplicate the key).
         pin=provider.name,
         pin_for=pin_for,
-    )
-    if not applied:
+    ).run(client)
+    if code is not Settled.OK:
         return None
     await _record(client, provider.name, operation_id, decision, now)
     return decision

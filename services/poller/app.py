@@ -27,13 +27,14 @@ from services.poller.inbound.webhooks import Webhooks
 from services.poller.observer import Observer
 from services.poller.reconciler import Reconciler
 from services.poller.settings import PollerSettings
-from shared import metrics, observation, service
+from shared import metrics, service
 from shared.logging import event
 from shared.loops import ERRORS, named, named_loop, resilient
 from shared.providers.base import Provider
 from shared.providers.factory import ProviderConfig, build, open_provider
 from shared.providers.named import NamedProvider, ProviderConfigError, load_or_exit
 from shared.redis import RedisClient, ping
+from shared.scripts.observation import Lease
 
 log = logging.getLogger(__name__)
 SERVICE = "poller"
@@ -48,7 +49,7 @@ class Leadership:
 
     async def renew(self) -> float:
         try:
-            held = await observation.hold_lease(self.client, self.holder, self.lease_ms)
+            held = await Lease(holder=self.holder, lease_ms=self.lease_ms).run(self.client)
         except ERRORS:
             self.active = False  # cannot prove we hold it: stop calling the provider
             raise
@@ -172,7 +173,7 @@ def workers(poller: Poller) -> list[service.Worker]:
     async def lease(stop: asyncio.Event) -> None:
         await resilient(SERVICE, "lease", stop, lead.renew)
         with contextlib.suppress(*ERRORS):  # unreleased, it runs out by itself
-            await observation.release_lease(poller.client, lead.holder)
+            await Lease(holder=lead.holder, release=True).run(poller.client)
 
     result: list[service.Worker] = [named("lease", lease)]
     result.extend(named_loop(SERVICE, name, step) for name, step in loops.items())

@@ -14,12 +14,14 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from services.poller import observation
+from services.poller.observation import AppliedEvent, Match
 from services.poller.settings import PollerSettings
-from shared import clock, metrics, observation
+from shared import clock, metrics
 from shared.delivery import DeliveryEvent
 from shared.logging import event
-from shared.observation import Applied, AppliedEvent, Match
 from shared.redis import RedisClient
+from shared.scripts.observation import Applied
 
 log = logging.getLogger(__name__)
 

@@ -12,60 +12,15 @@ second case, and a crash between claim and case does not lose one.
 from __future__ import annotations
 
 from contextlib import aclosing
-from dataclasses import dataclass
-from enum import StrEnum
-from typing import Any
 
-from shared.keys import ROUTER_SEEN_PREFIX, SUPPORT_CASES
+from shared.keys import SUPPORT_CASES, router_seen
 from shared.queries import scan_cases
 from shared.redis import RedisClient
-from shared.scripts import Request, Script, key
-
-
-class ClaimCode(StrEnum):
-    NEW = "new"
-    DONE = "done"
-    BUSY = "busy"
-    TAKEOVER = "takeover"
-
-
-@dataclass(frozen=True, slots=True)
-class Claim:
-    code: ClaimCode
-    case_id: str
-    claimed_at: int
-
-
-@dataclass(slots=True, kw_only=True)
-class RouteClaim(Request[Claim]):
-    SCRIPT = Script("route_claim")
-    CODES = ClaimCode
-
-    seen: str = key()
-    case_id: str
-    now: int
-    ttl_ms: int
-    stale_ms: int
-
-    def decode(self, raw: Any) -> Claim:
-        return Claim(ClaimCode(raw[0]), str(raw[1]), int(raw[2]))
-
-
-def seen_key(event_id: str) -> str:
-    return ROUTER_SEEN_PREFIX + event_id
-
-
-async def claim(
-    client: RedisClient, event_id: str, case_id: str, *, now: int, ttl_ms: int, stale_ms: int
-) -> Claim:
-    return await RouteClaim(
-        seen=seen_key(event_id), case_id=case_id, now=now, ttl_ms=ttl_ms, stale_ms=stale_ms
-    ).run(client)
 
 
 async def mark_written(client: RedisClient, event_id: str, entry_id: str, ttl_ms: int) -> None:
     """The case is in the stream: from now on a redelivery only acks."""
-    key = seen_key(event_id)
+    key = router_seen(event_id)
     async with client.pipeline(transaction=True) as pipe:  # one key: fine on Cluster
         pipe.hset(key, mapping={"status": "written", "case_entry": entry_id})
         pipe.pexpire(key, ttl_ms)

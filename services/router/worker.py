@@ -38,6 +38,7 @@ from shared.logging import event
 from shared.loops import ERRORS
 from shared.model import EntryPoint
 from shared.redis import RedisClient
+from shared.scripts.router import Claim, ClaimCode, RouteClaim
 
 log = logging.getLogger(__name__)
 
@@ -153,16 +154,16 @@ class Router:
             await self._dead_letter(form.entry_id, _routed_fields(form), "routing_error")
 
     async def _route(self, form: ContactForm) -> None:
-        claim = await cases.claim(
-            self.client, form.event_id, ids.case_id(), now=clock.now_ms(), ttl_ms=self.ttl_ms,
+        claim = await RouteClaim(
+            event_id=form.event_id, case_id=ids.case_id(), now=clock.now_ms(), ttl_ms=self.ttl_ms,
             stale_ms=self.idle_ms * 3 // 4,
-        )  # fmt: skip
-        if claim.code is cases.ClaimCode.BUSY:
+        ).run(self.client)  # fmt: skip
+        if claim.code is ClaimCode.BUSY:
             return
-        if claim.code is cases.ClaimCode.DONE:
+        if claim.code is ClaimCode.DONE:
             await self._ack(form, "duplicate: its case exists")
             return
-        if claim.code is cases.ClaimCode.TAKEOVER and await self._finish_takeover(form, claim):
+        if claim.code is ClaimCode.TAKEOVER and await self._finish_takeover(form, claim):
             return
         facts = await self._facts(form)
         where = route(facts)
@@ -175,7 +176,7 @@ class Router:
         await self._ack(form, "case written", case_id=claim.case_id, queue=where.queue,
                         priority=where.priority, state=facts.state or None)  # fmt: skip
 
-    async def _finish_takeover(self, form: ContactForm, claim: cases.Claim) -> bool:
+    async def _finish_takeover(self, form: ContactForm, claim: Claim) -> bool:
         """A router died mid-routing: if its case made it to the stream, only ack."""
         entry = await cases.find_case(self.client, claim.case_id, claim.claimed_at)
         if entry is None:

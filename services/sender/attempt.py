@@ -27,19 +27,20 @@ from shared.emails.compose import Composed, Hosted, Mailer
 from shared.emails.files import TemplateError
 from shared.logging import event
 from shared.model import TERMINAL, Outcome, State
-from shared.operations import (
-    BeginCode,
-    Begun,
-    Finalisation,
-    begin_attempt,
-    finalise_attempt,
-    keys_for,
-    requeue_refused,
-)
 from shared.providers.base import Provider, SendResult
 from shared.quota import QUOTA_EXCEEDED, DailyQuota, refused_until
 from shared.redis import RedisClient
 from shared.replication import NotReplicated, Replicas
+from shared.scripts.attempts import (
+    BeginAttempt,
+    BeginCode,
+    Begun,
+    Finalisation,
+    FinaliseAttempt,
+    FinaliseCode,
+    RequeueCode,
+    RequeueRefused,
+)
 from shared.tokens import TokenKeys
 
 log = logging.getLogger(__name__)
@@ -153,20 +154,19 @@ class AttemptRunner:
 
     async def _begin(self, job: Job, attempt_id: str) -> tuple[Begun, bool]:
         """The begin, and whether the replicas hold it (always, with no WAIT configured)."""
-        key = keys_for(job.operation_id).operation(job.operation_id)
-        async with self.replicas.connection(key) as connection:
-            begun = await begin_attempt(
-                connection,
-                job.operation_id,
-                attempt_id=attempt_id,
-                now=clock.now_ms(),
-                lease_ms=self.settings.lease_seconds * 1000,
-                max_attempts=self.settings.max_attempts,
-                consumer=self.settings.consumer_name,
-                entry_id=job.entry_id,
-                retention_ms=self.retention_ms,
-                provider=self.name,
-            )
+        begin = BeginAttempt(
+            operation_id=job.operation_id,
+            attempt_id=attempt_id,
+            now=clock.now_ms(),
+            lease_ms=self.settings.lease_seconds * 1000,
+            max_attempts=self.settings.max_attempts,
+            consumer=self.settings.consumer_name,
+            entry_id=job.entry_id,
+            retention_ms=self.retention_ms,
+            provider=self.name,
+        )
+        async with self.replicas.connection(begin.operation) as connection:
+            begun = await begin.run(connection)
             if begun.code is not BeginCode.BEGIN:
                 return begun, True
             try:
@@ -292,15 +292,15 @@ class AttemptRunner:
         if isinstance(result, SendResult):
             final, streak = self._guarded(job, begun, final, now)
         final = replace(final, template_revision=revision)
-        applied = await finalise_attempt(
-            self.client,
-            job.operation_id,
+        code = await FinaliseAttempt(
+            operation_id=job.operation_id,
             attempt_id=attempt_id,
             now=now,
             entry_id=job.entry_id,
             result=final,
             retention_ms=self.retention_ms,
-        )
+        ).run(self.client)
+        applied = code is FinaliseCode.OK  # else fenced: the lease was lost, nothing written
         if isinstance(result, SendResult):
             await self._feedback(result)
         if streak:
@@ -371,10 +371,10 @@ class AttemptRunner:
         requeued = 0
         for refused in streak:
             if refused.operation_id != job.operation_id:
-                done, _ = await requeue_refused(
-                    self.client, refused.operation_id, refused.account_id, now=now,
-                    reason=self.guard.tripped, note=PROVIDER_REFUSED)  # fmt: skip
-                requeued += done
+                code, _ = await RequeueRefused(
+                    operation_id=refused.operation_id, account_id=refused.account_id, now=now,
+                    reason=self.guard.tripped, note=PROVIDER_REFUSED).run(self.client)  # fmt: skip
+                requeued += code is RequeueCode.OK
         event(log, logging.ERROR, "provider refuses every operation alike; sending paused",
               provider=self.name, reason=self.guard.tripped, operations=len(streak),
               requeued=requeued)  # fmt: skip

@@ -1,6 +1,6 @@
 """Provider-wide pacing, shared by every sender replica through one schedule in Redis.
 
-One round trip reserves every slot due within a short horizon (``shared.pacing``); the
+One round trip reserves every slot due within a short horizon (``PaceAcquire``); the
 workers of this process then take the slots in order and each waits for its own locally.
 Within a process only one coroutine asks Redis at a time, so waiting workers never poll in
 a herd. A 429 seen here drops the slots still reserved, so this replica stops at once;
@@ -14,11 +14,13 @@ import asyncio
 from collections import deque
 from dataclasses import replace
 
-from shared import clock, metrics, pacing
+from services.sender import pacing
+from shared import clock, metrics
 from shared.loops import cap_advised_wait
 from shared.model import Outcome
 from shared.provider import SendResult
 from shared.redis import RedisClient
+from shared.scripts.pacing import Observation, PaceAcquire, PaceFeedback, Tuning
 from shared.service import sleep_or_stop
 
 NO_ADVICE_MAX_MS = 2000.0
@@ -34,7 +36,7 @@ class Pacer:
         floor: float,
         burst: float,
         max_wait: float,
-        tuning: pacing.Tuning | None = None,
+        tuning: Tuning | None = None,
     ) -> None:
         self.client = client
         self.provider = provider
@@ -42,7 +44,7 @@ class Pacer:
         self.floor = floor
         self.burst = burst
         self.max_wait = max_wait  # RESETGATE_MAX_ADVISED_WAIT_SECONDS: the longest block
-        self.tuning = tuning or pacing.Tuning()
+        self.tuning = tuning or Tuning()
         self.declared: float | None = None  # the provider's declared account rate
         self.rate = ceiling
         self._slots: deque[float] = deque()
@@ -95,16 +97,15 @@ class Pacer:
                 await sleep_or_stop(stop, ahead / 1000)
             if self._slots or stop.is_set():
                 return
-            slots = await pacing.reserve(
-                self.client,
-                self.provider,
+            slots = await PaceAcquire(
+                provider=self.provider,
+                tuning=self.tuning,
                 now=clock.now_ms(),
                 ceiling=self.limit,
                 burst=self.burst,
                 want=max(1, self._waiting),  # every worker waiting here needs one
-                tuning=self.tuning,
                 accepted=self._take_accepted(),
-            )
+            ).run(self.client)
             self._publish(slots.rate, slots.blocked_until)
             if slots.count:
                 self._slots.extend(times := slots.times_ms())
@@ -135,9 +136,9 @@ class Pacer:
             self._slots.clear()
             self._reserved_until = 0.0
         seen = replace(seen, accepted=self._take_accepted())
-        adjusted = await pacing.feedback(
-            self.client, self.provider, seen, floor=self.floor, tuning=self.tuning
-        )
+        adjusted = await PaceFeedback(
+            provider=self.provider, tuning=self.tuning, seen=seen, floor=self.floor
+        ).run(self.client)
         if adjusted.cut:
             metrics.pacing_cuts.labels(self.provider).inc()
         self._publish(adjusted.rate or self.rate, adjusted.blocked_until)
@@ -146,7 +147,7 @@ class Pacer:
         accepted, self._accepted = self._accepted, 0
         return accepted
 
-    def _capped(self, seen: pacing.Observation) -> pacing.Observation:
+    def _capped(self, seen: Observation) -> Observation:
         """The provider-wide block lasts at most ``max_wait``: one absurd Retry-After must not
         stop every replica (the operation keeps its own advised retry time, bounded by its
         horizon)."""

@@ -10,8 +10,8 @@ import random
 from dataclasses import dataclass
 
 from shared.model import Outcome, State
-from shared.operations import Finalisation
 from shared.retry_after import RetryAfter, Source
+from shared.scripts.attempts import Finalisation
 
 
 @dataclass(frozen=True, slots=True)

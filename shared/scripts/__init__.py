@@ -1,21 +1,28 @@
 """Lua scripts, one per file, each called through a typed request.
 
-A script is sent by SHA (computed up front); on NOSCRIPT it is loaded and the call retried,
-which also covers a Redis restart or a failover to a replica without the script cache.
+A script is sent by SHA (computed once, at its first use); on NOSCRIPT it is loaded and the
+call retried, which also covers a Redis restart or a failover to a replica without the
+script cache.
 
-The contract with each script is one :class:`Request` subclass beside its wrapper: a frozen
-dataclass whose fields, in order, are the script's KEYS (declared with :func:`key`) and
-ARGV (every other field), named as the script's header names them, and whose ``decode``
-turns the reply into a typed value (an enum code, a dataclass, a count).
-tests/core/test_script_contract.py checks each header against its request.
+A script's interface is stated once, by its :class:`Request` subclass (in a module of this
+package, beside the replies it decodes into): a keyword-only dataclass whose fields, in
+order, are the script's KEYS (declared with :func:`key`, built by the request itself from
+its ids through shared.keys) and ARGV (every other field; a field typed as a dataclass
+stands for that dataclass's fields, in order). The script reads them as named Lua locals
+rendered from the request in place of its ``-- @request`` line, and its header names them
+in the same order. ``decode`` turns the reply into a typed value (an enum code, a
+dataclass, a count). tests/core/test_script_contract.py checks every script against its
+request, discovering the requests by importing this package's modules.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import hashlib
 import operator
+import sys
 from collections.abc import Callable, Sequence
 from enum import StrEnum
 from importlib import resources
@@ -46,13 +53,7 @@ def ledger_prelude() -> str:
     positions = ", ".join(f"{name}={i}" for i, name in enumerate(LEDGER_FIELDS, 1))
     return f"""-- ledger rows (rendered from shared/model.py LEDGER_FIELDS)
 local LEDGER = {{{positions}}}
-local function ledger_decode(raw)
-  local row = cjson.decode(raw)
-  if row[1] ~= nil then return row end
-  local compact = {{}}  -- a row written as a JSON object, before the compact encoding
-  for name, i in pairs(LEDGER) do compact[i] = row[name] end
-  return compact
-end
+local function ledger_decode(raw) return cjson.decode(raw) end
 local function ledger_encode(row)
   local last = 0
   for i = 1, {len(LEDGER_FIELDS)} do
@@ -120,13 +121,28 @@ PRELUDES = {
     "-- @names\n": names_prelude,
     "-- @delivery\n": delivery_prelude,
 }
+REQUEST_MARKER = "-- @request\n"
 
 
-def render(source: str) -> str:
+def render(source: str, request: type[Request[Any]] | None = None) -> str:
+    """The script as Redis runs it: every prelude marker replaced, ``-- @request`` by the
+    named locals of ``request`` (:func:`request_prelude`)."""
     for marker, prelude in PRELUDES.items():
         if marker in source:
             source = source.replace(marker, prelude())
+    if REQUEST_MARKER in source:
+        if request is None:
+            raise TypeError("a script that reads -- @request is run through its Request")
+        source = source.replace(REQUEST_MARKER, request_prelude(request))
     return source
+
+
+def request_prelude(request: type[Request[Any]]) -> str:
+    """What a script gets in place of ``-- @request``: its KEYS and ARGV as named locals,
+    in the request's order and of its types (a trailing tuple as a Lua table)."""
+    keys, args = request.layout()
+    origin = f"{request.__module__}.{request.__qualname__}"
+    return f"-- request (rendered from {origin})\n{keys.lua('KEYS')}{args.lua('ARGV')}"
 
 
 Arg = str | int | float
@@ -135,11 +151,25 @@ _CLUSTER_CONCURRENCY = 64
 
 
 class Script:
+    """One script file, rendered for (and bound to) its :class:`Request` class."""
+
     def __init__(self, name: str) -> None:
         self.name = name
-        source = resources.files(__package__).joinpath(f"{name}.lua").read_text()
-        self.source = render(source)
-        self.sha = hashlib.sha1(self.source.encode(), usedforsecurity=False).hexdigest()
+        self.text = resources.files(__package__).joinpath(f"{name}.lua").read_text()
+        self.request: type[Request[Any]] | None = None
+
+    def bind(self, request: type[Request[Any]]) -> None:
+        self.request = request
+        for rendered in ("source", "sha"):  # @dataclass(slots=True) re-creates the class
+            self.__dict__.pop(rendered, None)
+
+    @functools.cached_property
+    def source(self) -> str:
+        return render(self.text, self.request)
+
+    @functools.cached_property
+    def sha(self) -> str:
+        return hashlib.sha1(self.source.encode(), usedforsecurity=False).hexdigest()
 
     async def __call__(self, client: RedisClient, keys: list[str], args: list[Arg]) -> Any:
         try:
@@ -178,42 +208,75 @@ _ROLE = "script_role"
 
 
 def key() -> Any:
-    """Declares a :class:`Request` field as one of the script's KEYS (in field order)."""
-    return dataclasses.field(metadata={_ROLE: "key"})
+    """Declares a :class:`Request` field as one of the script's KEYS (in field order). The
+    request builds it in ``__post_init__`` from its ids (shared.keys): callers never pass
+    a key name."""
+    return dataclasses.field(init=False, metadata={_ROLE: "key"})
 
 
-# script name -> its request class (filled as the wrapper modules define them)
+# script name -> its request class (filled as the modules of this package define them)
 REQUESTS: dict[str, type[Request[Any]]] = {}
 
+_VARIADIC = "tuple[str,...]"
+# How a script reads each kind of argument into its local (Redis passes strings).
+_LUA_READ = {"str": "{}", "int": "tonumber({})", "float": "tonumber({})", "bool": '{} == "1"'}
+_LUA_WORDS = frozenset(
+    {
+        *("and", "break", "do", "else", "elseif", "end", "false", "for"),
+        *("function", "goto", "if", "in", "local", "nil", "not", "or"),
+        *("repeat", "return", "then", "true", "until", "while"),
+    }
+)
 
-def _one_or_none(names: tuple[str, ...]) -> Callable[[object], tuple[Any, ...]]:
-    """attrgetter returns a bare value for one name; a part always reads as a tuple."""
-    return lambda request: tuple(getattr(request, name) for name in names)
+
+def _flat(
+    owner: type[Any], field: dataclasses.Field[Any], prefix: str = ""
+) -> list[tuple[str, str]]:
+    """(attribute path, kind) of one field; a dataclass-typed field stands for its fields."""
+    kind = str(field.type).replace(" ", "")
+    path = prefix + field.name
+    if kind == _VARIADIC or kind in _LUA_READ:
+        return [(path, kind)]
+    nested = vars(sys.modules[owner.__module__]).get(kind)
+    if not dataclasses.is_dataclass(nested) or not isinstance(nested, type):
+        raise TypeError(f"a script argument is str, int, float, bool, tuple or a dataclass: {kind}")
+    return [pair for sub in dataclasses.fields(nested) for pair in _flat(nested, sub, path + ".")]
+
+
+def _getter(paths: tuple[str, ...]) -> Callable[[object], tuple[Any, ...]]:
+    # attrgetter: one C call for every field (admission's hot path builds a request each time);
+    # it returns a bare value for one name, and a part always reads as a tuple.
+    if len(paths) > 1:
+        return operator.attrgetter(*paths)
+    if not paths:
+        return lambda request: ()
+    get = operator.attrgetter(paths[0])
+    return lambda request: (get(request),)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class _Part:
     """How one side (KEYS or ARGV) of a request is read: by position, in field order."""
 
-    names: tuple[str, ...]
+    names: tuple[str, ...]  # the Lua locals, as the script's header lists them
+    kinds: tuple[str, ...]
     bools: tuple[int, ...]  # positions sent as "1" / "0"
     variadic: bool  # the last field is a tuple, spread into KEYS[n..] / ARGV[n..]
     get: Callable[[object], Any]
 
     @classmethod
-    def of(cls, fields: list[dataclasses.Field[Any]]) -> _Part:
-        kinds = [str(f.type).replace(" ", "") for f in fields]
-        for kind in kinds:
-            if kind not in ("str", "int", "float", "bool", "tuple[str,...]"):
-                raise TypeError(f"a script argument is str, int, float, bool or tuple: {kind}")
-        if "tuple[str,...]" in kinds[:-1]:
+    def of(cls, owner: type[Any], fields: list[dataclasses.Field[Any]]) -> _Part:
+        flat = [pair for f in fields for pair in _flat(owner, f)]
+        paths = tuple(path for path, _ in flat)
+        kinds = tuple(kind for _, kind in flat)
+        names = tuple(path.rsplit(".", 1)[-1] for path in paths)
+        if _VARIADIC in kinds[:-1]:
             raise TypeError("only the last field may be variadic")
-        names = tuple(f.name for f in fields)
+        if len(set(names)) < len(names) or _LUA_WORDS & set(names):
+            raise TypeError(f"a script's names are distinct and not Lua's words: {names}")
         bools = tuple(i for i, kind in enumerate(kinds) if kind == "bool")
-        variadic = bool(kinds) and kinds[-1].startswith("tuple")
-        # attrgetter: one C call for every field (admission's hot path builds a request each time)
-        get = operator.attrgetter(*names) if len(names) > 1 else _one_or_none(names)
-        return cls(names, bools, variadic, get)
+        variadic = bool(kinds) and kinds[-1] == _VARIADIC
+        return cls(names, kinds, bools, variadic, _getter(paths))
 
     def read(self, request: object) -> list[Any]:
         values = list(self.get(request))
@@ -223,13 +286,28 @@ class _Part:
             values[-1:] = values[-1]
         return values
 
+    def lua(self, table: str) -> str:
+        """The Lua that reads this part of ``table`` (KEYS or ARGV) into named locals; a
+        variadic run by a loop (unpack would hit the C stack limit on a large batch)."""
+        fixed = len(self.names) - self.variadic
+        reads = [
+            _LUA_READ[kind].format(f"{table}[{i}]") for i, kind in enumerate(self.kinds[:fixed], 1)
+        ]
+        lines = [f"local {', '.join(self.names[:fixed])} = {', '.join(reads)}\n"] if fixed else []
+        if self.variadic:
+            run = self.names[-1]
+            lines.append(f"local {run} = {{}}\n")
+            lines.append(f"for i = {fixed + 1}, #{table} do {run}[i - {fixed}] = {table}[i] end\n")
+        return "".join(lines)
+
 
 _LAYOUTS: dict[type[Any], tuple[_Part, _Part]] = {}  # computed once per request class
 
 
 class Request(Generic[R]):
     """One call of one script: a keyword-only dataclass (slots; not frozen, which would
-    double its construction cost on admission's hot path)."""
+    double its construction cost on admission's hot path) that builds its keys in
+    ``__post_init__``."""
 
     __slots__ = ()
     SCRIPT: ClassVar[Script]
@@ -239,15 +317,16 @@ class Request(Generic[R]):
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         REQUESTS[cls.SCRIPT.name] = cls  # @dataclass(slots=True) re-creates it: the last wins
+        cls.SCRIPT.bind(cls)
 
     @classmethod
     def layout(cls) -> tuple[_Part, _Part]:
-        """The KEYS and the ARGV fields, in the order the script takes them."""
+        """The KEYS and the ARGV, in the order the script takes them."""
         layout = _LAYOUTS.get(cls)
         if layout is None:
             fields = dataclasses.fields(cls)  # type: ignore[arg-type]
-            keys = _Part.of([f for f in fields if f.metadata.get(_ROLE) == "key"])
-            args = _Part.of([f for f in fields if f.metadata.get(_ROLE) != "key"])
+            keys = _Part.of(cls, [f for f in fields if f.metadata.get(_ROLE) == "key"])
+            args = _Part.of(cls, [f for f in fields if f.metadata.get(_ROLE) != "key"])
             layout = _LAYOUTS[cls] = (keys, args)
         return layout
 

@@ -2,15 +2,15 @@
 -- (message_id, type, occurred_at), never letting a weaker or older event overwrite a
 -- stronger one. Transport acceptance (state) is never touched: only the delivery fields.
 --
--- KEYS[1] operation: hash  rg:{p}:op:<id>
--- KEYS[2] observe: zset    rg:{p}:observe   (accepted op -> observation window end, ms)
--- KEYS[3] messages: map    rg:{p}:msgs      (provider message id -> op id)
--- ARGV[1] message_id: the provider's message id
--- ARGV[2] event_type: delivered|deferred|bounced|complained|rejected
--- ARGV[3] occurred_at: ms
--- ARGV[4] now: ms
--- ARGV[5] operation_id
--- ARGV[6] mode: "record" when the caller joined the event by operation id (a pushed event):
+-- key operation: hash  rg:{p}:op:<id>
+-- key observe: zset    rg:{p}:observe   (accepted op -> observation window end, ms)
+-- key messages: map    rg:{p}:msgs      (provider message id -> op id)
+-- arg message_id: the provider's message id
+-- arg event_type: delivered|deferred|bounced|complained|rejected
+-- arg occurred_at: ms
+-- arg now: ms
+-- arg operation_id
+-- arg mode: "record" when the caller joined the event by operation id (a pushed event):
 --         an operation with no provider message id yet takes this one (and the message map
 --         learns it); "" for the pull feed, which found the operation through the map.
 --
@@ -20,19 +20,19 @@
 --   {"duplicate", current, state} this (message_id, type, occurred_at) was seen before; no write
 --   {"missing", "", ""}           the operation is gone (retention ran out); its mapping is dropped
 -- @delivery
-local kind, occurred, now = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+-- @request
+local kind = event_type
 
-local f = redis.call("HMGET", KEYS[1], "state", "delivery", "delivery_event_at",
+local f = redis.call("HMGET", operation, "state", "delivery", "delivery_event_at",
   "provider_message_id", "evt:next")
-local id = ARGV[5]
 if not f[1] then
   -- Writing now would resurrect a hash without its TTL: forget the stale mapping instead.
-  redis.call("HDEL", KEYS[3], ARGV[1])
+  redis.call("HDEL", messages, message_id)
   return {"missing", "", ""}
 end
-if ARGV[6] == "record" and (not f[4] or f[4] == "") then
-  redis.call("HSET", KEYS[1], "provider_message_id", ARGV[1])
-  redis.call("HSET", KEYS[3], ARGV[1], id)
+if mode == "record" and (not f[4] or f[4] == "") then
+  redis.call("HSET", operation, "provider_message_id", message_id)
+  redis.call("HSET", messages, message_id, operation_id)
 end
 local current = f[2] or "unknown"
 if RANK[current] == nil then current = "unknown" end
@@ -43,15 +43,17 @@ if RANK[current] == nil then current = "unknown" end
 -- evt:next), so no number of distinct events grows the hash past REMEMBERED + 1 fields.
 -- An event pushed out of the slots and sent again is applied again: precedence keeps what
 -- it had ("kept"), so forgetting it changes nothing.
-local seen = string.sub(redis.sha1hex(ARGV[1] .. ":" .. kind .. ":" .. ARGV[3]), 1, 16)
+-- (occurred_at printed as the caller sent it: Lua's own "..", %.14g, would round a long one)
+local identity = message_id .. ":" .. kind .. ":" .. string.format("%d", occurred_at)
+local seen = string.sub(redis.sha1hex(identity), 1, 16)
 local slots = {}
 for i = 0, REMEMBERED - 1 do slots[#slots + 1] = "evt:" .. i end
-local remembered = redis.call("HMGET", KEYS[1], unpack(slots))
+local remembered = redis.call("HMGET", operation, unpack(slots))
 for i = 1, REMEMBERED do
   if remembered[i] == seen then return {"duplicate", current, f[1]} end
 end
 local slot = (tonumber(f[5] or "0") or 0) % REMEMBERED
-redis.call("HSET", KEYS[1], "evt:" .. slot, seen, "evt:next", (slot + 1) % REMEMBERED)
+redis.call("HSET", operation, "evt:" .. slot, seen, "evt:next", (slot + 1) % REMEMBERED)
 
 local current_at = tonumber(f[3] or "0") or 0
 -- Higher rank wins; within a rank (bounced/rejected, or the same type again) the later
@@ -60,13 +62,13 @@ local wins
 if RANK[kind] ~= RANK[current] then
   wins = RANK[kind] > RANK[current]
 else
-  wins = occurred > current_at
+  wins = occurred_at > current_at
 end
 if RANK[kind] >= DEFINITIVE then
   -- A definitive outcome ends the wait, whether or not it replaces the recorded one.
-  redis.call("ZREM", KEYS[2], id)
+  redis.call("ZREM", observe, operation_id)
 end
 if not wins then return {"kept", current, f[1]} end
-redis.call("HSET", KEYS[1], "delivery", kind, "delivery_observed_at", now,
-  "delivery_event_at", occurred)
+redis.call("HSET", operation, "delivery", kind, "delivery_observed_at", now,
+  "delivery_event_at", occurred_at)
 return {"applied", kind, f[1]}

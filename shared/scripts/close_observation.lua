@@ -4,19 +4,20 @@
 -- The caller read candidate ids with ZRANGE BYSCORE; each is re-checked here, so a racing
 -- event (which removes the id) or a second poller never closes one twice.
 --
--- KEYS[1] observe: zset
--- KEYS[2..] operations: operation hashes (same order as operation_ids)
--- ARGV[1] now: ms
--- ARGV[2..] operation_ids
+-- key observe: zset
+-- key operations...: operation hashes (same order as operation_ids)
+-- arg now: ms
+-- arg operation_ids...
 -- Returns the number of windows closed.
-local now, closed = tonumber(ARGV[1]), 0
-for i = 2, #ARGV do
-  local id, key = ARGV[i], KEYS[i]
-  local score = redis.call("ZSCORE", KEYS[1], id)
+-- @request
+local closed = 0
+for i, id in ipairs(operation_ids) do
+  local op_key = operations[i]
+  local score = redis.call("ZSCORE", observe, id)
   if score and tonumber(score) <= now then
-    redis.call("ZREM", KEYS[1], id)
-    if redis.call("EXISTS", key) == 1 then
-      redis.call("HSETNX", key, "observation_closed_at", now)
+    redis.call("ZREM", observe, id)
+    if redis.call("EXISTS", op_key) == 1 then
+      redis.call("HSETNX", op_key, "observation_closed_at", now)
       closed = closed + 1
     end
   end

@@ -4,20 +4,20 @@
 -- with the same fields (a new id, owned by nobody); an entry no longer pending here (taken
 -- over, or finished) is left alone. The operation itself is untouched: it was never begun.
 --
--- KEYS[1] send: send stream   rg:{p}:send   (consumer group SEND_GROUP)
--- ARGV[1] consumer: the stopping sender's consumer name
--- ARGV[2..] entry_ids
+-- key send: send stream   rg:{p}:send   (consumer group SEND_GROUP)
+-- arg consumer: the stopping sender's consumer name
+-- arg entry_ids...
 -- Returns the number of entries handed back.
 -- @names
+-- @request
 local moved = 0
-for i = 2, #ARGV do
-  local id = ARGV[i]
-  local mine = redis.call("XPENDING", KEYS[1], SEND_GROUP, id, id, 1, ARGV[1])
-  local entry = redis.call("XRANGE", KEYS[1], id, id)
+for _, id in ipairs(entry_ids) do
+  local mine = redis.call("XPENDING", send, SEND_GROUP, id, id, 1, consumer)
+  local entry = redis.call("XRANGE", send, id, id)
   if #mine == 1 and #entry == 1 then
-    redis.call("XACK", KEYS[1], SEND_GROUP, id)
-    redis.call("XDEL", KEYS[1], id)
-    redis.call("XADD", KEYS[1], "*", unpack(entry[1][2]))
+    redis.call("XACK", send, SEND_GROUP, id)
+    redis.call("XDEL", send, id)
+    redis.call("XADD", send, "*", unpack(entry[1][2]))
     moved = moved + 1
   end
 end

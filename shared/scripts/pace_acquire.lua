@@ -19,52 +19,50 @@
 -- ceiling nobody tuned, 50/s into a provider that takes 1/s, was seven 429s before the
 -- first answer came back).
 --
--- KEYS[1] pacing: hash   rg:{provider:<name>}:pacing
+-- key pacing: hash   rg:{provider:<name>}:pacing
 --   base, cut_at (ms): the rate set by the last cut and when; tat (ms); rate (last given);
 --   blocked_until (ms); hint, hint_until (ms): a cap from X-RateLimit-Remaining / -Reset;
 --   good: the settled rate; since (ms), accepted, refused: sends accepted and refused
 --   since the last cut (pace_feedback measures the provider's rate from them)
--- ARGV[1] now: ms
--- ARGV[2] ceiling: sends/s
--- ARGV[3] burst: slots
--- ARGV[4] want: slots
--- ARGV[5] horizon_ms
--- ARGV[6] growth: share of base per s
--- ARGV[7] quiet_ms: before probing
--- ARGV[8] probe: share of base per s^2
--- ARGV[9] accepted: sends this replica saw accepted since it last reported
--- ARGV[10] slot_rate: sends/s below which the climb runs per slot
--- ARGV[11] start_rate: sends/s of a fresh schedule, before any send was accepted (0: the
+-- arg now: ms
+-- arg ceiling: sends/s
+-- arg burst: slots
+-- arg want: slots
+-- arg horizon_ms
+-- arg growth: share of base per s
+-- arg quiet_ms: before probing
+-- arg probe: share of base per s^2
+-- arg accepted: sends this replica saw accepted since it last reported
+-- arg slot_rate: sends/s below which the climb runs per slot
+-- arg start_rate: sends/s of a fresh schedule, before any send was accepted (0: the
 --   ceiling at once)
 --
 -- Returns {count, first (µs), rate*1000, blocked_until (ms), wait (ms)}:
 --   count >= 1: slots at first, first + 1/rate, ... (times before now mean "now");
 --   count = 0: no slot within the horizon, ask again in wait ms (then half a horizon is free).
-local now, ceiling, burst = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local want, horizon = tonumber(ARGV[4]), tonumber(ARGV[5])
-local f = redis.call("HMGET", KEYS[1], "base", "cut_at", "tat", "blocked_until", "hint",
+-- @request
+local f = redis.call("HMGET", pacing, "base", "cut_at", "tat", "blocked_until", "hint",
   "hint_until", "good", "accepted")
 local base, cut = tonumber(f[1] or ceiling), tonumber(f[2] or "0")
 local tat, blocked = tonumber(f[3] or now), tonumber(f[4] or "0")
-if not f[3] then redis.call("HSET", KEYS[1], "since", now) end
-if tonumber(ARGV[9]) > 0 then redis.call("HINCRBY", KEYS[1], "accepted", ARGV[9]) end
+if not f[3] then redis.call("HSET", pacing, "since", now) end
+if accepted > 0 then redis.call("HINCRBY", pacing, "accepted", accepted) end
 local cap = ceiling
 if f[5] and tonumber(f[6]) > now then cap = math.min(cap, tonumber(f[5])) end
 
-local growth, quiet, probe = tonumber(ARGV[6]), tonumber(ARGV[7]) / 1000, tonumber(ARGV[8])
+local quiet = quiet_ms / 1000
 local function climb(seconds)
   local q = math.max(0, seconds - quiet)
   return growth * seconds + probe * q * q
 end
 local good, since_cut = tonumber(f[7] or "0"), math.max(0, now - cut) / 1000
-local scale = math.min(1, math.max(good, base) / tonumber(ARGV[10]))
+local scale = math.min(1, math.max(good, base) / slot_rate)
 local rate = base * (1 + climb(since_cut * scale))
 -- Back to the settled rate at full speed once a send got through since the last cut (the
 -- provider is taking sends again); while none has, a probe per slot at the cut rate.
-local taken = tonumber(f[8] or "0") + tonumber(ARGV[9])
+local taken = tonumber(f[8] or "0") + accepted
 if good > rate and taken > 0 then rate = math.min(good, base * (1 + climb(since_cut))) end
-local start = tonumber(ARGV[11])
-if cut == 0 and start > 0 then rate = start * 2 ^ math.min(taken, 64)
+if cut == 0 and start_rate > 0 then rate = start_rate * 2 ^ math.min(taken, 64)
 elseif good <= 0 and taken > 0 then
   -- Cut before any rate was measured (a provider refusing everything from the start): a
   -- slow start from the cut rate, doubled per send accepted since the cut.
@@ -74,11 +72,12 @@ rate = math.min(cap, rate)
 local spacing = 1000 / rate
 
 local start = math.max(tat, now - (burst - 1) * spacing, blocked)
-if start >= now + horizon then
-  redis.call("HSET", KEYS[1], "rate", rate)
+if start >= now + horizon_ms then
+  redis.call("HSET", pacing, "rate", rate)
   -- Come back when half a horizon of slots is free, not one: fewer, fuller round trips.
-  return {0, 0, math.floor(rate * 1000), blocked, math.max(1, math.ceil(start - horizon / 2 - now))}
+  return {0, 0, math.floor(rate * 1000), blocked,
+    math.max(1, math.ceil(start - horizon_ms / 2 - now))}
 end
-local count = math.min(want, math.floor((now + horizon - start) / spacing) + 1)
-redis.call("HSET", KEYS[1], "rate", rate, "tat", start + count * spacing)
+local count = math.min(want, math.floor((now + horizon_ms - start) / spacing) + 1)
+redis.call("HSET", pacing, "rate", rate, "tat", start + count * spacing)
 return {count, math.floor(start * 1000), math.floor(rate * 1000), blocked, 0}

@@ -3,22 +3,23 @@
 -- so two promoters racing never enqueue one operation twice. Cost is O(batch), flat in
 -- the size of the due set.
 --
--- KEYS[1] due: zset
--- KEYS[2] send: send stream
--- KEYS[3..] operations: operation hashes (same order as operation_ids)
--- ARGV[1] now: ms
--- ARGV[2..] operation_ids
+-- key due: zset
+-- key send: send stream
+-- key operations...: operation hashes (same order as operation_ids)
+-- arg now: ms
+-- arg operation_ids...
 -- Returns the number of operations moved to the send stream.
 -- @names
-local now, moved = tonumber(ARGV[1]), 0
-for i = 2, #ARGV do
-  local id, key = ARGV[i], KEYS[i + 1]
-  local score = redis.call("ZSCORE", KEYS[1], id)
+-- @request
+local moved = 0
+for i, id in ipairs(operation_ids) do
+  local op_key = operations[i]
+  local score = redis.call("ZSCORE", due, id)
   if score and tonumber(score) <= now then
-    redis.call("ZREM", KEYS[1], id)
-    if redis.call("HGET", key, "state") == "deferred" then
-      redis.call("HSET", key, "state", "queued")
-      redis.call("XADD", KEYS[2], "*", JOB_FIELD, id)
+    redis.call("ZREM", due, id)
+    if redis.call("HGET", op_key, "state") == "deferred" then
+      redis.call("HSET", op_key, "state", "queued")
+      redis.call("XADD", send, "*", JOB_FIELD, id)
       moved = moved + 1
     end
   end

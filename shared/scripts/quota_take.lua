@@ -3,35 +3,34 @@
 -- The window is cut into slices (a field per slice start); slices older than the window
 -- are dropped, so the count is the sends of the last window to within one slice.
 --
--- KEYS[1] quota: hash   rg:{provider:<name>}:quota   (slice start ms -> sends)
--- ARGV[1] now: ms (for a give back: when the send was taken)
--- ARGV[2] window_ms
--- ARGV[3] slice_ms
--- ARGV[4] limit: sends per window
--- ARGV[5] delta: 1 = take one, -1 = give one back (the provider did not take the send)
+-- key quota: hash   rg:{provider:<name>}:quota   (slice start ms -> sends)
+-- arg now: ms (for a give back: when the send was taken)
+-- arg window_ms
+-- arg slice_ms
+-- arg limit: sends per window
+-- arg delta: 1 = take one, -1 = give one back (the provider did not take the send)
 --
 -- Returns {taken (1|0), used, reopens_at (ms)}: taken 0 means the quota is used up until
 -- reopens_at, when the oldest slice leaves the window; used counts this send when taken.
-local now, window, slice = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local limit, delta = tonumber(ARGV[4]), tonumber(ARGV[5])
-local current = now - now % slice
+-- @request
+local current = now - now % slice_ms
 if delta < 0 then
-  local left = redis.call("HINCRBY", KEYS[1], current, -1)
-  if left <= 0 then redis.call("HDEL", KEYS[1], current) end
+  local left = redis.call("HINCRBY", quota, current, -1)
+  if left <= 0 then redis.call("HDEL", quota, current) end
   return {1, 0, 0}
 end
-local fields = redis.call("HGETALL", KEYS[1])
+local fields = redis.call("HGETALL", quota)
 local used, oldest = 0, current
 for i = 1, #fields, 2 do
   local start = tonumber(fields[i])
-  if start + window <= now then
-    redis.call("HDEL", KEYS[1], fields[i])
+  if start + window_ms <= now then
+    redis.call("HDEL", quota, fields[i])
   else
     used = used + tonumber(fields[i + 1])
     oldest = math.min(oldest, start)
   end
 end
-if used >= limit then return {0, used, oldest + window} end
-redis.call("HINCRBY", KEYS[1], current, 1)
-redis.call("PEXPIRE", KEYS[1], window + slice)
+if used >= limit then return {0, used, oldest + window_ms} end
+redis.call("HINCRBY", quota, current, 1)
+redis.call("PEXPIRE", quota, window_ms + slice_ms)
 return {1, used + 1, 0}

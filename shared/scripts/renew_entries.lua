@@ -4,17 +4,17 @@
 -- itself, JUSTID: the delivery count is unchanged); an entry no longer pending here (taken
 -- over, or finished) is left alone.
 --
--- KEYS[1] send: send stream   rg:{p}:send   (consumer group SEND_GROUP)
--- ARGV[1] consumer: the holding sender's consumer name
--- ARGV[2..] entry_ids
+-- key send: send stream   rg:{p}:send   (consumer group SEND_GROUP)
+-- arg consumer: the holding sender's consumer name
+-- arg entry_ids...
 -- Returns the number of entries renewed.
 -- @names
+-- @request
 local renewed = 0
-for i = 2, #ARGV do
-  local id = ARGV[i]
-  local mine = redis.call("XPENDING", KEYS[1], SEND_GROUP, id, id, 1, ARGV[1])
+for _, id in ipairs(entry_ids) do
+  local mine = redis.call("XPENDING", send, SEND_GROUP, id, id, 1, consumer)
   if #mine == 1 then
-    redis.call("XCLAIM", KEYS[1], SEND_GROUP, ARGV[1], 0, id, "JUSTID")
+    redis.call("XCLAIM", send, SEND_GROUP, consumer, 0, id, "JUSTID")
     renewed = renewed + 1
   end
 end

@@ -2,11 +2,11 @@
 -- a second support case. The claim is written before the case; the case is marked written
 -- after its XADD (a plain HSET), and the stream entry is acked last.
 --
--- KEYS[1] seen: hash   rg:router:seen:<event_id>   (case_id, status, claimed_at; has a TTL)
--- ARGV[1] case_id: to use if this is the first time
--- ARGV[2] now: ms
--- ARGV[3] ttl_ms: how long the seen record is kept
--- ARGV[4] stale_ms: a claim older than this is abandoned and may be taken over
+-- key seen: hash   rg:router:seen:<event_id>   (case_id, status, claimed_at; has a TTL)
+-- arg case_id: to use if this is the first time
+-- arg now: ms
+-- arg ttl_ms: how long the seen record is kept
+-- arg stale_ms: a claim older than this is abandoned and may be taken over
 -- Returns {code, case_id, claimed_at}:
 --   {"new", case_id, now}          first sight: route it with this case id
 --   {"done", case_id, claimed_at}  its case was written already: just ack the entry
@@ -14,15 +14,15 @@
 --   {"takeover", case_id, claimed_at}  a router died mid-routing; the claim is ours now
 --                                  (claimed_at is the old claim's time, for finding a case
 --                                  it may have written before dying)
-local now = tonumber(ARGV[2])
-local f = redis.call("HMGET", KEYS[1], "case_id", "status", "claimed_at")
+-- @request
+local f = redis.call("HMGET", seen, "case_id", "status", "claimed_at")
 if not f[1] then
-  redis.call("HSET", KEYS[1], "case_id", ARGV[1], "status", "claimed", "claimed_at", now)
-  redis.call("PEXPIRE", KEYS[1], tonumber(ARGV[3]))
-  return {"new", ARGV[1], now}
+  redis.call("HSET", seen, "case_id", case_id, "status", "claimed", "claimed_at", now)
+  redis.call("PEXPIRE", seen, ttl_ms)
+  return {"new", case_id, now}
 end
 local claimed_at = tonumber(f[3] or "0") or 0
 if f[2] == "written" then return {"done", f[1], claimed_at} end
-if now - claimed_at < tonumber(ARGV[4]) then return {"busy", f[1], claimed_at} end
-redis.call("HSET", KEYS[1], "claimed_at", now)
+if now - claimed_at < stale_ms then return {"busy", f[1], claimed_at} end
+redis.call("HSET", seen, "claimed_at", now)
 return {"takeover", f[1], claimed_at}

@@ -19,7 +19,7 @@ from services.admission.fastredis import FastRedis, fast_client, pack
 from services.ctl.embedded import RedisServer, cleanup_directory, free_port
 from shared.keys import PartitionKeys
 from shared.redis import create_client
-from shared.scripts import Script
+from shared.scripts.admission import Gcra
 from shared.settings import CommonSettings
 from tests.admission.helpers import (
     ALICE,
@@ -127,7 +127,7 @@ async def test_many_callers_share_one_connection(fast: FastRedis, redis: Redis) 
 
 
 async def test_scripts_reload_after_script_flush(fast: FastRedis, redis: Redis) -> None:
-    gcra = Script("gcra")
+    gcra = Gcra.SCRIPT
     assert await gcra(fast, ["warm"], [1000, 2]) == [1, 0]
     await redis.script_flush()
     replies = await asyncio.gather(*(gcra(fast, [f"k{i}"], [1000, 2]) for i in range(20)))
@@ -208,7 +208,7 @@ async def _traffic(client: FastRedis, seconds: float) -> list[tuple[float, str]]
 async def test_a_redis_restart_mid_traffic_fails_calls_then_recovers(
     own_server: RedisServer, own_fast: FastRedis
 ) -> None:
-    gcra = Script("gcra")
+    gcra = Gcra.SCRIPT
     assert await gcra(own_fast, ["k"], [1000, 5]) == [1, 0]
     traffic = asyncio.create_task(_traffic(own_fast, 4.0))
     await asyncio.sleep(0.5)

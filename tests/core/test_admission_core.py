@@ -6,8 +6,9 @@ import asyncio
 
 from redis.asyncio import Redis
 
-from shared.admit import AdmitResult, Admitter, unknown_account_id
+from shared.admit import Admitter, unknown_account_id
 from shared.keys import PartitionKeys, partition_of
+from shared.scripts.admission import AdmitResult
 from shared.settings import PolicySettings
 from shared.tokens import TokenKeys
 

@@ -14,7 +14,7 @@ DESIGN = Path(__file__).resolve().parents[2] / "docs" / "design.md"
 # How the table writes each builder argument.
 PLACEHOLDERS = {"account_id": "<account>", "operation_id": "<id>", "provider": "<provider>",
                 "login": "<login>", "digest": "<digest>", "client_ip": "<address>",
-                "session_hash": "<digest>"}  # fmt: skip
+                "session_hash": "<digest>", "event_id": "<id>"}  # fmt: skip
 
 
 def documented() -> set[str]:

@@ -21,14 +21,14 @@ from services.admission.tokens import consume
 from shared import ids
 from shared.keys import PartitionKeys
 from shared.model import TRANSITIONS, State, on_token_consumed
-from shared.operations import (
+from shared.operations import promote_due
+from shared.scripts.attempts import (
+    BeginAttempt,
     Finalisation,
-    begin_attempt,
-    finalise_attempt,
-    hold,
-    promote_due,
-    requeue_refused,
-    resolve_ambiguous,
+    FinaliseAttempt,
+    Quarantine,
+    RequeueRefused,
+    ResolveAmbiguous,
 )
 from shared.tokens import TokenKeys
 
@@ -62,10 +62,10 @@ async def seed(client: Redis, state: State) -> str:
 
 def _begin(now: int, max_attempts: int = 5) -> Action:
     async def run(client: Redis, op: str, _: TokenKeys) -> Any:
-        return await begin_attempt(
-            client, op, attempt_id=ids.attempt_id(), now=now, lease_ms=30_000,
+        return await BeginAttempt(
+            operation_id=op, attempt_id=ids.attempt_id(), now=now, lease_ms=30_000,
             max_attempts=max_attempts, consumer="c1", entry_id="", retention_ms=HOUR,
-        )  # fmt: skip
+        ).run(client)  # fmt: skip
 
     return run
 
@@ -77,10 +77,10 @@ def _finalise(goal: State) -> Action:
             message_id="msg-1", observe_until=NOW + HOUR,
         )  # fmt: skip
         try:
-            return await finalise_attempt(
-                client, op, attempt_id=ATTEMPT, now=NOW, entry_id="", result=result,
+            return await FinaliseAttempt(
+                operation_id=op, attempt_id=ATTEMPT, now=NOW, entry_id="", result=result,
                 retention_ms=HOUR,
-            )  # fmt: skip
+            ).run(client)  # fmt: skip
         except ResponseError as error:  # the script refuses a target the table forbids
             assert "illegal transition" in str(error)
             return None
@@ -90,17 +90,18 @@ def _finalise(goal: State) -> Action:
 
 def _resolve(decision: str) -> Action:
     async def run(client: Redis, op: str, _: TokenKeys) -> Any:
-        return await resolve_ambiguous(
-            client, op, now=NOW, decision=decision, message_id="msg-1",
+        return await ResolveAmbiguous(
+            operation_id=op, now=NOW, decision=decision, message_id="msg-1",
             observe_until=NOW + HOUR, reason="test", retention_ms=HOUR,
-        )  # fmt: skip
+        ).run(client)  # fmt: skip
 
     return run
 
 
-def _hold(action: str) -> Action:
+def _quarantine(action: str) -> Action:
     async def run(client: Redis, op: str, _: TokenKeys) -> Any:
-        return await hold(client, op, action, now=NOW, reason="test")
+        request = Quarantine(operation_id=op, action=action, now=NOW, reason="test")
+        return await request.run(client)
 
     return run
 
@@ -112,8 +113,9 @@ async def _promote(client: Redis, op: str, _: TokenKeys) -> Any:
 async def _requeue_refused(client: Redis, op: str, _: TokenKeys) -> Any:
     key = PartitionKeys.of(op).operation(op)
     await client.hset(key, mapping={"last_outcome": "permanent", "reason": "bad_request"})
-    return await requeue_refused(client, op, "acct-1", now=NOW, reason="bad_request",
-                                 note="provider_paused_refusals")  # fmt: skip
+    return await RequeueRefused(operation_id=op, account_id="acct-1", now=NOW,
+                                reason="bad_request",
+                                note="provider_paused_refusals").run(client)  # fmt: skip
 
 
 async def _consume(client: Redis, op: str, keys: TokenKeys) -> Any:
@@ -127,8 +129,8 @@ ACTIONS: dict[str, Action] = {
     "begin_attempt (horizon)": _begin(NOW + 25 * HOUR),
     **{f"finalise_attempt -> {goal}": _finalise(goal) for goal in State},
     **{f"resolve_ambiguous {d}": _resolve(d) for d in ("accepted", "replay", "review")},
-    "hold quarantine": _hold("quarantine"),
-    "hold release": _hold("release"),
+    "quarantine quarantine": _quarantine("quarantine"),
+    "quarantine release": _quarantine("release"),
     "promote_due": _promote,
     "consume_token": _consume,
     "requeue_refused": _requeue_refused,
@@ -160,7 +162,7 @@ async def test_every_script_moves_only_along_the_table(redis: Redis, token_keys:
     # The cases really ran: each script moved some state, and every transition the
     # scripts are known to make was seen (a script that stopped writing would fail here).
     assert {name.split(" ")[0] for name, _, _ in seen} == {
-        "begin_attempt", "finalise_attempt", "resolve_ambiguous", "hold", "promote_due",
+        "begin_attempt", "finalise_attempt", "resolve_ambiguous", "quarantine", "promote_due",
         "consume_token", "requeue_refused",
     }  # fmt: skip
     pairs = {(before, after) for _, before, after in seen}

@@ -17,7 +17,8 @@ from services.ctl.embedded import RedisServer
 from shared import codec, control, ownership, switch
 from shared.admit import Admitter
 from shared.keys import JOB_FIELD, SEND_GROUP, PartitionKeys
-from shared.operations import BeginCode, begin_attempt, load_operation
+from shared.operations import load_operation
+from shared.scripts.attempts import BeginAttempt, BeginCode
 from shared.settings import PolicySettings
 from shared.tokens import TokenKeys
 
@@ -105,9 +106,11 @@ async def ambiguous_at(
     op = (await Admitter(redis, settings, token_keys).admit(account, "public")).operation_id
     common: dict[str, Any] = dict(max_attempts=6, consumer="t", entry_id="",
                                   retention_ms=60_000, provider=name)  # fmt: skip
-    await begin_attempt(redis, op, attempt_id="a1", now=1, lease_ms=1, **common)
+    await BeginAttempt(operation_id=op, attempt_id="a1", now=1, lease_ms=1, **common).run(redis)
     # The holder "died": its lease is long gone when the next look finds the attempt.
-    took = await begin_attempt(redis, op, attempt_id="a2", now=10**13, lease_ms=1, **common)
+    took = await BeginAttempt(
+        operation_id=op, attempt_id="a2", now=10**13, lease_ms=1, **common
+    ).run(redis)
     assert took.code is BeginCode.AMBIGUOUS
     return op
 

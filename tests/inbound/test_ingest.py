@@ -18,7 +18,14 @@ from services.poller.inbound.ingest import MAX_FUTURE_MS, Ingest
 from shared import clock, codec, ids
 from shared.keys import PREFIX, PartitionKeys
 from shared.model import Delivery
-from shared.operations import Finalisation, finalise_attempt, load_operation, resolve_ambiguous
+from shared.operations import load_operation
+from shared.scripts.attempts import (
+    Finalisation,
+    FinaliseAttempt,
+    FinaliseCode,
+    ResolveAmbiguous,
+    Settled,
+)
 from shared.settings import PolicySettings
 from tests.inbound.providers import sendgrid_event
 
@@ -171,9 +178,15 @@ async def test_event_during_attempt_does_not_reopen_the_window(
         "sendgrid", Parsed([event(op, Delivery.DELIVERED)])
     )
     assert result.tally.applied == 1
-    done = await finalise_attempt(redis, op, attempt_id="att-1", now=clock.now_ms(),
-                                  entry_id="", result=ACCEPTED, retention_ms=3_600_000)  # fmt: skip
-    assert done
+    done = await FinaliseAttempt(
+        operation_id=op,
+        attempt_id="att-1",
+        now=clock.now_ms(),
+        entry_id="",
+        result=ACCEPTED,
+        retention_ms=3_600_000,
+    ).run(redis)
+    assert done is FinaliseCode.OK
     view = await load_operation(redis, op)
     assert view is not None and (view.state, view.delivery) == ("accepted", "delivered")
     assert await redis.zscore(PartitionKeys.of(op).observe, op) is None
@@ -184,8 +197,14 @@ async def test_deferred_during_attempt_still_opens_the_window(
 ) -> None:
     op = await attempting(redis)
     await Ingest(redis, settings).apply("sendgrid", Parsed([event(op, Delivery.DEFERRED)]))
-    await finalise_attempt(redis, op, attempt_id="att-1", now=clock.now_ms(), entry_id="",
-                           result=ACCEPTED, retention_ms=3_600_000)  # fmt: skip
+    await FinaliseAttempt(
+        operation_id=op,
+        attempt_id="att-1",
+        now=clock.now_ms(),
+        entry_id="",
+        result=ACCEPTED,
+        retention_ms=3_600_000,
+    ).run(redis)
     assert await redis.zscore(PartitionKeys.of(op).observe, op) == ACCEPTED.observe_until
 
 
@@ -195,13 +214,24 @@ async def test_event_before_a_reconciled_acceptance_does_not_reopen_the_window(
     op = await attempting(redis)
     await Ingest(redis, settings).apply("sendgrid", Parsed([event(op, Delivery.BOUNCED)]))
     ambiguous = Finalisation("timeout", 0, "ambiguous")
-    await finalise_attempt(redis, op, attempt_id="att-1", now=clock.now_ms(), entry_id="",
-                           result=ambiguous, retention_ms=3_600_000)  # fmt: skip
-    applied, _ = await resolve_ambiguous(
-        redis, op, now=clock.now_ms(), decision="accepted", message_id="msg-1",
-        observe_until=clock.now_ms() + 3_600_000, reason="looked up", retention_ms=3_600_000,
-    )  # fmt: skip
-    assert applied
+    await FinaliseAttempt(
+        operation_id=op,
+        attempt_id="att-1",
+        now=clock.now_ms(),
+        entry_id="",
+        result=ambiguous,
+        retention_ms=3_600_000,
+    ).run(redis)
+    applied, _ = await ResolveAmbiguous(
+        operation_id=op,
+        now=clock.now_ms(),
+        decision="accepted",
+        message_id="msg-1",
+        observe_until=clock.now_ms() + 3_600_000,
+        reason="looked up",
+        retention_ms=3_600_000,
+    ).run(redis)
+    assert applied is Settled.OK
     view = await load_operation(redis, op)
     assert view is not None and (view.state, view.delivery) == ("accepted", "bounced")
     assert await redis.zscore(PartitionKeys.of(op).observe, op) is None

@@ -6,12 +6,15 @@ from __future__ import annotations
 import pytest
 from redis.asyncio import RedisCluster
 
+from services.poller import observation
+from services.poller.observation import Match
 from services.router import cases
-from shared import clock, ids, observation
+from shared import clock, ids
 from shared.delivery import DeliveryEvent
 from shared.keys import PartitionKeys
 from shared.model import Delivery
-from shared.observation import Applied, Match
+from shared.scripts.observation import Applied, Lease
+from shared.scripts.router import ClaimCode, RouteClaim
 
 pytestmark = pytest.mark.cluster
 PARTITIONS = 16
@@ -39,17 +42,17 @@ async def test_observation_scripts_and_pipelines_on_a_cluster(
     assert sum(closed) == 0, "every window already ended with its delivered event"
     assert await observation.pending(cluster_client, PARTITIONS, now) == [0] * PARTITIONS
     assert await observation.forget_stale_messages(cluster_client, 3, 0) == (0, 0)
-    assert await observation.hold_lease(cluster_client, "a", 5000)
-    assert not await observation.hold_lease(cluster_client, "b", 5000)
+    assert await Lease(holder="a", lease_ms=5000).run(cluster_client)
+    assert not await Lease(holder="b", lease_ms=5000).run(cluster_client)
 
 
 async def test_router_claim_and_case_on_a_cluster(cluster_client: RedisCluster) -> None:
-    claim = await cases.claim(cluster_client, "evt-1", "case-1", now=1, ttl_ms=60_000,
-                              stale_ms=1000)  # fmt: skip
-    assert claim.code is cases.ClaimCode.NEW
+    claim = await RouteClaim(event_id="evt-1", case_id="case-1", now=1, ttl_ms=60_000,
+                             stale_ms=1000).run(cluster_client)  # fmt: skip
+    assert claim.code is ClaimCode.NEW
     entry = await cases.write_case(cluster_client, {"case_id": "case-1"}, 1000)
     await cases.mark_written(cluster_client, "evt-1", entry, 60_000)
-    again = await cases.claim(cluster_client, "evt-1", "case-2", now=2, ttl_ms=60_000,
-                              stale_ms=1000)  # fmt: skip
-    assert (again.code, again.case_id) == (cases.ClaimCode.DONE, "case-1")
+    again = await RouteClaim(event_id="evt-1", case_id="case-2", now=2, ttl_ms=60_000,
+                             stale_ms=1000).run(cluster_client)  # fmt: skip
+    assert (again.code, again.case_id) == (ClaimCode.DONE, "case-1")
     assert await cases.find_case(cluster_client, "case-1", clock.now_ms()) == entry

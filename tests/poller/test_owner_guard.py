@@ -9,14 +9,9 @@ from redis.asyncio import Redis
 from services.poller.ambiguity import Resolution, reconcile
 from shared import clock
 from shared.admit import Admitter
-from shared.operations import (
-    BeginCode,
-    begin_attempt,
-    load_attempts,
-    load_operation,
-    resolve_ambiguous,
-)
+from shared.operations import load_attempts, load_operation
 from shared.providers.http import HttpProvider
+from shared.scripts.attempts import BeginAttempt, BeginCode, ResolveAmbiguous, Settled
 from shared.settings import PolicySettings
 from shared.tokens import TokenKeys
 from tests.support.sandbox import SANDBOX_API_KEY, run_sandbox
@@ -25,8 +20,12 @@ from tests.support.sandbox import SANDBOX_API_KEY, run_sandbox
 async def ambiguous_at(redis: Redis, settings: PolicySettings, keys: TokenKeys, name: str) -> str:
     op = (await Admitter(redis, settings, keys).admit("acct-1", "public")).operation_id
     common = {"max_attempts": 6, "consumer": "t", "entry_id": "", "retention_ms": 60_000}
-    await begin_attempt(redis, op, attempt_id="a1", now=1, lease_ms=1, provider=name, **common)
-    took = await begin_attempt(redis, op, attempt_id="a2", now=10**13, lease_ms=1, **common)
+    await BeginAttempt(
+        operation_id=op, attempt_id="a1", now=1, lease_ms=1, provider=name, **common
+    ).run(redis)
+    took = await BeginAttempt(
+        operation_id=op, attempt_id="a2", now=10**13, lease_ms=1, **common
+    ).run(redis)
     assert took.code is BeginCode.AMBIGUOUS
     return op
 
@@ -54,14 +53,25 @@ async def replayed_at(
 ) -> str:
     op = (await Admitter(redis, settings, keys).admit("acct-2", "public")).operation_id
     now = clock.now_ms()
-    await begin_attempt(redis, op, attempt_id="a1", now=now, lease_ms=1, provider=name, **COMMON)
-    took = await begin_attempt(redis, op, attempt_id="a2", now=now + 10, lease_ms=1, **COMMON)
+    await BeginAttempt(
+        operation_id=op, attempt_id="a1", now=now, lease_ms=1, provider=name, **COMMON
+    ).run(redis)
+    took = await BeginAttempt(
+        operation_id=op, attempt_id="a2", now=now + 10, lease_ms=1, **COMMON
+    ).run(redis)
     assert took.code is BeginCode.AMBIGUOUS
-    applied, _ = await resolve_ambiguous(
-        redis, op, now=now + 20, decision="replay", message_id="", observe_until=0,
-        reason="test", retention_ms=60_000, pin=name, pin_for=pin_for,
-    )  # fmt: skip
-    assert applied
+    applied, _ = await ResolveAmbiguous(
+        operation_id=op,
+        now=now + 20,
+        decision="replay",
+        message_id="",
+        observe_until=0,
+        reason="test",
+        retention_ms=60_000,
+        pin=name,
+        pin_for=pin_for,
+    ).run(redis)
+    assert applied is Settled.OK
     return op
 
 
@@ -70,14 +80,26 @@ async def test_a_replay_is_begun_only_at_the_provider_that_decided_it(
 ) -> None:
     op = await replayed_at(redis, settings, token_keys, "primary", "replay")
     before = len(await load_attempts(redis, op))
-    other = await begin_attempt(redis, op, attempt_id="b1", now=clock.now_ms(), lease_ms=5000,
-                                provider="standby", **COMMON)  # fmt: skip
+    other = await BeginAttempt(
+        operation_id=op,
+        attempt_id="b1",
+        now=clock.now_ms(),
+        lease_ms=5000,
+        provider="standby",
+        **COMMON,
+    ).run(redis)
     assert other.code is BeginCode.ELSEWHERE and other.detail == "primary"
     operation = await load_operation(redis, op)
     assert operation is not None and operation.state == "queued"  # nothing written
     assert len(await load_attempts(redis, op)) == before
-    took = await begin_attempt(redis, op, attempt_id="b2", now=clock.now_ms(), lease_ms=5000,
-                               provider="primary", **COMMON)  # fmt: skip
+    took = await BeginAttempt(
+        operation_id=op,
+        attempt_id="b2",
+        now=clock.now_ms(),
+        lease_ms=5000,
+        provider="primary",
+        **COMMON,
+    ).run(redis)
     assert took.code is BeginCode.BEGIN
     # Proven unsent by the lookup: pinned for the replay's attempt only.
     operation = await load_operation(redis, op)
@@ -90,8 +112,14 @@ async def test_a_same_key_replay_stays_pinned_after_its_attempt(
     # Never proven unsent: only primary can deduplicate the key, so every later attempt
     # (after a 429 to the replay, say) goes there too.
     op = await replayed_at(redis, settings, token_keys, "primary", "proof")
-    took = await begin_attempt(redis, op, attempt_id="b2", now=clock.now_ms(), lease_ms=5000,
-                               provider="primary", **COMMON)  # fmt: skip
+    took = await BeginAttempt(
+        operation_id=op,
+        attempt_id="b2",
+        now=clock.now_ms(),
+        lease_ms=5000,
+        provider="primary",
+        **COMMON,
+    ).run(redis)
     assert took.code is BeginCode.BEGIN
     operation = await load_operation(redis, op)
     assert operation is not None and operation.pinned == "primary"

@@ -12,12 +12,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from redis.asyncio import Redis
 
+from services.poller.observation import Match, apply_events, close_due, operations_for
 from shared import ids
 from shared.delivery import PRECEDENCE, DeliveryEvent, parse_event, supersedes
 from shared.keys import PartitionKeys
 from shared.model import Delivery
-from shared.observation import Applied, Match, apply_events, close_due, operations_for
-from shared.scripts import Script
+from shared.scripts.observation import Applied, ApplyDelivery
 
 T0 = 1_800_000_000_000
 TYPES = [d for d in Delivery if d is not Delivery.UNKNOWN]
@@ -48,7 +48,7 @@ def ev(kind: Delivery, at: int, message: str = "msg-1", event_id: str = "") -> D
 
 
 def test_lua_precedence_table_mirrors_python() -> None:
-    source = Script("apply_delivery").source  # as rendered: the table comes from Python
+    source = ApplyDelivery.SCRIPT.source  # as rendered: the table comes from Python
     table = re.search(r"local RANK = \{([^}]*)\}", source)
     assert table is not None
     lua = {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", table.group(1))}

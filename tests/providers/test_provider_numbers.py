@@ -16,8 +16,8 @@ import aiohttp
 import orjson
 import pytest
 
+from services.sender import pacing
 from services.sender.policy import RetryPolicy, decide
-from shared import pacing
 from shared.model import Outcome, State
 from shared.providers.base import SendResult
 from shared.rate_signal import MAX_RESET_SECONDS

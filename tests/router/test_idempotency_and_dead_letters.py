@@ -10,6 +10,7 @@ from services.router import cases
 from shared import clock, ids
 from shared.directory import Account, HttpDirectory, RedisDirectory
 from shared.keys import CONTACT_FORMS, ROUTER_GROUP, ROUTER_RETRY
+from shared.scripts.router import RouteClaim
 from tests.poller.conftest import sample
 from tests.router.conftest import Desk, wait_for
 
@@ -42,8 +43,8 @@ async def test_an_entry_redelivered_after_its_case_is_acked_once(desk: Desk) -> 
 async def test_crash_between_claim_and_case_still_makes_the_case(desk: Desk) -> None:
     login = await desk.account("acct-crash-1")
     case_id = ids.case_id()
-    await cases.claim(desk.redis, "evt-crash-1", case_id, now=clock.now_ms() - HOUR_MS,
-                      ttl_ms=24 * HOUR_MS, stale_ms=1000)  # fmt: skip
+    await RouteClaim(event_id="evt-crash-1", case_id=case_id, now=clock.now_ms() - HOUR_MS,
+                     ttl_ms=24 * HOUR_MS, stale_ms=1000).run(desk.redis)  # fmt: skip
     await desk.submit(event_id="evt-crash-1", login=login)
     async with desk.router():
         (case,) = await desk.wait_cases(1)
@@ -55,8 +56,8 @@ async def test_crash_between_case_and_ack_makes_no_second_case(desk: Desk) -> No
     login = await desk.account("acct-crash-2")
     case_id = ids.case_id()
     claimed = clock.now_ms() - 5000
-    await cases.claim(desk.redis, "evt-crash-2", case_id, now=claimed, ttl_ms=24 * HOUR_MS,
-                      stale_ms=1000)  # fmt: skip
+    await RouteClaim(event_id="evt-crash-2", case_id=case_id, now=claimed, ttl_ms=24 * HOUR_MS,
+                     stale_ms=1000).run(desk.redis)  # fmt: skip
     await cases.write_case(desk.redis, {"case_id": case_id, "event_id": "evt-crash-2"}, 1000)
     await desk.submit(event_id="evt-crash-2", login=login)
     async with desk.router():
@@ -69,8 +70,8 @@ async def test_crash_between_case_and_ack_makes_no_second_case(desk: Desk) -> No
 
 async def test_a_claim_in_progress_elsewhere_is_left_alone(desk: Desk) -> None:
     login = await desk.account("acct-busy")
-    await cases.claim(desk.redis, "evt-busy", ids.case_id(), now=clock.now_ms(),
-                      ttl_ms=HOUR_MS, stale_ms=1000)  # fmt: skip
+    await RouteClaim(event_id="evt-busy", case_id=ids.case_id(), now=clock.now_ms(),
+                     ttl_ms=HOUR_MS, stale_ms=1000).run(desk.redis)  # fmt: skip
     await desk.submit(event_id="evt-busy", login=login)
     async with desk.router(claim_idle_seconds=60):
         await wait_for(lambda: _pending(desk, 1))

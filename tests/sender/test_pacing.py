@@ -18,15 +18,17 @@ from redis.asyncio import Redis, RedisCluster
 
 from services.ctl.embedded import RedisServer
 from services.sandbox.retry_after import imf_fixdate
+from services.sender import pacing
 from services.sender.pacer import Pacer
-from shared import clock, keys, pacing
+from shared import clock, keys
 from shared.model import Outcome
 from shared.provider import SendResult
 from shared.rate_signal import RateSignal
+from shared.scripts.pacing import Observation, PaceAcquire, PaceFeedback, Tuning
 from tests.conftest import CLUSTER
 
 # The arithmetic once the schedule runs: no slow start (tests/sender/test_pacing_measured.py).
-TUNING = pacing.Tuning(start_rate=0)
+TUNING = Tuning(start_rate=0)
 NOW = 1_800_000_000_000
 FAST = settings(
     max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
@@ -61,9 +63,9 @@ def test_slots_never_come_faster_than_the_ceiling(redis_server, ceiling, burst, 
         now, times = NOW, []
         for gap, want in zip(gaps, wants, strict=False):
             now += gap
-            slots = await pacing.reserve(
-                client, "prop", now=now, ceiling=ceiling, burst=burst, want=want, tuning=TUNING
-            )
+            slots = await PaceAcquire(
+                provider="prop", now=now, ceiling=ceiling, burst=burst, want=want, tuning=TUNING
+            ).run(client)
             assert slots.rate <= ceiling + 1e-3
             assert slots.count <= want
             times += [max(t, now) for t in slots.times_ms()]
@@ -93,13 +95,15 @@ def test_cuts_never_go_under_the_floor_nor_over_the_ceiling(
         now = NOW
         for throttled in throttles:
             now += 50
-            slots = await pacing.reserve(
-                client, "prop", now=now, ceiling=ceiling, burst=5, want=1, tuning=TUNING
-            )
+            slots = await PaceAcquire(
+                provider="prop", now=now, ceiling=ceiling, burst=5, want=1, tuning=TUNING
+            ).run(client)
             assert floor - 1e-3 <= slots.rate <= ceiling + 1e-3
             if throttled:
-                seen = pacing.Observation(now + 1, now, throttled=True)
-                adjusted = await pacing.feedback(client, "prop", seen, floor=floor, tuning=TUNING)
+                seen = Observation(now + 1, now, throttled=True)
+                adjusted = await PaceFeedback(
+                    provider="prop", seen=seen, floor=floor, tuning=TUNING
+                ).run(client)
                 assert floor - 1e-3 <= adjusted.rate <= ceiling + 1e-3
 
     run(redis_server, steps)
@@ -111,13 +115,13 @@ def test_a_block_ends_exactly_at_the_advised_instant(redis_server, block_ms, cei
     until = NOW + block_ms
 
     async def steps(client: Redis) -> None:
-        seen = pacing.Observation(NOW, NOW, throttled=True, blocked_until=until)
-        await pacing.feedback(client, "prop", seen, floor=1, tuning=TUNING)
+        seen = Observation(NOW, NOW, throttled=True, blocked_until=until)
+        await PaceFeedback(provider="prop", seen=seen, floor=1, tuning=TUNING).run(client)
         now = NOW
         while now < until + 1000:
-            slots = await pacing.reserve(
-                client, "prop", now=now, ceiling=ceiling, burst=10, want=50, tuning=TUNING
-            )
+            slots = await PaceAcquire(
+                provider="prop", now=now, ceiling=ceiling, burst=10, want=50, tuning=TUNING
+            ).run(client)
             if slots.count:
                 first = slots.times_ms()[0]
                 assert first >= until - 1  # never a send before the advised instant
@@ -131,13 +135,19 @@ def test_a_block_ends_exactly_at_the_advised_instant(redis_server, block_ms, cei
 
 def test_one_congestion_event_costs_one_cut(redis_server) -> None:
     async def steps(client: Redis) -> list[bool]:
-        slots = await pacing.reserve(
-            client, "prop", now=NOW, ceiling=100, burst=5, want=10, tuning=TUNING
-        )
+        slots = await PaceAcquire(
+            provider="prop", now=NOW, ceiling=100, burst=5, want=10, tuning=TUNING
+        ).run(client)
         cuts = []
         for i, slot in enumerate(slots.times_ms()):
-            seen = pacing.Observation(NOW + 30 + i, slot, throttled=True)
-            cuts.append((await pacing.feedback(client, "prop", seen, floor=1, tuning=TUNING)).cut)
+            seen = Observation(NOW + 30 + i, slot, throttled=True)
+            cuts.append(
+                (
+                    await PaceFeedback(provider="prop", seen=seen, floor=1, tuning=TUNING).run(
+                        client
+                    )
+                ).cut
+            )
         return cuts
 
     # Ten 429s for slots reserved before the first cut: one cut, not ten.
@@ -146,16 +156,22 @@ def test_one_congestion_event_costs_one_cut(redis_server) -> None:
 
 def test_the_rate_climbs_back_and_probes_once_the_provider_is_quiet(redis_server) -> None:
     async def steps(client: Redis) -> list[float]:
-        await pacing.reserve(client, "prop", now=NOW, ceiling=100, burst=5, want=1, tuning=TUNING)
+        await PaceAcquire(
+            provider="prop", now=NOW, ceiling=100, burst=5, want=1, tuning=TUNING
+        ).run(client)
         # Most sends were taken: the provider is near our rate, and a tenth is the cut.
-        seen = pacing.Observation(NOW + 10, NOW, throttled=True, accepted=5)
-        await pacing.feedback(client, "prop", seen, floor=1, tuning=TUNING)
+        seen = Observation(NOW + 10, NOW, throttled=True, accepted=5)
+        await PaceFeedback(provider="prop", seen=seen, floor=1, tuning=TUNING).run(client)
         rates = []
         for seconds in (0, 1, 2, 4, 6):
-            slots = await pacing.reserve(
-                client, "prop", now=NOW + 10 + seconds * 1000, ceiling=100, burst=5, want=1,
+            slots = await PaceAcquire(
+                provider="prop",
+                now=NOW + 10 + seconds * 1000,
+                ceiling=100,
+                burst=5,
+                want=1,
                 tuning=TUNING,
-            )  # fmt: skip
+            ).run(client)
             rates.append(slots.rate)
         return rates
 

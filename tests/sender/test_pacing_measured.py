@@ -11,18 +11,26 @@ import pytest
 from redis.asyncio import Redis
 
 from services.ctl.embedded import RedisServer
-from shared import keys, pacing
+from shared import keys
+from shared.scripts.pacing import Adjusted, Observation, PaceAcquire, PaceFeedback, Slots, Tuning
 from tests.sender.test_pacing import NOW, run
 
-TUNING = pacing.Tuning()
+TUNING = Tuning()
 
 CEILING = 50.0  # PROVIDER_MAX_RATE's default: a ceiling nobody tuned
 FLOOR = 0.05
 
 
-async def _reserve(client: Redis, at: int, accepted: int = 0, want: int = 10) -> pacing.Slots:
-    return await pacing.reserve(client, "prop", now=at, ceiling=CEILING, burst=5, want=want,
-                                tuning=TUNING, accepted=accepted)  # fmt: skip
+async def _reserve(client: Redis, at: int, accepted: int = 0, want: int = 10) -> Slots:
+    return await PaceAcquire(
+        provider="prop",
+        now=at,
+        ceiling=CEILING,
+        burst=5,
+        want=want,
+        tuning=TUNING,
+        accepted=accepted,
+    ).run(client)
 
 
 async def _slot(client: Redis, at: int, accepted: int = 0) -> tuple[int, float]:
@@ -33,7 +41,7 @@ async def _slot(client: Redis, at: int, accepted: int = 0) -> tuple[int, float]:
     return at, max(at, slots.first_ms)
 
 
-async def _taken_then_refused(client: Redis, **seen: Any) -> tuple[int, pacing.Adjusted]:
+async def _taken_then_refused(client: Redis, **seen: Any) -> tuple[int, Adjusted]:
     """The first send taken, the next one refused: (when, what the cut made of it)."""
     at, slot = await _slot(client, NOW)
     at, slot = await _slot(client, at + 10, accepted=1)
@@ -41,9 +49,11 @@ async def _taken_then_refused(client: Redis, **seen: Any) -> tuple[int, pacing.A
     return at, await _throttled(client, at, slot, **seen)
 
 
-async def _throttled(client: Redis, at: int, slot: float, **seen: Any) -> pacing.Adjusted:
-    observed = pacing.Observation(at, slot, throttled=True, **seen)
-    return await pacing.feedback(client, "prop", observed, floor=FLOOR, tuning=TUNING)
+async def _throttled(client: Redis, at: int, slot: float, **seen: Any) -> Adjusted:
+    observed = Observation(at, slot, throttled=True, **seen)
+    return await PaceFeedback(provider="prop", seen=observed, floor=FLOOR, tuning=TUNING).run(
+        client
+    )
 
 
 def test_a_fresh_schedule_starts_slow_and_doubles_per_accepted_send(

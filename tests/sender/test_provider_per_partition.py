@@ -10,7 +10,8 @@ from redis.asyncio import Redis
 
 from shared import clock, control, switch
 from shared.model import State
-from shared.operations import BeginCode, begin_attempt, load_attempts, load_operation
+from shared.operations import load_attempts, load_operation
+from shared.scripts.attempts import BeginAttempt, BeginCode
 from tests.sender.conftest import Stack, wait_for
 from tests.support.sandbox import SANDBOX_API_KEY, configure, run_sandbox, sent_emails
 
@@ -120,9 +121,12 @@ async def test_a_replay_decided_at_the_old_provider_is_sent_there_after_a_switch
     common: dict[str, Any] = dict(max_attempts=6, consumer="t", entry_id="",
                                   retention_ms=60_000, provider="primary")  # fmt: skip
     started = clock.now_ms() - 30_000  # older than the lookup's settle time: trusted
-    await begin_attempt(stack.redis, op, attempt_id="a1", now=started, lease_ms=1, **common)
-    took = await begin_attempt(stack.redis, op, attempt_id="a2", now=started + 10, lease_ms=1,
-                               **common)  # fmt: skip
+    await BeginAttempt(operation_id=op, attempt_id="a1", now=started, lease_ms=1, **common).run(
+        stack.redis
+    )
+    took = await BeginAttempt(
+        operation_id=op, attempt_id="a2", now=started + 10, lease_ms=1, **common
+    ).run(stack.redis)
     assert took.code is BeginCode.AMBIGUOUS
     await move(stack.redis, [0, 1, 2, 3], "standby")
     assert await stack.reconcile(op, provider_name="primary") == "replay"

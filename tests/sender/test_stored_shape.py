@@ -6,14 +6,9 @@ from __future__ import annotations
 from shared import clock, codec, ids
 from shared.keys import PartitionKeys
 from shared.model import State
-from shared.operations import (
-    Finalisation,
-    begin_attempt,
-    finalise_attempt,
-    load_attempts,
-    load_operation,
-)
+from shared.operations import load_attempts, load_operation
 from shared.queries import find_operation
+from shared.scripts.attempts import BeginAttempt, Finalisation, FinaliseAttempt, FinaliseCode
 from tests.sender.conftest import Stack
 
 # Derivable (the id carries the id, partition and creation time; the cooldown is the
@@ -59,10 +54,16 @@ async def test_a_ledger_row_written_as_an_object_is_still_finalised(stack: Stack
     op = await stack.admit("acct-old-row")
     pk = PartitionKeys.of(op)
     now = clock.now_ms()
-    begun = await begin_attempt(
-        stack.redis, op, attempt_id="at-old", now=now, lease_ms=60_000, max_attempts=6,
-        consumer="old-sender", entry_id="", retention_ms=60_000,
-    )  # fmt: skip
+    begun = await BeginAttempt(
+        operation_id=op,
+        attempt_id="at-old",
+        now=now,
+        lease_ms=60_000,
+        max_attempts=6,
+        consumer="old-sender",
+        entry_id="",
+        retention_ms=60_000,
+    ).run(stack.redis)
     assert begun.attempts == 1
     old = {"attempt_id": "at-old", "started_at": now, "outcome": "in_flight",
            "consumer": "old-sender", "number": 1}  # fmt: skip
@@ -71,11 +72,15 @@ async def test_a_ledger_row_written_as_an_object_is_still_finalised(stack: Stack
         outcome="accepted", http_status=200, next_state="accepted", message_id="msg-old",
         observe_until=now + 1000, decision="done",
     )  # fmt: skip
-    done = await finalise_attempt(
-        stack.redis, op, attempt_id="at-old", now=now + 5, entry_id="", result=result,
+    done = await FinaliseAttempt(
+        operation_id=op,
+        attempt_id="at-old",
+        now=now + 5,
+        entry_id="",
+        result=result,
         retention_ms=60_000,
-    )  # fmt: skip
-    assert done
+    ).run(stack.redis)
+    assert done is FinaliseCode.OK
     [row] = await load_attempts(stack.redis, op)
     assert (row.attempt_id, row.consumer, row.outcome, row.ended_at, row.number) == (
         "at-old", "old-sender", "accepted", now + 5, 1,

@@ -20,17 +20,18 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from services.poller import observation
 from services.poller.inbound.events import Drop, Parsed, ProviderEvent
+from services.poller.observation import Match
 from services.poller.observer import Tally, count
-from shared import clock, metrics, observation, ownership
+from shared import clock, metrics, ownership
 from shared.delivery import DeliveryEvent
 from shared.ids import operation_created_ms
 from shared.keys import PartitionKeys, partition_of_operation
 from shared.logging import event as log_event
 from shared.model import Delivery
-from shared.observation import Match
-from shared.operations import resolve_ambiguous
 from shared.redis import RedisClient
+from shared.scripts.attempts import ResolveAmbiguous, Settled
 from shared.settings import PolicySettings
 
 log = logging.getLogger(__name__)
@@ -153,13 +154,13 @@ class Ingest:
         event applied first that ended the wait keeps the window closed: resolve_ambiguous
         opens it only while delivery is still undecided.)"""
         for operation_id, message_id in proofs.items():
-            applied, _ = await resolve_ambiguous(
-                self.client, operation_id, now=now, decision="accepted",
+            code, _ = await ResolveAmbiguous(
+                operation_id=operation_id, now=now, decision="accepted",
                 message_id=message_id,
                 observe_until=now + self.settings.observation_window_seconds * 1000,
                 reason=SETTLED_REASON, retention_ms=self.settings.retention_seconds * 1000,
-            )  # fmt: skip
-            if applied:
+            ).run(self.client)  # fmt: skip
+            if code is Settled.OK:
                 result.settled += 1
                 metrics.inbound_settled.labels(provider).inc()
                 metrics.reconciliations.labels(provider, "accepted").inc()

@@ -1,4 +1,5 @@
-"""Typed wrappers over the observation scripts: what the poller calls.
+"""Delivery observation: the poller's reads of the store and its batches of script calls
+(the requests in shared/scripts/observation.py).
 
 Feed events name a provider message id, not an operation: :func:`operations_for` finds
 the operations with one HMGET per partition in a single pipeline (each command touches one
@@ -10,20 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from enum import StrEnum
-from typing import Any
 
 from shared.delivery import DeliveryEvent
-from shared.keys import POLLER_LEASE, PartitionKeys
+from shared.keys import PartitionKeys
 from shared.redis import RedisClient
-from shared.scripts import Request, Script, key
-
-
-class Applied(StrEnum):
-    APPLIED = "applied"
-    KEPT = "kept"
-    DUPLICATE = "duplicate"
-    MISSING = "missing"
+from shared.scripts.observation import Applied, ApplyDelivery, CloseObservation
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,26 +48,6 @@ async def operations_for(
     return found
 
 
-@dataclass(slots=True, kw_only=True)
-class ApplyDelivery(Request[tuple[Applied, str, str]]):
-    SCRIPT = Script("apply_delivery")
-    CODES = Applied
-
-    operation: str = key()
-    observe: str = key()
-    messages: str = key()
-    message_id: str
-    event_type: str
-    occurred_at: int
-    now: int
-    operation_id: str
-    mode: str  # "record": joined by operation id (pushed); "": found through the message map
-
-    def decode(self, raw: Any) -> tuple[Applied, str, str]:
-        # (code, the operation's delivery now, its state as the event found it)
-        return Applied(raw[0]), str(raw[1]), str(raw[2])
-
-
 async def apply_events(
     client: RedisClient, matches: Sequence[Match], now: int, *, record: bool = False
 ) -> list[AppliedEvent]:
@@ -85,18 +57,13 @@ async def apply_events(
     if not matches:
         return []
     mode = "record" if record else ""
-    requests = []
-    for match in matches:
-        pk = PartitionKeys.of(match.operation_id)
-        event = match.event
-        requests.append(
-            ApplyDelivery(
-                operation=pk.operation(match.operation_id), observe=pk.observe,
-                messages=pk.messages, message_id=event.message_id, event_type=str(event.type),
-                occurred_at=event.occurred_ms, now=now, operation_id=match.operation_id,
-                mode=mode,
-            )
-        )  # fmt: skip
+    requests = [
+        ApplyDelivery(
+            message_id=m.event.message_id, event_type=str(m.event.type),
+            occurred_at=m.event.occurred_ms, now=now, operation_id=m.operation_id, mode=mode,
+        )
+        for m in matches
+    ]  # fmt: skip
     # Safe to run twice (dedupe on the event's identity), as Script.many may on NOSCRIPT.
     replies = await ApplyDelivery.SCRIPT.many(client, [r.call() for r in requests])
     return [
@@ -105,30 +72,14 @@ async def apply_events(
     ]
 
 
-@dataclass(slots=True, kw_only=True)
-class CloseObservation(Request[int]):
-    SCRIPT = Script("close_observation")
-
-    observe: str = key()
-    operations: tuple[str, ...] = key()
-    now: int
-    operation_ids: tuple[str, ...]
-
-    def decode(self, raw: Any) -> int:
-        return int(raw)  # how many windows were closed
-
-
 async def close_due(client: RedisClient, partition: int, now: int, batch: int = 500) -> int:
     """Close the observation windows of one partition that ended by ``now``."""
-    pk = PartitionKeys(partition)
-    due = await client.zrangebyscore(pk.observe, "-inf", now, start=0, num=batch)
+    observe = PartitionKeys(partition).observe
+    due = await client.zrangebyscore(observe, "-inf", now, start=0, num=batch)
     ids = tuple(str(i) for i in due)
     if not ids:
         return 0
-    return await CloseObservation(
-        observe=pk.observe, operations=tuple(pk.operation(i) for i in ids), now=now,
-        operation_ids=ids,
-    ).run(client)  # fmt: skip
+    return await CloseObservation(partition=partition, now=now, operation_ids=ids).run(client)
 
 
 async def pending(client: RedisClient, partitions: int, now: int) -> list[int]:
@@ -137,30 +88,6 @@ async def pending(client: RedisClient, partitions: int, now: int) -> list[int]:
     for partition in range(partitions):
         pipe.zcount(PartitionKeys(partition).observe, f"({now}", "+inf")
     return [int(n) for n in await pipe.execute()]
-
-
-@dataclass(slots=True, kw_only=True)
-class Lease(Request[bool]):
-    SCRIPT = Script("lease")
-
-    lease: str = key()
-    holder: str
-    lease_ms: int
-    release: bool
-
-    def decode(self, raw: Any) -> bool:
-        return bool(int(raw))  # True while holder has the lease
-
-
-async def hold_lease(client: RedisClient, holder: str, lease_ms: int) -> bool:
-    """Take or renew the single-poller lease; True while ``holder`` has it."""
-    return await Lease(lease=POLLER_LEASE, holder=holder, lease_ms=lease_ms, release=False).run(
-        client
-    )
-
-
-async def release_lease(client: RedisClient, holder: str) -> None:
-    await Lease(lease=POLLER_LEASE, holder=holder, lease_ms=0, release=True).run(client)
 
 
 async def forget_stale_messages(

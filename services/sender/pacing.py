@@ -1,0 +1,106 @@
+"""What a provider's answer advises the shared pacing: when a block ends, and what rate an
+``X-RateLimit-*`` hint allows.
+
+The schedule lives in Redis under the provider's own hash tag (``pace_acquire.lua``,
+``pace_feedback.lua``; their requests in shared/scripts/pacing.py), so every sender replica
+shares one rate. The arithmetic of the rate is in those scripts only.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from shared.model import Outcome
+from shared.providers.base import SendResult
+from shared.rate_signal import RateSignal
+from shared.retry_after import MAX_DELAY_MS, parse_http_date
+from shared.scripts.pacing import Observation
+
+# Our clock and the provider's Date header agree this closely (the header has a resolution
+# of one second): an HTTP date is then an instant on our clock, kept to the millisecond.
+CLOCK_AGREEMENT_MS = 2000
+# A wait of whole seconds up to this long says one send per wait is the provider's rate now
+# (its bucket's refill); a longer one is a block, not a rate.
+MAX_RATE_WAIT_S = 60
+
+
+def observe(
+    result: SendResult, slot_ms: float, now: int, floor: float, no_advice_ms: float
+) -> Observation:
+    """What one send result tells the shared schedule (``no_advice_ms``: see block_until)."""
+    throttled = result.outcome is Outcome.THROTTLED
+    block = block_until(result, now, no_advice_ms) if throttled else 0
+    if throttled and 2 <= (wait := whole_seconds(result)) <= MAX_RATE_WAIT_S:
+        return Observation(now, slot_ms, throttled, block, advised_rate=1 / wait)
+    signal = result.rate
+    if signal is not None and signal.reset_at is not None and signal.remaining is not None:
+        reset_ms = int(signal.reset_at * 1000)
+        if signal.remaining < 1 and reset_ms > now:
+            block = max(block, reset_ms)  # nothing left in this window: not one more call
+        elif reset_ms > now:
+            hint = max(floor, signal.remaining * 1000 / (reset_ms - now))
+            return Observation(now, slot_ms, throttled, block, hint, reset_ms)
+    return Observation(now, slot_ms, throttled, block)
+
+
+def block_until(result: SendResult, now: int, no_advice_ms: float) -> int:
+    """The instant a 429 says sending may resume.
+
+    An HTTP date names an instant: sending resumes exactly then, not at the next whole
+    second of our clock. A delay in seconds is rounded up by the provider, so the real wait
+    is somewhere in the last second before it: a delay of one second blocks nothing and the
+    cut rate spaces the next sends (a ceiling, not a floor); a longer one, which only a slow
+    provider gives, blocks all of it (see ``_seconds_block``). A 429 that says nothing
+    (Postmark's) means the provider's bucket is empty now: sending resumes after
+    ``no_advice_ms`` (the time a burst takes to refill at our rate), at the cut rate.
+    """
+    value = (result.retry_after or "").strip()
+    if value.isdigit() and value.isascii():
+        return now + min(_seconds_block(int(value)) * 1000, MAX_DELAY_MS)
+    if value and (at := _date_instant(value, result.server_date, now)):
+        return at
+    signal = result.rate
+    if signal is not None and signal.reset_at is not None:
+        return max(0, int(signal.reset_at * 1000))
+    # No advice at all: a pause, and the cut (every 429 cuts the shared rate), so a provider
+    # that says nothing is never hammered. A fixed pause (it was a second, then 200 ms) idled
+    # every sender long after the provider's bucket had refilled: the Postmark storm drained
+    # in 1.88 x, then 1.10 x ideal.
+    return now + round(no_advice_ms)
+
+
+def _seconds_block(seconds: int) -> int:
+    """How long a wait of whole seconds blocks: one second less when it is one second (at
+    a fast rate the provider's bucket refills within it, and a full second would idle every
+    sender), the whole wait when longer (a slow provider: ending early costs a 429, ending
+    late a fraction of a slot)."""
+    return seconds if seconds >= 2 else 0
+
+
+def whole_seconds(result: SendResult) -> int:
+    """A 429's Retry-After in delay-seconds (0 when it has none in that form)."""
+    value = (result.retry_after or "").strip()
+    return min(int(value), MAX_DELAY_MS // 1000) if value.isdigit() and value.isascii() else 0
+
+
+def _date_instant(value: str, server_date: str | None, now: int) -> int:
+    today = datetime.fromtimestamp(now / 1000, UTC)
+    when = parse_http_date(value, today)
+    if when is None:
+        return 0
+    at = int(when.timestamp() * 1000)
+    served = parse_http_date(server_date.strip(), today) if server_date else None
+    if served is None:
+        return at
+    served_ms = int(served.timestamp() * 1000)
+    if abs(served_ms - now) <= CLOCK_AGREEMENT_MS:
+        return at
+    # Clocks disagree: keep the provider's interval, measured from its own Date.
+    return now + min(max(0, at - served_ms), MAX_DELAY_MS)
+
+
+def declared_rate(signal: RateSignal | None) -> float | None:
+    """The account's declared sustained rate (SES MaxSendRate), a ceiling for the pacer."""
+    if signal is None or signal.account_rate is None or signal.account_rate <= 0:
+        return None
+    return signal.account_rate

@@ -1,0 +1,235 @@
+"""The requests of one operation's life: an attempt begun and finalised, an ambiguous one
+settled, an operator's quarantine or release, and the refusals guard's requeue."""
+
+from __future__ import annotations
+
+from dataclasses import InitVar, dataclass
+from enum import StrEnum
+from typing import Any
+
+from shared.keys import PartitionKeys
+from shared.scripts import Request, Script, key
+
+NOTE_LIMIT = 200  # characters of an operator's or the guard's note kept on the operation
+
+
+class BeginCode(StrEnum):
+    BEGIN = "begin"
+    BUSY = "busy"
+    SKIP = "skip"
+    AMBIGUOUS = "ambiguous"
+    EXPIRED = "expired"
+    EXHAUSTED = "exhausted"
+    MISSING = "missing"
+    ELSEWHERE = "elsewhere"  # pinned to another provider (detail: its name); nothing written
+
+
+@dataclass(frozen=True, slots=True)
+class Begun:
+    code: BeginCode
+    attempts: int = 0
+    account_id: str = ""
+    token_kid: str = ""
+    template_revision: str = ""
+    horizon_at: int = 0
+    detail: str = ""
+    token_expires_at: int = 0  # what the link's expiry tells the player
+
+
+@dataclass(slots=True, kw_only=True)
+class BeginAttempt(Request[Begun]):
+    SCRIPT = Script("begin_attempt")
+    CODES = BeginCode
+
+    operation: str = key()
+    ledger: str = key()
+    send: str = key()
+    ambiguous: str = key()
+    live: str = key()
+    now: int
+    attempt_id: str
+    lease_ms: int
+    max_attempts: int
+    consumer: str
+    entry_id: str
+    retention_ms: int
+    operation_id: str
+    provider: str = ""
+
+    def __post_init__(self) -> None:
+        pk, op = PartitionKeys.of(self.operation_id), self.operation_id
+        self.operation, self.ledger, self.send = pk.operation(op), pk.attempts(op), pk.send
+        self.ambiguous, self.live = pk.ambiguous, pk.live
+
+    def decode(self, raw: Any) -> Begun:
+        code = BeginCode(raw[0])
+        if code is BeginCode.BEGIN:
+            return Begun(code, int(raw[1]), raw[2], raw[3], raw[4], int(raw[5]),
+                         token_expires_at=int(raw[6]))  # fmt: skip
+        return Begun(code, detail=str(raw[1]) if len(raw) > 1 else "")
+
+
+@dataclass(frozen=True, slots=True)
+class Finalisation:
+    """What one attempt ended as, decided in Python (sender.policy) before the script runs;
+    :class:`FinaliseAttempt` sends these fields, in this order."""
+
+    outcome: str
+    http_status: int
+    next_state: str
+    retry_at: int = 0
+    reason: str = ""
+    retry_after_source: str = ""
+    message_id: str = ""
+    observe_until: int = 0
+    refund: bool = False
+    decision: str = ""
+    template_revision: str = ""  # what the attempt sent (shared.emails), for the ledger
+
+
+class FinaliseCode(StrEnum):
+    OK = "ok"
+    FENCED = "fenced"  # the lease was lost: someone else owns the operation, nothing written
+
+
+@dataclass(slots=True, kw_only=True)
+class FinaliseAttempt(Request[FinaliseCode]):
+    SCRIPT = Script("finalise_attempt")
+    CODES = FinaliseCode
+
+    operation: str = key()
+    ledger: str = key()
+    send: str = key()
+    due: str = key()
+    ambiguous: str = key()
+    live: str = key()
+    messages: str = key()
+    observe: str = key()
+    attempt_id: str
+    now: int
+    entry_id: str
+    result: Finalisation
+    retention_ms: int
+    operation_id: str
+
+    def __post_init__(self) -> None:
+        pk, op = PartitionKeys.of(self.operation_id), self.operation_id
+        self.operation, self.ledger, self.send = pk.operation(op), pk.attempts(op), pk.send
+        self.due, self.ambiguous, self.live = pk.due, pk.ambiguous, pk.live
+        self.messages, self.observe = pk.messages, pk.observe
+
+    def decode(self, raw: Any) -> FinaliseCode:
+        return FinaliseCode(raw[0])
+
+
+class Settled(StrEnum):
+    """resolve_ambiguous.lua's reply codes."""
+
+    OK = "ok"
+    STALE = "stale"  # the operation is no longer ambiguous: nothing written
+
+
+@dataclass(slots=True, kw_only=True)
+class ResolveAmbiguous(Request[tuple[Settled, str]]):
+    """Settle an ambiguous operation: accepted, replay (same id and key) or review. A replay
+    with ``pin`` is sent only through that provider (``pin_for``: resolve_ambiguous.lua)."""
+
+    SCRIPT = Script("resolve_ambiguous")
+    CODES = Settled
+
+    operation: str = key()
+    ledger: str = key()
+    send: str = key()
+    ambiguous: str = key()
+    review: str = key()
+    live: str = key()
+    messages: str = key()
+    observe: str = key()
+    now: int
+    decision: str
+    message_id: str
+    observe_until: int
+    reason: str
+    retention_ms: int
+    operation_id: str
+    pin: str = ""
+    pin_for: str = "replay"
+
+    def __post_init__(self) -> None:
+        pk, op = PartitionKeys.of(self.operation_id), self.operation_id
+        self.operation, self.ledger, self.send = pk.operation(op), pk.attempts(op), pk.send
+        self.ambiguous, self.review, self.live = pk.ambiguous, pk.review, pk.live
+        self.messages, self.observe = pk.messages, pk.observe
+
+    def decode(self, raw: Any) -> tuple[Settled, str]:
+        return Settled(raw[0]), str(raw[1])
+
+
+class QuarantineCode(StrEnum):
+    """quarantine.lua's reply codes."""
+
+    OK = "ok"
+    REFUSED = "refused"  # the state does not allow it (or the operation is missing)
+
+
+@dataclass(slots=True, kw_only=True)
+class Quarantine(Request[tuple[QuarantineCode, str]]):
+    """Quarantine or release one operation; (code, previous state or refusing state)."""
+
+    SCRIPT = Script("quarantine")
+    CODES = QuarantineCode
+
+    operation: str = key()
+    send: str = key()
+    due: str = key()
+    ambiguous: str = key()
+    review: str = key()
+    action: str  # "quarantine" | "release"
+    now: int
+    reason: str
+    operation_id: str
+
+    def __post_init__(self) -> None:
+        pk = PartitionKeys.of(self.operation_id)
+        self.operation, self.send, self.due = pk.operation(self.operation_id), pk.send, pk.due
+        self.ambiguous, self.review = pk.ambiguous, pk.review
+        self.reason = self.reason[:NOTE_LIMIT]
+
+    def decode(self, raw: Any) -> tuple[QuarantineCode, str]:
+        return QuarantineCode(raw[0]), str(raw[1])
+
+
+class RequeueCode(StrEnum):
+    """requeue_refused.lua's reply codes."""
+
+    OK = "ok"
+    REFUSED = "refused"  # why not: the reply's detail
+
+
+@dataclass(slots=True, kw_only=True)
+class RequeueRefused(Request[tuple[RequeueCode, str]]):
+    """Hand a failed operation the refusals guard counted back to the queue (refunded);
+    (code, why not)."""
+
+    SCRIPT = Script("requeue_refused")
+    CODES = RequeueCode
+
+    operation: str = key()
+    ledger: str = key()
+    account: str = key()
+    send: str = key()
+    live: str = key()
+    account_id: InitVar[str]
+    now: int
+    reason: str
+    note: str
+    operation_id: str
+
+    def __post_init__(self, account_id: str) -> None:
+        pk, op = PartitionKeys.of(self.operation_id), self.operation_id
+        self.operation, self.ledger = pk.operation(op), pk.attempts(op)
+        self.account, self.send, self.live = pk.account(account_id), pk.send, pk.live
+        self.note = self.note[:NOTE_LIMIT]
+
+    def decode(self, raw: Any) -> tuple[RequeueCode, str]:
+        return RequeueCode(raw[0]), str(raw[1]) if len(raw) > 1 else ""

@@ -1,0 +1,171 @@
+"""A provider's shared schedule: the requests of its pacing (``pace_acquire.lua``,
+``pace_feedback.lua``) and of its daily quota (``quota_take.lua``), with what they are told
+and answer. Each lives under the provider's own hash tag, so every sender replica shares it;
+the arithmetic of the rate is in the scripts only."""
+
+from __future__ import annotations
+
+from dataclasses import InitVar, dataclass, field
+from typing import Any
+
+from shared.keys import provider_pacing, provider_quota
+from shared.scripts import Request, Script, key
+
+
+@dataclass(frozen=True, slots=True)
+class Tuning:
+    """How the shared rate moves. One 429 costs a tenth of the rate; the rate then climbs
+    back by 5 % of itself per second, and after 2 quiet seconds the probe adds a term that
+    grows with the square of the quiet time, so a provider that stopped throttling (a
+    schedule going back up, a shared quota freed) is found again within seconds."""
+
+    cut: float = 0.9
+    growth: float = 0.05  # share of the post-cut rate per second
+    quiet_ms: int = 2000
+    probe: float = 0.2  # share of the post-cut rate per second squared
+    # Slots are reserved this far ahead: it bounds how stale a replica's view of a cut or a
+    # block can be, and sets how many sends one round trip covers (rate x horizon).
+    horizon_ms: int = 100
+    # Below this rate the climb above the settled rate runs per slot, not per second: a
+    # provider at 1 send/s is probed every few minutes, not every few seconds.
+    slot_rate: float = 100.0
+    # A measured cut lands this far under the rate the provider accepted: at exactly its
+    # rate, the jitter of every send's arrival would make every other one a 429.
+    settle: float = 0.95
+    empty_cut: float = 0.5  # a 429 after nothing was accepted since the last cut
+    # A fresh schedule's rate, doubled per accepted send until the first 429 (slow start).
+    # At 10/s the first reservation held two slots, and when the first answer came back
+    # after the second's 429 the cut measured nothing: slow-1 drained in 1.63 x, not 1.05.
+    start_rate: float = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class Slots:
+    count: int
+    first_ms: float
+    rate: float
+    blocked_until: int
+    wait_ms: int
+
+    def times_ms(self) -> list[float]:
+        spacing = 1000 / self.rate
+        return [self.first_ms + i * spacing for i in range(self.count)]
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """What one answer tells the shared schedule (:class:`PaceFeedback` sends these fields,
+    in this order)."""
+
+    now: int
+    slot_ms: float  # when the send's slot was due: a 429 for an older slot cuts nothing
+    throttled: bool = False
+    blocked_until: int = 0
+    hint: float = 0.0  # sends/s allowed until hint_until (0 = no hint)
+    hint_until: int = 0
+    returned_ms: float = 0.0  # span of reserved slots the caller dropped
+    advised_rate: float = 0.0  # one send per whole-seconds wait a 429 advised (0 = none)
+    accepted: int = 0  # sends this replica saw accepted and has not reported yet
+
+    def matters(self, rate: float) -> bool:
+        """True when the shared schedule must hear of it: a 429, a block, a lower cap."""
+        return self.throttled or self.blocked_until > self.now or 0 < self.hint < rate
+
+
+@dataclass(frozen=True, slots=True)
+class Adjusted:
+    rate: float
+    blocked_until: int
+    cut: bool
+
+
+@dataclass(slots=True, kw_only=True)
+class PaceAcquire(Request[Slots]):
+    """Reserve up to ``want`` slots of the provider's schedule (``tuning`` fills the rest)."""
+
+    SCRIPT = Script("pace_acquire")
+
+    pacing: str = key()
+    provider: InitVar[str]
+    tuning: InitVar[Tuning]
+    now: int
+    ceiling: float
+    burst: float
+    want: int
+    horizon_ms: int = field(init=False)
+    growth: float = field(init=False)
+    quiet_ms: int = field(init=False)
+    probe: float = field(init=False)
+    accepted: int = 0
+    slot_rate: float = field(init=False)
+    start_rate: float = field(init=False)
+
+    def __post_init__(self, provider: str, tuning: Tuning) -> None:
+        self.pacing = provider_pacing(provider)
+        self.horizon_ms, self.growth, self.quiet_ms = (
+            tuning.horizon_ms,
+            tuning.growth,
+            tuning.quiet_ms,
+        )
+        self.probe, self.slot_rate, self.start_rate = (
+            tuning.probe,
+            tuning.slot_rate,
+            tuning.start_rate,
+        )
+
+    def decode(self, raw: Any) -> Slots:
+        count, first_us, rate_milli, blocked, wait = (int(x) for x in raw)
+        return Slots(count, first_us / 1000, rate_milli / 1000, blocked, wait)
+
+
+@dataclass(slots=True, kw_only=True)
+class PaceFeedback(Request[Adjusted]):
+    """Tell the provider's schedule what one answer said (``tuning``: how far it cuts)."""
+
+    SCRIPT = Script("pace_feedback")
+
+    pacing: str = key()
+    provider: InitVar[str]
+    tuning: InitVar[Tuning]
+    seen: Observation
+    floor: float
+    cut: float = field(init=False)
+    horizon_ms: int = field(init=False)
+    settle: float = field(init=False)
+    empty_cut: float = field(init=False)
+
+    def __post_init__(self, provider: str, tuning: Tuning) -> None:
+        self.pacing = provider_pacing(provider)
+        self.cut, self.horizon_ms = tuning.cut, tuning.horizon_ms
+        self.settle, self.empty_cut = tuning.settle, tuning.empty_cut
+
+    def decode(self, raw: Any) -> Adjusted:
+        return Adjusted(int(raw[0]) / 1000, int(raw[1]), bool(int(raw[2])))
+
+
+@dataclass(frozen=True, slots=True)
+class Taken:
+    taken: bool
+    used: int
+    reopens_at: int  # ms; when a send is free again (0 when one was taken)
+
+
+@dataclass(slots=True, kw_only=True)
+class QuotaTake(Request[Taken]):
+    """Take one send from a provider's quota (``delta`` 1), or give one back (-1)."""
+
+    SCRIPT = Script("quota_take")
+
+    quota: str = key()
+    provider: InitVar[str]
+    now: int
+    window_ms: int
+    slice_ms: int
+    limit: int
+    delta: int
+
+    def __post_init__(self, provider: str) -> None:
+        self.quota = provider_quota(provider)
+
+    def decode(self, raw: Any) -> Taken:
+        return Taken(bool(int(raw[0])), int(raw[1]), int(raw[2]))
