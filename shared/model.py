@@ -302,8 +302,6 @@ class Attempt:
         """One stored row (the ``position``-th, from 1, for a row that lacks its number)
         -> Attempt; raises ValueError if it is not a row."""
         raw = codec.loads(row)
-        if isinstance(raw, dict):  # a row written before the compact encoding
-            return cls.from_dict({"number": position, **raw})
         if not isinstance(raw, list):
             raise ValueError("an attempt row is a JSON array")
         values = {name: v for name, v in zip(LEDGER_FIELDS, raw, strict=False) if v is not None}

@@ -6,9 +6,8 @@ from __future__ import annotations
 from shared import clock, codec, ids
 from shared.keys import PartitionKeys
 from shared.model import State
-from shared.operations import load_attempts, load_operation
+from shared.operations import load_operation
 from shared.queries import find_operation
-from shared.scripts.attempts import BeginAttempt, Finalisation, FinaliseAttempt, FinaliseCode
 from tests.sender.conftest import Stack
 
 # Derivable (the id carries the id, partition and creation time; the cooldown is the
@@ -46,42 +45,3 @@ async def test_a_fresh_operation_is_due_from_its_creation(stack: Stack) -> None:
     assert operation is not None
     assert operation.state == State.QUEUED
     assert operation.next_attempt_at == operation.created_at == ids.operation_created_ms(op)
-
-
-async def test_a_ledger_row_written_as_an_object_is_still_finalised(stack: Stack) -> None:
-    """A store written before the compact encoding: an in-flight object row is read,
-    finalised and shown like a new one."""
-    op = await stack.admit("acct-old-row")
-    pk = PartitionKeys.of(op)
-    now = clock.now_ms()
-    begun = await BeginAttempt(
-        operation_id=op,
-        attempt_id="at-old",
-        now=now,
-        lease_ms=60_000,
-        max_attempts=6,
-        consumer="old-sender",
-        entry_id="",
-        retention_ms=60_000,
-    ).run(stack.redis)
-    assert begun.attempts == 1
-    old = {"attempt_id": "at-old", "started_at": now, "outcome": "in_flight",
-           "consumer": "old-sender", "number": 1}  # fmt: skip
-    await stack.redis.lset(pk.attempts(op), -1, codec.dumps_str(old))
-    result = Finalisation(
-        outcome="accepted", http_status=200, next_state="accepted", message_id="msg-old",
-        observe_until=now + 1000, decision="done",
-    )  # fmt: skip
-    done = await FinaliseAttempt(
-        operation_id=op,
-        attempt_id="at-old",
-        now=now + 5,
-        entry_id="",
-        result=result,
-        retention_ms=60_000,
-    ).run(stack.redis)
-    assert done is FinaliseCode.OK
-    [row] = await load_attempts(stack.redis, op)
-    assert (row.attempt_id, row.consumer, row.outcome, row.ended_at, row.number) == (
-        "at-old", "old-sender", "accepted", now + 5, 1,
-    )  # fmt: skip
