@@ -10,6 +10,7 @@ from redis.asyncio import Redis
 from shared import codec
 from shared.directory import Account
 from shared.keys import PartitionKeys, partition_of
+from shared.model import LEDGER_FIELDS
 from tests.admission.helpers import BEARER, internal_admit, seed_directory
 
 ACCOUNTS = [(f"player{i}", Account(f"acct-{i}", f"p{i}@example.com")) for i in range(8)]
@@ -27,7 +28,8 @@ async def test_an_operation_shows_its_ledger_budget_and_delivery(
          "http_status": 429, "decision": "retry", "retry_at": 5000},
         {"attempt_id": "at-2", "started_at": 6000, "outcome": "in_flight"},
     ]  # fmt: skip
-    await redis.rpush(pk.attempts(op), *(codec.dumps_str(r) for r in rows), "{not json")
+    compact = (codec.dumps_str([r.get(name) for name in LEDGER_FIELDS]) for r in rows)
+    await redis.rpush(pk.attempts(op), *compact, "{not json")
     fields = {"attempts": 2, "state": "attempting", "last_status": 429, "next_attempt_at": 5000}
     await redis.hset(pk.operation(op), mapping=fields)
     view = await (await api.get(f"/internal/v1/recovery-operations/{op}", headers=BEARER)).json()

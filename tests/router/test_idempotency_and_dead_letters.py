@@ -9,7 +9,7 @@ from aiohttp import ClientSession
 from services.router import cases
 from shared import clock, ids
 from shared.directory import Account, HttpDirectory, RedisDirectory
-from shared.keys import CONTACT_FORMS, ROUTER_GROUP, ROUTER_RETRY
+from shared.keys import CONTACT_FORMS, ROUTER_GROUP, ROUTER_RETRY, router_seen
 from shared.scripts.router import RouteClaim
 from tests.poller.conftest import sample
 from tests.router.conftest import Desk, wait_for
@@ -63,9 +63,9 @@ async def test_crash_between_case_and_ack_makes_no_second_case(desk: Desk) -> No
     async with desk.router():
         await wait_for(desk.settled)
     assert [c["case_id"] for c in await desk.cases()] == [case_id]
-    seen = await desk.redis.hgetall(cases.seen_key("evt-crash-2"))
+    seen = await desk.redis.hgetall(router_seen("evt-crash-2"))
     assert seen["status"] == "written"
-    assert await desk.redis.pttl(cases.seen_key("evt-crash-2")) > 0
+    assert await desk.redis.pttl(router_seen("evt-crash-2")) > 0
 
 
 async def test_a_claim_in_progress_elsewhere_is_left_alone(desk: Desk) -> None:
