@@ -60,11 +60,14 @@ pytest_collection_modifyitems  # a pytest hook (tests/conftest.py: xdist groups)
 
 # Script request fields (shared.scripts.Request): read by position, through one
 # operator.attrgetter per request class, into KEYS and ARGV; reply codes a script returns.
-expected_operation  # shared/admit.py Admit
+expected_operation  # shared/scripts/admission.py Admit
 expected_id
 cooldown_ms
 account_retention_ms
-event_type  # shared/observation.py ApplyDelivery
-slice_ms  # shared/quota.py QuotaTake
-FENCED  # shared/operations.py FinaliseCode
-STALE  # shared/operations.py Settled
+event_type  # shared/scripts/observation.py ApplyDelivery
+slice_ms  # shared/scripts/pacing.py QuotaTake
+returned_ms  # shared/scripts/pacing.py Observation (sent by PaceFeedback)
+advised_rate
+stale_ms  # shared/scripts/router.py RouteClaim
+FENCED  # shared/scripts/attempts.py FinaliseCode
+STALE  # shared/scripts/attempts.py Settled
