@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from services.sender.worker import send_jobs
+from services.sender.intake import send_jobs
 from shared.keys import SEND_GROUP, PartitionKeys
 from tests.sender.conftest import Stack
 
