@@ -37,8 +37,6 @@ READ_BLOCK_MS = 2000
 CLAIM_BATCH = 100  # entries a claim takes over at most per round
 JOB_FIELDS = (JOB_FIELD,)  # all a send job carries (every script that enqueues one)
 
-Gate = Callable[[int], bool]  # partition -> yes or no
-
 
 async def ensure_groups(client: RedisClient, partitions: int) -> None:
     for p in range(partitions):
@@ -57,7 +55,11 @@ def send_jobs(client: RedisClient, partition: int, consumer: str) -> StreamConsu
 
 class Intake:
     def __init__(
-        self, settings: SenderSettings, client: RedisClient, readable: Gate, paused: Gate
+        self,
+        settings: SenderSettings,
+        client: RedisClient,
+        readable: Callable[[int], bool],
+        paused: Callable[[int], bool],
     ) -> None:
         """``readable``: whether a partition's new jobs may be read now (not paused, its
         provider here and able to send); ``paused``: whether it is paused by an operator."""
@@ -120,7 +122,7 @@ class Intake:
         async def step() -> float:
             if not self._readable(partition):
                 return 0.5
-            # Wait on an idle stream holding one place; read the rest of a batch only once
+            # Wait on an idle stream with one place reserved; read the rest of a batch only once
             # it has work, so idle partitions never take the places busy ones need.
             first = await self.capacity.reserve(1, stop)
             got = await self._read(partition, first, block=READ_BLOCK_MS) if first else 0
@@ -216,8 +218,9 @@ class Intake:
     async def renew(self, stop: asyncio.Event) -> None:
         """Restart the idle time of every entry taken for a quarter lease, every quarter
         lease: behind a slow pace (SES: 1/s) a job waits its turn longer than a lease, and
-        taken over as abandoned it was queued twice and its second copy spent a pacing slot
-        for nothing. Its own loop: a claim loop can wait long for places, this one must not."""
+        taken over as abandoned it would be queued twice, its second copy spending a pacing
+        slot for nothing. Its own loop: a claim loop can wait long for places, this one must
+        not."""
         quarter_ms = self.settings.lease_seconds * 1000 / 4
 
         async def step() -> float:
