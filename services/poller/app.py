@@ -2,7 +2,7 @@
 
 Only the replica holding the lease calls a provider (feed, lookups, message reads) or
 closes windows, so each provider sees one polling budget however many pods run. Each
-configured provider (``RESETGATE_PROVIDERS``) has its own :class:`Lane`: budget, feed
+configured provider (``RESETGATE_PROVIDERS``) is a :class:`PolledProvider`: budget, feed
 cursor, lookups of the ambiguous attempts it holds, credentials and stall clock.
 """
 
@@ -68,7 +68,7 @@ class Leadership:
 
 
 @dataclass(frozen=True, slots=True)
-class Lane:
+class PolledProvider:
     """One provider's side of the poller: its own request budget, feed and cursor, the
     ambiguous attempts it holds, its credentials and its stall clock."""
 
@@ -90,7 +90,7 @@ class Lane:
 class Poller:
     settings: PollerSettings
     client: RedisClient
-    lanes: list[Lane]
+    polled: list[PolledProvider]
     observer: Observer
     leadership: Leadership
     webhooks: Webhooks | None = None
@@ -107,15 +107,15 @@ class Poller:
         no events page or lookup with it succeeded for RESETGATE_POLL_STALL_SECONDS."""
         limit = self.settings.poll_stall_seconds
         stalled = any(
-            lane.waiting(self.pending_observations) > 0 and lane.calls.stalled_for() > limit
-            for lane in self.lanes
+            polled.waiting(self.pending_observations) > 0 and polled.calls.stalled_for() > limit
+            for polled in self.polled
         )
         return self.leadership.active and stalled
 
     def credentials_ok(self) -> bool:
         """At least one provider takes the poller's key (as for the senders: one rejected
         key must not take the webhook listener of every provider out of service)."""
-        return any(lane.calls.credentials_ok for lane in self.lanes)
+        return any(polled.calls.credentials_ok for polled in self.polled)
 
     async def gc_step(self) -> float:
         await self.observer.collect_garbage()
@@ -126,14 +126,14 @@ def build_poller(
     settings: PollerSettings, client: RedisClient, session: aiohttp.ClientSession,
     providers: Sequence[Provider] = (), configured: Sequence[NamedProvider] = (),
 ) -> Poller:  # fmt: skip
-    """One lane per provider in ``providers`` (the first listed first); none given: the
-    single-provider settings. ``configured``: their settings, for the pushed-event sources
-    of each name (inbound/sources.py)."""
+    """One :class:`PolledProvider` per provider in ``providers`` (the first listed first);
+    none given: the single-provider settings. ``configured``: their settings, for the
+    pushed-event sources of each name (inbound/sources.py)."""
     if not providers:
         providers = [build(ProviderConfig.from_settings(settings), session)]
     observer = Observer(client, settings)
     names = tuple(p.name for p in providers)
-    lanes = [_lane(settings, client, observer, p, names) for p in providers]
+    polled = [_polled(settings, client, observer, p, names) for p in providers]
     ingest = Ingest(client, settings)
     found = sources(settings, configured)
     hooks = webhook_sources(found)
@@ -143,31 +143,31 @@ def build_poller(
               "will arrive and an ambiguous SES send is never settled",
               setting="RESETGATE_SES_CONFIGURATION_SET")  # fmt: skip
     return Poller(
-        settings, client, lanes, observer,
+        settings, client, polled, observer,
         Leadership(client, settings.consumer_name, settings.lease_seconds),
         Webhooks(settings, client, ingest, hooks) if hooks else None,
         [SesQueue(settings, ingest, source) for source in queue_sources(found)],
     )  # fmt: skip
 
 
-def _lane(
+def _polled(
     settings: PollerSettings, client: RedisClient, observer: Observer, provider: Provider,
     names: tuple[str, ...],
-) -> Lane:  # fmt: skip
+) -> PolledProvider:  # fmt: skip
     budget = Budget(settings.poll_max_requests_per_minute, settings.poll_burst,
                     settings.poll_backoff_cap_seconds)  # fmt: skip
     calls = ProviderCalls(provider, budget, settings.max_advised_wait_seconds)
     first = provider.name == names[0]
-    return Lane(calls, Feed(client, calls, observer, settings, first=first),
-                Reconciler(client, calls, observer, settings, names=names))  # fmt: skip
+    return PolledProvider(calls, Feed(client, calls, observer, settings, first=first),
+                          Reconciler(client, calls, observer, settings, names=names))  # fmt: skip
 
 
 def workers(poller: Poller) -> list[service.Worker]:
     lead = poller.leadership
     loops: dict[str, Callable[[], Awaitable[float]]] = {}
-    for lane in poller.lanes:
-        loops[f"feed:{lane.name}"] = lead.gated(lane.feed.step)
-        loops[f"reconcile:{lane.name}"] = lead.gated(lane.reconciler.step)
+    for polled in poller.polled:
+        loops[f"feed:{polled.name}"] = lead.gated(polled.feed.step)
+        loops[f"reconcile:{polled.name}"] = lead.gated(polled.reconciler.step)
     loops |= {"close": lead.gated(poller.close_step), "gc": lead.gated(poller.gc_step)}
 
     async def lease(stop: asyncio.Event) -> None:

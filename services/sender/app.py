@@ -12,9 +12,10 @@ from dataclasses import dataclass
 import aiohttp
 
 from services.sender.attempt import AttemptRunner
+from services.sender.intake import ensure_groups
 from services.sender.pacer import Pacer
 from services.sender.settings import SenderSettings
-from services.sender.worker import Sender, ensure_groups
+from services.sender.worker import Sender
 from shared import metrics, service
 from shared.directory import directory_for
 from shared.emails import check
@@ -119,12 +120,13 @@ def _pacer(
 
 
 def workers(sender: Sender) -> list[service.Worker]:
-    loops: list[service.Worker] = [sender.gauges, sender.promote, sender.renew]
+    intake = sender.intake
+    loops: list[service.Worker] = [sender.gauges, sender.promote, intake.renew]
     for p in range(sender.settings.partitions):
-        loops.append(named(f"read_partition:{p}", functools.partial(sender.read_partition, p)))
-        loops.append(named(f"claim_partition:{p}", functools.partial(sender.claim_partition, p)))
+        loops.append(named(f"read_partition:{p}", functools.partial(intake.read_partition, p)))
+        loops.append(named(f"claim_partition:{p}", functools.partial(intake.claim_partition, p)))
     loops.extend(sender.work for _ in range(sender.settings.concurrency))
-    loops.append(sender.hand_back_on_stop)
+    loops.append(intake.hand_back_on_stop)
     return loops
 
 

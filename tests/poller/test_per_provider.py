@@ -68,7 +68,7 @@ async def test_an_attempt_held_by_an_unconfigured_provider_waits(stack: Stack) -
     # The standby is gone from the poller's configuration: nobody may settle its attempt.
     only_primary = named_env({"primary": stack.provider_url}) | {"RESETGATE_PROVIDERS": "primary"}
     async with running_poller(stack, only_primary) as poller:
-        reconciler = poller.lanes[0].reconciler
+        reconciler = poller.polled[0].reconciler
         await wait_for(lambda: _seen(reconciler.unknown, op))  # looked at, and left alone
     operation = await load_operation(stack.redis, op)
     assert operation is not None and operation.state == State.AMBIGUOUS

@@ -14,8 +14,9 @@ from redis.asyncio import Redis
 from services.ctl.embedded import RedisServer
 from services.poller.ambiguity import reconcile
 from services.sender.app import build_sender, open_all, workers
+from services.sender.intake import ensure_groups
 from services.sender.settings import SenderSettings
-from services.sender.worker import Sender, ensure_groups
+from services.sender.worker import Sender
 from shared.admit import Admitter
 from shared.directory import Account, RedisDirectory
 from shared.model import State

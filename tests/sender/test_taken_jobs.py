@@ -1,4 +1,4 @@
-"""A job a live sender holds is never taken over, however long it waits for its turn."""
+"""A job a live sender has taken is never claimed by another, however long it waits its turn."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from services.sender.worker import send_jobs
+from services.sender.intake import send_jobs
 from shared.keys import SEND_GROUP, PartitionKeys
 from tests.sender.conftest import Stack
 
