@@ -14,7 +14,7 @@ from typing import Any
 
 from shared.keys import provider_pacing
 from shared.model import Outcome
-from shared.provider import SendResult
+from shared.providers.base import SendResult
 from shared.rate_signal import RateSignal
 from shared.redis import RedisClient
 from shared.retry_after import MAX_DELAY_MS, parse_http_date

@@ -17,7 +17,7 @@ from dataclasses import replace
 from shared import clock, metrics, pacing
 from shared.loops import cap_advised_wait
 from shared.model import Outcome
-from shared.provider import SendResult
+from shared.providers.base import SendResult
 from shared.redis import RedisClient
 from shared.service import sleep_or_stop
 

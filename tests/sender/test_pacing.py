@@ -21,7 +21,7 @@ from services.sandbox.retry_after import imf_fixdate
 from services.sender.pacer import Pacer
 from shared import clock, keys, pacing
 from shared.model import Outcome
-from shared.provider import SendResult
+from shared.providers.base import SendResult
 from shared.rate_signal import RateSignal
 from tests.conftest import CLUSTER
 
