@@ -20,6 +20,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from services.poller.ambiguity import Resolution
 from services.poller.inbound.events import Drop, Parsed, ProviderEvent
 from services.poller.observer import Tally, count
 from shared import clock, metrics, observation, ownership
@@ -27,7 +28,7 @@ from shared.delivery import DeliveryEvent
 from shared.ids import operation_created_ms
 from shared.keys import PartitionKeys, partition_of_operation
 from shared.logging import event as log_event
-from shared.model import Delivery
+from shared.model import Delivery, State
 from shared.observation import Match
 from shared.operations import resolve_ambiguous
 from shared.redis import RedisClient
@@ -87,9 +88,9 @@ class Ingest:
         result.dropped[Drop.UNKNOWN_OPERATION] += result.tally.missing + len(proofs) - (
             result.acceptances)  # fmt: skip
         ambiguous = {o.match.operation_id: o.match.event.message_id for o in outcomes
-                     if o.state == "ambiguous"}  # fmt: skip
+                     if o.state == State.AMBIGUOUS}  # fmt: skip
         ambiguous.update({ev.operation_id: ev.message_id for ev in proofs
-                          if states[ev.operation_id] == "ambiguous"})  # fmt: skip
+                          if states[ev.operation_id] == State.AMBIGUOUS})  # fmt: skip
         await self._settle(provider, ambiguous, now, result)
         for reason, n in result.dropped.items():
             metrics.inbound_events_dropped.labels(provider, reason.value).inc(n)
@@ -154,7 +155,7 @@ class Ingest:
         opens it only while delivery is still undecided.)"""
         for operation_id, message_id in proofs.items():
             applied, _ = await resolve_ambiguous(
-                self.client, operation_id, now=now, decision="accepted",
+                self.client, operation_id, now=now, decision=Resolution.ACCEPTED,
                 message_id=message_id,
                 observe_until=now + self.settings.observation_window_seconds * 1000,
                 reason=SETTLED_REASON, retention_ms=self.settings.retention_seconds * 1000,
@@ -162,6 +163,6 @@ class Ingest:
             if applied:
                 result.settled += 1
                 metrics.inbound_settled.labels(provider).inc()
-                metrics.reconciliations.labels(provider, "accepted").inc()
+                metrics.reconciliations.labels(provider, Resolution.ACCEPTED).inc()
                 log_event(log, logging.INFO, "ambiguous attempt settled by a delivery event",
                           operation_id=operation_id, provider=provider)  # fmt: skip
