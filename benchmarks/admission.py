@@ -18,6 +18,10 @@ measured in turn, round after round, and the summary takes each one's median, so
 other work on the machine does not land on one target only. "server CPU" is the CPU time the
 server process used per request: the cost that decides capacity even when the server idles.
 
+``--variant NAME=VALUE`` measures two admission processes instead, alternating round by
+round: one with the default settings and one with ``RESETGATE_NAME=VALUE`` only (an A/B of
+one setting, e.g. ``--variant FAST_REDIS=false --rounds 4``).
+
 Prints requests/s and p50/p99 side by side, then Redis round trips per admission by kind
 (counted with MONITOR: commands from clients, not the ones scripts run inside Redis).
 This is a benchmark, not a test: it prints figures and checks nothing.
@@ -136,7 +140,9 @@ def wait_healthy(url: str, process: subprocess.Popen[bytes], timeout: float = 20
     raise SystemExit(f"{url} did not come up")
 
 
-def start_admission(redis_url: str, port: int, ops_port: int) -> subprocess.Popen[bytes]:
+def start_admission(
+    redis_url: str, port: int, ops_port: int, **overrides: str
+) -> subprocess.Popen[bytes]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RESETGATE_")}
     env.update(
         RESETGATE_REDIS_URL=redis_url,
@@ -151,6 +157,7 @@ def start_admission(redis_url: str, port: int, ops_port: int) -> subprocess.Pope
         # closed-loop wrk would measure 50 connections / 25 ms, not what a process can do.
         RESETGATE_PUBLIC_RESPONSE_FLOOR_MS="0",
     )
+    env.update({f"RESETGATE_{name}": value for name, value in overrides.items()})
     process = subprocess.Popen([sys.executable, "-m", "services.admission"], cwd=ROOT, env=env)
     wait_healthy(f"http://127.0.0.1:{ops_port}/readyz", process)
     return process
@@ -325,6 +332,9 @@ def main() -> None:
     parser.add_argument("--connections", type=int, default=50)
     parser.add_argument("--rounds", type=int, default=3, help="floor, admission, reference each")
     parser.add_argument("--no-pin", action="store_true", help="do not pin processes to CPUs")
+    parser.add_argument(
+        "--variant", metavar="NAME=VALUE", help="A/B: admission as is vs with RESETGATE_NAME=VALUE"
+    )
     parser.add_argument("--floor", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--reference", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -352,11 +362,17 @@ def main() -> None:
         script.write_text(WRK_SCRIPT % {"accounts": ACCOUNTS, "hot": HOT})
         ports = {FLOOR: free_port(), ADMISSION: free_port(), REFERENCE: free_port()}
         ops_port = free_port()
-        processes = {
-            FLOOR: (start_floor(ports[FLOOR]), ports[FLOOR]),
-            ADMISSION: (start_admission(server.url, ports[ADMISSION], ops_port), ports[ADMISSION]),
-            REFERENCE: (start_floor(ports[REFERENCE], server.url), ports[REFERENCE]),
-        }
+        if args.variant:
+            processes = start_variants(server.url, args.variant, ports[ADMISSION], ops_port)
+        else:
+            processes = {
+                FLOOR: (start_floor(ports[FLOOR]), ports[FLOOR]),
+                ADMISSION: (
+                    start_admission(server.url, ports[ADMISSION], ops_port),
+                    ports[ADMISSION],
+                ),
+                REFERENCE: (start_floor(ports[REFERENCE], server.url), ports[REFERENCE]),
+            }
         for process, _ in processes.values():
             pin(process.pid, server_cpus)
         runs: dict[str, list[dict[str, float]]] = {name: [] for name in processes}
@@ -383,6 +399,28 @@ def main() -> None:
         shutil.rmtree(work, ignore_errors=True)
 
 
+def start_variants(
+    redis_url: str, variant: str, port: int, ops_port: int
+) -> dict[str, tuple[subprocess.Popen[bytes], int]]:
+    """Admission with default settings (``port``, ``ops_port``: the one the round trips and
+    the mix are read from) and admission with ``RESETGATE_NAME=VALUE``."""
+    name, _, value = variant.partition("=")
+    other, other_ops = free_port(), free_port()
+    return {
+        ADMISSION: (start_admission(redis_url, port, ops_port), port),
+        f"{ADMISSION} {name}={value}": (
+            start_admission(redis_url, other, other_ops, **{name: value}),
+            other,
+        ),
+    }
+
+
+def label(target: str) -> str:
+    """A target's short name: its first word, or its variant (NAME=VALUE)."""
+    words = target.split()
+    return words[-1] if "=" in words[-1] else words[0]
+
+
 def median(values: list[float]) -> float:
     ordered = sorted(values)
     middle = len(ordered) // 2
@@ -402,7 +440,7 @@ def report(
           "~95% means other work took its CPU):")  # fmt: skip
     for index in range(args.rounds):
         line = "  ".join(
-            f"{name.split()[0]} {(r := runs[name][index])['rps']:>6.0f} req/s "
+            f"{label(name)} {(r := runs[name][index])['rps']:>6.0f} req/s "
             f"p99 {r['p99']:>5.1f} busy {r['cpu_us'] * r['rps'] / 1e4:>3.0f}%"
             for name in runs
         )
@@ -417,6 +455,12 @@ def report(
         print(f"{name:<38}{r['rps']:>9.0f}{r['p50']:>8.2f}{r['p99']:>8.2f}{r['non2xx']:>8.0f}"
               f"{cpu[name]:>21.1f}{r['redis_cmds']:>16.2f}")  # fmt: skip
     print("* every command Redis ran, including those inside the Lua scripts")
+    if FLOOR not in best:  # --variant: the two admissions, side by side
+        (a, ra), (b, rb) = best.items()
+        print(f"\n{b.split()[-1]} / default: throughput {rb['rps'] / ra['rps']:.0%} "
+              f"(best rounds), CPU per request {cpu[b] / cpu[a]:.0%} (medians), "
+              f"p99 {rb['p99']:.2f} vs {ra['p99']:.2f} ms")  # fmt: skip
+        return
     floor, admission = best[FLOOR], best[ADMISSION]
     print(f"\nadmission / floor throughput: {admission['rps'] / floor['rps']:.0%} "
           f"(by server CPU per request: {cpu[FLOOR] / cpu[ADMISSION]:.0%}; target >= 70%); "

@@ -7,7 +7,9 @@ provider's own words, bounded and sanitised), ``status`` and ``key`` (the finger
 the key in use); other fields may be added (a pause that lifts itself names its ``until``).
 
 They live in one small hash (``rg:control``) that each sender re-reads every second, so a
-pause takes effect everywhere within about a second and survives restarts.
+pause takes effect everywhere within about a second and survives restarts. Of the three
+modules on-call's tools read, this is the one that writes: ``shared.status`` reports where
+partitions and providers stand, ``shared.queries`` shows concrete operations.
 """
 
 from __future__ import annotations
@@ -132,7 +134,8 @@ async def auth_pause(client: RedisClient, provider: str, status: int, fingerprin
 
 
 def pause_kind(note: dict[str, object]) -> str:
-    """A pause's kind; one written before kinds existed was a credentials pause."""
+    """A pause's kind; a note that has none is a credentials pause, so a store holding such
+    notes keeps reading them as it always has."""
     return str(note.get("kind") or PauseKind.CREDENTIALS)
 
 

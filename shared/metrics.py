@@ -240,8 +240,9 @@ def families() -> list[MetricWrapperBase]:
 def export_only(service: str) -> None:
     """Take the families other services own out of this process's /metrics.
 
-    A family no service owns (one added without a line in OWNERS) stays everywhere, as before
-    this table existed, rather than vanish from the service that sets it; the e2e test names it.
+    A family no service owns (one added without a line in OWNERS) stays everywhere rather
+    than vanish from the service that sets it: a forgotten line shows too much, never too
+    little; the e2e test names it.
     """
     mine = {id(family) for family in (*COMMON, *OWNERS.get(service, ()))}
     others = {id(family) for families in OWNERS.values() for family in families} - mine

@@ -1,7 +1,9 @@
 """Read-only views of the operation store, shared by the internal API and ``resetgate ops``.
 
 Nothing here writes. Each view is one operation (with its attempt ledger) or one row per
-operation: on-call reads concrete operations, never an average.
+operation: on-call reads concrete operations, never an average. How many are where (queue
+lengths per partition, a provider's pacing) is ``shared.status``; the operator's switches are
+``shared.control``.
 """
 
 from __future__ import annotations

@@ -1,5 +1,9 @@
-"""Where each partition and the provider stand: what ``resetgate ops status`` prints and the
-console's providers page shows. Read-only; one row per partition, never an average."""
+"""Where each partition and each provider stand: what ``resetgate ops status`` prints and the
+console's providers page shows. Read-only; one row per partition, never an average.
+
+Counts and rates, not operations: a concrete operation (its ledger, the oldest live ones,
+those held for review) is ``shared.queries``; the pauses shown here are read from the
+operator's switches, which ``shared.control`` reads and writes."""
 
 from __future__ import annotations
 

@@ -89,26 +89,27 @@ async def _gate_lifecycle(app: web.Application) -> AsyncIterator[None]:
 
 @asynccontextmanager
 async def wire(settings: AdmissionSettings, client: RedisClient) -> AsyncIterator[service.Wiring]:
-    # The hot path's commands, pipelined (standalone, unless RESETGATE_FAST_REDIS=false).
-    hot: RedisClient = fast_client(client, settings.fast_redis)
+    # Public requests' commands on FastRedis's one pipelined link (standalone Redis, unless
+    # RESETGATE_FAST_REDIS=false: then the plain client itself).
+    pipelined: RedisClient = fast_client(client, settings.fast_redis)
     try:
-        async with open_directory(settings, hot) as directory:
+        async with open_directory(settings, pipelined) as directory:
             event(log, logging.INFO, "admission configured", partitions=settings.partitions,
                   cluster=settings.redis_cluster, wait_replicas=settings.wait_replicas,
                   ip_limit_per_minute=settings.ip_limit_per_minute,
                   directory="http" if settings.directory_url else "redis",
                   console=settings.console_port is not None,
-                  fast_redis=hot is not client)  # fmt: skip
-            app = create_app(settings, hot, directory)
+                  fast_redis=pipelined is not client)  # fmt: skip
+            app = create_app(settings, pipelined, directory)
             # The console (when configured): its own listener, and the plain client, so its
-            # occasional scans never queue behind the public hot path's pipelined link.
+            # occasional scans never queue behind public requests on the pipelined link.
             workers = (
                 [console_worker(settings, client)] if settings.console_port is not None else []
             )
-            yield service.Wiring(workers, readiness(hot), public=(app, settings.http_port))
+            yield service.Wiring(workers, readiness(pipelined), public=(app, settings.http_port))
     finally:
-        if hot is not client:
-            await hot.aclose()
+        if pipelined is not client:
+            await pipelined.aclose()
 
 
 def main() -> None:

@@ -18,19 +18,21 @@ from urllib.parse import quote
 
 import redis
 
-from services.sandbox.dialects import DIALECTS
 from shared.keys import CONTROL
 from shared.providers.named import LIST_VARIABLE, variable
 
 POSTMARK_USER = "postmark-hooks"
 # Made once per .run/ with the other local secrets, so a restart keeps them.
 HOOK_SECRETS = ("RESETGATE_MAILGUN_WEBHOOK_SIGNING_KEY", "RESETGATE_POSTMARK_WEBHOOK_PASSWORD")
+# The sandbox modes that push their events (a dialect with a hook, services/sandbox/dialects),
+# named here because the CLI starts the sandbox as a process and imports no other service;
+# tests/ctl/test_localstack.py holds the two to the same list.
+PUSHING_MODES = frozenset({"sendgrid", "mailgun", "postmark"})
 
 
 def pushes_events(kind: str) -> bool:
     """Whether this provider pushes its events (a webhook) rather than only keeping a feed."""
-    dialect = DIALECTS.get(kind)
-    return dialect is not None and dialect.hook is not None
+    return kind in PUSHING_MODES
 
 
 def new_hook_secrets() -> dict[str, str]:

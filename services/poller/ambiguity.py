@@ -33,7 +33,7 @@ from enum import StrEnum
 from shared import clock, metrics
 from shared.keys import PartitionKeys
 from shared.logging import event
-from shared.model import Operation, Outcome
+from shared.model import Operation, Outcome, State
 from shared.operations import load_attempts, load_operation
 from shared.ownership import owners as owners  # the reconciler's: one rule for the owner
 from shared.providers.base import Capabilities, LookupTrust, Provider, ProviderUnavailable
@@ -48,6 +48,10 @@ _REFUSED = frozenset({Outcome.THROTTLED, Outcome.TRANSIENT, Outcome.PERMANENT, O
 
 
 class Resolution(StrEnum):
+    """What the reconciler decides about an ambiguous attempt. ``ACCEPTED``: the provider
+    had taken the message, the same fact as ``Outcome.ACCEPTED`` for an attempt it answered
+    and the operation's ``State.ACCEPTED`` that follows (the value is a metrics label)."""
+
     ACCEPTED = "accepted"
     REPLAY = "replay"
     REVIEW = "review"
@@ -225,7 +229,7 @@ async def reconcile(
     """Settle one ambiguous operation; None when it was no longer ambiguous. Raises
     :class:`BudgetWait` when a lookup was due but ``asking.permit`` refused it."""
     operation = await load_operation(client, operation_id)
-    if operation is None or operation.state != "ambiguous":
+    if operation is None or operation.state is not State.AMBIGUOUS:
         await client.zrem(PartitionKeys.of(operation_id).ambiguous, operation_id)
         return None
     decision, message_id, reason, pin_for = await decide(

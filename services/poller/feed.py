@@ -121,14 +121,15 @@ class Feed:
         self, client: RedisClient, calls: ProviderCalls, observer: Observer,
         settings: PollerSettings, *, first: bool = True,
     ) -> None:  # fmt: skip
-        """``first``: the provider listed first, which resumes from the cursor a poller of a
-        single provider kept before cursors were per provider."""
+        """``first``: the provider listed first, which also reads the cursor key that names
+        no provider (``POLLER_CURSOR``, a single provider's), so naming a second provider
+        does not make the first one read its feed again from the start."""
         self.client = client
         self.calls = calls
         self.observer = observer
         self.settings = settings
         self.cursor_key = poller_cursor(calls.name)
-        self.legacy_cursor = first
+        self.unnamed_cursor = first
 
     async def step(self) -> float:
         """Poll one page; 0 when the page was full (more is waiting), else the interval."""
@@ -169,7 +170,7 @@ class Feed:
 
     async def _cursor(self) -> str:
         cursor = await self.client.get(self.cursor_key)
-        if cursor is None and self.legacy_cursor:
+        if cursor is None and self.unnamed_cursor:
             cursor = await self.client.get(POLLER_CURSOR)
         return str(cursor or "")
 
@@ -179,7 +180,7 @@ class Feed:
         events the provider lost are not coming back, and their operations' delivery stays
         ``unknown`` until the observation window closes."""
         await self.client.delete(self.cursor_key)
-        if self.legacy_cursor:  # one key per call: the two may sit on different Cluster nodes
+        if self.unnamed_cursor:  # one key per call: the two may sit on different Cluster nodes
             await self.client.delete(POLLER_CURSOR)
         metrics.poll_cursor_resets.labels(self.calls.name).inc()
         event(log, logging.WARNING, "events feed cursor is beyond the feed's end (the provider "

@@ -18,7 +18,7 @@ from services.sender import pacing
 from shared import clock, metrics
 from shared.loops import cap_advised_wait
 from shared.model import Outcome
-from shared.provider import SendResult
+from shared.providers.base import SendResult
 from shared.redis import RedisClient
 from shared.scripts.pacing import Observation, PaceAcquire, PaceFeedback, Tuning
 from shared.service import sleep_or_stop

@@ -1,8 +1,8 @@
 """Build an adapter from one provider configuration.
 
-``ProviderConfig`` is everything an adapter needs, taken from ``RESETGATE_PROVIDER_*``
-today; a later set of named providers (``RESETGATE_PROVIDER_<NAME>_*``) yields several
-configs and calls :func:`open_provider` once for each.
+``ProviderConfig`` is everything an adapter needs; each configured provider name
+(``RESETGATE_PROVIDER_<NAME>_*``, ``shared.providers.named``) yields one, and
+:func:`open_provider` is called once for each.
 """
 
 from __future__ import annotations

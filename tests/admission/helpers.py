@@ -62,14 +62,14 @@ async def serving(
     own = client is None
     store = create_client(settings) if client is None else client
     await ping(store)  # as shared.redis.connect does: a Cluster client learns its slots first
-    hot: RedisClient = fast_client(store, settings.fast_redis)  # what __main__ hands the app
-    app = create_app(settings, hot, directory or RedisDirectory(hot))
+    pipelined: RedisClient = fast_client(store, settings.fast_redis)  # what __main__ hands the app
+    app = create_app(settings, pipelined, directory or RedisDirectory(pipelined))
     try:
         async with TestClient(TestServer(app, host="127.0.0.1")) as http:
             yield http
     finally:
-        if hot is not store:
-            await hot.aclose()
+        if pipelined is not store:
+            await pipelined.aclose()
         if own:
             await store.aclose()
 

@@ -175,7 +175,8 @@ async def test_a_call_on_a_connection_lost_after_it_was_handed_out_fails_at_once
     """A caller that waited for a (re)connect resumes a few loop iterations after it
     completed; Redis may have closed the connection meanwhile (a crash mid-restart, a
     ``CLIENT KILL``). Its command must fail, not wait forever for an answer that cannot come:
-    the chaos run once hung admission's whole hot path this way (the handshake waited)."""
+    every public request shares this connection, so one such wait (in the handshake, say)
+    would stall them all."""
     assert await own_fast.ping()
     handed_out = own_fast._link.protocol
     assert handed_out is not None

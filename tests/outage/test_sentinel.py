@@ -74,9 +74,9 @@ async def test_admission_fast_path_falls_back_to_plain_redis_py_under_sentinel(
     client = create_client(settings_for(sentinels))
     try:
         assert isinstance(client, SentinelRedis)
-        hot: RedisClient = fast_client(client)
-        assert hot is client and not isinstance(hot, FastRedis)
-        assert await hot.ping()
+        kept: RedisClient = fast_client(client)
+        assert kept is client and not isinstance(kept, FastRedis)
+        assert await kept.ping()
     finally:
         await client.aclose()
 

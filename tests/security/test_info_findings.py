@@ -17,7 +17,7 @@ from redis.asyncio import Redis
 from services.poller.ambiguity import lookup
 from shared.ids import operation_id
 from shared.keys import PartitionKeys
-from shared.provider import HttpProvider
+from shared.providers.http import HttpProvider
 from tests.security.conftest import BEARER, add_accounts
 from tests.support.processes import Processes
 

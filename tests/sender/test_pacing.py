@@ -22,7 +22,7 @@ from services.sender import pacing
 from services.sender.pacer import Pacer
 from shared import clock, keys
 from shared.model import Outcome
-from shared.provider import SendResult
+from shared.providers.base import SendResult
 from shared.rate_signal import RateSignal
 from shared.scripts.pacing import Observation, PaceAcquire, PaceFeedback, Tuning
 from tests.conftest import CLUSTER

@@ -37,7 +37,9 @@ class Drop(StrEnum):
 
 class Acceptance(StrEnum):
     """An event that proves the provider accepted the message but says nothing about
-    delivery (SendGrid ``processed``, Mailgun ``accepted``, SES ``Send``)."""
+    delivery (SendGrid ``processed``, Mailgun ``accepted``, SES ``Send``): the same fact as
+    ``Outcome.ACCEPTED``, learnt from an event instead of the send's answer, so an ambiguous
+    attempt it names is settled as ``Resolution.ACCEPTED``."""
 
     ACCEPTED = "accepted"
 

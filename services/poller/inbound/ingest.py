@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from services.poller import observation
+from services.poller.ambiguity import Resolution
 from services.poller.inbound.events import Drop, Parsed, ProviderEvent
 from services.poller.observation import Match
 from services.poller.observer import Tally, count
@@ -29,7 +30,7 @@ from shared.delivery import DeliveryEvent
 from shared.ids import operation_created_ms
 from shared.keys import PartitionKeys, partition_of_operation
 from shared.logging import event as log_event
-from shared.model import Delivery
+from shared.model import Delivery, State
 from shared.redis import RedisClient
 from shared.scripts.attempts import ResolveAmbiguous, Settled
 from shared.settings import PolicySettings
@@ -88,9 +89,9 @@ class Ingest:
         result.dropped[Drop.UNKNOWN_OPERATION] += result.tally.missing + len(proofs) - (
             result.acceptances)  # fmt: skip
         ambiguous = {o.match.operation_id: o.match.event.message_id for o in outcomes
-                     if o.state == "ambiguous"}  # fmt: skip
+                     if o.state == State.AMBIGUOUS}  # fmt: skip
         ambiguous.update({ev.operation_id: ev.message_id for ev in proofs
-                          if states[ev.operation_id] == "ambiguous"})  # fmt: skip
+                          if states[ev.operation_id] == State.AMBIGUOUS})  # fmt: skip
         await self._settle(provider, ambiguous, now, result)
         for reason, n in result.dropped.items():
             metrics.inbound_events_dropped.labels(provider, reason.value).inc(n)
@@ -155,7 +156,7 @@ class Ingest:
         opens it only while delivery is still undecided.)"""
         for operation_id, message_id in proofs.items():
             code, _ = await ResolveAmbiguous(
-                operation_id=operation_id, now=now, decision="accepted",
+                operation_id=operation_id, now=now, decision=Resolution.ACCEPTED,
                 message_id=message_id,
                 observe_until=now + self.settings.observation_window_seconds * 1000,
                 reason=SETTLED_REASON, retention_ms=self.settings.retention_seconds * 1000,
@@ -163,6 +164,6 @@ class Ingest:
             if code is Settled.OK:
                 result.settled += 1
                 metrics.inbound_settled.labels(provider).inc()
-                metrics.reconciliations.labels(provider, "accepted").inc()
+                metrics.reconciliations.labels(provider, Resolution.ACCEPTED).inc()
                 log_event(log, logging.INFO, "ambiguous attempt settled by a delivery event",
                           operation_id=operation_id, provider=provider)  # fmt: skip

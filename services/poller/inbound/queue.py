@@ -30,7 +30,7 @@ from services.poller.settings import PollerSettings
 from shared import metrics
 from shared.logging import event
 from shared.loops import resilient
-from shared.provider import ProviderUnavailable
+from shared.providers.base import ProviderUnavailable
 
 log = logging.getLogger(__name__)
 SERVICE = "poller"
