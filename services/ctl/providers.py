@@ -11,8 +11,9 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from services.ctl import switch
 from services.ctl.output import print_view as _print
-from shared import clock, control, ownership, queries, switch
+from shared import clock, control, ownership, queries
 from shared.keys import CONTROL, PartitionKeys
 from shared.providers.named import ProviderConfigError, provider_names
 from shared.redis import RedisClient

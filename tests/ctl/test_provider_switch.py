@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 from redis.asyncio import Redis
 
+from services.ctl import switch
 from services.ctl.embedded import RedisServer
-from shared import codec, control, ownership, switch
+from shared import codec, control, ownership
 from shared.admit import Admitter
 from shared.keys import JOB_FIELD, SEND_GROUP, PartitionKeys
 from shared.operations import load_operation

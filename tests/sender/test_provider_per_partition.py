@@ -8,7 +8,8 @@ from typing import Any
 from prometheus_client import REGISTRY
 from redis.asyncio import Redis
 
-from shared import clock, control, switch
+from services.ctl import switch
+from shared import clock, control
 from shared.model import State
 from shared.operations import load_attempts, load_operation
 from shared.scripts.attempts import BeginAttempt, BeginCode
