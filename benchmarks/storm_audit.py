@@ -18,7 +18,7 @@ from redis.asyncio import Redis
 
 from shared.keys import PartitionKeys, partition_of
 from shared.model import Operation, Outcome, State
-from shared.queries import decode_ledger
+from shared.operation_views import decode_ledger
 from tests.support.processes import ServiceProcess
 
 BATCH = 1000

@@ -9,7 +9,7 @@ the key in use); other fields may be added (a pause that lifts itself names its 
 They live in one small hash (``rg:control``) that each sender re-reads every second, so a
 pause takes effect everywhere within about a second and survives restarts. Of the three
 modules on-call's tools read, this is the one that writes: ``shared.status`` reports where
-partitions and providers stand, ``shared.queries`` shows concrete operations.
+partitions and providers stand, ``shared.operation_views`` shows concrete operations.
 """
 
 from __future__ import annotations

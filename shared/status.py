@@ -2,7 +2,7 @@
 console's providers page shows. Read-only; one row per partition, never an average.
 
 Counts and rates, not operations: a concrete operation (its ledger, the oldest live ones,
-those held for review) is ``shared.queries``; the pauses shown here are read from the
+those held for review) is ``shared.operation_views``; the pauses shown here are read from the
 operator's switches, which ``shared.control`` reads and writes."""
 
 from __future__ import annotations

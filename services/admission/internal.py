@@ -8,7 +8,7 @@ from services.admission.context import DIRECTORY, GATE, REDIS, SETTINGS, TOKEN_K
 from services.admission.http import read_body
 from services.admission.schemas import CONSUME_TOKEN, RECOVERY_OPERATION
 from services.admission.tokens import consume
-from shared import clock, metrics, queries
+from shared import clock, metrics, operation_views
 from shared.errors import ApiError
 from shared.ids import valid_account_id, valid_operation_id
 from shared.scripts.admission import ConsumeResult
@@ -57,7 +57,9 @@ async def get_operation(request: web.Request) -> web.Response:
     operation_id = request.match_info["operation_id"]
     detail = None
     if valid_operation_id(operation_id):  # anything else is no key of ours (404, as documented)
-        detail = await queries.find_operation(request.app[REDIS], operation_id, settings.partitions)
+        detail = await operation_views.find_operation(
+            request.app[REDIS], operation_id, settings.partitions
+        )
     if detail is None:
         raise ApiError(404, "unknown_operation", "no such recovery operation")
     return json_response(detail.view(settings.max_attempts))
@@ -69,12 +71,14 @@ async def get_account_operation(request: web.Request) -> web.Response:
     account_id = request.match_info["account_id"]
     operation_id = None
     if valid_account_id(account_id):
-        operation_id = await queries.account_operation_id(
+        operation_id = await operation_views.account_operation_id(
             request.app[REDIS], account_id, settings.partitions
         )
     detail = None
     if operation_id is not None:
-        detail = await queries.find_operation(request.app[REDIS], operation_id, settings.partitions)
+        detail = await operation_views.find_operation(
+            request.app[REDIS], operation_id, settings.partitions
+        )
     if detail is None:
         raise ApiError(404, "no_operation", "this account has no recovery operation on record")
     return json_response(detail.view(settings.max_attempts))
@@ -82,9 +86,11 @@ async def get_account_operation(request: web.Request) -> web.Response:
 
 def _oldest_parameter(request: web.Request) -> int:
     raw = request.query.get("oldest", str(DEFAULT_OLDEST))
-    if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= queries.MAX_OLDEST:
+    if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= operation_views.MAX_OLDEST:
         raise ApiError(
-            422, "invalid_parameter", f"'oldest' must be an integer from 1 to {queries.MAX_OLDEST}"
+            422,
+            "invalid_parameter",
+            f"'oldest' must be an integer from 1 to {operation_views.MAX_OLDEST}",
         )
     return int(raw)
 
@@ -93,7 +99,7 @@ async def list_oldest(request: web.Request) -> web.Response:
     """One row per live operation, oldest first: what on-call reads during an incident."""
     settings = request.app[SETTINGS]
     limit = _oldest_parameter(request)
-    rows = await queries.oldest_live(
+    rows = await operation_views.oldest_live(
         request.app[REDIS], settings.partitions, limit, settings.max_attempts, clock.now_ms()
     )
     return json_response({"operations": rows, "count": len(rows)})

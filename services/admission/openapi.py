@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from services.admission.schemas import BODIES, BodySchema
-from shared import queries
+from shared import operation_views
 from shared.ids import OPERATION_ID_PATTERN
 from shared.model import Delivery, State
 
@@ -223,7 +223,12 @@ def _internal_paths() -> dict[str, Any]:
         "name": "oldest",
         "in": "query",
         "required": False,
-        "schema": {"type": "integer", "minimum": 1, "maximum": queries.MAX_OLDEST, "default": 20},
+        "schema": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": operation_views.MAX_OLDEST,
+            "default": 20,
+        },
     }
     found = {"404": _error("No such operation."), **_UNAUTHORIZED, **_UNAVAILABLE}
     return {

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from shared import clock
 from shared.keys import PartitionKeys
-from shared.queries import operation_partition
+from shared.operation_views import operation_partition
 from shared.redis import RedisClient
 from shared.scripts.admission import ConsumeResult, ConsumeToken
 from shared.tokens import TokenKeys

@@ -19,7 +19,7 @@ from pydantic import Field
 from services.ctl import providers
 from services.ctl.output import print_view as _print
 from services.ctl.stack import use_local_stack, with_redis
-from shared import actions, clock, control, queries
+from shared import actions, clock, control, operation_views
 from shared.redis import RedisClient
 from shared.settings import CommonSettings, load
 from shared.status import (
@@ -76,7 +76,7 @@ def _partitions(args: argparse.Namespace, settings: OpsSettings) -> list[int]:
 
 # -- views ---------------------------------------------------------------------------------
 async def oldest(client: RedisClient, settings: OpsSettings, args: argparse.Namespace) -> int:
-    rows = await queries.oldest_live(
+    rows = await operation_views.oldest_live(
         client, settings.partitions, args.limit * 4, settings.max_attempts, clock.now_ms()
     )
     if args.partition is not None:
@@ -95,7 +95,7 @@ async def oldest(client: RedisClient, settings: OpsSettings, args: argparse.Name
 
 
 async def show(client: RedisClient, settings: OpsSettings, args: argparse.Namespace) -> int:
-    detail = await queries.find_operation(client, args.operation_id, settings.partitions)
+    detail = await operation_views.find_operation(client, args.operation_id, settings.partitions)
     if detail is None:
         print(f"no operation {args.operation_id}", file=sys.stderr)
         return 1
@@ -230,7 +230,7 @@ async def provider_resume(
 
 
 async def review_list(client: RedisClient, settings: OpsSettings, args: argparse.Namespace) -> int:
-    rows = await queries.held_for_review(client, settings.partitions)
+    rows = await operation_views.held_for_review(client, settings.partitions)
     lines = [
         f"{r['operation_id']:<36} p{r['partition']:<3} since {_when(r['since'])}" for r in rows
     ]

@@ -13,7 +13,7 @@ from typing import Any
 
 from services.ctl import switch
 from services.ctl.output import print_view as _print
-from shared import clock, control, ownership, queries
+from shared import clock, control, operation_views, ownership
 from shared.keys import CONTROL, PartitionKeys
 from shared.providers.named import ProviderConfigError, provider_names
 from shared.redis import RedisClient
@@ -78,7 +78,7 @@ async def _rows(
     by_name: dict[str, list[int]] = {n: [] for n in names}
     for p in range(settings.partitions):
         by_name.setdefault(state.provider_for(p, names[0]), []).append(p)
-    oldest = await queries.oldest_live(
+    oldest = await operation_views.oldest_live(
         client, settings.partitions, settings.partitions * 8, settings.max_attempts,
         clock.now_ms(),
     )  # fmt: skip

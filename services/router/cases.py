@@ -14,7 +14,7 @@ from __future__ import annotations
 from contextlib import aclosing
 
 from shared.keys import SUPPORT_CASES, router_seen
-from shared.queries import scan_cases
+from shared.operation_views import scan_cases
 from shared.redis import RedisClient
 
 

@@ -9,7 +9,7 @@ from aiohttp.test_utils import TestClient
 from redis.asyncio import Redis
 
 from shared.keys import PartitionKeys
-from shared.queries import operation_partition
+from shared.operation_views import operation_partition
 from tests.admission.helpers import ALICE, admission_settings, seed_directory, serving
 from tests.admission.test_tokens import KEYS, new_operation
 

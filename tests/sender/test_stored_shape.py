@@ -6,8 +6,8 @@ from __future__ import annotations
 from shared import clock, codec, ids
 from shared.keys import PartitionKeys
 from shared.model import State
+from shared.operation_views import find_operation
 from shared.operations import load_operation
-from shared.queries import find_operation
 from tests.sender.conftest import Stack
 
 # Derivable (the id carries the id, partition and creation time; the cooldown is the

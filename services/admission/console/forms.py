@@ -20,7 +20,7 @@ from services.admission.console.context import (
 from services.admission.console.html import Markup, render
 from services.admission.console.pages import csrf_of, message, notice, page
 from services.admission.console.views import operation_href
-from shared import actions, queries
+from shared import actions, operation_views
 from shared.logging import event
 from shared.model import QUARANTINABLE, RELEASABLE, State
 
@@ -118,7 +118,7 @@ REASON_FIELD = Markup(
 
 
 async def _state(request: web.Request, operation_id: str) -> State | None:
-    detail = await queries.find_operation(
+    detail = await operation_views.find_operation(
         request.app[REDIS], operation_id, request.app[SETTINGS].partitions
     )
     return detail.operation.state if detail else None

@@ -27,7 +27,7 @@ from services.admission.console.views import (
     operation_href,
     provider_text,
 )
-from shared import actions, clock, control, queries
+from shared import actions, clock, control, operation_views
 from shared.ids import valid_operation_id
 from shared.model import State
 from shared.status import Pacing, pacing_status, partitions_status, provider_status
@@ -58,7 +58,7 @@ def _operation_cells(r: dict[str, Any], now: int) -> list[object]:
 
 async def _oldest_live(request: web.Request, now: int) -> list[dict[str, Any]]:
     settings = request.app[SETTINGS]
-    return await queries.oldest_live(
+    return await operation_views.oldest_live(
         request.app[REDIS], settings.partitions, OLDEST_LIMIT * 4, settings.max_attempts, now
     )
 
@@ -76,7 +76,7 @@ async def _live_fragment(request: web.Request) -> Markup:
     client = request.app[REDIS]
     now = clock.now_ms()
     state = await control.read(client)
-    per_partition = await queries.oldest_per_partition(
+    per_partition = await operation_views.oldest_per_partition(
         client, settings.partitions, settings.max_attempts, now
     )
     partition_rows = [
@@ -89,7 +89,7 @@ async def _live_fragment(request: web.Request) -> Markup:
             r["partition"],
             *_operation_cells(r, now),
         )
-        for r in [r for r in live if r["state"] not in queries.HELD][:OLDEST_LIMIT]
+        for r in [r for r in live if r["state"] not in operation_views.HELD][:OLDEST_LIMIT]
     ]
     if not overall_rows:
         overall_rows = [Markup('<tr><td colspan="8">No eligible operation.</td></tr>')]
@@ -98,7 +98,7 @@ async def _live_fragment(request: web.Request) -> Markup:
         partitions=join(partition_rows),
         overall=join(overall_rows),
         limit=OLDEST_LIMIT,
-        review=_review(await queries.held_for_review(client, settings.partitions)),
+        review=_review(await operation_views.held_for_review(client, settings.partitions)),
         quarantined=_quarantined([r for r in live if r["state"] == State.QUARANTINED], now),
     )
 

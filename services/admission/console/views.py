@@ -24,7 +24,7 @@ from services.admission.console.html import (
     when,
 )
 from services.admission.console.pages import csrf_of, message, notice, page, principal_of
-from shared import clock, control, ownership, queries
+from shared import clock, control, operation_views, ownership
 from shared.ids import valid_account_id
 from shared.model import LIVE, QUARANTINABLE, Attempt, Delivery, Operation, State
 from shared.providers.named import ProviderConfigError, provider_names
@@ -72,7 +72,7 @@ async def find(request: web.Request) -> web.StreamResponse:
     form = await request.post()
     query = str(form.get("q", "")).strip()
     partitions = request.app[SETTINGS].partitions
-    if queries.operation_partition(query, partitions) is not None:
+    if operation_views.operation_partition(query, partitions) is not None:
         raise web.HTTPSeeOther(operation_href(query))
     if "@" not in query and valid_account_id(query):
         raise web.HTTPSeeOther(account_href(query))
@@ -244,7 +244,7 @@ def _operation_values(operation: Operation, max_attempts: int, now: int) -> dict
         "created": relative(operation.created_at, now),
         "attempts": operation.attempts,
         "max_attempts": max_attempts,
-        "remaining": queries.remaining_attempts(operation, max_attempts),
+        "remaining": operation_views.remaining_attempts(operation, max_attempts),
         "throttles": _throttles(operation),
         "last_answer": _last_answer(operation),
         "horizon": _horizon(operation, now),
@@ -259,7 +259,7 @@ def _operation_values(operation: Operation, max_attempts: int, now: int) -> dict
 async def operation_page(request: web.Request) -> web.Response:
     settings = request.app[SETTINGS]
     client = request.app[REDIS]
-    detail = await queries.find_operation(
+    detail = await operation_views.find_operation(
         client, request.match_info["operation_id"], settings.partitions
     )
     if detail is None:
@@ -278,7 +278,7 @@ async def operation_page(request: web.Request) -> web.Response:
         actions=_actions(operation, principal),
         timeline=_timeline(detail.ledger),
         entry_points=_entry_points(operation),
-        cases=_cases(await queries.operation_cases(client, operation)),
+        cases=_cases(await operation_views.operation_cases(client, operation)),
     )
     return page(request, "Recovery operation", body)
 
@@ -292,9 +292,11 @@ async def account_page(request: web.Request) -> web.Response:
         return message(request, 422, "Account", "This is not an account id.")
     settings = request.app[SETTINGS]
     client = request.app[REDIS]
-    operation_id = await queries.account_operation_id(client, account_id, settings.partitions)
+    operation_id = await operation_views.account_operation_id(
+        client, account_id, settings.partitions
+    )
     detail = (
-        await queries.find_operation(client, operation_id, settings.partitions)
+        await operation_views.find_operation(client, operation_id, settings.partitions)
         if operation_id
         else None
     )
