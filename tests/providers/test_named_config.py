@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from shared.providers.named import ProviderConfigError, load_providers, provider_names
+from shared.providers.named import (
+    NamedProvider,
+    ProviderConfigError,
+    load_providers,
+    provider_names,
+)
 from shared.settings import ProviderSettings
 from tests.conftest import TEST_TOKEN_KEYS
 
@@ -27,8 +32,17 @@ TWO = {
 }
 
 
-def test_each_name_gets_its_own_kind_url_key_and_rate_in_listed_order() -> None:
-    primary, standby = load_providers(base(), TWO)
+def configured(monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> list[NamedProvider]:
+    """The providers of a process whose environment holds ``env``, as a deployment sets it."""
+    for variable, value in env.items():
+        monkeypatch.setenv(variable, value)
+    return load_providers(base())
+
+
+def test_each_name_gets_its_own_kind_url_key_and_rate_in_listed_order(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    primary, standby = configured(monkeypatch, TWO)
     assert (primary.config.name, primary.config.kind, primary.config.url) == (
         "primary", "sendgrid", "http://127.0.0.1:1",
     )  # fmt: skip
@@ -38,7 +52,7 @@ def test_each_name_gets_its_own_kind_url_key_and_rate_in_listed_order() -> None:
 
 
 def test_without_the_list_the_single_provider_settings_define_one_provider() -> None:
-    [only] = load_providers(base(provider_name="legacy"), {})
+    [only] = load_providers(base(provider_name="legacy"))
     assert (only.config.name, only.config.kind, only.max_rate) == ("legacy", "http", None)
     assert provider_names({}, fallback="legacy") == ["legacy"]
 
@@ -58,10 +72,10 @@ def test_without_the_list_the_single_provider_settings_define_one_provider() -> 
     ],
 )  # fmt: skip
 def test_a_bad_setting_is_refused_in_one_line_naming_the_variable(
-    change: dict[str, str], variable: str
+    monkeypatch: pytest.MonkeyPatch, change: dict[str, str], variable: str
 ) -> None:
     with pytest.raises(ProviderConfigError) as refused:
-        load_providers(base(), {**TWO, **change})
+        configured(monkeypatch, {**TWO, **change})
     message = str(refused.value)
     assert message.startswith(variable + ":") and "\n" not in message
     assert "sg-key" not in message and "mg-key" not in message
