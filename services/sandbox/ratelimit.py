@@ -9,62 +9,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
-
-@dataclass(frozen=True, slots=True)
-class Schedule:
-    """Piecewise-constant values: ``(value, seconds)`` phases, the last one open-ended."""
-
-    phases: tuple[tuple[float, float], ...]
-    last: float
-
-    @classmethod
-    def parse(cls, text: str, *, below: float | None = None) -> Schedule:
-        """``"100:20,50:20,100"``; raises ``ValueError`` with a message a caller can act on.
-
-        Rates (``below`` None) must be above 0; shares must be at least 0 and under ``below``.
-        """
-        parts = [part.strip() for part in text.split(",")]
-        phases = []
-        for part in parts[:-1]:
-            value, sep, seconds = part.partition(":")
-            if not sep:
-                raise ValueError(f"phase {part!r} needs value:seconds (only the last is open)")
-            phases.append((_value(value, part, below), _number(seconds, part)))
-        if ":" in parts[-1]:
-            raise ValueError(f"the last phase {parts[-1]!r} is open-ended: a value, no seconds")
-        return cls(tuple(phases), _value(parts[-1], parts[-1], below))
-
-    @classmethod
-    def constant(cls, value: float) -> Schedule:
-        return cls((), value)
-
-    def at(self, elapsed: float) -> float:
-        for value, seconds in self.phases:
-            if elapsed < seconds:
-                return value
-            elapsed -= seconds
-        return self.last
-
-
-def _number(text: str, part: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise ValueError(f"{part!r}: {text!r} is not a number") from None
-    if not 0 < value < float("inf"):
-        raise ValueError(f"{part!r}: {text!r} must be a finite number above 0")
-    return value
-
-
-def _value(text: str, part: str, below: float | None) -> float:
-    if below is None:
-        return _number(text, part)
-    value = _number(text, part) if text.strip() not in ("0", "0.0") else 0.0
-    if value >= below:
-        raise ValueError(f"{part!r}: {text!r} must be under {below}")
-    return value
+from services.sandbox.settings import Schedule
 
 
 class TokenBucket:

@@ -9,9 +9,9 @@ from datetime import UTC
 
 import pytest
 
-from services.sandbox.ratelimit import FixedWindow, Schedule, TokenBucket, send_bucket
+from services.sandbox.ratelimit import FixedWindow, TokenBucket, send_bucket
 from services.sandbox.retry_after import ROTATION, asctime_date, imf_fixdate, rfc850_date
-from services.sandbox.settings import SandboxSettings
+from services.sandbox.settings import SandboxSettings, Schedule
 
 DAY = r"(Mon|Tue|Wed|Thu|Fri|Sat|Sun)"
 LONG_DAY = r"(Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday)"
