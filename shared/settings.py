@@ -279,14 +279,14 @@ class ProviderAccount(_Env):
         return read_under(cls, provider_prefix(name))
 
     @classmethod
-    def named(cls) -> bool:
-        """True for a configured name's account (read by the aliases), False for the single."""
+    def listed(cls) -> bool:
+        """True for the account of a name in RESETGATE_PROVIDERS (read by the aliases)."""
         return bool(cls.model_config.get("validate_by_alias"))
 
     @classmethod
     def variable(cls, field: str) -> str:
         """The environment variable ``field`` is read from."""
-        key = cls.model_fields[field].validation_alias if cls.named() else field
+        key = cls.model_fields[field].validation_alias if cls.listed() else field
         return f"{cls.model_config.get('env_prefix', ENV_PREFIX)}{key}".upper()
 
     @field_validator("provider_url")
@@ -298,7 +298,7 @@ class ProviderAccount(_Env):
 
     @model_validator(mode="after")
     def _account_complete(self) -> ProviderAccount:
-        if not self.named() and os.environ.get(PROVIDERS_VARIABLE, "").strip():
+        if not self.listed() and os.environ.get(PROVIDERS_VARIABLE, "").strip():
             return self  # several named providers: each name's own account is checked
         missing = self._missing()
         if missing:
@@ -308,7 +308,7 @@ class ProviderAccount(_Env):
     def _missing(self) -> str:
         """What this account lacks, as one line naming the variable ("" if none)."""
         kind, variable = self.provider_kind, self.variable
-        if self.named() and "provider_kind" not in self.model_fields_set:
+        if self.listed() and "provider_kind" not in self.model_fields_set:
             return f"{variable('provider_kind')}: must be one of {', '.join(KINDS)}"
         if kind in KEY_KINDS and not self.provider_api_key.get_secret_value():
             return f"{variable('provider_api_key')}: required for kind {kind}"

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from pydantic import ValidationError
 
 from shared.providers.named import (
+    NAME,
     NamedProvider,
     ProviderConfigError,
     load_providers,
@@ -79,3 +81,32 @@ def test_a_bad_setting_is_refused_in_one_line_naming_the_variable(
     message = str(refused.value)
     assert message.startswith(variable + ":") and "\n" not in message
     assert "sg-key" not in message and "mg-key" not in message
+
+
+@pytest.mark.parametrize("name", ["stand-by", "stand_by", "Standby"])
+def test_the_single_provider_name_follows_the_listed_names_pattern(name: str) -> None:
+    with pytest.raises(ValidationError, match="provider_name"):
+        base(provider_name=name)
+    assert not NAME.match(name)
+
+
+def test_a_name_without_its_own_rate_or_events_delay_takes_the_process_wide_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("RESETGATE_MAILGUN_EVENTS_DELAY_SECONDS", "60")
+    primary, standby = configured(
+        monkeypatch, {**TWO, "RESETGATE_PROVIDER_PRIMARY_MAILGUN_EVENTS_DELAY_SECONDS": "5"}
+    )
+    assert primary.config.mailgun_events_delay_seconds == 5.0 and primary.max_rate == 40.0
+    assert standby.config.mailgun_events_delay_seconds == 60.0 and standby.max_rate is None
+
+
+def test_each_prefix_reads_only_its_own_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A named field's alias under the single prefix, and a single field's name under a
+    # name's prefix, are nobody's variables.
+    monkeypatch.setenv("RESETGATE_KIND", "sendgrid")
+    monkeypatch.setenv("RESETGATE_PROVIDER_PRIMARY_PROVIDER_URL", "http://127.0.0.1:9")
+    [only] = load_providers(base())
+    assert only.config.kind == "http"
+    primary, _ = configured(monkeypatch, TWO)
+    assert primary.config.url == "http://127.0.0.1:1"

@@ -7,7 +7,7 @@ its own queue. Its events are joined only to operations that provider holds: two
 accounts (a studio's primary and standby) each sign with their own key and each event lands
 on the provider that sent the message.
 
-Per kind, as before: ``RESETGATE_SENDGRID_WEBHOOK_PUBLIC_KEY`` ... keep ``/webhooks/<kind>``
+Per kind: ``RESETGATE_SENDGRID_WEBHOOK_PUBLIC_KEY`` ... serve ``/webhooks/<kind>``
 (and ``RESETGATE_SES_QUEUE_URL`` its queue) for the providers of that kind without a
 credential of their own (all of that kind when each has one; any provider when none is of
 that kind, or when only one provider is configured).
@@ -42,7 +42,7 @@ def sources(settings: PollerSettings, configured: Sequence[NamedProvider] = ()) 
                 f"{ENV_PREFIX}{CREDENTIAL[kind]} and provider {kind!r}'s own credential both "
                 f"claim /webhooks/{kind}: keep one of them"
             )
-        found.append(Source(kind, kind, _legacy_providers(kind, configured, own), settings))
+        found.append(Source(kind, kind, _kind_providers(kind, configured, own), settings))
     return found
 
 
@@ -67,7 +67,7 @@ def _with(settings: PollerSettings, inbound: InboundSettings) -> PollerSettings:
     return settings.model_copy(update=inbound.fields())
 
 
-def _legacy_providers(
+def _kind_providers(
     kind: str, configured: Sequence[NamedProvider], own: set[str]
 ) -> frozenset[str] | None:
     of_kind = {p.config.name for p in configured if p.config.kind == kind}
