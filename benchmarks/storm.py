@@ -66,8 +66,7 @@ from services.ctl.embedded import RedisServer, free_port
 from services.sandbox.dialects import DIALECTS
 from shared import keys
 from shared.providers.factory import keyless
-from shared.providers.named import KINDS
-from shared.settings import PolicySettings
+from shared.settings import KINDS, PolicySettings
 from tests.support.processes import Processes, ServiceProcess
 from tests.support.sandbox import SANDBOX_API_KEY, run_sandbox_process, sandbox_stats
 from tests.support.webhooks import poller_credentials, pushes_events, sandbox_webhooks

@@ -11,7 +11,7 @@ import os
 import re
 import socket
 import sys
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar, cast, get_args
 
 from pydantic import (
     BaseModel,
@@ -19,6 +19,7 @@ from pydantic import (
     Field,
     SecretStr,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -31,6 +32,10 @@ METRICS_PORTS = {"admission": 8081, "sender": 8082, "poller": 8083, "router": 80
 # The name the single-provider settings (RESETGATE_PROVIDER_KIND, _URL, _API_KEY) give their
 # one provider: in metrics, pacing state, the credentials pause and the control record.
 DEFAULT_PROVIDER = "default"
+# Every provider name, the single one's and those in RESETGATE_PROVIDERS: a name is the infix
+# of its own variables (RESETGATE_PROVIDER_<NAME>_KIND), where "-" cannot stand in a shell
+# and "_" would let two names share a variable (name a_ses_queue's _URL is name a's _SES_QUEUE_URL).
+PROVIDER_NAME = r"^[a-z0-9]{1,32}$"
 
 
 class _Env(BaseSettings):
@@ -128,7 +133,7 @@ class CommonSettings(RedisSettings, ListenerSettings):
     """What every service needs: the store, the process, and the default provider's name
     (its pacing state and the partitions it serves are read by every service)."""
 
-    provider_name: str = Field(default=DEFAULT_PROVIDER, pattern=r"^[a-z0-9_-]{1,32}$")
+    provider_name: str = Field(default=DEFAULT_PROVIDER, pattern=PROVIDER_NAME)
 
 
 class DirectorySettings(_Env):
@@ -224,23 +229,107 @@ class EmailSettings(_Env):
 
 SANDBOX_URL = "http://127.0.0.1:8090"  # the local sandbox provider (`resetgate up`)
 ProviderKind = Literal["http", "sendgrid", "postmark", "mailgun", "ses"]
+KINDS: tuple[str, ...] = get_args(ProviderKind)
 KEY_KINDS = frozenset({"http", "sendgrid", "postmark", "mailgun"})
+PROVIDERS_VARIABLE = f"{ENV_PREFIX}PROVIDERS"
 
 
-class ProviderSettings(CommonSettings):
-    """The email provider the sender sends through and the poller reconciles with (the
-    default one; ``RESETGATE_PROVIDERS`` names more, ``shared.providers.named``).
-    ``shared.providers.factory.ProviderConfig`` is what an adapter is built from.
+def provider_prefix(name: str) -> str:
+    """The prefix of a configured name's own variables (``RESETGATE_PROVIDER_PRIMARY_``)."""
+    return f"{ENV_PREFIX}PROVIDER_{name.upper()}_"
+
+
+class ProviderAccount(_Env):
+    """One provider account: its kind, where it is, its key, its pacing ceiling and hosted
+    template. The single provider reads each field as ``RESETGATE_<FIELD>``
+    (``RESETGATE_PROVIDER_KIND``, ``RESETGATE_MAILGUN_DOMAIN``); a name listed in
+    ``RESETGATE_PROVIDERS`` reads it as ``RESETGATE_PROVIDER_<NAME>_<ALIAS>``
+    (``..._KIND``, ``..._MAILGUN_DOMAIN``) through :meth:`of`.
     """
 
-    provider_kind: ProviderKind = "http"
-    # Base URL; for SES the endpoint override (empty: the region's endpoint).
-    provider_url: str = SANDBOX_URL
-    provider_api_key: SecretStr = SecretStr("")
-    mailgun_domain: str = Field(default="", pattern=r"^[A-Za-z0-9.-]{0,253}$")
+    # The single provider's variables are the field names, a named one's the aliases: each
+    # prefix reads only its own, never RESETGATE_KIND nor RESETGATE_PROVIDER_X_PROVIDER_KIND.
+    model_config = SettingsConfigDict(validate_by_alias=False, validate_by_name=True)
+
+    provider_kind: ProviderKind = Field(default="http", validation_alias="kind")
+    # Base URL; for SES the endpoint override (empty: the region's endpoint). Empty for http:
+    # the local sandbox; the other kinds require one.
+    provider_url: str = Field(default="", validation_alias="url")
+    provider_api_key: SecretStr = Field(default=SecretStr(""), validation_alias="api_key")
+    provider_max_rate: float = Field(default=50.0, gt=0, validation_alias="max_rate",
+                                     description="sends/s ceiling")  # fmt: skip
+    mailgun_domain: str = Field(
+        default="", pattern=r"^[A-Za-z0-9.-]{0,253}$", validation_alias="mailgun_domain"
+    )
     # Mailgun documents that its events become complete only after a delay ("half an
     # hour"): a lookup about a younger send can miss it.
-    mailgun_events_delay_seconds: float = Field(default=1800.0, ge=0)
+    mailgun_events_delay_seconds: float = Field(
+        default=1800.0, ge=0, validation_alias="mailgun_events_delay_seconds"
+    )
+    # A template the provider hosts (docs/templates.md): its id, alias or name, where
+    # ``{locale}`` and ``{brand}`` are replaced; "" sends the local files' rendering.
+    provider_template: str = Field(default="", max_length=256, validation_alias="template")
+    # The locales the hosted templates exist in (comma-separated; "": the default locale).
+    provider_template_locales: str = Field(default="", validation_alias="template_locales")
+
+    @classmethod
+    def of(cls, name: str) -> ProviderAccount:
+        """The account of one configured name (``RESETGATE_PROVIDER_<NAME>_*``); a bad or
+        missing setting is a ValueError of one line naming the variable."""
+        return read_under(cls, provider_prefix(name))
+
+    @classmethod
+    def listed(cls) -> bool:
+        """True for the account of a name in RESETGATE_PROVIDERS (read by the aliases)."""
+        return bool(cls.model_config.get("validate_by_alias"))
+
+    @classmethod
+    def variable(cls, field: str) -> str:
+        """The environment variable ``field`` is read from."""
+        key = cls.model_fields[field].validation_alias if cls.listed() else field
+        return f"{cls.model_config.get('env_prefix', ENV_PREFIX)}{key}".upper()
+
+    @field_validator("provider_url")
+    @classmethod
+    def _url_default(cls, value: str, info: ValidationInfo) -> str:
+        if not value and info.data.get("provider_kind") == "http":
+            return SANDBOX_URL
+        return value
+
+    @model_validator(mode="after")
+    def _account_complete(self) -> ProviderAccount:
+        if not self.listed() and os.environ.get(PROVIDERS_VARIABLE, "").strip():
+            return self  # several named providers: each name's own account is checked
+        missing = self._missing()
+        if missing:
+            raise ValueError(missing)
+        return self
+
+    def _missing(self) -> str:
+        """What this account lacks, as one line naming the variable ("" if none)."""
+        kind, variable = self.provider_kind, self.variable
+        if self.listed() and "provider_kind" not in self.model_fields_set:
+            return f"{variable('provider_kind')}: must be one of {', '.join(KINDS)}"
+        if kind in KEY_KINDS and not self.provider_api_key.get_secret_value():
+            return f"{variable('provider_api_key')}: required for kind {kind}"
+        if kind == "mailgun" and not self.mailgun_domain:
+            return f"{variable('mailgun_domain')}: required for kind mailgun"
+        if kind == "ses" and not (
+            os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+        ):
+            return "AWS_REGION: required for kind ses (or AWS_DEFAULT_REGION)"
+        if not self.provider_url and kind != "ses":  # SES alone has a default endpoint
+            return f"{variable('provider_url')}: required for kind {kind}"
+        return ""
+
+
+class ProviderSettings(CommonSettings, ProviderAccount):
+    """The provider settings of a process (the sender, the poller): the single provider's
+    account (``RESETGATE_PROVIDERS`` names more, ``shared.providers.named``) and what every
+    provider it talks to shares. ``shared.providers.factory.ProviderConfig`` is what an
+    adapter is built from.
+    """
+
     # SES publishes delivery events (SNS -> SQS, RESETGATE_SES_QUEUE_URL) only for messages
     # sent with a configuration set: without one an ambiguous SES send is never settled.
     ses_configuration_set: str = Field(
@@ -261,32 +350,6 @@ class ProviderSettings(CommonSettings):
     # the sender's provider-wide block); beyond it we ask again. One absurd answer must not
     # silence a loop for days.
     max_advised_wait_seconds: float = Field(default=900.0, gt=0, le=86400)
-    # A template the provider hosts (docs/templates.md): its id, alias or name, where
-    # ``{locale}`` and ``{brand}`` are replaced; "" sends the local files' rendering.
-    provider_template: str = Field(default="", max_length=256)
-    # The locales the hosted templates exist in (comma-separated; "": the default locale).
-    provider_template_locales: str = ""
-
-    @model_validator(mode="after")
-    def _provider_complete(self) -> ProviderSettings:
-        missing = provider_setting_missing(self)
-        if missing:
-            raise ValueError(missing)
-        return self
-
-
-def provider_setting_missing(settings: ProviderSettings) -> str:
-    """What the chosen provider kind lacks, as one line naming the variable ("" if none)."""
-    if os.environ.get(f"{ENV_PREFIX}PROVIDERS", "").strip():
-        return ""  # several named providers: shared.providers.named checks each one
-    kind = settings.provider_kind
-    if kind in KEY_KINDS and not settings.provider_api_key.get_secret_value():
-        return f"{ENV_PREFIX}PROVIDER_API_KEY: required for {ENV_PREFIX}PROVIDER_KIND={kind}"
-    if kind == "mailgun" and not settings.mailgun_domain:
-        return f"{ENV_PREFIX}MAILGUN_DOMAIN: required for {ENV_PREFIX}PROVIDER_KIND=mailgun"
-    if kind == "ses" and not (os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")):
-        return f"AWS_REGION: required for {ENV_PREFIX}PROVIDER_KIND=ses (or AWS_DEFAULT_REGION)"
-    return ""
 
 
 S = TypeVar("S", bound=BaseSettings)
@@ -295,12 +358,30 @@ S = TypeVar("S", bound=BaseSettings)
 def describe_error(error: ValidationError, prefix: str = ENV_PREFIX) -> str:
     """One line naming the variable(s) and what is wrong, never echoing a secret value (nor
     pydantic's "For further information visit ..." line, which tells an operator nothing)."""
+    return "invalid configuration: " + problems(error, prefix)
+
+
+def problems(error: ValidationError, prefix: str) -> str:
+    """What ``error`` says is wrong, each part led by the variable it is about."""
     parts = []
     for item in error.errors():
         loc = "_".join(str(p) for p in item["loc"]).upper()
         message = str(item["msg"]).removeprefix("Value error, ")
         parts.append(f"{prefix}{loc}: {message}" if loc else message)
-    return "invalid configuration: " + "; ".join(parts)
+    return "; ".join(parts)
+
+
+def read_under(cls: type[S], prefix: str) -> S:
+    """``cls`` read from the variables under another prefix, a configured provider name's
+    own (``RESETGATE_PROVIDER_<NAME>_``), each field by its alias where it has one; a bad
+    value is a ValueError of one line naming its variable."""
+    config = SettingsConfigDict(env_prefix=prefix, env_prefix_target="all",
+                                validate_by_alias=True, validate_by_name=False)  # fmt: skip
+    prefixed: Any = type(f"{cls.__name__}_{prefix}", (cls,), {"model_config": config})
+    try:
+        return cast(S, prefixed())
+    except ValidationError as error:
+        raise ValueError(problems(error, prefix)) from None
 
 
 def load(cls: type[S]) -> S:

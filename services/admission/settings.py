@@ -1,16 +1,81 @@
-"""Admission settings: the recovery policy plus what only the HTTP gate needs."""
+"""Admission settings: the recovery policy plus what only the HTTP gate and its support
+console need (one module for the deployable: the console imports it, never the reverse)."""
 
 from __future__ import annotations
 
+import ipaddress
+from typing import Literal
+
 from pydantic import Field, SecretStr, field_validator, model_validator
 
-from services.admission.console.settings import ConsoleSettings
 from shared.settings import (
     METRICS_PORTS,
     DirectorySettings,
     PolicySettings,
     ReplicationSettings,
+    _Env,
 )
+
+_HEADER = r"^[A-Za-z0-9-]{1,64}$"
+
+
+def names(value: str) -> frozenset[str]:
+    """A comma-separated list of group or user names as a set (blanks dropped)."""
+    return frozenset(item.strip() for item in value.split(",") if item.strip())
+
+
+class ConsoleSettings(_Env):
+    """The support console (services/admission/console), served by admission."""
+
+    # Unset: no console at all. Set: a second listener, separate from the public API, so the
+    # console is only reachable where this port is (a sidecar proxy, an internal Service).
+    console_port: int | None = Field(default=None, ge=0, le=65535)
+    console_host: str = "127.0.0.1"
+    # A signed-in session's lifetime; the cookie and the server-side record both end then.
+    console_session_seconds: int = Field(default=900, ge=60, le=43_200)
+    # Token sign-in attempts per client address: a burst at once, then one every
+    # 60 / per-minute seconds (GCRA, shared/scripts/gcra.lua); a sign-in that succeeds
+    # forgets the address's attempts, so the limit falls on guessing, not on signing in.
+    console_sign_in_per_minute: int = Field(default=2, ge=1, le=600)
+    console_sign_in_burst: int = Field(default=5, ge=1, le=100)
+    # Secure cookies need HTTPS; only a plain-HTTP loopback setup turns this off.
+    console_cookie_secure: bool = True
+    # The role a sign-in with the internal API token gets.
+    console_token_role: Literal["read", "act"] = "act"  # noqa: S105 - a role name, not a secret
+    # Trusted auth proxy (oauth2-proxy style). Off unless the user header is named.
+    console_proxy_user_header: str | None = Field(default=None, pattern=_HEADER)
+    console_proxy_groups_header: str = Field(default="X-Forwarded-Groups", pattern=_HEADER)
+    # The proxy's own addresses: the identity header counts only on a connection from one of
+    # these (the hops in front of us we trust), so nobody else can claim to be signed in.
+    # None by default: loopback is not a proxy (a port-forward or a sidecar is any local
+    # client, which could then assert an identity or rotate X-Forwarded-For).
+    console_trusted_proxies: str = Field(
+        default="", description="CIDRs of the auth proxy's connections; none by default"
+    )
+    # Who may act (quarantine, release, pause, resume) and who may read, by proxy group or
+    # user name. Empty read groups: every user the proxy vouches for may read.
+    console_act_groups: str = ""
+    console_act_users: str = ""
+    console_read_groups: str = ""
+
+    @field_validator("console_trusted_proxies")
+    @classmethod
+    def _networks(cls, value: str) -> str:
+        for item in names(value):
+            ipaddress.ip_network(item, strict=False)  # ValueError names the bad entry
+        return value
+
+    @model_validator(mode="after")
+    def _proxy_needs_its_address(self) -> ConsoleSettings:
+        if self.console_proxy_user_header and not names(self.console_trusted_proxies):
+            raise ValueError(
+                "RESETGATE_CONSOLE_PROXY_USER_HEADER needs RESETGATE_CONSOLE_TRUSTED_PROXIES: "
+                "the CIDRs your auth proxy connects from (none is trusted by default)"
+            )
+        return self
+
+    def trusted_networks(self) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
+        return [ipaddress.ip_network(n, strict=False) for n in names(self.console_trusted_proxies)]
 
 
 class AdmissionSettings(PolicySettings, DirectorySettings, ConsoleSettings, ReplicationSettings):

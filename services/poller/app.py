@@ -31,7 +31,7 @@ from shared import metrics, service
 from shared.logging import event
 from shared.loops import ERRORS, named, named_loop, resilient
 from shared.providers.base import Provider
-from shared.providers.factory import ProviderConfig, build, open_provider
+from shared.providers.factory import open_provider
 from shared.providers.named import NamedProvider, ProviderConfigError, load_or_exit
 from shared.redis import RedisClient, ping
 from shared.scripts.observation import Lease
@@ -123,14 +123,12 @@ class Poller:
 
 
 def build_poller(
-    settings: PollerSettings, client: RedisClient, session: aiohttp.ClientSession,
-    providers: Sequence[Provider] = (), configured: Sequence[NamedProvider] = (),
+    settings: PollerSettings, client: RedisClient, providers: Sequence[Provider],
+    configured: Sequence[NamedProvider],
 ) -> Poller:  # fmt: skip
-    """One :class:`PolledProvider` per provider in ``providers`` (the first listed first);
-    none given: the single-provider settings. ``configured``: their settings, for the
-    pushed-event sources of each name (inbound/sources.py)."""
-    if not providers:
-        providers = [build(ProviderConfig.from_settings(settings), session)]
+    """One :class:`PolledProvider` per provider in ``providers`` (the first listed first).
+    ``configured``: their settings, for the pushed-event sources of each name
+    (inbound/sources.py)."""
     observer = Observer(client, settings)
     names = tuple(p.name for p in providers)
     polled = [_polled(settings, client, observer, p, names) for p in providers]
@@ -208,7 +206,7 @@ async def wire(settings: PollerSettings, client: RedisClient) -> AsyncIterator[s
         contextlib.AsyncExitStack() as stack,
     ):
         providers = await open_all(stack, session, configured)
-        poller = build_poller(settings, client, session, providers, configured)
+        poller = build_poller(settings, client, providers, configured)
         yield service.Wiring(workers(poller), readiness(poller))
 
 

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
-from typing import Any, cast
+import base64
+import ipaddress
+from typing import Any
 
-from pydantic import Field, SecretStr, ValidationError, field_validator
-from pydantic_settings import SettingsConfigDict
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.serialization import load_der_public_key
+from pydantic import Field, SecretStr, field_validator
 
 from shared.settings import (
-    ENV_PREFIX,
     METRICS_PORTS,
     ConsumerSettings,
     PolicySettings,
     ProviderSettings,
     _Env,
+    provider_prefix,
+    read_under,
 )
 
 
@@ -36,10 +40,8 @@ class InboundSettings(_Env):
     @classmethod
     def _sendgrid_key_loads(cls, value: str) -> str:
         if value:
-            from services.poller.inbound.sendgrid import load_key
-
             try:
-                load_key(value)
+                sendgrid_public_key(value)
             except ValueError as error:
                 raise ValueError(f"not a base64 DER public key ({error})") from None
         return value
@@ -47,9 +49,7 @@ class InboundSettings(_Env):
     @field_validator("postmark_webhook_networks")
     @classmethod
     def _networks_parse(cls, value: str) -> str:
-        from services.poller.inbound.postmark import networks
-
-        networks(value)  # ValueError names the bad entry
+        postmark_networks(value)  # ValueError names the bad entry
         return value
 
     def credentials(self) -> dict[str, str]:
@@ -75,18 +75,27 @@ CREDENTIAL = {
 }
 
 
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+def sendgrid_public_key(encoded: str) -> ec.EllipticCurvePublicKey:
+    """The SendGrid console's verification key (base64 DER); PEM armour is tolerated."""
+    body = "".join(line for line in encoded.strip().splitlines() if "-----" not in line)
+    key = load_der_public_key(base64.b64decode(body, validate=True))
+    if not isinstance(key, ec.EllipticCurvePublicKey):
+        raise ValueError("the SendGrid verification key is not an elliptic-curve public key")
+    return key
+
+
+def postmark_networks(spec: str) -> list[Network]:
+    """``"192.0.2.0/24, 2001:db8::/32"`` -> networks (a bare address is a /32 or /128)."""
+    return [ipaddress.ip_network(part.strip()) for part in spec.split(",") if part.strip()]
+
+
 def for_provider(name: str) -> InboundSettings:
     """``RESETGATE_PROVIDER_<NAME>_*``: the pushed-event settings of one configured name.
     Raises ValueError naming the variable that is wrong."""
-    prefix = f"{ENV_PREFIX}PROVIDER_{name.upper()}_"
-    config = SettingsConfigDict(env_prefix=prefix, extra="ignore")
-    named = type(f"InboundSettings_{name}", (InboundSettings,), {"model_config": config})
-    try:
-        return cast(InboundSettings, named())
-    except ValidationError as error:
-        item = error.errors()[0]
-        variable = prefix + "_".join(str(p) for p in item["loc"]).upper()
-        raise ValueError(f"{variable}: {str(item['msg']).removeprefix('Value error, ')}") from None
+    return read_under(InboundSettings, provider_prefix(name))
 
 
 class PollerSettings(PolicySettings, ProviderSettings, ConsumerSettings, InboundSettings):

@@ -12,14 +12,22 @@ from typing import Literal
 from pydantic import Field, SecretStr, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+RetryAfterForm = Literal[
+    "delay-seconds", "imf-fixdate", "rfc850", "asctime", "absent", "malformed", "rotate"
+]
+
+Probability = Field(default=0.0, ge=0.0, le=1.0)
+EveryNth = Field(default=0, ge=0)
+
+# Fields that only matter when the listening socket and routes are created.
+STARTUP_ONLY = frozenset({"host", "port", "mode", "messages_file"})
+Mode = Literal["http", "sendgrid", "postmark", "mailgun"]
+
 
 @dataclass(frozen=True, slots=True)
 class Schedule:
-    """Piecewise-constant values: ``(value, seconds)`` phases, the last one open-ended.
-
-    The parsed form of ``SEND_RATE_SCHEDULE`` and ``SEND_SHARED_QUOTA``, defined with them so
-    the settings check a value with the parser the token bucket runs (a settings module
-    imports no other module of its service)."""
+    """Piecewise-constant values: ``(value, seconds)`` phases, the last one open-ended; the
+    form of ``send_rate_schedule`` and ``send_shared_quota`` (ratelimit.py runs them)."""
 
     phases: tuple[tuple[float, float], ...]
     last: float
@@ -70,18 +78,6 @@ def _value(text: str, part: str, below: float | None) -> float:
     if value >= below:
         raise ValueError(f"{part!r}: {text!r} must be under {below}")
     return value
-
-
-RetryAfterForm = Literal[
-    "delay-seconds", "imf-fixdate", "rfc850", "asctime", "absent", "malformed", "rotate"
-]
-
-Probability = Field(default=0.0, ge=0.0, le=1.0)
-EveryNth = Field(default=0, ge=0)
-
-# Fields that only matter when the listening socket and routes are created.
-STARTUP_ONLY = frozenset({"host", "port", "mode", "messages_file"})
-Mode = Literal["http", "sendgrid", "postmark", "mailgun"]
 
 
 class SandboxSettings(BaseSettings):

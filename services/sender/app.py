@@ -22,7 +22,7 @@ from shared.emails import check
 from shared.emails.compose import Hosted, Mailer, hosted_problem
 from shared.loops import named
 from shared.providers.base import Provider
-from shared.providers.factory import ProviderConfig, build, open_provider
+from shared.providers.factory import ProviderConfig, open_provider
 from shared.providers.named import NamedProvider, load_or_exit, provider_names, variable
 from shared.quota import HasDailyQuota, quota_for
 from shared.redis import RedisClient, ping, until_done
@@ -52,32 +52,18 @@ def build_sender(
     settings: SenderSettings,
     client: RedisClient,
     session: aiohttp.ClientSession,
-    provider: Provider | None = None,
-    provider_rate: float | None = None,
-    opened: Sequence[Opened] = (),
+    opened: Sequence[Opened],
     replicas: Replicas | None = None,
     mailer: Mailer | None = None,
 ) -> Sender:
-    """One runner per provider, the first serving every partition not switched away.
-    Without ``opened``: the single-provider settings (``provider`` overrides the adapter).
-    ``provider_rate``: the account's maximum send rate where the provider reports one
-    (SES); the pacing ceiling is then min(configured, provider's). ``mailer``: the checked
-    templates and brands (None: read and checked here)."""
+    """One runner per provider in ``opened``, the first serving every partition not
+    switched away. ``mailer``: the checked templates and brands (None: read and checked
+    here)."""
     directory = directory_for(settings, client, session)
     keys = parse_keys(settings.token_keys.get_secret_value())
     replicas = replicas or Replicas(client, settings, settings.wait_replicas,
                                     settings.wait_timeout_ms)  # fmt: skip
     mailer = mailer or check.load(settings)
-    if not opened:
-        config = ProviderConfig.from_settings(settings)
-        single = provider or build(config, session)
-        pacer = _pacer(settings, client, settings.provider_name, None, provider_rate)
-        quota = quota_for(settings.provider_name, None, settings.provider_daily_quota,
-                          settings.quota_window_seconds)  # fmt: skip
-        runner = AttemptRunner(settings, client, single, directory, keys, pacer, mailer,
-                               hosted=hosted(config, settings.default_locale),
-                               replicas=replicas, quota=quota)  # fmt: skip
-        return Sender(settings, client, [runner])
     runners = [
         AttemptRunner(
             settings, client, o.provider, directory, keys,
@@ -150,7 +136,7 @@ async def wire(settings: SenderSettings, client: RedisClient) -> AsyncIterator[s
         await durable_enough_or_exit(client, opened, settings)
         replicas = Replicas(client, settings, settings.wait_replicas, settings.wait_timeout_ms)
         stack.push_async_callback(replicas.close)
-        sender = build_sender(settings, client, session, opened=opened, replicas=replicas)
+        sender = build_sender(settings, client, session, opened, replicas=replicas)
         await until_done(sender.refresh_control, "control state")
         yield service.Wiring(workers(sender), readiness(sender, client))
 

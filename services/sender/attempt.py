@@ -69,19 +69,19 @@ class AttemptRunner:
         pacer: Pacer,
         mailer: Mailer,
         *,
-        name: str | None = None,
-        api_key: str | None = None,
+        name: str,
+        api_key: str,
         replicas: Replicas | None = None,
         hosted: Hosted | None = None,
         quota: DailyQuota | None = None,
     ) -> None:
-        """``name``, ``api_key``: one of several named providers (None: the single-provider
-        ``RESETGATE_PROVIDER_NAME`` and ``RESETGATE_PROVIDER_API_KEY``). ``replicas``: the
-        WAIT every begin goes through (None: one built from the settings); ``hosted``: the
-        provider's own template, when it sends one instead of the local files."""
+        """``name``, ``api_key``: the configured provider it sends through
+        (``shared.providers.named``). ``replicas``: the WAIT every begin goes through (None:
+        one built from the settings); ``hosted``: the provider's own template, when it sends
+        one instead of the local files."""
         self.settings = settings
-        self.name = settings.provider_name if name is None else name
-        self.api_key = settings.provider_api_key.get_secret_value() if api_key is None else api_key
+        self.name = name
+        self.api_key = api_key
         self.client = client
         self.provider = provider
         self.directory = directory

@@ -20,7 +20,6 @@ class SenderSettings(
     EmailSettings
 ):
     metrics_port: int = Field(default=METRICS_PORTS["sender"], ge=0, le=65535)
-    provider_max_rate: float = Field(default=50.0, gt=0, description="sends/s ceiling")
     provider_min_rate: float = Field(
         default=0.05,
         gt=0,

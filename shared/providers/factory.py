@@ -1,8 +1,9 @@
 """Build an adapter from one provider configuration.
 
-``ProviderConfig`` is everything an adapter needs; each configured provider name
-(``RESETGATE_PROVIDER_<NAME>_*``, ``shared.providers.named``) yields one, and
-:func:`open_provider` is called once for each.
+``ProviderConfig`` is everything an adapter needs: one provider account (the single
+provider's ``RESETGATE_PROVIDER_*`` or a configured name's ``RESETGATE_PROVIDER_<NAME>_*``,
+``shared.providers.named``) with the process-wide timeouts; :func:`open_provider` is called
+once for each.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from shared.providers.mailgun import MailgunProvider
 from shared.providers.postmark import PostmarkProvider
 from shared.providers.sendgrid import SendGridProvider
 from shared.providers.ses import SesProvider
-from shared.settings import SANDBOX_URL, ProviderKind, ProviderSettings
+from shared.settings import SANDBOX_URL, ProviderAccount, ProviderKind, ProviderSettings
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,21 +42,22 @@ class ProviderConfig:
     template_locales: str = ""  # comma-separated locales the hosted template exists in
 
     @classmethod
-    def from_settings(cls, settings: ProviderSettings) -> ProviderConfig:
+    def of(cls, name: str, account: ProviderAccount, settings: ProviderSettings) -> ProviderConfig:
+        """Provider ``name``'s ``account`` with the process-wide ``settings``."""
         return cls(
-            name=settings.provider_name,
-            kind=settings.provider_kind,
-            url=settings.provider_url,
-            api_key=settings.provider_api_key.get_secret_value(),
+            name=name,
+            kind=account.provider_kind,
+            url=account.provider_url,
+            api_key=account.provider_api_key.get_secret_value(),
             connect_timeout=settings.connect_timeout_seconds,
             total_timeout=settings.total_timeout_seconds,
             key_retention_seconds=settings.idempotency_window_seconds,
             settle_seconds=settings.reconcile_grace_seconds,
-            mailgun_domain=settings.mailgun_domain,
-            mailgun_events_delay_seconds=settings.mailgun_events_delay_seconds,
+            mailgun_domain=account.mailgun_domain,
+            mailgun_events_delay_seconds=account.mailgun_events_delay_seconds,
             ses_configuration_set=settings.ses_configuration_set,
-            template=settings.provider_template,
-            template_locales=settings.provider_template_locales,
+            template=account.provider_template,
+            template_locales=account.provider_template_locales,
         )
 
 

@@ -1,8 +1,9 @@
 """Several providers configured at once: ``RESETGATE_PROVIDERS=primary,standby``.
 
-Each name has its own ``RESETGATE_PROVIDER_<NAME>_KIND``, ``_URL``, ``_API_KEY``,
-``_MAX_RATE``, ``_TEMPLATE`` and ``_TEMPLATE_LOCALES`` (a provider-hosted template,
-docs/templates.md) and kind-specific settings with the same infix (``_MAILGUN_DOMAIN``,
+Each name has its own account, ``shared.settings.ProviderAccount`` read under the name's
+prefix: ``RESETGATE_PROVIDER_<NAME>_KIND``, ``_URL``, ``_API_KEY``, ``_MAX_RATE``,
+``_TEMPLATE`` and ``_TEMPLATE_LOCALES`` (a provider-hosted template, docs/templates.md) and
+kind-specific settings with the same infix (``_MAILGUN_DOMAIN``,
 ``_MAILGUN_EVENTS_DELAY_SECONDS``). The first name listed serves every partition until a
 switch says otherwise. Without ``RESETGATE_PROVIDERS`` the single-provider settings
 (``RESETGATE_PROVIDER_KIND`` ...) define one provider, named by ``RESETGATE_PROVIDER_NAME``.
@@ -15,15 +16,22 @@ import os
 import re
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
-from typing import get_args
+from dataclasses import dataclass
 
 from shared.providers.factory import ProviderConfig
-from shared.settings import ENV_PREFIX, KEY_KINDS, SANDBOX_URL, ProviderKind, ProviderSettings
+from shared.settings import (
+    PROVIDER_NAME,
+    PROVIDERS_VARIABLE,
+    ProviderAccount,
+    ProviderSettings,
+    provider_prefix,
+)
 
-LIST_VARIABLE = f"{ENV_PREFIX}PROVIDERS"
-NAME = re.compile(r"^[a-z0-9]{1,32}$")
-KINDS: tuple[str, ...] = get_args(ProviderKind)
+LIST_VARIABLE = PROVIDERS_VARIABLE
+NAME = re.compile(PROVIDER_NAME)
+# A name's setting it leaves unset is the process-wide one: RESETGATE_PROVIDER_MAX_RATE,
+# RESETGATE_MAILGUN_EVENTS_DELAY_SECONDS.
+INHERITED = ("provider_max_rate", "mailgun_events_delay_seconds")
 
 
 class ProviderConfigError(ValueError):
@@ -37,7 +45,7 @@ class NamedProvider:
 
 
 def variable(name: str, suffix: str) -> str:
-    return f"{ENV_PREFIX}PROVIDER_{name.upper()}_{suffix}"
+    return f"{provider_prefix(name)}{suffix}"
 
 
 def provider_names(environ: Mapping[str, str] | None = None, fallback: str = "") -> list[str]:
@@ -57,16 +65,13 @@ def provider_names(environ: Mapping[str, str] | None = None, fallback: str = "")
     return names
 
 
-def load_providers(
-    settings: ProviderSettings, environ: Mapping[str, str] | None = None
-) -> list[NamedProvider]:
-    """Every configured provider, the default one first."""
-    env = os.environ if environ is None else environ
-    names = provider_names(env)
+def load_providers(settings: ProviderSettings) -> list[NamedProvider]:
+    """Every configured provider, the default one first: each listed name's account, or the
+    single provider's (``settings``, checked when it was loaded)."""
+    names = provider_names()
     if not names:
-        return [NamedProvider(ProviderConfig.from_settings(settings), None)]
-    base = ProviderConfig.from_settings(settings)
-    return [_named(name, base, env) for name in names]
+        return [NamedProvider(ProviderConfig.of(settings.provider_name, settings, settings), None)]
+    return [_named(name, settings) for name in names]
 
 
 def load_or_exit(settings: ProviderSettings) -> list[NamedProvider]:
@@ -78,48 +83,14 @@ def load_or_exit(settings: ProviderSettings) -> list[NamedProvider]:
         raise SystemExit(2) from None
 
 
-def _named(name: str, base: ProviderConfig, env: Mapping[str, str]) -> NamedProvider:
-    kind = env.get(variable(name, "KIND"), "")
-    if kind not in KINDS:
-        raise ProviderConfigError(f"{variable(name, 'KIND')}: must be one of {', '.join(KINDS)}")
-    api_key = env.get(variable(name, "API_KEY"), "")
-    if kind in KEY_KINDS and not api_key:
-        raise ProviderConfigError(f"{variable(name, 'API_KEY')}: required for kind {kind}")
-    domain = env.get(variable(name, "MAILGUN_DOMAIN"), "")
-    if kind == "mailgun" and not re.match(r"^[A-Za-z0-9.-]{1,253}$", domain):
-        raise ProviderConfigError(f"{variable(name, 'MAILGUN_DOMAIN')}: required for mailgun")
-    if kind == "ses" and not (env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")):
-        raise ProviderConfigError(f"AWS_REGION: required for {variable(name, 'KIND')}=ses")
-    url = env.get(variable(name, "URL"), "") or (SANDBOX_URL if kind == "http" else "")
-    if not url and kind != "ses":  # SES alone has a default endpoint (the region's)
-        raise ProviderConfigError(f"{variable(name, 'URL')}: required for kind {kind}")
-    config = replace(
-        base,
-        name=name,
-        kind=kind,  # type: ignore[arg-type]  # checked against KINDS above
-        url=url,
-        api_key=api_key,
-        mailgun_domain=domain,
-        template=env.get(variable(name, "TEMPLATE"), ""),
-        template_locales=env.get(variable(name, "TEMPLATE_LOCALES"), ""),
-        mailgun_events_delay_seconds=_number(
-            env, name, "MAILGUN_EVENTS_DELAY_SECONDS", base.mailgun_events_delay_seconds, 0
-        ),
-    )
-    rate = _number(env, name, "MAX_RATE", 0.0, 0)
-    if variable(name, "MAX_RATE") in env and rate <= 0:
-        raise ProviderConfigError(f"{variable(name, 'MAX_RATE')}: must be a number > 0")
-    return NamedProvider(config, rate or None)
-
-
-def _number(env: Mapping[str, str], name: str, suffix: str, default: float, low: float) -> float:
-    raw = env.get(variable(name, suffix), "")
-    if not raw:
-        return default
+def _named(name: str, settings: ProviderSettings) -> NamedProvider:
     try:
-        value = float(raw)
-    except ValueError:
-        value = float("nan")
-    if not value >= low:  # also false for nan
-        raise ProviderConfigError(f"{variable(name, suffix)}: must be a number >= {low:g}")
-    return value
+        account = ProviderAccount.of(name)
+    except ValueError as error:
+        raise ProviderConfigError(str(error)) from None
+    given = account.model_fields_set
+    account = account.model_copy(
+        update={field: getattr(settings, field) for field in INHERITED if field not in given}
+    )
+    rate = account.provider_max_rate if "provider_max_rate" in given else None
+    return NamedProvider(ProviderConfig.of(name, account, settings), rate)

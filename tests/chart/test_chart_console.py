@@ -8,7 +8,7 @@ from typing import Any
 
 from helmchart import BASE, Helm, Manifest, container, deployments, env, name_of, of_kind
 
-from services.admission.console.settings import ConsoleSettings
+from services.admission.settings import ConsoleSettings
 
 CONSOLE_SERVICE = f"{name_of('admission')}-console"
 PROXY_PEER = {

@@ -12,8 +12,7 @@ from typing import Any
 from pydantic import SecretStr
 from pydantic_settings import BaseSettings
 
-from services.admission.console.settings import ConsoleSettings
-from services.admission.settings import AdmissionSettings
+from services.admission.settings import AdmissionSettings, ConsoleSettings
 from services.poller.settings import PollerSettings
 from services.router.settings import RouterSettings
 from services.sender.settings import SenderSettings

@@ -100,13 +100,14 @@ def test_every_shared_variable_is_declared_once() -> None:
     from shared import settings
 
     mixins = [settings.RedisSettings, settings.ListenerSettings, settings.CommonSettings,
-              settings.PolicySettings, settings.ProviderSettings, settings.DirectorySettings,
-              settings.ConsumerSettings]  # fmt: skip
+              settings.PolicySettings, settings.ProviderAccount, settings.ProviderSettings,
+              settings.DirectorySettings, settings.ConsumerSettings]  # fmt: skip
     shared_fields = {name for mixin in mixins for name in mixin.__annotations__}
     for service in (AdmissionSettings, PollerSettings, RouterSettings, SenderSettings):
         redeclared = set(service.__annotations__) & shared_fields
         assert redeclared <= OWN_DEFAULTS, f"{service.__name__} redeclares {redeclared}"
-    for name in settings.ProviderSettings.__annotations__:
+    provider = (settings.ProviderAccount, settings.ProviderSettings)
+    for name in {name for mixin in provider for name in mixin.__annotations__}:
         assert (
             SenderSettings.model_fields[name].default == PollerSettings.model_fields[name].default
         ), name

@@ -48,7 +48,7 @@ def two_accounts(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[NamedProvider
                        for n, s in SIGNERS.items()})  # fmt: skip
     for variable, value in env.items():
         monkeypatch.setenv(variable, value)
-    yield load_providers(PollerSettings(partitions=4), env)
+    yield load_providers(PollerSettings(partitions=4))
 
 
 @asynccontextmanager
@@ -121,10 +121,10 @@ async def test_an_event_is_joined_only_to_an_operation_its_provider_holds(
 async def test_the_per_kind_path_of_a_single_provider_keeps_working(redis: Redis) -> None:
     signer = SendGridSigner.generate()
     settings = PollerSettings(
-        partitions=4, provider_kind="sendgrid", provider_api_key="k", provider_name="mail",
-        sendgrid_webhook_public_key=signer.public_key,
+        partitions=4, provider_kind="sendgrid", provider_url="https://api.sendgrid.com",
+        provider_api_key="k", provider_name="mail", sendgrid_webhook_public_key=signer.public_key,
     )  # fmt: skip
-    configured = load_providers(settings, {})
+    configured = load_providers(settings)
     # Its one provider's events, whatever name an operation was attempted under (one renamed
     # by RESETGATE_PROVIDER_NAME since, say): there is no other provider to confuse it with.
     assert [(s.route, s.providers) for s in sources(settings, configured)] == [("sendgrid", None)]
@@ -139,7 +139,7 @@ def test_a_credential_for_another_kind_names_its_variable(monkeypatch: pytest.Mo
     env = named_env(RESETGATE_PROVIDER_STANDBY_MAILGUN_WEBHOOK_SIGNING_KEY="k" * 32)
     for variable, value in env.items():
         monkeypatch.setenv(variable, value)
-    configured = load_providers(PollerSettings(partitions=4), env)
+    configured = load_providers(PollerSettings(partitions=4))
     with pytest.raises(ProviderConfigError, match="RESETGATE_PROVIDER_STANDBY_MAILGUN_WEBHOOK"):
         sources(PollerSettings(partitions=4), configured)
 
@@ -148,6 +148,6 @@ def test_a_bad_per_name_key_names_its_variable(monkeypatch: pytest.MonkeyPatch) 
     env = named_env(RESETGATE_PROVIDER_PRIMARY_SENDGRID_WEBHOOK_PUBLIC_KEY="not-a-key")
     for variable, value in env.items():
         monkeypatch.setenv(variable, value)
-    configured = load_providers(PollerSettings(partitions=4), env)
+    configured = load_providers(PollerSettings(partitions=4))
     with pytest.raises(ProviderConfigError, match="RESETGATE_PROVIDER_PRIMARY_SENDGRID_WEBHOOK"):
         sources(PollerSettings(partitions=4), configured)

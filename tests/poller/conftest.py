@@ -12,10 +12,9 @@ from prometheus_client import REGISTRY
 
 from services.poller.app import Poller, build_poller, open_all, workers
 from services.poller.settings import PollerSettings
-from shared.providers.named import load_providers
 from tests.conftest import TEST_TOKEN_KEYS
 from tests.sender import conftest as sender_fixtures
-from tests.sender.conftest import Stack
+from tests.sender.conftest import Stack, configured_providers
 from tests.support.sandbox import SANDBOX_API_KEY
 
 # The sender's harness fixtures (real Redis + an in-loop sandbox), shared with these tests.
@@ -54,9 +53,9 @@ async def running_poller(
     settings = poller_settings(stack.redis_url, stack.provider_url, **overrides)
     stop = asyncio.Event()
     async with aiohttp.ClientSession() as session, contextlib.AsyncExitStack() as adapters:
-        configured = load_providers(settings, named) if named is not None else []
-        poller = build_poller(settings, stack.redis, session,
-                              await open_all(adapters, session, configured))  # fmt: skip
+        configured = configured_providers(settings, named)
+        providers = await open_all(adapters, session, configured)
+        poller = build_poller(settings, stack.redis, providers, configured)
         tasks = [asyncio.create_task(loop(stop)) for loop in workers(poller)]
         try:
             yield poller

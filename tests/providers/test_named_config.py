@@ -3,8 +3,15 @@
 from __future__ import annotations
 
 import pytest
+from pydantic import ValidationError
 
-from shared.providers.named import ProviderConfigError, load_providers, provider_names
+from shared.providers.named import (
+    NAME,
+    NamedProvider,
+    ProviderConfigError,
+    load_providers,
+    provider_names,
+)
 from shared.settings import ProviderSettings
 from tests.conftest import TEST_TOKEN_KEYS
 
@@ -27,8 +34,17 @@ TWO = {
 }
 
 
-def test_each_name_gets_its_own_kind_url_key_and_rate_in_listed_order() -> None:
-    primary, standby = load_providers(base(), TWO)
+def configured(monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> list[NamedProvider]:
+    """The providers of a process whose environment holds ``env``, as a deployment sets it."""
+    for variable, value in env.items():
+        monkeypatch.setenv(variable, value)
+    return load_providers(base())
+
+
+def test_each_name_gets_its_own_kind_url_key_and_rate_in_listed_order(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    primary, standby = configured(monkeypatch, TWO)
     assert (primary.config.name, primary.config.kind, primary.config.url) == (
         "primary", "sendgrid", "http://127.0.0.1:1",
     )  # fmt: skip
@@ -38,7 +54,7 @@ def test_each_name_gets_its_own_kind_url_key_and_rate_in_listed_order() -> None:
 
 
 def test_without_the_list_the_single_provider_settings_define_one_provider() -> None:
-    [only] = load_providers(base(provider_name="legacy"), {})
+    [only] = load_providers(base(provider_name="legacy"))
     assert (only.config.name, only.config.kind, only.max_rate) == ("legacy", "http", None)
     assert provider_names({}, fallback="legacy") == ["legacy"]
 
@@ -58,10 +74,39 @@ def test_without_the_list_the_single_provider_settings_define_one_provider() -> 
     ],
 )  # fmt: skip
 def test_a_bad_setting_is_refused_in_one_line_naming_the_variable(
-    change: dict[str, str], variable: str
+    monkeypatch: pytest.MonkeyPatch, change: dict[str, str], variable: str
 ) -> None:
     with pytest.raises(ProviderConfigError) as refused:
-        load_providers(base(), {**TWO, **change})
+        configured(monkeypatch, {**TWO, **change})
     message = str(refused.value)
     assert message.startswith(variable + ":") and "\n" not in message
     assert "sg-key" not in message and "mg-key" not in message
+
+
+@pytest.mark.parametrize("name", ["stand-by", "stand_by", "Standby"])
+def test_the_single_provider_name_follows_the_listed_names_pattern(name: str) -> None:
+    with pytest.raises(ValidationError, match="provider_name"):
+        base(provider_name=name)
+    assert not NAME.match(name)
+
+
+def test_a_name_without_its_own_rate_or_events_delay_takes_the_process_wide_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("RESETGATE_MAILGUN_EVENTS_DELAY_SECONDS", "60")
+    primary, standby = configured(
+        monkeypatch, {**TWO, "RESETGATE_PROVIDER_PRIMARY_MAILGUN_EVENTS_DELAY_SECONDS": "5"}
+    )
+    assert primary.config.mailgun_events_delay_seconds == 5.0 and primary.max_rate == 40.0
+    assert standby.config.mailgun_events_delay_seconds == 60.0 and standby.max_rate is None
+
+
+def test_each_prefix_reads_only_its_own_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A named field's alias under the single prefix, and a single field's name under a
+    # name's prefix, are nobody's variables.
+    monkeypatch.setenv("RESETGATE_KIND", "sendgrid")
+    monkeypatch.setenv("RESETGATE_PROVIDER_PRIMARY_PROVIDER_URL", "http://127.0.0.1:9")
+    [only] = load_providers(base())
+    assert only.config.kind == "http"
+    primary, _ = configured(monkeypatch, TWO)
+    assert primary.config.url == "http://127.0.0.1:1"

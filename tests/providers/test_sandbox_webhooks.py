@@ -20,6 +20,7 @@ from aiohttp import web
 
 from services.poller.inbound import mailgun, postmark, sendgrid
 from services.poller.inbound.events import Acceptance, Parsed
+from services.poller.settings import sendgrid_public_key
 from shared.model import Delivery
 from tests.e2e.conftest import poll
 from tests.providers.kinds import KINDS, adapter
@@ -59,7 +60,7 @@ async def verified(kind: str, sandbox_url: str, headers: dict[str, str], body: b
             f"{sandbox_url}/v3/user/webhooks/event/settings/signed/any",
             headers={"Authorization": f"Bearer {SANDBOX_API_KEY}"},
         ) as answer:  # fmt: skip
-            key = sendgrid.load_key((await answer.json())["public_key"])
+            key = sendgrid_public_key((await answer.json())["public_key"])
         sendgrid.verify(key, headers.get(sendgrid.SIGNATURE_HEADER),
                         headers.get(sendgrid.TIMESTAMP_HEADER), body)  # fmt: skip
         return sendgrid.parse(body)

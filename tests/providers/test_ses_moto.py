@@ -25,14 +25,15 @@ from botocore.exceptions import ClientError
 from redis.asyncio import Redis
 
 from services.ctl.embedded import RedisServer, free_port
-from services.sender.app import build_sender
+from services.sender.app import Opened, build_sender
 from shared import codec, control
 from shared.control import read as read_control
 from shared.model import Outcome, State
 from shared.operations import load_operation
+from shared.providers.factory import build
 from shared.providers.ses import ERROR_CODES, SesProvider, classify_error
 from shared.quota import QUOTA_EXCEEDED
-from tests.sender.conftest import Stack, wait_for
+from tests.sender.conftest import Stack, configured_providers, wait_for
 
 REGION = "eu-west-1"
 MESSAGE = {"from": "Recovery <no-reply@game.example>", "to": ["p@example.com"],
@@ -175,8 +176,9 @@ async def test_account_rate_caps_the_pacing_ceiling(
     assert rate == 1.0
     stack = Stack(redis, redis_server.url, moto_url)
     settings = stack.settings(provider_kind="ses", provider_max_rate=50, provider_min_rate=5)
+    [configured] = configured_providers(settings)
     async with aiohttp.ClientSession() as session:
-        sender = build_sender(settings, redis, session, ses, rate)
+        sender = build_sender(settings, redis, session, [Opened(configured, ses, rate)])
     assert (sender.runner.pacer.ceiling, sender.runner.pacer.floor) == (1.0, 1.0)
 
 
@@ -283,8 +285,9 @@ def test_the_poller_warns_when_the_ses_queue_has_no_configuration_set(
 
 async def _build(build_poller: Any, settings: Any) -> None:
     redis = Redis.from_url("redis://127.0.0.1:1")  # never connected: building reads nothing
+    configured = configured_providers(settings)
     async with aiohttp.ClientSession() as session:
-        build_poller(settings, redis, session)
+        build_poller(settings, redis, [build(c.config, session) for c in configured], configured)
     await redis.aclose()
 
 

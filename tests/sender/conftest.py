@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
+from unittest import mock
 
 import aiohttp
 import pytest
@@ -13,7 +15,7 @@ from redis.asyncio import Redis
 
 from services.ctl.embedded import RedisServer
 from services.poller.ambiguity import reconcile
-from services.sender.app import build_sender, open_all, workers
+from services.sender.app import Opened, build_sender, open_all, workers
 from services.sender.intake import ensure_groups
 from services.sender.settings import SenderSettings
 from services.sender.worker import Sender
@@ -23,8 +25,9 @@ from shared.model import State
 from shared.operations import load_operation
 from shared.providers.base import Provider
 from shared.providers.http import HttpProvider
-from shared.providers.named import load_providers
+from shared.providers.named import NamedProvider, load_providers
 from shared.replication import Replicas
+from shared.settings import ProviderSettings
 from shared.tokens import parse_keys
 from tests.conftest import CLUSTER, TEST_TOKEN_KEYS
 from tests.support.sandbox import SANDBOX_API_KEY, run_sandbox
@@ -52,6 +55,15 @@ def sender_settings(redis_url: str, provider_url: str, **overrides: Any) -> Send
     }
     values.update(overrides)
     return SenderSettings(**values)
+
+
+def configured_providers(
+    settings: ProviderSettings, named: dict[str, str] | None = None
+) -> list[NamedProvider]:
+    """The providers a process with ``settings`` and, when given, the RESETGATE_PROVIDERS
+    variables ``named`` in its environment configures."""
+    with mock.patch.dict(os.environ, named or {}):
+        return load_providers(settings)
 
 
 class Stack:
@@ -82,19 +94,22 @@ class Stack:
         named: dict[str, str] | None = None,
         **overrides: Any,
     ) -> AsyncIterator[Sender]:
-        """``named``: a RESETGATE_PROVIDERS environment (several providers at once)."""
+        """``named``: a RESETGATE_PROVIDERS environment (several providers at once); else
+        the single provider of the settings, sent through ``provider`` when given."""
         settings = self.settings(**overrides)
         await ensure_groups(self.redis, settings.partitions)
         stop = asyncio.Event()
         async with aiohttp.ClientSession() as session, contextlib.AsyncExitStack() as adapters:
-            configured = load_providers(settings, named) if named else []
-            opened = await open_all(adapters, session, configured)
+            configured = configured_providers(settings, named)
+            if provider is None:
+                opened = await open_all(adapters, session, configured)
+            else:
+                opened = [Opened(configured[0], provider, None)]
             # As the sender's wiring does: WAIT's per-node connections (Cluster) are closed.
             replicas = Replicas(self.redis, settings, settings.wait_replicas,
                                 settings.wait_timeout_ms)  # fmt: skip
             adapters.push_async_callback(replicas.close)
-            sender = build_sender(settings, self.redis, session, provider, opened=opened,
-                                  replicas=replicas)  # fmt: skip
+            sender = build_sender(settings, self.redis, session, opened, replicas=replicas)
             await sender.refresh_control()
             tasks = [asyncio.create_task(loop(stop)) for loop in workers(sender)]
             try:

@@ -142,7 +142,8 @@ def test_templates_preview_prints_what_a_player_gets() -> None:
 @pytest.mark.parametrize(
     ("env", "expected"),
     [
-        ({"RESETGATE_PROVIDER_KIND": "postmark", "RESETGATE_PROVIDER_TEMPLATE": "reset-{lang}"},
+        ({"RESETGATE_PROVIDER_KIND": "postmark", "RESETGATE_PROVIDER_URL": "http://127.0.0.1:1",
+          "RESETGATE_PROVIDER_TEMPLATE": "reset-{lang}"},
          "invalid configuration: RESETGATE_PROVIDER_TEMPLATE: only {locale} and {brand} may "
          "appear in braces"),
         ({"RESETGATE_PROVIDER_TEMPLATE": "reset"},

@@ -7,7 +7,7 @@ type may be LoadBalancer) and its own NetworkPolicy rule; the public Ingress nev
 {{- printf "%s-console" (include "resetgate.componentName" (dict "root" .root "component" "admission") | trunc 55 | trimSuffix "-") -}}
 {{- end -}}
 
-{{/* Admission's console env, named as services/admission/console/settings.py reads them;
+{{/* Admission's console env, named as ConsoleSettings (services/admission/settings.py) reads them;
 a null or empty value is left out so the service keeps its own default. */}}
 {{- define "resetgate.console.env" -}}
 {{- $c := .Values.console -}}

@@ -29,9 +29,8 @@ from services.admission.console.context import (
     SETTINGS,
     Principal,
 )
-from services.admission.console.settings import names
 from services.admission.ratelimit import request_client
-from services.admission.settings import AdmissionSettings
+from services.admission.settings import AdmissionSettings, names
 from shared import clock
 from shared.keys import console_session
 from shared.logging import event

@@ -29,6 +29,7 @@ from services.poller.inbound.events import (
     iso_ms,
     unauthorized,
 )
+from services.poller.settings import Network
 from shared import codec
 from shared.model import Delivery
 
@@ -65,13 +66,6 @@ TABLE: dict[str, Meaning] = {
     "SubscriptionChange": None,
 }
 WHEN = {"Delivery": "DeliveredAt", "Bounce": "BouncedAt", "SpamComplaint": "BouncedAt"}
-
-Network = ipaddress.IPv4Network | ipaddress.IPv6Network
-
-
-def networks(spec: str) -> list[Network]:
-    """``"192.0.2.0/24, 2001:db8::/32"`` -> networks (a bare address is a /32 or /128)."""
-    return [ipaddress.ip_network(part.strip()) for part in spec.split(",") if part.strip()]
 
 
 def check_source(peer: str | None, allowed: Sequence[Network]) -> None:

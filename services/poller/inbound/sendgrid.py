@@ -19,7 +19,6 @@ from typing import Any
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.hazmat.primitives.serialization import load_der_public_key
 
 from services.poller.inbound.events import (
     OPERATION_ID_FIELD,
@@ -55,15 +54,6 @@ TABLE: dict[str, Meaning] = {
     "group_unsubscribe": None,
     "group_resubscribe": None,
 }
-
-
-def load_key(encoded: str) -> ec.EllipticCurvePublicKey:
-    """The console's verification key (base64 DER); PEM armour is tolerated."""
-    body = "".join(line for line in encoded.strip().splitlines() if "-----" not in line)
-    key = load_der_public_key(base64.b64decode(body, validate=True))
-    if not isinstance(key, ec.EllipticCurvePublicKey):
-        raise ValueError("the SendGrid verification key is not an elliptic-curve public key")
-    return key
 
 
 def verify(

@@ -7,7 +7,7 @@ its own queue. Its events are joined only to operations that provider holds: two
 accounts (a studio's primary and standby) each sign with their own key and each event lands
 on the provider that sent the message.
 
-Per kind: ``RESETGATE_SENDGRID_WEBHOOK_PUBLIC_KEY`` ... keep ``/webhooks/<kind>``
+Per kind: ``RESETGATE_SENDGRID_WEBHOOK_PUBLIC_KEY`` ... serve ``/webhooks/<kind>``
 (and ``RESETGATE_SES_QUEUE_URL`` its queue) for the providers of that kind without a
 credential of their own (all of that kind when each has one; any provider when none is of
 that kind, or when only one provider is configured).

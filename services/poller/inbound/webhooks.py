@@ -23,7 +23,7 @@ from services.poller.inbound import mailgun, postmark, sendgrid
 from services.poller.inbound.events import Parsed, Rejected, check_fresh
 from services.poller.inbound.ingest import Ingest
 from services.poller.inbound.sources import Source, sources, webhook_sources
-from services.poller.settings import PollerSettings
+from services.poller.settings import PollerSettings, postmark_networks, sendgrid_public_key
 from shared import clock, keys, metrics, service
 from shared.logging import event
 from shared.loops import ERRORS
@@ -46,7 +46,7 @@ Handler = Callable[[web.Request], Awaitable[web.Response]]
 
 
 def sendgrid_receiver(settings: PollerSettings) -> Receive:
-    key = sendgrid.load_key(settings.sendgrid_webhook_public_key)
+    key = sendgrid_public_key(settings.sendgrid_webhook_public_key)
 
     async def receive(request: web.Request, body: bytes) -> Receipt:
         timestamp = request.headers.get(sendgrid.TIMESTAMP_HEADER)
@@ -80,7 +80,7 @@ def mailgun_receiver(settings: PollerSettings, client: RedisClient) -> Receive:
 def postmark_receiver(settings: PollerSettings) -> Receive:
     user = settings.postmark_webhook_username.get_secret_value()
     expected = f"{user}:{settings.postmark_webhook_password.get_secret_value()}".encode()
-    allowed = postmark.networks(settings.postmark_webhook_networks)
+    allowed = postmark_networks(settings.postmark_webhook_networks)
 
     async def receive(request: web.Request, body: bytes) -> Receipt:
         postmark.check_source(request.remote, allowed)
