@@ -41,8 +41,8 @@ def horizon(created_ms: int, settings: PolicySettings) -> tuple[int, int]:
     A key's retention does not bound retries: a refused attempt (429, 5xx) was never
     accepted, and an ambiguous one is replayed only while the provider still holds its
     key or after a trustworthy lookup (services/poller/ambiguity.py)."""
-    expires = created_ms + settings.token_ttl_seconds * 1000
-    return expires, expires - settings.horizon_margin_seconds * 1000
+    expires = created_ms + settings.token_ttl_ms
+    return expires, expires - settings.horizon_margin_ms
 
 
 class Admitter:
@@ -79,7 +79,7 @@ class Admitter:
                 new_id=new_id,
                 account_id=account_id,
                 entry_point=entry_point,
-                cooldown_ms=self.settings.cooldown_seconds * 1000,
+                cooldown_ms=self.settings.cooldown_ms,
                 token_kid=self.keys.current_kid,
                 token_expires_at=expires,
                 horizon_at=horizon_at,
@@ -87,7 +87,7 @@ class Admitter:
                 actor=actor[:128],
                 provider=self.settings.provider_name,
                 template_revision=self.template_revision,
-                account_retention_ms=self.settings.retention_seconds * 1000,
+                account_retention_ms=self.settings.retention_ms,
             ).run(self.client)
             if reply.result is not AdmitResult.RETRY:
                 return Admission(reply.result, reply.operation_id, reply.state, partition)

@@ -5,5 +5,12 @@ from __future__ import annotations
 import time
 
 
+def to_ms(seconds: float) -> int:
+    """Seconds (a setting, a clock reading) as the store's whole milliseconds, truncated: the
+    one conversion, so an int setting keeps its exact value and a float one loses only what
+    a millisecond cannot hold."""
+    return int(seconds * 1000)
+
+
 def now_ms() -> int:
-    return int(time.time() * 1000)
+    return to_ms(time.time())

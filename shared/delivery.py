@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from shared.clock import to_ms
 from shared.model import Delivery
 
 # Higher wins. ``deferred`` is a transient report; ``delivered`` the receiving server took
@@ -67,7 +68,7 @@ def parse_rfc3339_ms(value: str) -> int | None:
         return None
     if when.tzinfo is None:
         return None  # a naive time is ambiguous; the contract always sends a zone
-    return int(when.timestamp() * 1000)
+    return to_ms(when.timestamp())
 
 
 def plausible(occurred_ms: int, now_ms: int) -> bool:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import re
 import secrets
-import time
+
+from shared import clock
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 # A ULID as a pattern, from the alphabet itself: 26 Crockford base32 characters (no I, L, O
@@ -50,7 +51,7 @@ def valid_provider_message_id(value: object) -> bool:
 
 def ulid(now_ms: int | None = None) -> str:
     """A ULID: 48 bits of milliseconds then 80 random bits, Crockford base32, 26 chars."""
-    ms = int(time.time() * 1000) if now_ms is None else now_ms
+    ms = clock.now_ms() if now_ms is None else now_ms
     value = (ms << 80) | secrets.randbits(80)
     chars = []
     for _ in range(26):

@@ -59,10 +59,10 @@ def refused_until(quota: DailyQuota | None, now: int) -> int:
     return now + min(RECHECK_MS, quota.window_ms if quota else RECHECK_MS)
 
 
-def quota_for(provider: str, reported: float | None, configured: int, window_s: float) -> (
+def quota_for(provider: str, reported: float | None, configured: int, window_ms: int) -> (
     DailyQuota | None
 ):  # fmt: skip
     """The quota the senders keep to: the provider's reported one, lowered to the configured
     one (0: none configured); None when neither exists."""
     limits = [int(x) for x in (reported, configured) if x and x > 0]
-    return DailyQuota(provider, min(limits), int(window_s * 1000)) if limits else None
+    return DailyQuota(provider, min(limits), window_ms) if limits else None

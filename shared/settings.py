@@ -25,6 +25,8 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from shared.clock import to_ms
+
 ENV_PREFIX = "RESETGATE_"
 # The operational listener's default port per service (``resetgate up`` keeps these when it
 # runs admission's API on 8080).
@@ -167,6 +169,27 @@ class PolicySettings(CommonSettings):
     ambiguous_policy: Literal["replay", "review"] = "replay"
     observation_window_seconds: int = Field(default=7200, ge=1)
     retention_seconds: int = Field(default=30 * 24 * 3600, ge=3600)
+
+    # The store's unit: scripts and stored fields count milliseconds, settings seconds.
+    @property
+    def cooldown_ms(self) -> int:
+        return to_ms(self.cooldown_seconds)
+
+    @property
+    def token_ttl_ms(self) -> int:
+        return to_ms(self.token_ttl_seconds)
+
+    @property
+    def horizon_margin_ms(self) -> int:
+        return to_ms(self.horizon_margin_seconds)
+
+    @property
+    def observation_window_ms(self) -> int:
+        return to_ms(self.observation_window_seconds)
+
+    @property
+    def retention_ms(self) -> int:
+        return to_ms(self.retention_seconds)
 
     @model_validator(mode="after")
     def _margin_fits(self) -> PolicySettings:
@@ -350,6 +373,10 @@ class ProviderSettings(CommonSettings, ProviderAccount):
     # the sender's provider-wide block); beyond it we ask again. One absurd answer must not
     # silence a loop for days.
     max_advised_wait_seconds: float = Field(default=900.0, gt=0, le=86400)
+
+    @property
+    def max_advised_wait_ms(self) -> int:
+        return to_ms(self.max_advised_wait_seconds)
 
 
 S = TypeVar("S", bound=BaseSettings)

@@ -8,6 +8,7 @@ from typing import Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
+from shared.clock import to_ms
 from shared.settings import (
     METRICS_PORTS,
     DirectorySettings,
@@ -57,6 +58,10 @@ class ConsoleSettings(_Env):
     console_act_groups: str = ""
     console_act_users: str = ""
     console_read_groups: str = ""
+
+    @property
+    def console_session_ms(self) -> int:
+        return to_ms(self.console_session_seconds)
 
     @field_validator("console_trusted_proxies")
     @classmethod

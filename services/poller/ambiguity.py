@@ -148,7 +148,7 @@ async def situation(
     attempts = await load_attempts(client, operation.operation_id)
     maybe = [a.started_at for a in attempts if a.outcome not in _REFUSED] or [now]
     first = min(maybe)
-    window = settings.observation_window_seconds * 1000
+    window = settings.observation_window_ms
     return Situation(age=max(0, now - first) / 1000, window_closed=now >= first + window,
                      asked_early=not early)  # fmt: skip
 
@@ -243,9 +243,9 @@ async def reconcile(
         now=now,
         decision=decision,
         message_id=message_id,
-        observe_until=now + settings.observation_window_seconds * 1000,
+        observe_until=now + settings.observation_window_ms,
         reason=reason,
-        retention_ms=settings.retention_seconds * 1000,
+        retention_ms=settings.retention_ms,
         # The replay goes through the provider that decided it, never the partition's
         # current one: after a lookup for its next attempt only (proven unsent there), after
         # a same-key replay for good (only that provider can deduplicate the key).

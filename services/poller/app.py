@@ -41,10 +41,10 @@ SERVICE = "poller"
 
 
 class Leadership:
-    def __init__(self, client: RedisClient, holder: str, lease_seconds: float) -> None:
+    def __init__(self, client: RedisClient, holder: str, lease_ms: int) -> None:
         self.client = client
         self.holder = holder
-        self.lease_ms = int(lease_seconds * 1000)
+        self.lease_ms = lease_ms
         self.active = False
 
     async def renew(self) -> float:
@@ -142,7 +142,7 @@ def build_poller(
               setting="RESETGATE_SES_CONFIGURATION_SET")  # fmt: skip
     return Poller(
         settings, client, polled, observer,
-        Leadership(client, settings.consumer_name, settings.lease_seconds),
+        Leadership(client, settings.consumer_name, settings.lease_ms),
         Webhooks(settings, client, ingest, hooks) if hooks else None,
         [SesQueue(settings, ingest, source) for source in queue_sources(found)],
     )  # fmt: skip

@@ -10,6 +10,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.serialization import load_der_public_key
 from pydantic import Field, SecretStr, field_validator
 
+from shared.clock import to_ms
 from shared.settings import (
     METRICS_PORTS,
     ConsumerSettings,
@@ -141,6 +142,10 @@ class PollerSettings(PolicySettings, ProviderSettings, ConsumerSettings, Inbound
     ses_wait_seconds: int = Field(default=20, ge=0, le=20)  # SQS long poll
     aws_region: str = "us-east-1"
     aws_endpoint_url: str = ""  # only for an emulator; credentials come from the AWS chain
+
+    @property
+    def lease_ms(self) -> int:
+        return to_ms(self.lease_seconds)
 
     @property
     def webhooks_enabled(self) -> bool:

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 
+from shared.clock import to_ms
 from shared.ids import valid_account_id
 from shared.logging import scrub
 
@@ -54,7 +55,7 @@ def parse_submitted(value: str) -> int | None:
         when = datetime.fromisoformat(text)
     except ValueError:
         return None
-    return int(when.timestamp() * 1000) if when.tzinfo else None
+    return to_ms(when.timestamp()) if when.tzinfo else None
 
 
 def parse_form(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field, SecretStr, field_validator
 
+from shared.clock import to_ms
 from shared.settings import METRICS_PORTS, ConsumerSettings, DirectorySettings, PolicySettings
 
 DEFAULT_ACCOUNT_TOPICS = "account_access,password_reset,login_problem,hacked_account"
@@ -40,6 +41,18 @@ class RouterSettings(PolicySettings, DirectorySettings, ConsumerSettings):
         if not [t for t in value.split(",") if t.strip()]:
             raise ValueError("must list at least one topic")
         return value
+
+    @property
+    def claim_idle_ms(self) -> int:
+        return to_ms(self.claim_idle_seconds)
+
+    @property
+    def seen_ttl_ms(self) -> int:
+        return to_ms(self.seen_ttl_seconds)
+
+    @property
+    def form_retention_ms(self) -> int:
+        return to_ms(self.form_retention_seconds)
 
     @property
     def account_topic_set(self) -> frozenset[str]:

@@ -64,9 +64,9 @@ class Router:
         self.admitter = admitter
         self.forms = contact_forms(client, settings.consumer_name)
         self.topics = settings.account_topic_set
-        self.idle_ms = int(settings.claim_idle_seconds * 1000)
-        self.ttl_ms = settings.seen_ttl_seconds * 1000
-        self.form_ttl_ms = min(settings.form_retention_seconds, settings.seen_ttl_seconds) * 1000
+        self.idle_ms = settings.claim_idle_ms
+        self.ttl_ms = settings.seen_ttl_ms
+        self.form_ttl_ms = min(settings.form_retention_ms, settings.seen_ttl_ms)
 
     # -- loops -----------------------------------------------------------------------------
     async def read_step(self) -> float:

@@ -71,7 +71,7 @@ def build_sender(
             mailer, name=o.named.config.name, api_key=o.named.config.api_key,
             hosted=hosted(o.named.config, settings.default_locale), replicas=replicas,
             quota=quota_for(o.named.config.name, o.daily_quota, settings.provider_daily_quota,
-                            settings.quota_window_seconds),
+                            settings.quota_window_ms),
         )
         for o in opened
     ]  # fmt: skip

@@ -92,18 +92,18 @@ class AttemptRunner:
         self.rng = random.Random()
         self.policy = RetryPolicy(
             max_attempts=settings.max_attempts,
-            backoff_base_ms=int(settings.backoff_base_seconds * 1000),
-            backoff_cap_ms=int(settings.backoff_cap_seconds * 1000),
-            observation_window_ms=settings.observation_window_seconds * 1000,
-            max_advised_wait_ms=int(settings.max_advised_wait_seconds * 1000),
+            backoff_base_ms=settings.backoff_base_ms,
+            backoff_cap_ms=settings.backoff_cap_ms,
+            observation_window_ms=settings.observation_window_ms,
+            max_advised_wait_ms=settings.max_advised_wait_ms,
         )
-        self.retention_ms = settings.retention_seconds * 1000
+        self.retention_ms = settings.retention_ms
         self.auth_paused = False
         self.replicas = replicas or Replicas(
             client, settings, settings.wait_replicas, settings.wait_timeout_ms
         )
         self.guard = RefusalGuard(settings.refusal_guard_operations,
-                                  int(settings.refusal_guard_window_seconds * 1000))  # fmt: skip
+                                  settings.refusal_guard_window_ms)  # fmt: skip
         self.quota = quota
 
     async def take_quota(self) -> int | None:
@@ -158,7 +158,7 @@ class AttemptRunner:
             operation_id=job.operation_id,
             attempt_id=attempt_id,
             now=clock.now_ms(),
-            lease_ms=self.settings.lease_seconds * 1000,
+            lease_ms=self.settings.lease_ms,
             max_attempts=self.settings.max_attempts,
             consumer=self.settings.consumer_name,
             entry_id=job.entry_id,

@@ -151,7 +151,7 @@ class Intake:
 
     async def claim_partition(self, partition: int, stop: asyncio.Event) -> None:
         """Take over entries whose consumer went quiet for longer than a lease."""
-        lease_ms = self.settings.lease_seconds * 1000
+        lease_ms = self.settings.lease_ms
 
         async def step() -> float:
             if not self._paused(partition):
@@ -221,7 +221,7 @@ class Intake:
         taken over as abandoned it would be queued twice, its second copy spending a pacing
         slot for nothing. Its own loop: a claim loop can wait long for places, this one must
         not."""
-        quarter_ms = self.settings.lease_seconds * 1000 / 4
+        quarter_ms = self.settings.lease_ms / 4
 
         async def step() -> float:
             since = clock.now_ms() - quarter_ms

@@ -155,7 +155,7 @@ class Pacer:
         capped = cap_advised_wait(wait_s, self.max_wait, "sender")
         if capped == wait_s:
             return seen
-        return replace(seen, blocked_until=seen.now + int(capped * 1000))
+        return replace(seen, blocked_until=seen.now + clock.to_ms(capped))
 
     def _publish(self, rate: float, blocked_until: int) -> None:
         self.rate = rate

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from shared.clock import to_ms
 from shared.model import Outcome
 from shared.providers.base import SendResult
 from shared.rate_signal import RateSignal
@@ -34,7 +35,7 @@ def observe(
         return Observation(now, slot_ms, throttled, block, advised_rate=1 / wait)
     signal = result.rate
     if signal is not None and signal.reset_at is not None and signal.remaining is not None:
-        reset_ms = int(signal.reset_at * 1000)
+        reset_ms = to_ms(signal.reset_at)
         if signal.remaining < 1 and reset_ms > now:
             block = max(block, reset_ms)  # nothing left in this window: not one more call
         elif reset_ms > now:
@@ -56,12 +57,12 @@ def block_until(result: SendResult, now: int, no_advice_ms: float) -> int:
     """
     value = (result.retry_after or "").strip()
     if value.isdigit() and value.isascii():
-        return now + min(_seconds_block(int(value)) * 1000, MAX_DELAY_MS)
+        return now + min(to_ms(_seconds_block(int(value))), MAX_DELAY_MS)
     if value and (at := _date_instant(value, result.server_date, now)):
         return at
     signal = result.rate
     if signal is not None and signal.reset_at is not None:
-        return max(0, int(signal.reset_at * 1000))
+        return max(0, to_ms(signal.reset_at))
     # No advice at all: a pause, and the cut (every 429 cuts the shared rate), so a provider
     # that says nothing is never hammered. A fixed pause (it was a second, then 200 ms) idled
     # every sender long after the provider's bucket had refilled: the Postmark storm drained
@@ -88,11 +89,11 @@ def _date_instant(value: str, server_date: str | None, now: int) -> int:
     when = parse_http_date(value, today)
     if when is None:
         return 0
-    at = int(when.timestamp() * 1000)
+    at = to_ms(when.timestamp())
     served = parse_http_date(server_date.strip(), today) if server_date else None
     if served is None:
         return at
-    served_ms = int(served.timestamp() * 1000)
+    served_ms = to_ms(served.timestamp())
     if abs(served_ms - now) <= CLOCK_AGREEMENT_MS:
         return at
     # Clocks disagree: keep the provider's interval, measured from its own Date.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 
+from shared.clock import to_ms
 from shared.settings import (
     METRICS_PORTS,
     ConsumerSettings,
@@ -16,8 +17,12 @@ from shared.settings import (
 
 
 class SenderSettings(
-    PolicySettings, ProviderSettings, DirectorySettings, ConsumerSettings, ReplicationSettings,
-    EmailSettings
+    PolicySettings,
+    ProviderSettings,
+    DirectorySettings,
+    ConsumerSettings,
+    ReplicationSettings,
+    EmailSettings,
 ):
     metrics_port: int = Field(default=METRICS_PORTS["sender"], ge=0, le=65535)
     provider_min_rate: float = Field(
@@ -60,6 +65,26 @@ class SenderSettings(
         default=300.0, gt=0, le=86400,
         description="how recent those refusals must all be, seconds",
     )  # fmt: skip
+
+    @property
+    def quota_window_ms(self) -> int:
+        return to_ms(self.quota_window_seconds)
+
+    @property
+    def lease_ms(self) -> int:
+        return to_ms(self.lease_seconds)
+
+    @property
+    def backoff_base_ms(self) -> int:
+        return to_ms(self.backoff_base_seconds)
+
+    @property
+    def backoff_cap_ms(self) -> int:
+        return to_ms(self.backoff_cap_seconds)
+
+    @property
+    def refusal_guard_window_ms(self) -> int:
+        return to_ms(self.refusal_guard_window_seconds)
 
     @model_validator(mode="after")
     def _lease_outlives_a_request(self) -> SenderSettings:

@@ -168,7 +168,7 @@ async def open_session(app: web.Application, name: str) -> tuple[str, Principal]
     session_id = secrets.token_urlsafe(32)
     digest = _session_hash(session_id)
     actor = f"console:{actor_name(name)}"
-    ttl_ms = settings.console_session_seconds * 1000
+    ttl_ms = settings.console_session_ms
     key = console_session(digest)
     client = app[REDIS]
     await client.hset(

@@ -15,6 +15,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from shared.clock import to_ms
 from shared.delivery import MAX_ID_LENGTH
 from shared.errors import ApiError
 from shared.ids import valid_provider_message_id
@@ -95,7 +96,7 @@ def epoch_ms(value: Any) -> int | None:
         except ValueError:
             return None
     if isinstance(value, int | float) and 0 <= value < 1e11:
-        return int(value * 1000)
+        return to_ms(value)
     return None
 
 
@@ -108,7 +109,7 @@ def iso_ms(value: Any) -> int | None:
         when = datetime.fromisoformat(value)
     except ValueError:
         return None
-    return int(when.timestamp() * 1000) if when.tzinfo is not None else None
+    return to_ms(when.timestamp()) if when.tzinfo is not None else None
 
 
 def add_event(
@@ -143,6 +144,6 @@ def check_fresh(
     signed = epoch_ms(timestamp)
     if signed is None:
         raise unauthorized("the signed timestamp is missing or not Unix seconds")
-    oldest = max(max_age_seconds, retry_horizon_seconds) * 1000
-    if signed - now_ms > max_age_seconds * 1000 or now_ms - signed > oldest:
+    newest, oldest = to_ms(max_age_seconds), to_ms(max(max_age_seconds, retry_horizon_seconds))
+    if signed - now_ms > newest or now_ms - signed > oldest:
         raise unauthorized("the signed timestamp is too old or in the future")

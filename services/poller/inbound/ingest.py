@@ -158,8 +158,8 @@ class Ingest:
             code, _ = await ResolveAmbiguous(
                 operation_id=operation_id, now=now, decision=Resolution.ACCEPTED,
                 message_id=message_id,
-                observe_until=now + self.settings.observation_window_seconds * 1000,
-                reason=SETTLED_REASON, retention_ms=self.settings.retention_seconds * 1000,
+                observe_until=now + self.settings.observation_window_ms,
+                reason=SETTLED_REASON, retention_ms=self.settings.retention_ms,
             ).run(self.client)  # fmt: skip
             if code is Settled.OK:
                 result.settled += 1
