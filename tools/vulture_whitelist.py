@@ -59,15 +59,17 @@ aws_env  # a fixture requested by name (tests/providers/test_ses_moto.py)
 pytest_collection_modifyitems  # a pytest hook (tests/conftest.py: xdist groups)
 
 # Script request fields (shared.scripts.Request): read by position, through one
-# operator.attrgetter per request class, into KEYS and ARGV; reply codes a script returns.
-expected_operation  # shared/scripts/admission.py Admit
-expected_id
+# operator.attrgetter per request class, into ARGV; reply codes a script returns.
+expected_id  # shared/scripts/admission.py Admit
 cooldown_ms
 account_retention_ms
 event_type  # shared/scripts/observation.py ApplyDelivery
 slice_ms  # shared/scripts/pacing.py QuotaTake
 returned_ms  # shared/scripts/pacing.py Observation (sent by PaceFeedback)
 advised_rate
+growth  # shared/scripts/pacing.py Tuning (its part_of fields, sent by PaceAcquire)
+quiet_ms
+slot_rate
 stale_ms  # shared/scripts/router.py RouteClaim
 FENCED  # shared/scripts/attempts.py FinaliseCode
 STALE  # shared/scripts/attempts.py Settled

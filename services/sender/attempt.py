@@ -165,7 +165,8 @@ class AttemptRunner:
             retention_ms=self.retention_ms,
             provider=self.name,
         )
-        async with self.replicas.connection(begin.operation) as connection:
+        # any of the script's keys names its node: they share the partition's hash tag
+        async with self.replicas.connection(begin.keys()[0]) as connection:
             begun = await begin.run(connection)
             if begun.code is not BeginCode.BEGIN:
                 return begun, True

@@ -5,14 +5,18 @@ call retried, which also covers a Redis restart or a failover to a replica witho
 script cache.
 
 A script's interface is stated once, by its :class:`Request` subclass (in a module of this
-package, beside the replies it decodes into): a keyword-only dataclass whose fields, in
-order, are the script's KEYS (declared with :func:`key`, built by the request itself from
-its ids through shared.keys) and ARGV (every other field; a field typed as a dataclass
-stands for that dataclass's fields, in order). The script reads them as named Lua locals
-rendered from the request in place of its ``-- @request`` line, and its header names them
-in the same order. ``decode`` turns the reply into a typed value (an enum code, a
-dataclass, a count). tests/core/test_script_contract.py checks every script against its
-request, discovering the requests by importing this package's modules.
+package, beside the replies it decodes into): a keyword-only dataclass whose ``KEYS`` names
+the script's keys in order, and whose fields, in order, are its ARGV. A field typed as a
+dataclass stands for that dataclass's fields; an :func:`unsent` field is not sent (an id the
+keys are built from, or a whole whose :func:`part_of` fields are). Each key is built by its
+name, from the request's partition and ids (:data:`PARTITION_KEYS`: ``operation``,
+``ledger``, ``account``, ``operations...``; ``send``, ``due``, ... as shared.keys names
+them); a request whose keys are not the partition's overrides :meth:`Request.keys`. The
+script reads them as named Lua locals rendered from the request in place of its
+``-- @request`` line, and its header names them in the same order. ``decode`` turns the
+reply into a typed value (an enum code, a dataclass, a count).
+tests/core/test_script_contract.py checks every script against its request, discovering the
+requests by importing this package's modules.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from redis.asyncio import RedisCluster
 from redis.exceptions import NoScriptError
 
 from shared.delivery import DEFINITIVE_RANK, PRECEDENCE, REMEMBERED_EVENTS
-from shared.keys import JOB_FIELD, SEND_GROUP
+from shared.keys import JOB_FIELD, SEND_GROUP, PartitionKeys
 from shared.model import (
     ENTRY_POINT_PREFIX,
     LEDGER_FIELDS,
@@ -205,13 +209,77 @@ class Script:
 
 R = TypeVar("R")
 _ROLE = "script_role"
+_PART_OF = "script_part_of"
 
 
-def key() -> Any:
-    """Declares a :class:`Request` field as one of the script's KEYS (in field order). The
-    request builds it in ``__post_init__`` from its ids (shared.keys): callers never pass
-    a key name."""
-    return dataclasses.field(init=False, metadata={_ROLE: "key"})
+def unsent() -> Any:
+    """Declares a :class:`Request` field the script is not sent: an id its KEYS are built
+    from (an account id, a partition, a provider name), or a whole it sends parts of."""
+    return dataclasses.field(metadata={_ROLE: "unsent"})
+
+
+def part_of(whole: str) -> Any:
+    """Declares an ARGV field whose value is the same-named field of the request's field
+    ``whole`` (an :func:`unsent` dataclass): its place in ARGV, not a value of its own."""
+    return dataclasses.field(init=False, repr=False, compare=False, metadata={_PART_OF: whole})
+
+
+# The keys a request's KEYS may name, each built from the partition and the request's ids;
+# any other property of shared.keys.PartitionKeys (send, due, live, ...) is named as it is.
+PARTITION_KEYS: dict[str, Callable[[PartitionKeys, Any], str]] = {
+    "operation": lambda pk, request: pk.operation(request.operation_id),
+    "ledger": lambda pk, request: pk.attempts(request.operation_id),
+    "account": lambda pk, request: pk.account(request.account_id),
+}
+# A trailing run of keys ("name..." in KEYS), one per id of the request's batch.
+PARTITION_RUNS: dict[str, Callable[[PartitionKeys, Any], list[str]]] = {
+    "operations": lambda pk, request: [pk.operation(i) for i in request.operation_ids],
+}
+
+
+def _partition_key(name: str) -> Callable[[PartitionKeys, Any], str]:
+    if name in PARTITION_KEYS:
+        return PARTITION_KEYS[name]
+    if name == "tag" or not isinstance(getattr(PartitionKeys, name, None), property):
+        raise TypeError(f"{name!r} is not a partition key: the request overrides keys()")
+    get = operator.attrgetter(name)
+    return lambda pk, request: get(pk)
+
+
+def _partition_given(request: Any) -> PartitionKeys:
+    return PartitionKeys(request.partition)
+
+
+def _partition_of_operation(request: Any) -> PartitionKeys:
+    return PartitionKeys.of(request.operation_id)
+
+
+def _partition_keys(owner: type[Any], names: tuple[str, ...]) -> Callable[[Any], list[str]]:
+    """How ``owner`` builds the keys ``names`` names: in the partition ``partition`` gives,
+    else the one its ``operation_id`` carries."""
+    fields = {f.name for f in dataclasses.fields(owner)}
+    if "partition" in fields:
+        partition: Callable[[Any], PartitionKeys] = _partition_given
+    elif "operation_id" in fields:
+        partition = _partition_of_operation
+    else:
+        raise TypeError(f"{owner.__name__} has no partition or operation_id: override keys()")
+    fixed, run = names, None
+    if names and names[-1].endswith("..."):
+        fixed, last = names[:-1], names[-1].removesuffix("...")
+        if last not in PARTITION_RUNS:
+            raise TypeError(f"{last!r} is not a run of partition keys: override keys()")
+        run = PARTITION_RUNS[last]
+    steps = [_partition_key(name) for name in fixed]
+
+    def build(request: Any) -> list[str]:
+        pk = partition(request)
+        keys = [step(pk, request) for step in steps]
+        if run is not None:
+            keys += run(pk, request)
+        return keys
+
+    return build
 
 
 # script name -> its request class (filled as the modules of this package define them)
@@ -232,9 +300,11 @@ _LUA_WORDS = frozenset(
 def _flat(
     owner: type[Any], field: dataclasses.Field[Any], prefix: str = ""
 ) -> list[tuple[str, str]]:
-    """(attribute path, kind) of one field; a dataclass-typed field stands for its fields."""
+    """(attribute path, kind) of one field; a dataclass-typed field stands for its fields,
+    a :func:`part_of` field is read from its whole."""
     kind = str(field.type).replace(" ", "")
-    path = prefix + field.name
+    whole = field.metadata.get(_PART_OF)
+    path = prefix + (f"{whole}." if whole else "") + field.name
     if kind == _VARIADIC or kind in _LUA_READ:
         return [(path, kind)]
     nested = vars(sys.modules[owner.__module__]).get(kind)
@@ -262,11 +332,11 @@ class _Part:
     kinds: tuple[str, ...]
     bools: tuple[int, ...]  # positions sent as "1" / "0"
     variadic: bool  # the last field is a tuple, spread into KEYS[n..] / ARGV[n..]
-    get: Callable[[object], Any]
+    get: Callable[[Any], Any]  # ARGV: the values, as read() sends them; KEYS: the keys built
 
     @classmethod
-    def of(cls, owner: type[Any], fields: list[dataclasses.Field[Any]]) -> _Part:
-        flat = [pair for f in fields for pair in _flat(owner, f)]
+    def of(cls, flat: list[tuple[str, str]], get: Callable[[Any], Any] | None = None) -> _Part:
+        """From (attribute path, kind) pairs, read by ``get`` (else by their paths)."""
         paths = tuple(path for path, _ in flat)
         kinds = tuple(kind for _, kind in flat)
         names = tuple(path.rsplit(".", 1)[-1] for path in paths)
@@ -276,7 +346,19 @@ class _Part:
             raise TypeError(f"a script's names are distinct and not Lua's words: {names}")
         bools = tuple(i for i, kind in enumerate(kinds) if kind == "bool")
         variadic = bool(kinds) and kinds[-1] == _VARIADIC
-        return cls(names, kinds, bools, variadic, _getter(paths))
+        return cls(names, kinds, bools, variadic, get or _getter(paths))
+
+    @classmethod
+    def keys(cls, owner: type[Request[Any]]) -> _Part:
+        """The KEYS that ``owner.KEYS`` names (``name...``: a trailing run), built by name
+        from the partition's keys unless ``owner`` builds its own (overrides keys())."""
+        flat = [
+            (name.removesuffix("..."), _VARIADIC if name.endswith("...") else "str")
+            for name in owner.KEYS
+        ]
+        if owner.keys is Request.keys:
+            return cls.of(flat, _partition_keys(owner, owner.KEYS))
+        return cls.of(flat, owner.keys)
 
     def read(self, request: object) -> list[Any]:
         values = list(self.get(request))
@@ -306,11 +388,12 @@ _LAYOUTS: dict[type[Any], tuple[_Part, _Part]] = {}  # computed once per request
 
 class Request(Generic[R]):
     """One call of one script: a keyword-only dataclass (slots; not frozen, which would
-    double its construction cost on admission's hot path) that builds its keys in
-    ``__post_init__``."""
+    double its construction cost on admission's hot path) that names its keys in ``KEYS``."""
 
     __slots__ = ()
     SCRIPT: ClassVar[Script]
+    # The script's keys by name, in order (see the module's docstring).
+    KEYS: ClassVar[tuple[str, ...]] = ()
     # The enum of the codes the script replies with first ({"ok", ...}), when it has one.
     CODES: ClassVar[type[StrEnum] | None] = None
 
@@ -325,15 +408,20 @@ class Request(Generic[R]):
         layout = _LAYOUTS.get(cls)
         if layout is None:
             fields = dataclasses.fields(cls)  # type: ignore[arg-type]
-            keys = _Part.of(cls, [f for f in fields if f.metadata.get(_ROLE) == "key"])
-            args = _Part.of(cls, [f for f in fields if f.metadata.get(_ROLE) != "key"])
-            layout = _LAYOUTS[cls] = (keys, args)
+            sent = [f for f in fields if f.metadata.get(_ROLE) != "unsent"]
+            args = _Part.of([pair for f in sent for pair in _flat(cls, f)])
+            layout = _LAYOUTS[cls] = (_Part.keys(cls), args)
         return layout
+
+    def keys(self) -> list[str]:
+        """The script's KEYS, built by the names in ``KEYS`` from the partition's keys
+        (:data:`PARTITION_KEYS`). A request with other keys overrides this."""
+        return self.layout()[0].get(self)  # type: ignore[no-any-return]
 
     def call(self) -> Call:
         """(KEYS, ARGV) as the script's header lists them."""
         keys, args = self.layout()
-        return keys.read(self), args.read(self)
+        return keys.get(self), args.read(self)
 
     def decode(self, raw: Any) -> R:
         raise NotImplementedError

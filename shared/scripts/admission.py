@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import InitVar, dataclass
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
 from shared.keys import PartitionKeys
-from shared.scripts import Request, Script, key
+from shared.scripts import Request, Script, unsent
 
 
 class AdmitResult(StrEnum):
@@ -33,13 +33,9 @@ class AdmitReply:
 class Admit(Request[AdmitReply]):
     SCRIPT = Script("admit")
     CODES = AdmitResult
+    KEYS = ("account", "expected_operation", "new_operation", "send", "live")
 
-    account: str = key()
-    expected_operation: str = key()
-    new_operation: str = key()
-    send: str = key()
-    live: str = key()
-    partition: InitVar[int]  # the account's (shared.keys.partition_of)
+    partition: int = unsent()  # the account's (shared.keys.partition_of)
     now: int
     expected_id: str
     new_id: str
@@ -55,11 +51,10 @@ class Admit(Request[AdmitReply]):
     template_revision: str
     account_retention_ms: int
 
-    def __post_init__(self, partition: int) -> None:
-        pk = PartitionKeys(partition)
-        self.account = pk.account(self.account_id)
-        self.expected_operation = pk.operation(self.expected_id or self.new_id)
-        self.new_operation, self.send, self.live = pk.operation(self.new_id), pk.send, pk.live
+    def keys(self) -> list[str]:
+        pk, expected = PartitionKeys(self.partition), self.expected_id or self.new_id
+        return [pk.account(self.account_id), pk.operation(expected), pk.operation(self.new_id),
+                pk.send, pk.live]  # fmt: skip
 
     def decode(self, raw: Any) -> AdmitReply:
         result, operation_id, state = raw
@@ -81,18 +76,11 @@ class ConsumeResult(StrEnum):
 class ConsumeToken(Request[ConsumeResult]):
     SCRIPT = Script("consume_token")
     CODES = ConsumeResult
+    KEYS = ("operation", "account", "live")
 
-    operation: str = key()
-    account: str = key()
-    live: str = key()
-    account_id: InitVar[str]
+    account_id: str = unsent()
     now: int
     operation_id: str
-
-    def __post_init__(self, account_id: str) -> None:
-        pk = PartitionKeys.of(self.operation_id)
-        self.operation, self.account = pk.operation(self.operation_id), pk.account(account_id)
-        self.live = pk.live
 
     def decode(self, raw: Any) -> ConsumeResult:
         return ConsumeResult(raw[0])
@@ -110,16 +98,16 @@ ALLOWED = Decision(True, 0)
 @dataclass(slots=True, kw_only=True)
 class Gcra(Request[Decision]):
     SCRIPT = Script("gcra")
+    KEYS = ("limit",)
 
-    limit: str = key()
-    address: InitVar[str]  # the client's (services/admission/ratelimit.bucket)
+    address: str = unsent()  # the client's (services/admission/ratelimit.bucket)
     # whose limit: shared.keys.ip_limit (the public endpoint's), console_sign_in_limit, ...
-    scope: InitVar[Callable[[str], str]]
+    scope: Callable[[str], str] = unsent()
     interval_ms: float
     burst: int
 
-    def __post_init__(self, address: str, scope: Callable[[str], str]) -> None:
-        self.limit = scope(address)
+    def keys(self) -> list[str]:
+        return [self.scope(self.address)]
 
     def decode(self, raw: Any) -> Decision:
         allowed, wait_ms = raw

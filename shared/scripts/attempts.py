@@ -3,12 +3,11 @@ settled, an operator's quarantine or release, and the refusals guard's requeue."
 
 from __future__ import annotations
 
-from dataclasses import InitVar, dataclass
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from shared.keys import PartitionKeys
-from shared.scripts import Request, Script, key
+from shared.scripts import Request, Script, unsent
 
 NOTE_LIMIT = 200  # characters of an operator's or the guard's note kept on the operation
 
@@ -40,12 +39,8 @@ class Begun:
 class BeginAttempt(Request[Begun]):
     SCRIPT = Script("begin_attempt")
     CODES = BeginCode
+    KEYS = ("operation", "ledger", "send", "ambiguous", "live")
 
-    operation: str = key()
-    ledger: str = key()
-    send: str = key()
-    ambiguous: str = key()
-    live: str = key()
     now: int
     attempt_id: str
     lease_ms: int
@@ -55,11 +50,6 @@ class BeginAttempt(Request[Begun]):
     retention_ms: int
     operation_id: str
     provider: str = ""
-
-    def __post_init__(self) -> None:
-        pk, op = PartitionKeys.of(self.operation_id), self.operation_id
-        self.operation, self.ledger, self.send = pk.operation(op), pk.attempts(op), pk.send
-        self.ambiguous, self.live = pk.ambiguous, pk.live
 
     def decode(self, raw: Any) -> Begun:
         code = BeginCode(raw[0])
@@ -96,27 +86,14 @@ class FinaliseCode(StrEnum):
 class FinaliseAttempt(Request[FinaliseCode]):
     SCRIPT = Script("finalise_attempt")
     CODES = FinaliseCode
+    KEYS = ("operation", "ledger", "send", "due", "ambiguous", "live", "messages", "observe")
 
-    operation: str = key()
-    ledger: str = key()
-    send: str = key()
-    due: str = key()
-    ambiguous: str = key()
-    live: str = key()
-    messages: str = key()
-    observe: str = key()
     attempt_id: str
     now: int
     entry_id: str
     result: Finalisation
     retention_ms: int
     operation_id: str
-
-    def __post_init__(self) -> None:
-        pk, op = PartitionKeys.of(self.operation_id), self.operation_id
-        self.operation, self.ledger, self.send = pk.operation(op), pk.attempts(op), pk.send
-        self.due, self.ambiguous, self.live = pk.due, pk.ambiguous, pk.live
-        self.messages, self.observe = pk.messages, pk.observe
 
     def decode(self, raw: Any) -> FinaliseCode:
         return FinaliseCode(raw[0])
@@ -136,15 +113,8 @@ class ResolveAmbiguous(Request[tuple[Settled, str]]):
 
     SCRIPT = Script("resolve_ambiguous")
     CODES = Settled
+    KEYS = ("operation", "ledger", "send", "ambiguous", "review", "live", "messages", "observe")
 
-    operation: str = key()
-    ledger: str = key()
-    send: str = key()
-    ambiguous: str = key()
-    review: str = key()
-    live: str = key()
-    messages: str = key()
-    observe: str = key()
     now: int
     decision: str
     message_id: str
@@ -154,12 +124,6 @@ class ResolveAmbiguous(Request[tuple[Settled, str]]):
     operation_id: str
     pin: str = ""
     pin_for: str = "replay"
-
-    def __post_init__(self) -> None:
-        pk, op = PartitionKeys.of(self.operation_id), self.operation_id
-        self.operation, self.ledger, self.send = pk.operation(op), pk.attempts(op), pk.send
-        self.ambiguous, self.review, self.live = pk.ambiguous, pk.review, pk.live
-        self.messages, self.observe = pk.messages, pk.observe
 
     def decode(self, raw: Any) -> tuple[Settled, str]:
         return Settled(raw[0]), str(raw[1])
@@ -178,21 +142,14 @@ class Quarantine(Request[tuple[QuarantineCode, str]]):
 
     SCRIPT = Script("quarantine")
     CODES = QuarantineCode
+    KEYS = ("operation", "send", "due", "ambiguous", "review")
 
-    operation: str = key()
-    send: str = key()
-    due: str = key()
-    ambiguous: str = key()
-    review: str = key()
     action: str  # "quarantine" | "release"
     now: int
     reason: str
     operation_id: str
 
     def __post_init__(self) -> None:
-        pk = PartitionKeys.of(self.operation_id)
-        self.operation, self.send, self.due = pk.operation(self.operation_id), pk.send, pk.due
-        self.ambiguous, self.review = pk.ambiguous, pk.review
         self.reason = self.reason[:NOTE_LIMIT]
 
     def decode(self, raw: Any) -> tuple[QuarantineCode, str]:
@@ -213,22 +170,15 @@ class RequeueRefused(Request[tuple[RequeueCode, str]]):
 
     SCRIPT = Script("requeue_refused")
     CODES = RequeueCode
+    KEYS = ("operation", "ledger", "account", "send", "live")
 
-    operation: str = key()
-    ledger: str = key()
-    account: str = key()
-    send: str = key()
-    live: str = key()
-    account_id: InitVar[str]
+    account_id: str = unsent()
     now: int
     reason: str
     note: str
     operation_id: str
 
-    def __post_init__(self, account_id: str) -> None:
-        pk, op = PartitionKeys.of(self.operation_id), self.operation_id
-        self.operation, self.ledger = pk.operation(op), pk.attempts(op)
-        self.account, self.send, self.live = pk.account(account_id), pk.send, pk.live
+    def __post_init__(self) -> None:
         self.note = self.note[:NOTE_LIMIT]
 
     def decode(self, raw: Any) -> tuple[RequeueCode, str]:

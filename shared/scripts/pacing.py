@@ -5,11 +5,11 @@ the arithmetic of the rate is in the scripts only."""
 
 from __future__ import annotations
 
-from dataclasses import InitVar, dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from shared.keys import provider_pacing, provider_quota
-from shared.scripts import Request, Script, key
+from shared.scripts import Request, Script, part_of, unsent
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,38 +80,36 @@ class Adjusted:
 
 
 @dataclass(slots=True, kw_only=True)
-class PaceAcquire(Request[Slots]):
+class _Schedule:
+    """What a request of a provider's schedule is given: whose schedule (its one key) and
+    how it moves (the script is sent the parts of ``tuning`` it uses)."""
+
+    KEYS: ClassVar[tuple[str, ...]] = ("pacing",)
+
+    provider: str = unsent()
+    tuning: Tuning = unsent()
+
+    def keys(self) -> list[str]:
+        return [provider_pacing(self.provider)]
+
+
+@dataclass(slots=True, kw_only=True)
+class PaceAcquire(_Schedule, Request[Slots]):
     """Reserve up to ``want`` slots of the provider's schedule (``tuning`` fills the rest)."""
 
     SCRIPT = Script("pace_acquire")
 
-    pacing: str = key()
-    provider: InitVar[str]
-    tuning: InitVar[Tuning]
     now: int
     ceiling: float
     burst: float
     want: int
-    horizon_ms: int = field(init=False)
-    growth: float = field(init=False)
-    quiet_ms: int = field(init=False)
-    probe: float = field(init=False)
+    horizon_ms: int = part_of("tuning")
+    growth: float = part_of("tuning")
+    quiet_ms: int = part_of("tuning")
+    probe: float = part_of("tuning")
     accepted: int = 0
-    slot_rate: float = field(init=False)
-    start_rate: float = field(init=False)
-
-    def __post_init__(self, provider: str, tuning: Tuning) -> None:
-        self.pacing = provider_pacing(provider)
-        self.horizon_ms, self.growth, self.quiet_ms = (
-            tuning.horizon_ms,
-            tuning.growth,
-            tuning.quiet_ms,
-        )
-        self.probe, self.slot_rate, self.start_rate = (
-            tuning.probe,
-            tuning.slot_rate,
-            tuning.start_rate,
-        )
+    slot_rate: float = part_of("tuning")
+    start_rate: float = part_of("tuning")
 
     def decode(self, raw: Any) -> Slots:
         count, first_us, rate_milli, blocked, wait = (int(x) for x in raw)
@@ -119,25 +117,17 @@ class PaceAcquire(Request[Slots]):
 
 
 @dataclass(slots=True, kw_only=True)
-class PaceFeedback(Request[Adjusted]):
+class PaceFeedback(_Schedule, Request[Adjusted]):
     """Tell the provider's schedule what one answer said (``tuning``: how far it cuts)."""
 
     SCRIPT = Script("pace_feedback")
 
-    pacing: str = key()
-    provider: InitVar[str]
-    tuning: InitVar[Tuning]
     seen: Observation
     floor: float
-    cut: float = field(init=False)
-    horizon_ms: int = field(init=False)
-    settle: float = field(init=False)
-    empty_cut: float = field(init=False)
-
-    def __post_init__(self, provider: str, tuning: Tuning) -> None:
-        self.pacing = provider_pacing(provider)
-        self.cut, self.horizon_ms = tuning.cut, tuning.horizon_ms
-        self.settle, self.empty_cut = tuning.settle, tuning.empty_cut
+    cut: float = part_of("tuning")
+    horizon_ms: int = part_of("tuning")
+    settle: float = part_of("tuning")
+    empty_cut: float = part_of("tuning")
 
     def decode(self, raw: Any) -> Adjusted:
         return Adjusted(int(raw[0]) / 1000, int(raw[1]), bool(int(raw[2])))
@@ -155,17 +145,17 @@ class QuotaTake(Request[Taken]):
     """Take one send from a provider's quota (``delta`` 1), or give one back (-1)."""
 
     SCRIPT = Script("quota_take")
+    KEYS = ("quota",)
 
-    quota: str = key()
-    provider: InitVar[str]
+    provider: str = unsent()
     now: int
     window_ms: int
     slice_ms: int
     limit: int
     delta: int
 
-    def __post_init__(self, provider: str) -> None:
-        self.quota = provider_quota(provider)
+    def keys(self) -> list[str]:
+        return [provider_quota(self.provider)]
 
     def decode(self, raw: Any) -> Taken:
         return Taken(bool(int(raw[0])), int(raw[1]), int(raw[2]))

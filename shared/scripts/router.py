@@ -3,12 +3,12 @@ never makes a second support case (services/router/cases.py says in what order).
 
 from __future__ import annotations
 
-from dataclasses import InitVar, dataclass
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
 from shared.keys import router_seen
-from shared.scripts import Request, Script, key
+from shared.scripts import Request, Script, unsent
 
 
 class ClaimCode(StrEnum):
@@ -29,16 +29,16 @@ class Claim:
 class RouteClaim(Request[Claim]):
     SCRIPT = Script("route_claim")
     CODES = ClaimCode
+    KEYS = ("seen",)
 
-    seen: str = key()
-    event_id: InitVar[str]
+    event_id: str = unsent()
     case_id: str
     now: int
     ttl_ms: int
     stale_ms: int
 
-    def __post_init__(self, event_id: str) -> None:
-        self.seen = router_seen(event_id)
+    def keys(self) -> list[str]:
+        return [router_seen(self.event_id)]
 
     def decode(self, raw: Any) -> Claim:
         return Claim(ClaimCode(raw[0]), str(raw[1]), int(raw[2]))
