@@ -2,11 +2,12 @@
 
 The seen record (``rg:router:seen:<event_id>``) and the case stream are different keys
 (different slots on Cluster), so they cannot change in one transaction. Order instead:
-claim the event id (route_claim.lua, with the case id to use) -> XADD the case -> mark the
-claim written -> XACK. A redelivery finds the claim: written -> ack only; claimed by a
-router that died -> look for its case in the stream from the claim's time on, and write
-it (with the same case id) only if it is not there. So a redelivered event never makes a
-second case, and a crash between claim and case does not lose one.
+claim the event id (route_claim.lua, with the case id to use) -> check the claim is still
+ours -> XADD the case -> mark the claim written -> XACK. A redelivery finds the claim:
+written -> ack only; claimed by a router that died -> look for its case in the stream from
+the claim's time on, and write it (with the same case id) only if it is not there. So a
+redelivered event never makes a second case, and a crash between claim and case does not
+lose one.
 """
 
 from __future__ import annotations
@@ -16,6 +17,17 @@ from contextlib import aclosing
 from shared.keys import SUPPORT_CASES, router_seen
 from shared.operation_views import scan_cases
 from shared.redis import RedisClient
+
+
+async def still_claimed(client: RedisClient, event_id: str, claimed_at: int) -> bool:
+    """Whether the claim made at ``claimed_at`` is still the event's, its case unwritten.
+
+    Asked just before the case is written: a claim older than the stale limit may be taken
+    over by another router while this one is still routing (route_claim.lua), and then only
+    the router holding the newer claim may write. What is left is the one round trip
+    between this read and the write, not the whole routing."""
+    status, at = await client.hmget(router_seen(event_id), ["status", "claimed_at"])
+    return status == "claimed" and at is not None and int(float(at)) == claimed_at
 
 
 async def mark_written(client: RedisClient, event_id: str, entry_id: str, ttl_ms: int) -> None:

@@ -154,8 +154,9 @@ class Router:
             await self._dead_letter(form.entry_id, _routed_fields(form), "routing_error")
 
     async def _route(self, form: ContactForm) -> None:
+        claimed_at = clock.now_ms()
         claim = await RouteClaim(
-            event_id=form.event_id, case_id=ids.case_id(), now=clock.now_ms(), ttl_ms=self.ttl_ms,
+            event_id=form.event_id, case_id=ids.case_id(), now=claimed_at, ttl_ms=self.ttl_ms,
             stale_ms=self.idle_ms * 3 // 4,
         ).run(self.client)  # fmt: skip
         if claim.code is ClaimCode.BUSY:
@@ -166,6 +167,12 @@ class Router:
         if claim.code is ClaimCode.TAKEOVER and await self._finish_takeover(form, claim):
             return
         facts = await self._facts(form)
+        if not await cases.still_claimed(self.client, form.event_id, claimed_at):
+            # Routing outlived the claim (a slow directory or admission) and another router
+            # took it over: it writes the case; this form's retry finds it written.
+            event(log, logging.WARNING, "contact form claim taken over while routing; left "
+                  "to the router that took it", event_id=form.event_id)  # fmt: skip
+            return
         where = route(facts)
         now = clock.now_ms()
         fields = case_fields(claim.case_id, form.event_id, facts, where, form.submitted_ms, now)

@@ -4,6 +4,8 @@ login, address or free text) while the router keeps going."""
 
 from __future__ import annotations
 
+import asyncio
+
 from aiohttp import ClientSession
 
 from services.router import cases
@@ -66,6 +68,42 @@ async def test_crash_between_case_and_ack_makes_no_second_case(desk: Desk) -> No
     seen = await desk.redis.hgetall(router_seen("evt-crash-2"))
     assert seen["status"] == "written"
     assert await desk.redis.pttl(router_seen("evt-crash-2")) > 0
+
+
+class SlowOnce(RedisDirectory):
+    """The directory answers its first lookup only after ``taken_over`` is set."""
+
+    def __init__(self, desk: Desk) -> None:
+        super().__init__(desk.redis)
+        self.asked = asyncio.Event()
+        self.taken_over = asyncio.Event()
+
+    async def lookup_login(self, login: str) -> Account | None:
+        if not self.asked.is_set():
+            self.asked.set()
+            await self.taken_over.wait()
+        return await super().lookup_login(login)
+
+
+async def test_a_claim_taken_over_while_routing_writes_no_second_case(desk: Desk) -> None:
+    """A router whose routing outlives its claim (a slow directory) and is taken over by
+    another router writes nothing: the one holding the newer claim writes the case."""
+    login = await desk.account("acct-slow")
+    directory = SlowOnce(desk)
+    await desk.submit(event_id="evt-slow", login=login)
+    async with desk.router(directory):
+        await asyncio.wait_for(directory.asked.wait(), timeout=10)
+        # Another router, past the stale limit, takes the claim over and writes the case.
+        other = await RouteClaim(event_id="evt-slow", case_id=ids.case_id(),
+                                 now=clock.now_ms() + HOUR_MS, ttl_ms=24 * HOUR_MS,
+                                 stale_ms=1000).run(desk.redis)  # fmt: skip
+        entry = await cases.write_case(
+            desk.redis, {"case_id": other.case_id, "event_id": "evt-slow"}, 1000
+        )
+        await cases.mark_written(desk.redis, "evt-slow", entry, HOUR_MS)
+        directory.taken_over.set()
+        await wait_for(desk.settled)
+    assert [c["event_id"] for c in await desk.cases()] == ["evt-slow"]
 
 
 async def test_a_claim_in_progress_elsewhere_is_left_alone(desk: Desk) -> None:
