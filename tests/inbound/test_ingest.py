@@ -167,6 +167,14 @@ ACCEPTED = Finalisation("accepted", 202, "accepted", message_id="msg-1",
                         observe_until=clock.now_ms() + 3_600_000)  # fmt: skip
 
 
+async def finalise(redis: Redis, op: str, result: Finalisation) -> FinaliseCode:
+    """The sender's finalise of the attempt :func:`attempting` left in flight."""
+    return await FinaliseAttempt(
+        operation_id=op, attempt_id="att-1", now=clock.now_ms(), entry_id="", result=result,
+        retention_ms=3_600_000,
+    ).run(redis)  # fmt: skip
+
+
 async def test_event_during_attempt_does_not_reopen_the_window(
     redis: Redis, settings: PolicySettings
 ) -> None:
@@ -178,14 +186,7 @@ async def test_event_during_attempt_does_not_reopen_the_window(
         "sendgrid", Parsed([event(op, Delivery.DELIVERED)])
     )
     assert result.tally.applied == 1
-    done = await FinaliseAttempt(
-        operation_id=op,
-        attempt_id="att-1",
-        now=clock.now_ms(),
-        entry_id="",
-        result=ACCEPTED,
-        retention_ms=3_600_000,
-    ).run(redis)
+    done = await finalise(redis, op, ACCEPTED)
     assert done is FinaliseCode.OK
     view = await load_operation(redis, op)
     assert view is not None and (view.state, view.delivery) == ("accepted", "delivered")
@@ -197,14 +198,7 @@ async def test_deferred_during_attempt_still_opens_the_window(
 ) -> None:
     op = await attempting(redis)
     await Ingest(redis, settings).apply("sendgrid", Parsed([event(op, Delivery.DEFERRED)]))
-    await FinaliseAttempt(
-        operation_id=op,
-        attempt_id="att-1",
-        now=clock.now_ms(),
-        entry_id="",
-        result=ACCEPTED,
-        retention_ms=3_600_000,
-    ).run(redis)
+    await finalise(redis, op, ACCEPTED)
     assert await redis.zscore(PartitionKeys.of(op).observe, op) == ACCEPTED.observe_until
 
 
@@ -214,14 +208,7 @@ async def test_event_before_a_reconciled_acceptance_does_not_reopen_the_window(
     op = await attempting(redis)
     await Ingest(redis, settings).apply("sendgrid", Parsed([event(op, Delivery.BOUNCED)]))
     ambiguous = Finalisation("timeout", 0, "ambiguous")
-    await FinaliseAttempt(
-        operation_id=op,
-        attempt_id="att-1",
-        now=clock.now_ms(),
-        entry_id="",
-        result=ambiguous,
-        retention_ms=3_600_000,
-    ).run(redis)
+    await finalise(redis, op, ambiguous)
     applied, _ = await ResolveAmbiguous(
         operation_id=op,
         now=clock.now_ms(),

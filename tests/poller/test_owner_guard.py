@@ -11,21 +11,26 @@ from shared import clock
 from shared.admit import Admitter
 from shared.operations import load_attempts, load_operation
 from shared.providers.http import HttpProvider
-from shared.scripts.attempts import BeginAttempt, BeginCode, ResolveAmbiguous, Settled
+from shared.scripts.attempts import BeginAttempt, BeginCode, Begun, ResolveAmbiguous, Settled
 from shared.settings import PolicySettings
 from shared.tokens import TokenKeys
 from tests.support.sandbox import SANDBOX_API_KEY, run_sandbox
 
 
+async def begin(
+    redis: Redis, op: str, attempt_id: str, now: int, *, lease_ms: int = 1, provider: str = ""
+) -> Begun:
+    """One begin of ``op``: what a test varies is the attempt, its clock and the provider."""
+    return await BeginAttempt(
+        operation_id=op, attempt_id=attempt_id, now=now, lease_ms=lease_ms, provider=provider,
+        max_attempts=6, consumer="t", entry_id="", retention_ms=60_000,
+    ).run(redis)  # fmt: skip
+
+
 async def ambiguous_at(redis: Redis, settings: PolicySettings, keys: TokenKeys, name: str) -> str:
     op = (await Admitter(redis, settings, keys).admit("acct-1", "public")).operation_id
-    common = {"max_attempts": 6, "consumer": "t", "entry_id": "", "retention_ms": 60_000}
-    await BeginAttempt(
-        operation_id=op, attempt_id="a1", now=1, lease_ms=1, provider=name, **common
-    ).run(redis)
-    took = await BeginAttempt(
-        operation_id=op, attempt_id="a2", now=10**13, lease_ms=1, **common
-    ).run(redis)
+    await begin(redis, op, "a1", 1, provider=name)
+    took = await begin(redis, op, "a2", 10**13)
     assert took.code is BeginCode.AMBIGUOUS
     return op
 
@@ -45,20 +50,13 @@ async def test_another_provider_never_settles_an_ambiguous_attempt(
         assert await reconcile(redis, standby, settings, op) is not Resolution.WAIT
 
 
-COMMON = {"max_attempts": 6, "consumer": "t", "entry_id": "", "retention_ms": 60_000}
-
-
 async def replayed_at(
     redis: Redis, settings: PolicySettings, keys: TokenKeys, name: str, pin_for: str
 ) -> str:
     op = (await Admitter(redis, settings, keys).admit("acct-2", "public")).operation_id
     now = clock.now_ms()
-    await BeginAttempt(
-        operation_id=op, attempt_id="a1", now=now, lease_ms=1, provider=name, **COMMON
-    ).run(redis)
-    took = await BeginAttempt(
-        operation_id=op, attempt_id="a2", now=now + 10, lease_ms=1, **COMMON
-    ).run(redis)
+    await begin(redis, op, "a1", now, provider=name)
+    took = await begin(redis, op, "a2", now + 10)
     assert took.code is BeginCode.AMBIGUOUS
     applied, _ = await ResolveAmbiguous(
         operation_id=op,
@@ -80,26 +78,12 @@ async def test_a_replay_is_begun_only_at_the_provider_that_decided_it(
 ) -> None:
     op = await replayed_at(redis, settings, token_keys, "primary", "replay")
     before = len(await load_attempts(redis, op))
-    other = await BeginAttempt(
-        operation_id=op,
-        attempt_id="b1",
-        now=clock.now_ms(),
-        lease_ms=5000,
-        provider="standby",
-        **COMMON,
-    ).run(redis)
+    other = await begin(redis, op, "b1", clock.now_ms(), lease_ms=5000, provider="standby")
     assert other.code is BeginCode.ELSEWHERE and other.detail == "primary"
     operation = await load_operation(redis, op)
     assert operation is not None and operation.state == "queued"  # nothing written
     assert len(await load_attempts(redis, op)) == before
-    took = await BeginAttempt(
-        operation_id=op,
-        attempt_id="b2",
-        now=clock.now_ms(),
-        lease_ms=5000,
-        provider="primary",
-        **COMMON,
-    ).run(redis)
+    took = await begin(redis, op, "b2", clock.now_ms(), lease_ms=5000, provider="primary")
     assert took.code is BeginCode.BEGIN
     # Proven unsent by the lookup: pinned for the replay's attempt only.
     operation = await load_operation(redis, op)
@@ -112,14 +96,7 @@ async def test_a_same_key_replay_stays_pinned_after_its_attempt(
     # Never proven unsent: only primary can deduplicate the key, so every later attempt
     # (after a 429 to the replay, say) goes there too.
     op = await replayed_at(redis, settings, token_keys, "primary", "proof")
-    took = await BeginAttempt(
-        operation_id=op,
-        attempt_id="b2",
-        now=clock.now_ms(),
-        lease_ms=5000,
-        provider="primary",
-        **COMMON,
-    ).run(redis)
+    took = await begin(redis, op, "b2", clock.now_ms(), lease_ms=5000, provider="primary")
     assert took.code is BeginCode.BEGIN
     operation = await load_operation(redis, op)
     assert operation is not None and operation.pinned == "primary"
