@@ -14,11 +14,9 @@ from redis.asyncio import Redis
 from services.ctl.embedded import RedisServer
 from services.poller.ambiguity import Situation, Step, plan
 from services.sandbox.dialects import DIALECTS
-from shared import clock
 from shared.model import State
 from shared.operations import load_operation
 from shared.providers import http, postmark, sendgrid
-from shared.scripts.attempts import BeginAttempt
 from tests.poller.conftest import running_poller
 from tests.sender.conftest import Stack, wait_for
 from tests.support.sandbox import configure, run_sandbox, sandbox_stats
@@ -136,16 +134,7 @@ async def test_no_key_lookup_not_found_before_the_grace_is_not_a_replay(
         kind = {"provider_kind": "postmark", "provider_name": "postmark",
                 "reconcile_grace_seconds": 3600}  # fmt: skip
         op = await stack.admit("acct-early", **kind)
-        await BeginAttempt(
-            operation_id=op,
-            attempt_id="at-dead",
-            now=clock.now_ms(),
-            lease_ms=1,
-            max_attempts=6,
-            consumer="dead-worker",
-            entry_id="",
-            retention_ms=60_000,
-        ).run(redis)
+        await stack.abandoned_attempt(op)
         async with stack.sender(**kind), running_poller(stack, **kind):
             await stack.wait_state(op, {State.AMBIGUOUS})
             await wait_for(lambda: _searched(url), timeout=30)

@@ -19,6 +19,7 @@ from services.sender.app import Opened, build_sender, open_all, workers
 from services.sender.intake import ensure_groups
 from services.sender.settings import SenderSettings
 from services.sender.worker import Sender
+from shared import clock
 from shared.admit import Admitter
 from shared.directory import Account, RedisDirectory
 from shared.model import State
@@ -27,6 +28,7 @@ from shared.providers.base import Provider
 from shared.providers.http import HttpProvider
 from shared.providers.named import NamedProvider, load_providers
 from shared.replication import Replicas
+from shared.scripts.attempts import BeginAttempt, Begun
 from shared.settings import ProviderSettings
 from shared.tokens import parse_keys
 from tests.conftest import CLUSTER, TEST_TOKEN_KEYS
@@ -124,6 +126,14 @@ class Stack:
             provider = HttpProvider(session, self.provider_url, SANDBOX_API_KEY,
                                     name=settings.provider_name)  # fmt: skip
             return await reconcile(self.redis, provider, settings, operation_id)
+
+    async def abandoned_attempt(self, operation_id: str) -> Begun:
+        """A worker that wrote its attempt and died before the provider call: its 1 ms lease
+        has run out by the next begin, which finds the attempt ambiguous."""
+        return await BeginAttempt(
+            operation_id=operation_id, attempt_id="at-dead", now=clock.now_ms(), lease_ms=1,
+            max_attempts=6, consumer="dead-worker", entry_id="", retention_ms=60_000,
+        ).run(self.redis)  # fmt: skip
 
     async def wait_state(self, operation_id: str, states: set[State], timeout: float = 15.0) -> Any:
         return await wait_for(lambda: self._state_in(operation_id, states), timeout)

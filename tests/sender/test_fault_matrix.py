@@ -13,7 +13,7 @@ from shared.control import read as read_control
 from shared.keys import CONTROL, JOB_FIELD, PartitionKeys
 from shared.model import State
 from shared.operations import load_attempts
-from shared.scripts.attempts import BeginAttempt, BeginCode
+from shared.scripts.attempts import BeginCode
 from shared.settings import DEFAULT_PROVIDER
 from shared.tokens import parse_keys
 from tests.conftest import TEST_TOKEN_KEYS
@@ -114,16 +114,7 @@ async def test_invariant_6_worker_dead_before_the_call_is_replayed_once(stack: S
     # A worker wrote its attempt, then died before the HTTP call: the lease runs out, the
     # attempt turns ambiguous, the provider has nothing, so one replay with the same key.
     op = await stack.admit("acct-dead")
-    begun = await BeginAttempt(
-        operation_id=op,
-        attempt_id="at-dead",
-        now=clock.now_ms(),
-        lease_ms=1,
-        max_attempts=6,
-        consumer="dead-worker",
-        entry_id="",
-        retention_ms=60_000,
-    ).run(stack.redis)
+    begun = await stack.abandoned_attempt(op)
     assert begun.code is BeginCode.BEGIN
     async with stack.sender():
         await stack.wait_state(op, {State.AMBIGUOUS})
