@@ -18,7 +18,7 @@ from urllib.parse import quote
 import aiohttp
 from yarl import URL
 
-from shared import keys
+from shared import keys, mailbox
 from shared.ids import valid_account_id
 from shared.redis import RedisClient
 from shared.settings import DirectorySettings
@@ -161,8 +161,9 @@ def read_csv(lines: Iterable[str]) -> list[tuple[str, Account]]:
             continue
         if len(row) not in (3, 4, 5) or not all(cell.strip() for cell in row[:3]):
             raise ImportError_(f"line {number}: expected login,account_id,email[,locale[,brand]]")
-        if "@" not in row[2]:
-            raise ImportError_(f"line {number}: the email column holds no address")
+        problem = mailbox.problem(row[2].strip())
+        if problem:
+            raise ImportError_(f"line {number}: the email column {problem}")
         locale = row[3].strip() if len(row) >= 4 and row[3].strip() else "en"
         brand = row[4].strip() if len(row) == 5 else ""
         rows.append((row[0].strip(), Account(row[1].strip(), row[2].strip(), locale, brand)))

@@ -21,7 +21,7 @@ from services.sender.guard import RefusalGuard, Refused
 from services.sender.pacer import Pacer
 from services.sender.policy import RetryPolicy, decide
 from services.sender.settings import SenderSettings
-from shared import clock, control, ids, metrics, retry_after
+from shared import clock, control, ids, mailbox, metrics, retry_after
 from shared.directory import Account, Directory, DirectoryError
 from shared.emails.compose import Composed, Hosted, Mailer
 from shared.emails.files import TemplateError
@@ -266,7 +266,7 @@ class AttemptRunner:
                 reason="account_not_found",
                 decision="never retried",
             )
-        return account
+        return _checked_recipient(account, begun)
 
     async def _key_missing(self, job: Job, begun: Begun, now: int) -> Finalisation:
         """The operation's token was signed with a key this sender lacks (dropped from
@@ -413,6 +413,19 @@ class AttemptRunner:
             metrics.operations_exhausted.labels(partition, final.reason).inc()
         if final.next_state in TERMINAL:
             metrics.operations_terminal.labels(partition, final.next_state).inc()
+
+
+def _checked_recipient(account: Account, begun: Begun) -> Account | Finalisation:
+    """The directory's address, if it is one mailbox (shared.mailbox); else the operation
+    fails naming the directory, and nothing is sent."""
+    problem = mailbox.problem(account.email)
+    if not problem:
+        return account
+    event(log, logging.ERROR, "directory address refused; not sent",
+          problem=f"the directory's address {problem}",
+          account_id=begun.account_id)  # fmt: skip
+    return Finalisation(Outcome.PERMANENT, 0, State.FAILED, reason="directory_address_invalid",
+                        decision="never retried")  # fmt: skip
 
 
 def _provider_refused(final: Finalisation) -> Finalisation:

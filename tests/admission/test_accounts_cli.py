@@ -52,7 +52,7 @@ def test_import_writes_every_row(store: sync_redis.Redis, tmp_path: Path,
     [
         ("alice,acct-1,alice@example.com\nbob,acct-2\n", "line 2: expected login,account_id"),
         ("alice,acct-1,alice@example.com\nbob,acct-2,bob-at-example.com\n",
-         "line 2: the email column holds no address"),
+         "line 2: the email column is not one mailbox"),
         ("login,account_id,email\nalice,acct 1,alice@example.com\n", "line 2: account_id must"),
         ("a,b,c,d,e,f\n", "line 1: expected"),
     ],
