@@ -15,7 +15,7 @@ from typing import Any
 from shared import clock
 from shared.control import pause_partitions, resume_partitions
 from shared.keys import AUDIT
-from shared.logging import event, scrub
+from shared.logging import cut, event, printable, scrub
 from shared.redis import RedisClient
 from shared.scripts.attempts import Quarantine, QuarantineCode
 
@@ -32,7 +32,10 @@ class ActionResult:
 
 
 def clean_reason(reason: str) -> str:
-    return scrub(" ".join(reason.split()))[:MAX_REASON]
+    """What an operator typed, safe to store and show: bounded before any pattern runs, no
+    terminal or bidi control characters (they would rewrite the line on a terminal, or
+    reorder it in the console), no address, URL or token."""
+    return " ".join(scrub(printable(cut(reason, 4 * MAX_REASON))).split())[:MAX_REASON]
 
 
 async def record(

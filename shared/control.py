@@ -22,14 +22,19 @@ from typing import Any
 
 from shared import clock, codec
 from shared.keys import CONTROL
+from shared.logging import cut, printable, scrub
 from shared.redis import RedisClient
 
 SWITCH = "switch"  # the provider switch in progress (JSON)
 PREVIOUS = "provider_previous"  # the assignment before the last completed switch (JSON)
 PAUSED_PROVIDER = "auth_paused:"  # + provider name: the provider pause (JSON)
 MAX_REASON = 200
-_ADDRESS = re.compile(r"[^\s<>\"'@]+@[^\s<>\"'@]+")
-_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]+")
+# Linear: a match starts only where a run starts (the look-behind), and a run's domain part
+# takes the whole rest of it, so no match ends beside a character that could begin another.
+_ADDRESS = re.compile(r"(?<![^\s<>\"'@])[^\s<>\"'@]+@[^\s<>\"'@]+")
+# Token-shaped: a run of 20 or more key characters with a digit in it (an API key, a
+# Postmark server token, a message id that grants something); words and names have none.
+_KEYISH = re.compile(r"(?<![A-Za-z0-9_\-+/=.])[A-Za-z0-9_\-+/=.]{20,}")
 
 
 class PauseKind(StrEnum):
@@ -109,10 +114,18 @@ async def resume_partitions(client: RedisClient, partitions: list[int]) -> None:
 
 
 def sanitise(text: str) -> str:
-    """A provider's words, safe to store and print: no control or bidi characters, no
-    address (a refusal may quote one), at most ``MAX_REASON`` characters."""
-    text = _ADDRESS.sub("[address]", _UNPRINTABLE.sub(" ", text))
+    """A provider's words, safe to store and print: cut to a few times ``MAX_REASON`` before
+    any pattern runs, then no control or bidi characters, no address (a refusal may quote
+    one), no URL and nothing token-shaped (a pause reason is shown in the console and the
+    CLI), at most ``MAX_REASON`` characters."""
+    text = scrub(_ADDRESS.sub("[address]", printable(cut(text, 4 * MAX_REASON))))
+    text = _KEYISH.sub(_keyish, text)
     return " ".join(text.split())[:MAX_REASON]
+
+
+def _keyish(match: re.Match[str]) -> str:
+    run = match.group()
+    return "[token]" if any(c.isdigit() for c in run) else run
 
 
 async def provider_pause(

@@ -20,16 +20,71 @@ from aiohttp.web import RequestPayloadError
 
 from shared import codec
 
-_EMAIL = re.compile(r"[A-Za-z0-9._%+\-]+@[A-Za-z0-9.\-]+\.[A-Za-z]{2,}")
+# Every pattern is linear: each repetition is bounded (an RFC 5321 local part is at most 64
+# octets, a domain label 63, and eight labels are plenty) or guarded by a look-behind, so a
+# start costs a bounded number of steps; and scrub() cuts its input to MAX_SCRUB characters
+# before any of them runs. Unbounded, a 200 KB line with no "@" took 29 s.
+MAX_SCRUB = 16_384  # a rendered line: each field is cut first, to keep the line whole JSON
+MAX_FIELD = 4_096
+_EMAIL = re.compile(r"[A-Za-z0-9._%+\-]{1,64}@(?:[A-Za-z0-9\-]{1,63}\.){1,8}[A-Za-z]{2,63}")
 _URL = re.compile(r"https?://[^\s\"']+")
 # A derived token is 43 base64url characters (HMAC-SHA256, unpadded).
 _TOKEN = re.compile(r"(?<![A-Za-z0-9_\-])[A-Za-z0-9_\-]{43}(?![A-Za-z0-9_\-])")
+# AWS credentials as botocore's DEBUG lines print them: an access key id, and a SigV4
+# signature (64 hex digits; a payload hash looks alike and goes too).
+_AWS_KEY_ID = re.compile(r"(?<![A-Z0-9])(?:AKIA|ASIA|AROA|AIDA)[A-Z0-9]{12,124}(?![A-Z0-9])")
+_HEX_64 = re.compile(r"(?<![0-9a-fA-F])[0-9a-fA-F]{64}(?![0-9a-fA-F])")
+# Terminal controls (C0, DEL, C1: ESC sequences recolour or rewrite a terminal) and the
+# characters that reorder or hide text (bidi embeddings, overrides and isolates, zero-width
+# and invisible formatting characters, line and paragraph separators).
+_UNPRINTABLE = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff]+"
+)
+_CUT_AT = " \t\r\n\"'<>,;()[]{}"
+
+
+def cut(text: str, limit: int) -> str:
+    """At most ``limit`` characters; a longer text loses its tail from the last separator
+    on, so the cut never leaves the head of an address or a token that the patterns would
+    no longer recognise (``alice@exam``)."""
+    if len(text) <= limit:
+        return text
+    head = text[:limit]
+    end = max(head.rfind(c) for c in _CUT_AT)
+    return head[: max(end, 0)] + "[cut]"
+
+
+def printable(text: str) -> str:
+    """``text`` with every run of control or bidi characters made one space."""
+    return _UNPRINTABLE.sub(" ", text)
 
 
 def scrub(text: str) -> str:
-    text = _URL.sub("[url]", text)
+    text = _URL.sub("[url]", cut(text, MAX_SCRUB))
     text = _EMAIL.sub("[email]", text)
+    text = _AWS_KEY_ID.sub("[aws-key-id]", text)
+    text = _HEX_64.sub("[hex]", text)
     return _TOKEN.sub("[token]", text)
+
+
+def _rendered(line: dict[str, Any]) -> str:
+    """The line as JSON with each value cut to MAX_FIELD characters (a provider's 60 KB
+    refusal, a 200 KB queue message), and shorter still if the line would pass MAX_SCRUB,
+    so it stays whole JSON and scrub() sees all of it."""
+    rendered = codec.dumps_str({key: _bounded(value, MAX_FIELD) for key, value in line.items()})
+    if len(rendered) <= MAX_SCRUB:
+        return rendered
+    share = MAX_SCRUB // (2 * len(line))  # half: escaping can double a value's length
+    return codec.dumps_str({key: _bounded(value, share) for key, value in line.items()})
+
+
+def _bounded(value: Any, limit: int) -> Any:
+    if isinstance(value, str):
+        return cut(value, limit)
+    if isinstance(value, (dict, list, tuple)):
+        rendered = codec.dumps_str(value)
+        return value if len(rendered) <= limit else cut(rendered, limit)
+    return value
 
 
 class JsonFormatter(logging.Formatter):
@@ -51,7 +106,7 @@ class JsonFormatter(logging.Formatter):
             line.update(fields)
         if record.exc_info and record.exc_info[1] is not None:
             line.update(_error_fields(record, record.exc_info[1]))
-        return scrub(codec.dumps_str(line))
+        return scrub(_rendered(line))
 
 
 # A malformed request head, or a body that does not decode (aiohttp logs the latter again,
@@ -85,6 +140,10 @@ def setup(service: str, level: str = "INFO") -> None:
     root.setLevel(level)
     # aiohttp's access log would print client paths and query strings: keep it off.
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+    # botocore's DEBUG is a wire dump: signed headers (the access key id, the signature) and
+    # whole SQS bodies. RESETGATE_LOG_LEVEL=DEBUG is for resetgate's own lines.
+    for wire in ("botocore", "aiobotocore", "urllib3"):
+        logging.getLogger(wire).setLevel(max(logging.INFO, root.level))
 
 
 def event(logger: logging.Logger, level: int, msg: str, **fields: Any) -> None:

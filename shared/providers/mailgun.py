@@ -67,6 +67,7 @@ SUCCESS = frozenset({200})
 # A throttled send's wait in Mailgun's own words: "… try again after <RFC 1123 date>" (a 420
 # or 429; e.g. github.com/mailgun/mailgun-java/issues/50). Read before any header.
 _TRY_AGAIN = re.compile(r"try again after\s+([^\n]{1,64}?)\s*$", re.IGNORECASE)
+_STATED_TAIL = 128
 # Answers that refuse every send of the domain or account, not one address (the message
 # texts Mailgun gives; a 404 "Domain not found" is also what a domain on the other region's
 # base URL gets): the provider pauses with Mailgun's words as the reason.
@@ -168,7 +169,10 @@ def throttle_wait(answer: Answer, now: float) -> tuple[str | None, str]:
 
 
 def _stated_wait(words: object, now: float) -> str | None:
-    found = _TRY_AGAIN.search(words) if isinstance(words, str) else None
+    # The date ends the message: only its tail is searched, so a hostile 60 KB message costs
+    # no more than a short one (the pattern backtracks over every space it is given).
+    tail = words.rstrip()[-_STATED_TAIL:] if isinstance(words, str) else None
+    found = _TRY_AGAIN.search(tail) if tail else None
     if found is None:
         return None
     try:
