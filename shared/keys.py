@@ -37,6 +37,11 @@ DIRECTORY_ACCOUNT_PREFIX = f"{DIRECTORY_PREFIX}acct:"  # + account_id -> hash(em
 IP_LIMIT_PREFIX = f"{PREFIX}:iplimit:"  # + client ip -> GCRA theoretical arrival time
 # + provider + ":" + sha256(webhook token) -> "1", with a TTL: a signed token honoured once
 WEBHOOK_TOKEN_PREFIX = f"{PREFIX}:webhook-token:"
+# provider name -> the daily quota the senders keep to (JSON: limit, window_ms), as the
+# senders derived it at start (shared.quota.publish); admission sizes its public budget on it.
+DAILY_QUOTAS = f"{PREFIX}:daily-quotas"
+# The public endpoint's admissions per slice of the quota window (quota_take.lua's shape).
+PUBLIC_BUDGET = f"{PREFIX}:public-budget"
 # Operator actions (quarantine, release, pause, resume) with their actor: a capped stream.
 AUDIT = f"{PREFIX}:audit"
 # + sha256(console session id) -> hash(actor, roles, expires_at); the id itself is never stored.

@@ -23,6 +23,16 @@ admissions = Counter(
     "Recovery requests by entry point and admission result.",
     ["entry_point", "result"],
 )
+public_budget_used = Gauge(
+    "resetgate_public_budget_used",
+    "Operations the public endpoint created in the current quota window, as this replica "
+    "last read the shared count (services/admission/budget.py).",
+)
+public_budget_limit = Gauge(
+    "resetgate_public_budget_limit",
+    "Operations the public endpoint may create per quota window: the provider's daily "
+    "quota less the share reserved for agents and contact forms (0: no quota, no budget).",
+)
 http_request_duration = Histogram(
     "resetgate_http_request_duration_seconds",
     "HTTP request latency.",
@@ -213,7 +223,7 @@ send_twice_exposure = Gauge(
 COMMON: tuple[MetricWrapperBase, ...] = (http_request_duration, redis_up, redis_maxmemory_policy)
 # The families each service sets (tests/e2e/test_metric_families.py holds this to the code).
 OWNERS: dict[str, tuple[MetricWrapperBase, ...]] = {
-    "admission": (admissions, token_ttl),
+    "admission": (admissions, token_ttl, public_budget_used, public_budget_limit),
     "sender": (
         send_attempts, provider_throttled, retry_after_source, operations_exhausted,
         operations_terminal, ambiguous_attempts, pacing_rate, pacing_blocked_until,

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from shared import codec, keys
 from shared.redis import RedisClient
 from shared.scripts.pacing import QuotaTake, Taken
 
@@ -34,23 +35,51 @@ class HasDailyQuota(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class DailyQuota:
-    """``limit`` sends per ``window_ms`` through one provider, shared by every replica."""
+    """``limit`` sends per ``window_ms`` through one provider, shared by every replica; or,
+    with ``counter`` (shared.keys.PUBLIC_BUDGET), another count kept the same way."""
 
     provider: str
     limit: int
     window_ms: int
+    counter: str = ""
 
     def _request(self, now: int, delta: int) -> QuotaTake:
-        return QuotaTake(provider=self.provider, now=now, window_ms=self.window_ms,
-                         slice_ms=max(1, self.window_ms // SLICES), limit=self.limit,
-                         delta=delta)  # fmt: skip
+        return QuotaTake(counter=self.counter or keys.provider_quota(self.provider), now=now,
+                         window_ms=self.window_ms, slice_ms=max(1, self.window_ms // SLICES),
+                         limit=self.limit, delta=delta)  # fmt: skip
 
     async def take(self, client: RedisClient, now: int) -> Taken:
         return await self._request(now, 1).run(client)
 
+    async def look(self, client: RedisClient, now: int) -> Taken:
+        """What a take would answer, counting nothing (the same script and round trip)."""
+        return await self._request(now, 0).run(client)
+
     async def give_back(self, client: RedisClient, taken_at: int) -> None:
         """The provider did not take the send: it does not count against the quota."""
         await self._request(taken_at, -1).run(client)
+
+
+async def publish(client: RedisClient, provider: str, quota: DailyQuota | None) -> None:
+    """Say which quota the senders keep to through ``provider`` (None: none), so admission
+    can size the public endpoint's budget on it (services/admission/budget.py)."""
+    if quota is None:
+        await client.hdel(keys.DAILY_QUOTAS, provider)
+        return
+    value = codec.dumps_str({"limit": quota.limit, "window_ms": quota.window_ms})
+    await client.hset(keys.DAILY_QUOTAS, provider, value)
+
+
+async def published(client: RedisClient, provider: str) -> DailyQuota | None:
+    """The quota the senders published for ``provider``, or None."""
+    raw = await client.hget(keys.DAILY_QUOTAS, provider)
+    if not raw:
+        return None
+    try:
+        note = codec.loads(raw)
+        return DailyQuota(provider, int(note["limit"]), int(note["window_ms"]))
+    except (ValueError, KeyError, TypeError):
+        return None  # unreadable: no budget, rather than a wrong one
 
 
 def refused_until(quota: DailyQuota | None, now: int) -> int:

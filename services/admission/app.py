@@ -9,8 +9,10 @@ from contextlib import asynccontextmanager
 from aiohttp import web
 
 from services.admission import internal, resetpage
+from services.admission.budget import PublicBudget
 from services.admission.console.app import console_worker
 from services.admission.context import (
+    BUDGET,
     DIRECTORY,
     GATE,
     LIMITER,
@@ -56,6 +58,8 @@ def create_app(
     app[DIRECTORY] = directory
     app[TOKEN_KEYS] = keys
     app[GATE] = Gate(client, settings, keys, settings.wait_replicas, settings.wait_timeout_ms)
+    app[BUDGET] = PublicBudget(client, settings.provider_name,
+                               settings.public_budget_reserved_share)  # fmt: skip
     app[LIMITER] = IpLimiter(client, settings.ip_limit_per_minute, settings.ip_limit_burst)
     app[OPENAPI] = codec.dumps(document())
     app.cleanup_ctx.append(_gate_lifecycle)

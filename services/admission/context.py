@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from services.admission.budget import PublicBudget
 from services.admission.gate import Gate
 from services.admission.ratelimit import IpLimiter
 from services.admission.settings import AdmissionSettings
@@ -15,6 +16,7 @@ SETTINGS: web.AppKey[AdmissionSettings] = web.AppKey("settings", AdmissionSettin
 REDIS: web.AppKey[RedisClient] = web.AppKey("redis")
 DIRECTORY: web.AppKey[Directory] = web.AppKey("directory")
 GATE: web.AppKey[Gate] = web.AppKey("gate", Gate)
+BUDGET: web.AppKey[PublicBudget] = web.AppKey("budget", PublicBudget)
 LIMITER: web.AppKey[IpLimiter] = web.AppKey("limiter", IpLimiter)
 TOKEN_KEYS: web.AppKey[TokenKeys] = web.AppKey("token_keys", TokenKeys)
 OPENAPI: web.AppKey[bytes] = web.AppKey("openapi", bytes)

@@ -15,7 +15,7 @@ from typing import Any
 
 from aiohttp import web
 
-from services.admission.context import DIRECTORY, GATE, LIMITER, SETTINGS
+from services.admission.context import BUDGET, DIRECTORY, GATE, LIMITER, SETTINGS
 from services.admission.http import read_body
 from services.admission.ratelimit import request_client
 from services.admission.schemas import PASSWORD_RESET
@@ -70,11 +70,25 @@ def _count(result: str) -> None:
 
 
 async def _admit(app: web.Application, login: str) -> str:
+    """Within the public budget (services/admission/budget.py): a creation takes one, and
+    one that created nothing gives it back. An unknown login looks at the budget the same
+    way; a give-back's extra round trip is under the floor like the rest."""
     account = await app[DIRECTORY].lookup_login(login)
+    budget = app[BUDGET]
     if account is None:
+        await budget.look()
         await app[GATE].admit_unknown(login)
         return "unknown_login"
-    admission = await app[GATE].admit(account.account_id, _PUBLIC)
+    taken = await budget.take()
+    if not taken.allowed:
+        return "budget_exhausted"
+    try:
+        admission = await app[GATE].admit(account.account_id, _PUBLIC)
+    except Exception:
+        await budget.give_back(taken)
+        raise
+    if not admission.created:
+        await budget.give_back(taken)
     return str(admission.result)
 
 

@@ -100,6 +100,10 @@ class AdmissionSettings(PolicySettings, DirectorySettings, ConsoleSettings, Repl
     # limit: above the work itself, every kind of login (unknown, new, converged, cooldown)
     # answers at the same time. 0 turns it off (benchmarks measuring CPU capacity).
     public_response_floor_ms: int = Field(default=25, ge=0, le=5000)
+    # The share of the provider's daily quota the public endpoint may never spend: kept for
+    # support agents and contact forms (services/admission/budget.py). Only where the senders
+    # keep to a quota (SES's Max24HourSend or RESETGATE_PROVIDER_DAILY_QUOTA).
+    public_budget_reserved_share: float = Field(default=0.2, ge=0, le=0.9)
     # A body must arrive within this long once the headers have: a client that drips it
     # byte by byte would otherwise hold a handler (and a connection) open indefinitely.
     body_timeout_seconds: float = Field(default=10.0, gt=0, le=300)

@@ -24,7 +24,7 @@ from shared.loops import named
 from shared.providers.base import Provider
 from shared.providers.factory import ProviderConfig, open_provider
 from shared.providers.named import NamedProvider, load_or_exit, provider_names, variable
-from shared.quota import HasDailyQuota, quota_for
+from shared.quota import HasDailyQuota, publish, quota_for
 from shared.redis import RedisClient, ping, until_done
 from shared.redis_policy import (
     StoreNotDurable,
@@ -138,7 +138,14 @@ async def wire(settings: SenderSettings, client: RedisClient) -> AsyncIterator[s
         stack.push_async_callback(replicas.close)
         sender = build_sender(settings, client, session, opened, replicas=replicas)
         await until_done(sender.refresh_control, "control state")
+        await until_done(lambda: publish_quotas(client, sender), "daily quotas")
         yield service.Wiring(workers(sender), readiness(sender, client))
+
+
+async def publish_quotas(client: RedisClient, sender: Sender) -> None:
+    """The quota each provider is kept to, for admission's public budget."""
+    for name, runner in sender.runners.items():
+        await publish(client, name, runner.quota)
 
 
 async def open_all(

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from shared.keys import provider_pacing, provider_quota
+from shared.keys import provider_pacing
 from shared.scripts import Request, Script, part_of, unsent
 
 
@@ -142,12 +142,13 @@ class Taken:
 
 @dataclass(slots=True, kw_only=True)
 class QuotaTake(Request[Taken]):
-    """Take one send from a provider's quota (``delta`` 1), or give one back (-1)."""
+    """Take one from a count over a rolling window (``delta`` 1), give one back (-1), or
+    look (0): a provider's quota, or the public endpoint's admission budget."""
 
     SCRIPT = Script("quota_take")
     KEYS = ("quota",)
 
-    provider: str = unsent()
+    counter: str = unsent()  # shared.keys.provider_quota(name), or keys.PUBLIC_BUDGET
     now: int
     window_ms: int
     slice_ms: int
@@ -155,7 +156,7 @@ class QuotaTake(Request[Taken]):
     delta: int
 
     def keys(self) -> list[str]:
-        return [provider_quota(self.provider)]
+        return [self.counter]
 
     def decode(self, raw: Any) -> Taken:
         return Taken(bool(int(raw[0])), int(raw[1]), int(raw[2]))

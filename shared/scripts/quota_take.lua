@@ -8,10 +8,12 @@
 -- arg window_ms
 -- arg slice_ms
 -- arg limit: sends per window
--- arg delta: 1 = take one, -1 = give one back (the provider did not take the send)
+-- arg delta: 1 = take one, -1 = give one back (the provider did not take the send),
+--   0 = only look (the same work as a take, and nothing counted)
 --
 -- Returns {taken (1|0), used, reopens_at (ms)}: taken 0 means the quota is used up until
--- reopens_at, when the oldest slice leaves the window; used counts this send when taken.
+-- reopens_at, when the oldest slice leaves the window; used counts this send when taken
+-- (a look answers as a take would have, without counting it).
 -- @request
 local current = now - now % slice_ms
 if delta < 0 then
@@ -31,6 +33,7 @@ for i = 1, #fields, 2 do
   end
 end
 if used >= limit then return {0, used, oldest + window_ms} end
+if delta == 0 then return {1, used + 1, 0} end
 redis.call("HINCRBY", quota, current, 1)
 redis.call("PEXPIRE", quota, window_ms + slice_ms)
 return {1, used + 1, 0}
