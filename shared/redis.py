@@ -24,7 +24,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from shared.logging import event
 from shared.redis_policy import check_eviction_policy
-from shared.settings import RedisSettings, sentinel_addresses
+from shared.settings import RedisSettings, redis_url_problem, sentinel_addresses
 
 log = logging.getLogger(__name__)
 
@@ -146,7 +146,10 @@ def describe(settings: RedisSettings) -> str:
 
 
 def display_url(url: str) -> str:
-    """The Redis URL without its password: fit for a log line or a terminal."""
+    """The Redis URL without its password: fit for a log line or a terminal; one that does
+    not parse is named as such, never quoted (its password may be what broke it)."""
+    if redis_url_problem(url):
+        return "(a Redis URL that does not parse)"
     parts = urlsplit(url)
     port = f":{parts.port}" if parts.port else ""
     return f"{parts.scheme}://{parts.hostname or ''}{port}{parts.path}"

@@ -12,6 +12,7 @@ import re
 import socket
 import sys
 from typing import Any, Literal, TypeVar, cast, get_args
+from urllib.parse import urlsplit
 
 from pydantic import (
     BaseModel,
@@ -82,6 +83,14 @@ class RedisSettings(_Env):
         sentinel_addresses(value)
         return value
 
+    @field_validator("redis_url")
+    @classmethod
+    def _url_parses(cls, value: str) -> str:
+        problem = redis_url_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return value
+
     @model_validator(mode="after")
     def _one_topology(self) -> RedisSettings:
         if self.redis_sentinels and self.redis_cluster:
@@ -90,6 +99,19 @@ class RedisSettings(_Env):
                 "Sentinel fronts one primary, a Cluster fails over by itself"
             )
         return self
+
+
+def redis_url_problem(url: str) -> str:
+    """What stops a Redis URL's host part from parsing, in words that never quote the URL
+    ("" when it parses). A password holding an unencoded "/", "?" or "#" ends the host part
+    early: redis-py's own message then quotes the rest as the port, the password's head."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018  (reading it is the check: a non-number raises)
+    except ValueError:
+        return ("its host part does not parse: a malformed host or port, or a password "
+                "holding '/', '?' or '#' that is not percent-encoded")  # fmt: skip
+    return ""
 
 
 def sentinel_addresses(value: str) -> list[tuple[str, int]]:

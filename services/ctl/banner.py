@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from services.ctl.stack import PID_VARIABLE
+from shared.redis import display_url
 
 NAMED_PREFIX = "RESETGATE_PROVIDER_"  # RESETGATE_PROVIDER_<NAME>_KIND ... (with --providers)
 
@@ -87,7 +88,7 @@ def text(
         provider_line(env),
         f"  messages   {env['RESETGATE_PROVIDER_URL']}/_sandbox/messages (what the sandbox "
         "received: every email, its link, its events)",
-        f"  redis      {env['RESETGATE_REDIS_URL']} ({where})",
+        f"  redis      {display_url(env['RESETGATE_REDIS_URL'])} ({where}; no password shown)",
         f"  logs       {directory}/",
         f"  token      {token} (internal API bearer; kept in {directory}/secrets.env)",
         f"  env        {directory}/env (`. {directory}/env` exports the Redis URL, the token and"
