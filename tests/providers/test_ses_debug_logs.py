@@ -71,7 +71,8 @@ def moto_with_key() -> Iterator[str]:
 
 
 @pytest.fixture
-def debug_logging() -> Iterator[None]:
+def debug_logging(capfd: pytest.CaptureFixture[str]) -> Iterator[None]:
+    """The service's logging at DEBUG, writing to the stderr ``capfd`` captures."""
     root = logging.getLogger()
     handlers, level = root.handlers[:], root.level
     wires = {name: logging.getLogger(name).level for name in ("botocore", "aiobotocore", "urllib3")}
@@ -83,8 +84,9 @@ def debug_logging() -> Iterator[None]:
         logging.getLogger(name).setLevel(wire_level)
 
 
+@pytest.mark.usefixtures("debug_logging")
 async def test_an_ses_send_at_debug_logs_no_key_id_or_signature(
-    capfd: pytest.CaptureFixture[str], moto_with_key: str, debug_logging: None
+    capfd: pytest.CaptureFixture[str], moto_with_key: str
 ) -> None:
     provider = SesProvider(REGION, moto_with_key, connect_timeout=2, total_timeout=20)
     try:
