@@ -1,8 +1,9 @@
-"""Is one mailbox we may hand a provider? Checked before every send.
+"""Is the directory's address one mailbox we may hand a provider? Checked before every send.
 
 The directory is the studio's and its address goes into the provider's ``To`` unchanged, so
-a record holding ``a@x, b@y`` would send one reset link to two people (Postmark splits its
-``To`` on commas) and a CR or LF could start a header of its own. The check accepts one
+a record holding ``a@x, b@y`` would send one reset link to two people (Postmark's ``To``:
+"Multiple addresses are comma separated", https://postmarkapp.com/developer/api/email-api)
+and a CR or LF could start a header of its own. The check accepts one
 RFC 5322 ``addr-spec`` in its dot-atom form (section 3.4.1), with the UTF-8 characters RFC
 6532 section 3.2 adds for internationalised addresses; it refuses a quoted local part and a
 domain literal (valid RFC 5322, but a quoted part may hold the comma or ``@`` that the
