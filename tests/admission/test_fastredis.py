@@ -161,10 +161,10 @@ async def test_nothing_listening_fails_every_caller_then_backs_off() -> None:
     client = FastRedis(inner)
     results = await asyncio.gather(client.get("a"), client.get("b"), return_exceptions=True)
     assert all(isinstance(r, RedisConnectionError) for r in results), results
-    started = time.monotonic()
+    # Inside the backoff: the error says so, with no new connect attempt (a fixed 50 ms bound
+    # on how long that took failed on a loaded machine; the message is what tells the paths).
     with pytest.raises(RedisConnectionError, match="reconnecting"):
-        await client.get("c")  # inside the backoff: at once, no new connect attempt
-    assert time.monotonic() - started < 0.05
+        await client.get("c")
     await client.aclose()
     await inner.aclose()
 
