@@ -13,6 +13,11 @@ side=(lint typecheck deadcode chart-lint chart-readme test-cluster)
 
 elapsed() { echo $(( $(date +%s) - start )); }
 
+# `make test` must leave nothing untracked in the tree: what git would list as untracked
+# (ignored files, e.g. .venv or caches, are not) before, compared with after.
+untracked() { git ls-files --others --exclude-standard 2>/dev/null | sort; }
+untracked >"$logs/untracked-before"
+
 for check in "${side[@]}"; do
   (
     $make "$check" >"$logs/$check" 2>&1
@@ -37,6 +42,13 @@ done
 
 echo "==> serial tests, alone"
 $make unit-serial || failed=1
+
+left=$(untracked | comm -13 "$logs/untracked-before" -)
+if [ -n "$left" ]; then
+  echo "==> make test left untracked files in the tree (a test writes where it should use tmp_path):"
+  echo "$left"
+  failed=1
+fi
 
 echo "==> make test: $(elapsed) s, $([ "$failed" = 0 ] && echo "all passed" || echo FAILED)"
 exit "$failed"

@@ -7,7 +7,7 @@ import asyncio
 import os
 import signal
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 
 import pytest
 from redis.asyncio import Redis, RedisCluster
@@ -161,10 +161,10 @@ async def test_nothing_listening_fails_every_caller_then_backs_off() -> None:
     client = FastRedis(inner)
     results = await asyncio.gather(client.get("a"), client.get("b"), return_exceptions=True)
     assert all(isinstance(r, RedisConnectionError) for r in results), results
-    started = time.monotonic()
+    # Inside the backoff: the error says so, with no new connect attempt (a fixed 50 ms bound
+    # on how long that took failed on a loaded machine; the message is what tells the paths).
     with pytest.raises(RedisConnectionError, match="reconnecting"):
-        await client.get("c")  # inside the backoff: at once, no new connect attempt
-    assert time.monotonic() - started < 0.05
+        await client.get("c")
     await client.aclose()
     await inner.aclose()
 
@@ -192,18 +192,33 @@ async def test_a_call_on_a_connection_lost_after_it_was_handed_out_fails_at_once
     assert await own_fast.ping()  # and the next call reconnects
 
 
-async def _traffic(client: FastRedis, seconds: float) -> list[tuple[float, str]]:
-    """One GET every millisecond or so: (time, "ok" or the error's class name)."""
-    outcomes: list[tuple[float, str]] = []
-    deadline = time.monotonic() + seconds
+async def _until(condition: Callable[[], bool], timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("condition not reached in time")
+
+
+RECOVERED = 50  # consecutive successful calls after the restart: recovered, and stayed so
+
+
+async def _traffic(
+    client: FastRedis, outcomes: list[str], restarted: asyncio.Event, deadline: float = 60
+) -> None:
+    """One GET every millisecond or so, each outcome "ok" or the error's class name, until
+    RECOVERED calls in a row succeeded after ``restarted``; gives up after ``deadline``."""
+    give_up = time.monotonic() + deadline
+    while time.monotonic() < give_up:
+        if restarted.is_set() and outcomes[-RECOVERED:] == ["ok"] * RECOVERED:
+            return
         try:
             await client.get("k")
-            outcomes.append((time.monotonic(), "ok"))
+            outcomes.append("ok")
         except RedisError as error:
-            outcomes.append((time.monotonic(), type(error).__name__))
+            outcomes.append(type(error).__name__)
         await asyncio.sleep(0.001)
-    return outcomes
 
 
 async def test_a_redis_restart_mid_traffic_fails_calls_then_recovers(
@@ -211,17 +226,19 @@ async def test_a_redis_restart_mid_traffic_fails_calls_then_recovers(
 ) -> None:
     gcra = Gcra.SCRIPT
     assert await gcra(own_fast, ["k"], [1000, 5]) == [1, 0]
-    traffic = asyncio.create_task(_traffic(own_fast, 4.0))
-    await asyncio.sleep(0.5)
+    kinds: list[str] = []
+    restarted = asyncio.Event()
+    traffic = asyncio.create_task(_traffic(own_fast, kinds, restarted))
+    await _until(lambda: len(kinds) >= 10)  # calls are flowing (not a sleep: load varies)
     await asyncio.to_thread(own_server.stop, True)  # SIGKILL: connections drop
-    await asyncio.sleep(1.0)
+    await _until(lambda: "ConnectionError" in kinds)
     await asyncio.to_thread(own_server.start)  # same port, empty script cache
-    outcomes = await traffic
-    kinds = [kind for _, kind in outcomes]
+    restarted.set()
+    await traffic
     assert kinds[0] == "ok"
     assert "ConnectionError" in kinds
     assert set(kinds) <= {"ok", "ConnectionError", "TimeoutError"}, set(kinds)
-    assert kinds[-50:] == ["ok"] * 50  # recovered, and stayed recovered
+    assert kinds[-RECOVERED:] == ["ok"] * RECOVERED  # recovered, and stayed recovered
     assert await gcra(own_fast, ["k2"], [1000, 5]) == [1, 0]  # NOSCRIPT -> load -> retry
 
 
@@ -238,7 +255,8 @@ async def test_a_paused_redis_times_out_instead_of_hanging(
         )
         waited = time.monotonic() - started
         assert all(isinstance(r, RedisTimeoutError) for r in results), results
-        assert 0.4 <= waited < 1.5  # the 0.5 s timeout, not a hang
+        # The 0.5 s timeout, not a hang (a starved event loop may take seconds more).
+        assert 0.4 <= waited < 10
         later = await asyncio.gather(own_fast.get("x"), return_exceptions=True)
         assert isinstance(later[0], RedisTimeoutError | RedisConnectionError)
     finally:

@@ -3,6 +3,9 @@ project carries its own design and provider contract."""
 
 from __future__ import annotations
 
+import fnmatch
+import functools
+import os
 import re
 from pathlib import Path
 
@@ -30,9 +33,23 @@ def referenced(doc: Path) -> set[str]:
     return {ref for ref in links | code if ref and not ref.startswith(NOT_FILES)}
 
 
+# Not the project's files, and far larger than it: walking .venv and .tools once per name
+# took minutes on a loaded machine.
+NOT_THE_PROJECT = {".git", ".venv", ".tools", ".run", ".mypy_cache", ".ruff_cache", "__pycache__"}
+
+
+@functools.cache
+def project_file_names() -> frozenset[str]:
+    names: set[str] = set()
+    for _, directories, files in os.walk(ROOT):
+        directories[:] = [d for d in directories if d not in NOT_THE_PROJECT]
+        names.update(files)
+    return frozenset(names)
+
+
 def exists(doc: Path, ref: str) -> bool:
     if "/" not in ref:  # a bare file name (`consume_token.lua`): somewhere in the project
-        return any(path.name == ref for path in ROOT.rglob(ref) if ".venv" not in path.parts)
+        return any(fnmatch.fnmatchcase(name, ref) for name in project_file_names())
     for base in (doc.parent, ROOT):
         if "*" in ref and list(base.glob(ref)):
             return True

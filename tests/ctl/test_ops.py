@@ -155,7 +155,7 @@ async def test_status_says_until_when_a_quota_pauses_the_provider_and_what_it_ac
     until = now + 3_600_000
     await control.quota_pause(redis, "default", until, "daily quota of 200 sends used up", "k")
     await redis.hset(provider_pacing("default"), mapping={
-        "since": now - 10**7, "accepted": 10**4, "good": 0.95, "tat": now + 60_000})  # fmt: skip
+        "since": now - 10**9, "accepted": 10**6, "good": 0.95, "tat": now + 60_000})  # fmt: skip
     view = ops_json(redis_server, "status")
     assert view["paused_until"] == until and abs(view["accepting_rate"] - 1.0) < 0.002
     assert view["settled_rate"] == 0.95 and view["next_slot_at"] == now + 60_000

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from services.ctl.banner import DEMO_ACCOUNTS
 from tests.ctl.test_up import free_stack_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -189,6 +190,8 @@ def test_every_command_in_the_readme_is_one_these_tests_run() -> None:
 
 @pytest.mark.timeout(600)
 def test_the_readmes_internal_api_and_accounts_commands_work_as_written(clone: Clone) -> None:
+    """Every command of "Using it" in the second terminal, after the quick start's `. .run/env`:
+    only OPERATION_ID is replaced (by the id the commands answered)."""
     readme = (clone.path / "README.md").read_text()
     source = sh_blocks(section(readme, "Quick start"))[1][0]
     blocks = sh_blocks(section(readme, "Using it"))
@@ -202,11 +205,9 @@ def test_the_readmes_internal_api_and_accounts_commands_work_as_written(clone: C
     assert json.loads(clone.run(one, f"{source}\n{bearer}").stdout)["attempt_ledger"] is not None
     listed = json.loads(clone.run(oldest, f"{source}\n{bearer}").stdout)
     assert "operations" in listed
-    imports, add = accounts
-    on_path = 'export PATH="$PWD/.venv/bin:$PATH"'
-    (clone.path / "players.csv").write_text("login,account_id,email,locale\n"
-                                            "player8,acct-8,player8@example.com,en\n")  # fmt: skip
-    done = clone.run(imports.split("#")[0], on_path)
-    assert done.returncode == 0 and "imported 1 account(s)" in done.stdout, done.stderr
-    done = clone.run(add, on_path)
+    imports, add = accounts  # as written, in the second terminal: nothing on PATH, no file made
+    done = clone.run(imports, source)
+    imported = f"imported {len(DEMO_ACCOUNTS)} account(s)"
+    assert done.returncode == 0 and imported in done.stdout, done.stderr
+    done = clone.run(add, source)
     assert done.returncode == 0 and "added account acct-9" in done.stdout, done.stderr

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from datetime import datetime
 
 import pytest
@@ -43,14 +44,18 @@ async def test_lookup_forgets_keys_outside_the_idempotency_window(open_provider)
 
 
 async def test_delivered_event_appears_after_the_configured_delay(open_provider):
-    async with open_provider(delivered_delay_seconds=0.6) as p:
+    # Two seconds: the early look must come before the delay ends even on a loaded machine;
+    # then the event is awaited (not a fixed sleep) and must not have come before the delay.
+    async with open_provider(delivered_delay_seconds=2.0) as p:
+        sent_at = time.monotonic()
         sent = await p.send(key="op-d")
         early = await p.events()
         detail_early = await p.get(f"/email/messages/{sent.body['id']}")
-        await asyncio.sleep(0.7)
-        late = await p.events(after=early.body["next"])
+        late = await _events_after(p, early.body["next"])
+        waited = time.monotonic() - sent_at
         detail = await p.get(f"/email/messages/{sent.body['id']}")
     assert early.body["data"] == []
+    assert waited >= 2.0
     assert detail_early.body["status"] == "accepted"
     [event] = late.body["data"]
     assert (event["message_id"], event["type"]) == (sent.body["id"], "delivered")
@@ -164,3 +169,14 @@ async def test_a_cursor_past_the_feeds_end_is_refused_not_answered_empty(provide
     assert at_end.status == 200 and at_end.body["data"] == []
     assert beyond.status == 410
     assert beyond.body["error"] == "cursor_beyond_feed"
+
+
+async def _events_after(provider, cursor):
+    """The feed after ``cursor``, polled until it holds an event (20 s at most)."""
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        feed = await provider.events(after=cursor)
+        if feed.body["data"]:
+            return feed
+        await asyncio.sleep(0.05)
+    raise AssertionError("no event in time")

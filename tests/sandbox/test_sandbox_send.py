@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import io
+import time
+from collections.abc import Callable
+from typing import Any
 
 import aiohttp
 import pytest
@@ -53,9 +56,11 @@ async def test_sends_without_key_are_not_deduplicated(provider):
 
 
 async def test_same_key_while_first_is_in_flight_gets_409(open_provider):
-    async with open_provider(slow_every=1, slow_seconds=0.4) as p:
+    # The first send held 2 s once it has arrived (not after a fixed 0.1 s: a loaded machine
+    # can take longer to deliver it), the second sent while it is held.
+    async with open_provider(slow_every=1, slow_seconds=2.0) as p:
         first = asyncio.create_task(p.send(key="op-slow"))
-        await asyncio.sleep(0.1)
+        await _until(p, lambda stats: stats["slow_responses_total"] == 1)
         second = await p.send(key="op-slow")
         assert second.status == 409
         assert (await first).status == 200
@@ -71,7 +76,8 @@ async def test_client_timeout_on_slow_send_is_ambiguous_but_provider_accepted(op
     async with open_provider(slow_every=1, slow_seconds=0.3) as p:
         with pytest.raises(TimeoutError):
             await p.send(key="op-timeout", timeout=aiohttp.ClientTimeout(total=0.1))
-        await asyncio.sleep(0.4)
+        # Recorded once the handler's slow wait is over (after the client gave up).
+        await _until(p, lambda stats: stats["emails_sent_total"] == 1)
         found = await p.get("/email/messages", params={"idempotency_key": "op-timeout"})
     assert [m["idempotency_key"] for m in found.body["data"]] == ["op-timeout"]
 
@@ -199,3 +205,13 @@ async def test_test_view_shows_the_email_actually_received(provider):
     assert [m["id"] for m in listed["data"]] == [sent.body["id"]]
     missing = await provider.control("GET", "/_sandbox/messages/msg_nope")
     assert missing["error"] == "not_found"
+
+
+async def _until(provider: Any, condition: Callable[[dict[str, Any]], bool]) -> None:
+    """Polls the sandbox's stats until ``condition`` holds (10 s at most)."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if condition(await provider.stats()):
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("condition not reached in time")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from redis.asyncio import Redis
 
-from services.ctl.embedded import RedisServer, free_port
+from services.ctl.embedded import RedisServer
 from shared.keys import (
     CONTACT_FORMS,
     CONTACT_FORMS_DEAD,
@@ -24,6 +24,7 @@ from shared.keys import (
 from tests.e2e.conftest import ROUTER_ENV
 from tests.security.scan import uncompressed_dumps
 from tests.sender.conftest import wait_for
+from tests.support.ports import refused_url
 from tests.support.processes import Processes
 
 FREE_TEXT = "my password is hunter2-secret, write to routed.player@example.com"
@@ -32,13 +33,13 @@ FREE_TEXT = "my password is hunter2-secret, write to routed.player@example.com"
 async def test_routed_free_text_is_not_in_the_streams_dump_while_a_neighbour_waits(
     stack: Processes, redis: Redis, redis_server: RedisServer
 ) -> None:
-    nowhere = f"http://127.0.0.1:{free_port()}"  # the directory is down: lookups fail
-    await stack.start("router", RESETGATE_DIRECTORY_URL=nowhere, **ROUTER_ENV)
-    await redis.xadd(CONTACT_FORMS, {"event_id": "e-billing", "topic": "billing",
-                                     "message": FREE_TEXT})  # fmt: skip
-    await redis.xadd(CONTACT_FORMS, {"event_id": "e-waiting", "topic": "account_access",
-                                     "login": "waiting-player", "message": "help"})  # fmt: skip
-    await wait_for(lambda: _one_routed_one_waiting(redis))
+    with refused_url() as nowhere:  # the directory is down: lookups fail
+        await stack.start("router", RESETGATE_DIRECTORY_URL=nowhere, **ROUTER_ENV)
+        await redis.xadd(CONTACT_FORMS, {"event_id": "e-billing", "topic": "billing",
+                                         "message": FREE_TEXT})  # fmt: skip
+        await redis.xadd(CONTACT_FORMS, {"event_id": "e-waiting", "topic": "account_access",
+                                         "login": "waiting-player", "message": "help"})  # fmt: skip
+        await wait_for(lambda: _one_routed_one_waiting(redis))
     raw = Redis.from_url(redis_server.url)  # DUMP is bytes
     try:
         async with uncompressed_dumps(raw):
@@ -60,11 +61,11 @@ async def test_a_form_waiting_on_the_directory_keeps_the_login_a_day_at_most(
 ) -> None:
     """During a directory outage the form's routed fields (the login, often an address)
     waited under rg:router:form:* for 14 days; now a day, then it is dead-lettered."""
-    nowhere = f"http://127.0.0.1:{free_port()}"
-    await stack.start("router", RESETGATE_DIRECTORY_URL=nowhere, **ROUTER_ENV)
-    await redis.xadd(CONTACT_FORMS, {"event_id": "e-outage", "topic": "account_access",
-                                     "login": LOGIN, "message": "help"})  # fmt: skip
-    await wait_for(lambda: _taken_over(redis))
+    with refused_url() as nowhere:
+        await stack.start("router", RESETGATE_DIRECTORY_URL=nowhere, **ROUTER_ENV)
+        await redis.xadd(CONTACT_FORMS, {"event_id": "e-outage", "topic": "account_access",
+                                         "login": LOGIN, "message": "help"})  # fmt: skip
+        await wait_for(lambda: _taken_over(redis))
     keys = [k async for k in redis.scan_iter(ROUTER_FORM_PREFIX + "*")]
     ttl = await redis.ttl(keys[0])
     print(f"\nform kept {ttl} s")
@@ -74,12 +75,17 @@ async def test_a_form_waiting_on_the_directory_keeps_the_login_a_day_at_most(
 async def test_a_form_past_its_retention_is_dead_lettered_without_its_login(
     stack: Processes, redis: Redis
 ) -> None:
-    nowhere = f"http://127.0.0.1:{free_port()}"
-    await stack.start("router", RESETGATE_DIRECTORY_URL=nowhere,
-                      RESETGATE_FORM_RETENTION_SECONDS="3", **ROUTER_ENV)  # fmt: skip
-    await redis.xadd(CONTACT_FORMS, {"event_id": "e-expired", "topic": "account_access",
-                                     "login": LOGIN, "message": "help"})  # fmt: skip
-    dead = await wait_for(lambda: _dead(redis), timeout=20)
+    """The form's fields outlive the retention by two retries (claim_idle_seconds each), so
+    a retry dead-letters it with its event id. A router stalled for longer than that (a
+    starved CPU: seen in the suite with retries 2 s apart) finds the fields gone and
+    dead-letters it without them: the retries here are far enough apart for any stall."""
+    with refused_url() as nowhere:
+        await stack.start("router", **{**ROUTER_ENV, "RESETGATE_CLAIM_IDLE_SECONDS": "6"},
+                          RESETGATE_DIRECTORY_URL=nowhere,
+                          RESETGATE_FORM_RETENTION_SECONDS="1")  # fmt: skip
+        await redis.xadd(CONTACT_FORMS, {"event_id": "e-expired", "topic": "account_access",
+                                         "login": LOGIN, "message": "help"})  # fmt: skip
+        dead = await wait_for(lambda: _dead(redis), timeout=60)
     assert (dead["reason"], dead["event_id"], dead["topic"]) == (
         "expired", "e-expired", "account_access")  # fmt: skip
     assert LOGIN not in str(dead)
