@@ -7,7 +7,8 @@ import os
 import sys
 from pathlib import Path
 
-from services.ctl.stack import PID_VARIABLE
+from services.ctl.stack import DERIVED_VARIABLE, PID_VARIABLE
+from shared.emails.files import DEFAULTS
 
 NAMED_PREFIX = "RESETGATE_PROVIDER_"  # RESETGATE_PROVIDER_<NAME>_KIND ... (with --providers)
 
@@ -41,9 +42,13 @@ def command_path() -> str:
         return str(path)
 
 
-def env_file(env: dict[str, str], ports: dict[str, int]) -> dict[str, str]:
+def env_file(
+    env: dict[str, str], ports: dict[str, int], given: dict[str, str] | None = None
+) -> dict[str, str]:
     """What ``.run/env`` holds: enough for the CLI to find this stack and for a shell
-    (``. .run/env``) to call its API."""
+    (``. .run/env``) to call its API, and every RESETGATE_* setting ``up`` was ``given``
+    (RESETGATE_TEMPLATES_DIR ...: a second shell's commands see what the services run with)."""
+    given = given or {}
     names = ("RESETGATE_REDIS_URL", "RESETGATE_INTERNAL_API_TOKEN", "RESETGATE_PARTITIONS",
              "RESETGATE_PROVIDER_NAME", "RESETGATE_PROVIDER_KIND", "RESETGATE_PROVIDER_URL",
              "RESETGATE_PROVIDER_API_KEY", "RESETGATE_MAILGUN_DOMAIN", "RESETGATE_MAX_ATTEMPTS",
@@ -55,6 +60,8 @@ def env_file(env: dict[str, str], ports: dict[str, int]) -> dict[str, str]:
     values["RESETGATE_ADMISSION_URL"] = f"http://127.0.0.1:{ports['admission']}"
     values["RESETGATE_SANDBOX_URL"] = env["RESETGATE_PROVIDER_URL"]
     values["RESETGATE_CONSOLE_URL"] = f"http://127.0.0.1:{ports['console']}"
+    values[DERIVED_VARIABLE] = " ".join(sorted(set(values) - set(given)))
+    values.update(given)
     values[PID_VARIABLE] = str(os.getpid())
     return values
 
@@ -70,6 +77,13 @@ def provider_line(env: dict[str, str]) -> str:
     return f"  provider   {name}: the sandbox speaking {kind}'s API, {pushed}"
 
 
+def templates_line(env: dict[str, str]) -> str:
+    folder = env.get("RESETGATE_TEMPLATES_DIR", "")
+    if folder:
+        return f"  templates  {Path(folder).resolve()} (RESETGATE_TEMPLATES_DIR)"
+    return f"  templates  {DEFAULTS} (the shipped ones; RESETGATE_TEMPLATES_DIR for yours)"
+
+
 def text(
     env: dict[str, str], ports: dict[str, int], directory: Path, embedded: bool, note: str = ""
 ) -> str:
@@ -82,12 +96,14 @@ def text(
     lines += [
         f"  {name:<10} http://127.0.0.1:{port}{PORT_NOTES.get(name.split()[-1], '')}"
         for name, port in ports.items()
+        if name != "redis"  # not HTTP: its own line below
     ]
     lines += [
         provider_line(env),
         f"  messages   {env['RESETGATE_PROVIDER_URL']}/_sandbox/messages (what the sandbox "
         "received: every email, its link, its events)",
         f"  redis      {env['RESETGATE_REDIS_URL']} ({where})",
+        templates_line(env),
         f"  logs       {directory}/",
         f"  token      {token} (internal API bearer; kept in {directory}/secrets.env)",
         f"  env        {directory}/env (`. {directory}/env` exports the Redis URL, the token and"

@@ -29,9 +29,27 @@ from shared.providers.factory import keyless
 
 SERVICES = ("admission", "sender", "poller", "router")
 DEFAULT_PORT = 8080
-SANDBOX_OFFSET = 10  # the sandbox listens on admission's port + 10 (+ 11 ... for more names)
-HOOKS_OFFSET = 5  # the poller's webhook listener (8085: its own default)
-CONSOLE_OFFSET = 6  # the support console (8086: the chart's default)
+# Every port `resetgate up` takes, as an offset from admission's (RESETGATE_HTTP_PORT, else
+# 8080): the one table; plan_ports, the help, the busy-port line and the docs derive from it.
+# Fixed offsets keep a second shell's sourced .run/env right across restarts.
+PORT_OFFSETS = {
+    "admission": 0,  # the public and internal API
+    "admission ops": 1,  # each service's operational listener (/healthz /readyz /metrics)
+    "sender ops": 2,
+    "poller ops": 3,
+    "router ops": 4,
+    "webhooks": 5,  # the poller's webhook listener, when the provider pushes events
+    "console": 6,  # the support console
+    "redis": 7,  # the embedded Redis (none when RESETGATE_REDIS_URL is set)
+    "postgres": 8,  # reserved: the local PostgreSQL of the evidence archive
+    "prometheus": 9,  # reserved: `up --prometheus`
+    "sandbox": 10,  # the sandbox provider (+ 11 ... one per name with --providers)
+}
+SANDBOX_OFFSET = PORT_OFFSETS["sandbox"]
+HOOKS_OFFSET = PORT_OFFSETS["webhooks"]
+CONSOLE_OFFSET = PORT_OFFSETS["console"]
+REDIS_OFFSET = PORT_OFFSETS["redis"]
+RESERVED = ("postgres", "prometheus")  # kept free of anything else; started by their options
 MAX_PROVIDERS = 5
 OPS = " ops"  # a service's operational listener (/healthz /readyz /metrics) in the port plan
 # Provider kinds the local sandbox can stand in for (SES has moto; see docs/providers.md).
@@ -70,21 +88,27 @@ def requested_port(args: argparse.Namespace) -> int:
     raw = os.environ.get("RESETGATE_HTTP_PORT", "").strip()
     if not raw:
         return DEFAULT_PORT
-    if not raw.isdigit() or not 1 <= int(raw) <= 65535 - SANDBOX_OFFSET:
+    if not raw.isdigit() or not 1 <= int(raw) <= 65535 - SANDBOX_OFFSET - MAX_PROVIDERS:
         raise SystemExit(f"invalid configuration: RESETGATE_HTTP_PORT: {raw!r} is not a port")
     return int(raw)
 
 
-def plan_ports(first: int, kind: str = "http", names: list[str] | None = None) -> dict[str, int]:
-    """Admission's API on ``first``, every service's operational listener on the next four
-    (8081-8084 for 8080: their own defaults), the poller's webhooks on + 5 (when the provider
-    pushes events), the console on + 6, the sandbox on + 10 (one per name from + 10)."""
-    ops = {name + OPS: first + 1 + offset for offset, name in enumerate(SERVICES)}
-    hooks = {"webhooks": first + HOOKS_OFFSET} if localstack.pushes_events(kind) else {}
+def plan_ports(
+    first: int, kind: str = "http", names: list[str] | None = None, embedded: bool = True
+) -> dict[str, int]:
+    """Every port of the stack at its offset in PORT_OFFSETS from ``first`` (admission's API):
+    the webhook listener only when the provider pushes events, Redis only when embedded, one
+    sandbox per name from the sandbox's offset."""
+    wanted = {"webhooks": localstack.pushes_events(kind), "redis": embedded}
+    plan = {
+        name: first + offset
+        for name, offset in PORT_OFFSETS.items()
+        if wanted.get(name, True) and name not in RESERVED and name != "sandbox"
+    }
     sandboxes = {"sandbox": first + SANDBOX_OFFSET} if not names else {
         f"sandbox {name}": first + SANDBOX_OFFSET + i for i, name in enumerate(names)
     }  # fmt: skip
-    return {**sandboxes, "admission": first, **ops, **hooks, "console": first + CONSOLE_OFFSET}
+    return {**sandboxes, **plan}
 
 
 def requested_names(args: argparse.Namespace) -> list[str]:
@@ -114,14 +138,19 @@ def check_provider_kind(args: argparse.Namespace) -> None:
         )
 
 
+def port_layout() -> str:
+    """The offsets table in words, for --help and the busy-port line."""
+    others = ", ".join(f"{name} + {offset}" for name, offset in PORT_OFFSETS.items() if offset)
+    return f"that port (admission), {others} (+ {SANDBOX_OFFSET + 1} ... with --providers)"
+
+
 def check_ports(ports: dict[str, int]) -> None:
     for name, port in ports.items():
         if not bindable(port):
             raise SystemExit(
                 f"port {port} ({name}) is already in use on 127.0.0.1: stop what holds it, or "
                 "choose other ports: RESETGATE_HTTP_PORT=18080 make run (or resetgate up "
-                "--port 18080); the stack takes that port, the next six and that + 10 "
-                "(+ 11 ... with --providers)"
+                f"--port 18080); the stack takes {port_layout()}"
             )
 
 
@@ -260,13 +289,13 @@ def watch(children: list[Child]) -> Child:
         time.sleep(0.3)
 
 
-def embedded_redis(directory: Path, provider: str) -> tuple[RedisServer, Child]:
+def embedded_redis(directory: Path, provider: str, port: int) -> tuple[RedisServer, Child]:
     data = directory / "redis"
     data.mkdir(exist_ok=True)
     # A provider without an idempotency key needs every acknowledged write on disk (the
     # sender refuses to start otherwise; docs/providers.md).
     fsync = "always" if keyless(provider) else "everysec"
-    server = RedisServer(directory=str(data), appendonly=True, appendfsync=fsync).start()
+    server = RedisServer(port, directory=str(data), appendonly=True, appendfsync=fsync).start()
     assert server.process is not None
     return server, Child("redis", server.port, server.process, data / "redis.log")
 
@@ -281,9 +310,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--port",
         type=int,
         default=None,
-        help="admission's API port (default: $RESETGATE_HTTP_PORT, else 8080); the services' "
-        "operational listeners (/healthz /readyz /metrics) take the next four, the sandbox "
-        "provider port + 10",
+        help="admission's API port (default: $RESETGATE_HTTP_PORT, else 8080); every other "
+        f"port at a fixed offset from it: {port_layout()}",
     )
     parser.add_argument("--dir", default=stack.RUN_DIR, help="logs, secrets, the env file and "
                         "the embedded Redis' data (default: .run)")  # fmt: skip
@@ -311,22 +339,23 @@ def up(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, _interrupt)
     directory = Path(args.dir).resolve()
     directory.mkdir(parents=True, exist_ok=True)
+    given = stack.given_settings()
     check_provider_kind(args)
     names = requested_names(args)
     kind = os.environ.get("RESETGATE_PROVIDER_KIND", args.provider)
-    ports = plan_ports(requested_port(args), kind, names)
+    redis_url = os.environ.get("RESETGATE_REDIS_URL", "")
+    ports = plan_ports(requested_port(args), kind, names, embedded=not redis_url)
     check_ports(ports)
     services: list[Child] = []
     redis_child: list[Child] = []
     try:
-        redis_url = os.environ.get("RESETGATE_REDIS_URL", "")
         if not redis_url:
-            server, child = embedded_redis(directory, args.provider)
+            server, child = embedded_redis(directory, args.provider, ports["redis"])
             redis_url, redis_child = server.url, [child]
         env = base_env(redis_url, ports, directory, args.provider, names)
         seed_accounts(env, directory)
         note = forget_stale(env)
-        return run(env, ports, directory, services, redis_child, note)
+        return run(env, ports, directory, services, redis_child, note, given)
     except KeyboardInterrupt:
         print("\nstopping: services first, then the sandbox, then Redis ...", file=sys.stderr)
         return 0
@@ -343,6 +372,7 @@ def run(
     services: list[Child],
     redis_child: list[Child],
     note: str = "",
+    given: dict[str, str] | None = None,
 ) -> int:
     for name in (n for n in ports if n.startswith("sandbox")):
         services.append(start(name, ports[name], env, directory))
@@ -355,7 +385,7 @@ def run(
         services.append(start(name, ports[name + OPS], env, directory))
     for child in services[sandboxes:]:
         wait_ready(child, "/readyz")
-    stack.write_env(directory / stack.ENV_FILE, banner.env_file(env, ports))
+    stack.write_env(directory / stack.ENV_FILE, banner.env_file(env, ports, given))
     print(banner.text(env, ports, directory, redis_child != [], note), flush=True)
     dead = watch([*services, *redis_child])
     print(f"stopping everything: {dead.exit_line()}", file=sys.stderr)

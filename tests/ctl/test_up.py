@@ -212,7 +212,7 @@ def test_port_comes_from_the_flag_then_the_environment(monkeypatch: pytest.Monke
     assert up.requested_port(argparse.Namespace(port=19000)) == 19000
     assert up.plan_ports(18080) == {
         "sandbox": 18090, "admission": 18080, "admission ops": 18081, "sender ops": 18082,
-        "poller ops": 18083, "router ops": 18084, "console": 18086,
+        "poller ops": 18083, "router ops": 18084, "console": 18086, "redis": 18087,
     }  # fmt: skip
     pushed = up.plan_ports(8080, "postmark", ["a", "b"])
     assert (pushed["webhooks"], pushed["sandbox a"], pushed["sandbox b"]) == (8085, 8090, 8091)
