@@ -100,8 +100,8 @@ def text(
     ]
     lines += [
         provider_line(env),
-        f"  messages   {env['RESETGATE_PROVIDER_URL']}/_sandbox/messages (what the sandbox "
-        "received: every email, its link, its events)",
+        f"  inbox      {env['RESETGATE_PROVIDER_URL']}/_sandbox/inbox (every email the "
+        "sandbox received, rendered, with its link and its status)",
         f"  redis      {env['RESETGATE_REDIS_URL']} ({where})",
         templates_line(env),
         f"  logs       {directory}/",

@@ -212,6 +212,9 @@ def base_env(
     env["RESETGATE_SANDBOX_MESSAGES_FILE"] = str(directory / "sandbox-messages.json")
     env["RESETGATE_SANDBOX_API_KEY"] = env["RESETGATE_PROVIDER_API_KEY"]
     env.setdefault("RESETGATE_SANDBOX_BOUNCE_DOMAIN", "bounce.example")
+    # The inbox page shows what resetgate says of each email's operation beside the sandbox's.
+    env["RESETGATE_SANDBOX_INBOX_RESETGATE_URL"] = admission
+    env["RESETGATE_SANDBOX_INBOX_RESETGATE_TOKEN"] = env["RESETGATE_INTERNAL_API_TOKEN"]
     env["RESETGATE_UP_DIR"] = str(directory)
     return env
 

@@ -306,7 +306,7 @@ async def test_postmark_mode_shows_a_bounce_through_its_webhook_and_names_everyt
         assert "provider   postmark: the sandbox speaking postmark's API, its signed webhooks" \
                in banner  # fmt: skip
         assert f"console    http://127.0.0.1:{port + up.CONSOLE_OFFSET}" in banner
-        assert f"messages   {sandbox}/_sandbox/messages" in banner
+        assert f"inbox      {sandbox}/_sandbox/inbox" in banner
         env_file = stack.read_env(tmp_path / "env")
         assert env_file["RESETGATE_PROVIDER_KIND"] == "postmark"
         assert env_file["RESETGATE_CONSOLE_URL"] == f"http://127.0.0.1:{port + 6}"
