@@ -7,18 +7,13 @@ import os
 import sys
 from pathlib import Path
 
+from services.ctl import demo
 from services.ctl.stack import DERIVED_VARIABLE, PID_VARIABLE
 from shared.emails.files import DEFAULTS
 
 NAMED_PREFIX = "RESETGATE_PROVIDER_"  # RESETGATE_PROVIDER_<NAME>_KIND ... (with --providers)
 
-# login, account id, address, locale, what it shows
-DEMO_ACCOUNTS = [
-    ("player1", "acct-1001", "player1@example.com", "en", "delivered"),
-    ("player2", "acct-1002", "player2@example.com", "en", "delivered"),
-    ("joueur1", "acct-1004", "joueur1@example.com", "fr", "delivered, French email"),
-    ("bounce-me", "acct-1003", "someone@bounce.example", "en", "bounces"),
-]
+DEMO_ACCOUNTS = demo.NAMED
 
 
 PORT_NOTES = {
@@ -26,11 +21,6 @@ PORT_NOTES = {
     "console": "  (the support console: sign in with the token below)",
     "webhooks": "  (the poller's webhook listener; the sandbox pushes its events here)",
 }
-
-
-def demo_accounts_csv() -> str:
-    rows = [",".join(row[:4]) for row in DEMO_ACCOUNTS]
-    return "login,account_id,email,locale\n" + "\n".join(rows) + "\n"
 
 
 def command_path() -> str:
@@ -111,7 +101,7 @@ def text(
         *([f"  note       {note}"] if note else []),
         "",
         "demo accounts (login, account):",
-        *(f"  {login:<10} {account:<10} {shows}" for login, account, _, _, shows in DEMO_ACCOUNTS),
+        *demo.banner_lines(env),
         "",
         "try:",
         f"  curl -s -XPOST {base}/v1/password-resets -H 'Content-Type: application/json' "

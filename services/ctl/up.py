@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from importlib.util import find_spec
 from pathlib import Path
 
-from services.ctl import banner, localstack, stack
+from services.ctl import banner, demo, localstack, stack
 from services.ctl.embedded import RedisServer, bindable
 from shared.providers.factory import keyless
 
@@ -258,7 +258,7 @@ def wait_ready(child: Child, path: str, timeout: float = 30.0) -> None:
 
 def seed_accounts(env: dict[str, str], directory: Path) -> None:
     path = directory / "demo-accounts.csv"
-    path.write_text(banner.demo_accounts_csv())
+    path.write_text(demo.accounts_csv(env))
     done = subprocess.run(
         [sys.executable, "-m", "services.ctl.main", "accounts", "import", str(path)],
         env=env,
