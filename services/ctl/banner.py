@@ -42,7 +42,7 @@ def env_file(
     names = ("RESETGATE_REDIS_URL", "RESETGATE_INTERNAL_API_TOKEN", "RESETGATE_PARTITIONS",
              "RESETGATE_PROVIDER_NAME", "RESETGATE_PROVIDER_KIND", "RESETGATE_PROVIDER_URL",
              "RESETGATE_PROVIDER_API_KEY", "RESETGATE_MAILGUN_DOMAIN", "RESETGATE_MAX_ATTEMPTS",
-             "RESETGATE_PROVIDERS")  # fmt: skip
+             "RESETGATE_PROVIDERS", "RESETGATE_RESET_URL_BASE")  # fmt: skip
     values = {name: env[name] for name in names if name in env}
     # Every named provider's settings: a second shell's `ops provider show` and `switch`
     # must see the configuration the services run with.

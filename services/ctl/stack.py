@@ -127,6 +127,17 @@ def check_sourced() -> None:
     os.environ[PID_VARIABLE] = running  # the same stack settings: nothing to redo
 
 
+def settings_of_running_stack() -> None:
+    """What a running `resetgate up` runs with (its templates folder, its reset page), for
+    commands that need no Redis: a default where the environment has none; nothing, and
+    no refusal, when no stack runs."""
+    path = find_env_file()
+    values = read_env(path) if path else {}
+    if _alive(values.get(PID_VARIABLE, "")):
+        for name, value in values.items():
+            os.environ.setdefault(name, value)
+
+
 def use_local_stack() -> str:
     """Fill the environment from the running stack's env file when RESETGATE_REDIS_URL is
     unset; returns where the Redis URL came from, for :func:`announce`."""

@@ -36,6 +36,13 @@ def ops_status(shell: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[
     )  # fmt: skip
 
 
+def templates_command(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "services.ctl.main", "templates", *args], env=child_env(),
+        cwd=cwd, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+
+
 def listening(port: int) -> bool:
     with socket.socket() as probe:
         probe.settimeout(1)
@@ -111,6 +118,10 @@ async def test_up_from_a_shell_that_sourced_an_old_env_uses_its_own_settings(
         await asyncio.wait_for(read_banner(first), timeout=120)
         shell = sourced(run / stack.ENV_FILE)
         assert shell["RESETGATE_TEMPLATES_DIR"] == templates
+        # A second shell that sourced nothing: the running stack's folder and reset page.
+        checked, preview = (templates_command(tmp_path, *a) for a in (["check"], ["preview"]))
+        assert checked.stdout.startswith(f"templates ok: {templates} "), checked.stderr
+        assert f"http://127.0.0.1:{port}/reset-password?operation=" in preview.stdout
     finally:
         await ctrl_c(first)
     shell["RESETGATE_REDIS_URL"] = shell["RESETGATE_REDIS_URL"].replace(
