@@ -17,6 +17,7 @@ DEMO_ACCOUNTS = demo.NAMED
 
 
 PORT_NOTES = {
+    "prometheus": "  (the chart's alert rules loaded: /alerts; every service scraped)",
     "ops": "  (/healthz /readyz /metrics)",
     "console": "  (the support console: sign in with the token below)",
     "webhooks": "  (the poller's webhook listener; the sandbox pushes its events here)",

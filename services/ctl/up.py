@@ -23,35 +23,19 @@ from dataclasses import dataclass
 from importlib.util import find_spec
 from pathlib import Path
 
-from services.ctl import banner, demo, localstack, stack
-from services.ctl.embedded import RedisServer, bindable
+from services.ctl import banner, demo, localstack, prometheus, stack
+from services.ctl.embedded import RedisServer
+from services.ctl.ports import (
+    MAX_PROVIDERS,
+    OPS,
+    check_ports,
+    plan_ports,
+    port_layout,
+    requested_port,
+)
 from shared.providers.factory import keyless
 
 SERVICES = ("admission", "sender", "poller", "router")
-DEFAULT_PORT = 8080
-# Every port `resetgate up` takes, as an offset from admission's (RESETGATE_HTTP_PORT, else
-# 8080): the one table; plan_ports, the help, the busy-port line and the docs derive from it.
-# Fixed offsets keep a second shell's sourced .run/env right across restarts.
-PORT_OFFSETS = {
-    "admission": 0,  # the public and internal API
-    "admission ops": 1,  # each service's operational listener (/healthz /readyz /metrics)
-    "sender ops": 2,
-    "poller ops": 3,
-    "router ops": 4,
-    "webhooks": 5,  # the poller's webhook listener, when the provider pushes events
-    "console": 6,  # the support console
-    "redis": 7,  # the embedded Redis (none when RESETGATE_REDIS_URL is set)
-    "postgres": 8,  # reserved: the local PostgreSQL of the evidence archive
-    "prometheus": 9,  # reserved: `up --prometheus`
-    "sandbox": 10,  # the sandbox provider (+ 11 ... one per name with --providers)
-}
-SANDBOX_OFFSET = PORT_OFFSETS["sandbox"]
-HOOKS_OFFSET = PORT_OFFSETS["webhooks"]
-CONSOLE_OFFSET = PORT_OFFSETS["console"]
-REDIS_OFFSET = PORT_OFFSETS["redis"]
-RESERVED = ("postgres", "prometheus")  # kept free of anything else; started by their options
-MAX_PROVIDERS = 5
-OPS = " ops"  # a service's operational listener (/healthz /readyz /metrics) in the port plan
 # Provider kinds the local sandbox can stand in for (SES has moto; see docs/providers.md).
 SANDBOX_KINDS = ("http", "sendgrid", "postmark", "mailgun")
 SECRETS_FILE = "secrets.env"
@@ -80,37 +64,6 @@ def last_words(log: Path) -> str:
     return said[-1][:300] if said else "nothing logged"
 
 
-def requested_port(args: argparse.Namespace) -> int:
-    """``--port``, else ``RESETGATE_HTTP_PORT`` (so `RESETGATE_HTTP_PORT=18080 make run`
-    works), else 8080."""
-    if args.port is not None:
-        return int(args.port)
-    raw = os.environ.get("RESETGATE_HTTP_PORT", "").strip()
-    if not raw:
-        return DEFAULT_PORT
-    if not raw.isdigit() or not 1 <= int(raw) <= 65535 - SANDBOX_OFFSET - MAX_PROVIDERS:
-        raise SystemExit(f"invalid configuration: RESETGATE_HTTP_PORT: {raw!r} is not a port")
-    return int(raw)
-
-
-def plan_ports(
-    first: int, kind: str = "http", names: list[str] | None = None, embedded: bool = True
-) -> dict[str, int]:
-    """Every port of the stack at its offset in PORT_OFFSETS from ``first`` (admission's API):
-    the webhook listener only when the provider pushes events, Redis only when embedded, one
-    sandbox per name from the sandbox's offset."""
-    wanted = {"webhooks": localstack.pushes_events(kind), "redis": embedded}
-    plan = {
-        name: first + offset
-        for name, offset in PORT_OFFSETS.items()
-        if wanted.get(name, True) and name not in RESERVED and name != "sandbox"
-    }
-    sandboxes = {"sandbox": first + SANDBOX_OFFSET} if not names else {
-        f"sandbox {name}": first + SANDBOX_OFFSET + i for i, name in enumerate(names)
-    }  # fmt: skip
-    return {**sandboxes, **plan}
-
-
 def requested_names(args: argparse.Namespace) -> list[str]:
     """``--providers a,b``: the names, each served by a sandbox of its own ([] without it)."""
     if not args.providers:
@@ -136,22 +89,6 @@ def check_provider_kind(args: argparse.Namespace) -> None:
             f"local sandbox speaks ({', '.join(SANDBOX_KINDS)}); unset it and choose one with "
             "`resetgate up --provider KIND`"
         )
-
-
-def port_layout() -> str:
-    """The offsets table in words, for --help and the busy-port line."""
-    others = ", ".join(f"{name} + {offset}" for name, offset in PORT_OFFSETS.items() if offset)
-    return f"that port (admission), {others} (+ {SANDBOX_OFFSET + 1} ... with --providers)"
-
-
-def check_ports(ports: dict[str, int]) -> None:
-    for name, port in ports.items():
-        if not bindable(port):
-            raise SystemExit(
-                f"port {port} ({name}) is already in use on 127.0.0.1: stop what holds it, or "
-                "choose other ports: RESETGATE_HTTP_PORT=18080 make run (or resetgate up "
-                f"--port 18080); the stack takes {port_layout()}"
-            )
 
 
 def local_secrets(directory: Path) -> dict[str, str]:
@@ -332,6 +269,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "from port + 10; the first serves every partition until `resetgate ops provider "
         "switch` moves some",
     )
+    parser.add_argument("--prometheus", action="store_true", help="also run Prometheus "
+                        "scraping every service, the chart's alert rules loaded")  # fmt: skip
     parser.set_defaults(handler=up)
 
 
@@ -347,7 +286,7 @@ def up(args: argparse.Namespace) -> int:
     names = requested_names(args)
     kind = os.environ.get("RESETGATE_PROVIDER_KIND", args.provider)
     redis_url = os.environ.get("RESETGATE_REDIS_URL", "")
-    ports = plan_ports(requested_port(args), kind, names, embedded=not redis_url)
+    ports = plan_ports(requested_port(args), kind, names, not redis_url, args.prometheus)
     check_ports(ports)
     services: list[Child] = []
     redis_child: list[Child] = []
@@ -388,6 +327,12 @@ def run(
         services.append(start(name, ports[name + OPS], env, directory))
     for child in services[sandboxes:]:
         wait_ready(child, "/readyz")
+    if "prometheus" in ports:
+        log = directory / "prometheus.log"
+        services.append(
+            Child("prometheus", ports["prometheus"], prometheus.start(ports, directory), log)
+        )
+        wait_ready(services[-1], "/-/ready")
     stack.write_env(directory / stack.ENV_FILE, banner.env_file(env, ports, given))
     print(banner.text(env, ports, directory, redis_child != [], note), flush=True)
     dead = watch([*services, *redis_child])

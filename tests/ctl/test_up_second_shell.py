@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from services.ctl import stack, up
+from services.ctl import ports, stack
 from shared.emails.files import DEFAULTS
 from tests.ctl.test_up import child_env, ctrl_c, free_stack_port, read_banner, start_up
 
@@ -58,15 +58,17 @@ async def up_from_env(run: Path, port: int, *args: str) -> asyncio.subprocess.Pr
 def test_every_port_sits_at_its_offset_from_the_http_port() -> None:
     """Redis included: a random Redis port made every restart strand a sourced .run/env."""
     for first in (8080, 18000):
-        plan = up.plan_ports(first, "postmark", ["a", "b"])
-        assert plan["redis"] == first + up.PORT_OFFSETS["redis"]
+        plan = ports.plan_ports(first, "postmark", ["a", "b"])
+        assert plan["redis"] == first + ports.PORT_OFFSETS["redis"]
         assert {name: port - first for name, port in plan.items()} == {
-            **{n: o for n, o in up.PORT_OFFSETS.items() if n not in (*up.RESERVED, "sandbox")},
-            "sandbox a": up.SANDBOX_OFFSET, "sandbox b": up.SANDBOX_OFFSET + 1,
+            **{n: o for n, o in ports.PORT_OFFSETS.items()
+               if n not in (*ports.RESERVED, "sandbox", "prometheus")},
+            "sandbox a": ports.SANDBOX_OFFSET, "sandbox b": ports.SANDBOX_OFFSET + 1,
         }  # fmt: skip
-    assert "redis" not in up.plan_ports(8080, embedded=False), "RESETGATE_REDIS_URL: no Redis"
-    offsets = list(up.PORT_OFFSETS.values())
-    assert len(set(offsets)) == len(offsets) and "postgres" in up.PORT_OFFSETS
+    assert "redis" not in ports.plan_ports(8080, embedded=False), "RESETGATE_REDIS_URL: no Redis"
+    assert ports.plan_ports(8080, prometheus=True)["prometheus"] == 8080 + 9
+    offsets = list(ports.PORT_OFFSETS.values())
+    assert len(set(offsets)) == len(offsets) and "postgres" in ports.PORT_OFFSETS
 
 
 @pytest.mark.timeout(420)
@@ -76,10 +78,10 @@ async def test_a_sourced_env_survives_a_restart_and_a_changed_one_is_named(
     port, run = free_stack_port(), tmp_path / ".run"
     first = await up_from_env(run, port)
     try:
-        for name, planned in up.plan_ports(port).items():
+        for name, planned in ports.plan_ports(port).items():
             assert listening(planned), f"{name} is not on {planned}"
         shell = sourced(run / stack.ENV_FILE)
-        assert shell["RESETGATE_REDIS_URL"] == f"redis://127.0.0.1:{port + up.REDIS_OFFSET}/0"
+        assert shell["RESETGATE_REDIS_URL"] == f"redis://127.0.0.1:{port + ports.REDIS_OFFSET}/0"
         assert ops_status(shell, tmp_path).returncode == 0
     finally:
         await ctrl_c(first)
@@ -125,7 +127,7 @@ async def test_up_from_a_shell_that_sourced_an_old_env_uses_its_own_settings(
     finally:
         await ctrl_c(first)
     shell["RESETGATE_REDIS_URL"] = shell["RESETGATE_REDIS_URL"].replace(
-        str(port + up.REDIS_OFFSET), str(port + up.PORT_OFFSETS["postgres"])
+        str(port + ports.REDIS_OFFSET), str(port + ports.PORT_OFFSETS["postgres"])
     )  # as a random port of an earlier version left it: nothing listens there
     shell["RESETGATE_PROVIDER_KIND"] = "postmark"  # sourced from a postmark run
     process = await asyncio.create_subprocess_exec(
@@ -134,7 +136,7 @@ async def test_up_from_a_shell_that_sourced_an_old_env_uses_its_own_settings(
     )  # fmt: skip
     try:
         banner = await asyncio.wait_for(read_banner(process), timeout=120)
-        assert f"redis://127.0.0.1:{port + up.REDIS_OFFSET}/0 (embedded" in banner
+        assert f"redis://127.0.0.1:{port + ports.REDIS_OFFSET}/0 (embedded" in banner
         assert f"templates  {templates} (RESETGATE_TEMPLATES_DIR)" in banner
         assert "speaking http's API" in banner
         written = stack.read_env(run / stack.ENV_FILE)
