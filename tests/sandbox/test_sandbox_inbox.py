@@ -32,3 +32,5 @@ async def test_the_inbox_lists_newest_first_and_escapes_what_an_email_holds(
         assert "href='https://game.example/reset?t=abc'" in one
         status, _, missing = await page(p.base_url, "/_sandbox/inbox/msg_nope")
         assert "No such email" in missing
+        status, _, bare = await page(p.base_url, "/_sandbox/messages")  # the old banner URL
+        assert status == 400 and "/_sandbox/inbox" in bare
