@@ -2,10 +2,13 @@
 whose version is the project's (the image's); rendered from that artifact with the example
 values of each provider kind, as docs/kubernetes.md's install step says, it gives a
 deployment speaking that provider and a PrometheusRule, every core object valid against the
-Kubernetes schemas (kubernetes-validate, strict)."""
+Kubernetes schemas (kubernetes-validate, strict) and the PrometheusRule and ServiceMonitor
+against the Prometheus Operator's CRD schemas (tools/install-crd-models.sh)."""
 
 from __future__ import annotations
 
+import functools
+import json
 import re
 import subprocess
 import tarfile
@@ -48,6 +51,29 @@ def test_the_package_carries_the_projects_version_as_chart_and_app_version(
     assert f"ARG VERSION={VERSION}\n" in (REPO / "Dockerfile").read_text()
 
 
+@functools.cache
+def crd_models() -> Path:
+    """tools/install-crd-models.sh: the Prometheus Operator's CRD schemas, offline after once."""
+    done = subprocess.run(["bash", str(REPO / "tools" / "install-crd-models.sh")],
+                          capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+    assert done.returncode == 0, f"cannot get the CRD schemas: {done.stderr}"
+    return Path(done.stdout.strip().splitlines()[-1])
+
+
+def crd_failures(docs: list[Manifest], tmp: Path) -> list[str]:
+    """The custom resources checked against their CRD's schema (tools/validate-crd.mjs)."""
+    paths = []
+    for i, doc in enumerate(docs):
+        paths.append(tmp / f"{i}.json")
+        paths[-1].write_text(json.dumps(doc))
+    models = crd_models()
+    command = ["node", str(models / "validate-crd.mjs"), *map(str, paths)]
+    done = subprocess.run(command, cwd=models, capture_output=True, text=True, timeout=60,
+                          check=False)  # fmt: skip
+    assert done.returncode in (0, 1), done.stderr
+    return done.stdout.splitlines()
+
+
 def render(helm: Helm, packaged: Path, kind: str) -> list[Manifest]:
     values = CHART / "examples" / f"{kind}.yaml"
     done = helm.run("template", "resetgate", str(packaged), "-n", "resetgate", "-f", str(values),
@@ -58,7 +84,7 @@ def render(helm: Helm, packaged: Path, kind: str) -> list[Manifest]:
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_each_kinds_example_renders_that_provider_and_its_alerts_valid(
-    helm: Helm, packaged: Path, kind: str
+    helm: Helm, packaged: Path, kind: str, tmp_path: Path
 ) -> None:
     docs = render(helm, packaged, kind)
     settings = {
@@ -70,7 +96,8 @@ def test_each_kinds_example_renders_that_provider_and_its_alerts_valid(
     (rule,) = of_kind(docs, "PrometheusRule").values()
     alerts = {r.get("alert") for group in rule["spec"]["groups"] for r in group["rules"]}
     assert "OldestEligibleAgeHigh" in alerts
-    failures = []
+    failures = crd_failures([d for d in docs if (d["apiVersion"], d["kind"]) in CUSTOM_KINDS],
+                            tmp_path)  # fmt: skip
     for doc in docs:
         if (doc["apiVersion"], doc["kind"]) in CUSTOM_KINDS:
             check_custom(doc)
