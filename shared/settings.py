@@ -152,6 +152,14 @@ class CommonSettings(RedisSettings, ListenerSettings):
     provider_name: str = Field(default=DEFAULT_PROVIDER, pattern=PROVIDER_NAME)
 
 
+class PublicLimitSettings(_Env):
+    """The public endpoint's per-client-address limit (admission; `resetgate up` states it)."""
+
+    # GCRA per client IP on the public endpoint; 0 turns the limit off.
+    ip_limit_per_minute: int = Field(default=30, ge=0, le=1_000_000)
+    ip_limit_burst: int = Field(default=10, ge=1, le=100_000)
+
+
 class DirectorySettings(_Env):
     """The account directory: the studio's over HTTP when set, else the Redis stand-in."""
 

@@ -8,9 +8,10 @@ the public endpoint's per-address limit: the banner says both, with the values i
 
 from __future__ import annotations
 
-from services.admission.settings import AdmissionSettings
+from pydantic_settings import BaseSettings
+
 from shared.keys import partition_of
-from shared.settings import PolicySettings, RedisSettings
+from shared.settings import PolicySettings, PublicLimitSettings, RedisSettings
 
 # login, account id, address, locale, what it shows
 NAMED = [
@@ -22,7 +23,7 @@ NAMED = [
 PER_PARTITION_LOGIN = "demo-p{}"
 
 
-def setting(env: dict[str, str], name: str, model: type[RedisSettings]) -> int:
+def setting(env: dict[str, str], name: str, model: type[BaseSettings]) -> int:
     """A setting's value as the services read it: the environment's, else its default."""
     raw = env.get(f"RESETGATE_{name.upper()}", "")
     return int(raw) if raw.isdigit() else int(model.model_fields[name].default)
@@ -51,8 +52,8 @@ def accounts_csv(env: dict[str, str]) -> str:
 def banner_lines(env: dict[str, str]) -> list[str]:
     last = setting(env, "partitions", RedisSettings) - 1
     cooldown = setting(env, "cooldown_seconds", PolicySettings)
-    burst = setting(env, "ip_limit_burst", AdmissionSettings)
-    per_minute = setting(env, "ip_limit_per_minute", AdmissionSettings)
+    burst = setting(env, "ip_limit_burst", PublicLimitSettings)
+    per_minute = setting(env, "ip_limit_per_minute", PublicLimitSettings)
     return [
         *(f"  {login:<10} {account:<10} {shows}" for login, account, _, _, shows in NAMED),
         f"  {PER_PARTITION_LOGIN.format(0)} ... {PER_PARTITION_LOGIN.format(last)}: one "
