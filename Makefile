@@ -18,7 +18,7 @@ TEST_WORKERS ?= 4
 # half of the suite's CPU time (the image byte-compiles at build time instead).
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: setup setup-run tools run test lint typecheck deadcode chart-lint chart-readme chromium \
+.PHONY: setup setup-run tools run test lint typecheck deadcode chart-lint chart-readme chart-package chromium \
         unit unit-parallel unit-serial test-cluster test-slow test-repeat bench clean
 
 # The virtualenv gets uv first: it resolves and installs the same versions as pip (checked
@@ -92,6 +92,15 @@ chart-lint: setup
 	HELM=$$(tools/install-helm.sh) && \
 	  $$HELM lint --strict charts/resetgate -f charts/resetgate/values-dev.yaml && \
 	  $$HELM lint --strict charts/resetgate -f charts/resetgate/values-prod-like.yaml
+
+# The chart as a versioned artifact: dist/resetgate-VERSION.tgz, its version and appVersion
+# both the project's version in pyproject.toml (the image's tag and label come from it too),
+# so the chart installs as `helm install resetgate dist/resetgate-VERSION.tgz -f VALUES`.
+VERSION := $(shell sed -n 's/^version = "\(.*\)"$$/\1/p' pyproject.toml)
+CHART_DIST ?= dist
+chart-package:
+	HELM=$$(tools/install-helm.sh) && \
+	  $$HELM package charts/resetgate --version $(VERSION) --app-version $(VERSION) -d $(CHART_DIST)
 
 # charts/resetgate/README.md's tables are what tools/chart-readme.sh generates from values.yaml.
 chart-readme:

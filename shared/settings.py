@@ -49,6 +49,10 @@ class _Env(BaseSettings):
 # variable is declared (default, bounds, check) in exactly one of them.
 
 
+REDIS_SCHEMES = ("redis", "rediss", "unix")  # what redis-py's from_url accepts
+REDIS_URL_FORM = "redis://[:PASSWORD@]HOST:PORT/DB (rediss:// for TLS, unix:///path.sock)"
+
+
 class RedisSettings(_Env):
     """The operation store and its partitioning (every service, ``resetgate``)."""
 
@@ -76,6 +80,16 @@ class RedisSettings(_Env):
         default=False,
         description="TLS to the Sentinels too (with the URL's ssl_* options, e.g. ssl_ca_certs)",
     )
+
+    @field_validator("redis_url")
+    @classmethod
+    def _url_form(cls, value: str) -> str:
+        # redis-py's own refusal came as a traceback from the first connection; the value is
+        # never echoed (it may hold a password).
+        scheme, found, rest = value.partition("://")
+        if not found or scheme not in REDIS_SCHEMES or not rest.strip("/"):
+            raise ValueError(f"not a Redis URL: expected {REDIS_URL_FORM}")
+        return value
 
     @field_validator("redis_sentinels")
     @classmethod
@@ -158,6 +172,14 @@ class CommonSettings(RedisSettings, ListenerSettings):
     (its pacing state and the partitions it serves are read by every service)."""
 
     provider_name: str = Field(default=DEFAULT_PROVIDER, pattern=PROVIDER_NAME)
+
+
+class PublicLimitSettings(_Env):
+    """The public endpoint's per-client-address limit (admission; `resetgate up` states it)."""
+
+    # GCRA per client IP on the public endpoint; 0 turns the limit off.
+    ip_limit_per_minute: int = Field(default=30, ge=0, le=1_000_000)
+    ip_limit_burst: int = Field(default=10, ge=1, le=100_000)
 
 
 class DirectorySettings(_Env):

@@ -13,6 +13,7 @@ from shared.settings import (
     METRICS_PORTS,
     DirectorySettings,
     PolicySettings,
+    PublicLimitSettings,
     ReplicationSettings,
     _Env,
 )
@@ -83,16 +84,15 @@ class ConsoleSettings(_Env):
         return [ipaddress.ip_network(n, strict=False) for n in names(self.console_trusted_proxies)]
 
 
-class AdmissionSettings(PolicySettings, DirectorySettings, ConsoleSettings, ReplicationSettings):
+class AdmissionSettings(
+    PolicySettings, DirectorySettings, ConsoleSettings, ReplicationSettings, PublicLimitSettings
+):
     http_port: int = Field(default=8080, ge=0, le=65535)  # the API; nothing operational
     metrics_port: int = Field(default=METRICS_PORTS["admission"], ge=0, le=65535)
     # Required here: admission records the key id each operation's token is derived with.
     token_keys: SecretStr
     # Required: an internal API that silently accepted an empty token would be open.
     internal_api_token: SecretStr
-    # GCRA per client IP on the public endpoint; 0 turns the limit off.
-    ip_limit_per_minute: int = Field(default=30, ge=0, le=1_000_000)
-    ip_limit_burst: int = Field(default=10, ge=1, le=100_000)
     # Proxies in front of us that append to X-Forwarded-For; 0 = trust only the TCP peer.
     trusted_proxy_hops: int = Field(default=0, ge=0, le=10)
     max_body_bytes: int = Field(default=16384, ge=256, le=1_048_576)

@@ -7,30 +7,22 @@ import os
 import sys
 from pathlib import Path
 
-from services.ctl.stack import PID_VARIABLE
+from services.ctl import demo
+from services.ctl.stack import DERIVED_VARIABLE, PID_VARIABLE
+from shared.emails.files import DEFAULTS
 from shared.redis import display_url
 
 NAMED_PREFIX = "RESETGATE_PROVIDER_"  # RESETGATE_PROVIDER_<NAME>_KIND ... (with --providers)
 
-# login, account id, address, locale, what it shows
-DEMO_ACCOUNTS = [
-    ("player1", "acct-1001", "player1@example.com", "en", "delivered"),
-    ("player2", "acct-1002", "player2@example.com", "en", "delivered"),
-    ("joueur1", "acct-1004", "joueur1@example.com", "fr", "delivered, French email"),
-    ("bounce-me", "acct-1003", "someone@bounce.example", "en", "bounces"),
-]
+DEMO_ACCOUNTS = demo.NAMED
 
 
 PORT_NOTES = {
+    "prometheus": "  (the chart's alert rules loaded: /alerts; every service scraped)",
     "ops": "  (/healthz /readyz /metrics)",
     "console": "  (the support console: sign in with the token below)",
     "webhooks": "  (the poller's webhook listener; the sandbox pushes its events here)",
 }
-
-
-def demo_accounts_csv() -> str:
-    rows = [",".join(row[:4]) for row in DEMO_ACCOUNTS]
-    return "login,account_id,email,locale\n" + "\n".join(rows) + "\n"
 
 
 def command_path() -> str:
@@ -42,13 +34,17 @@ def command_path() -> str:
         return str(path)
 
 
-def env_file(env: dict[str, str], ports: dict[str, int]) -> dict[str, str]:
+def env_file(
+    env: dict[str, str], ports: dict[str, int], given: dict[str, str] | None = None
+) -> dict[str, str]:
     """What ``.run/env`` holds: enough for the CLI to find this stack and for a shell
-    (``. .run/env``) to call its API."""
+    (``. .run/env``) to call its API, and every RESETGATE_* setting ``up`` was ``given``
+    (RESETGATE_TEMPLATES_DIR ...: a second shell's commands see what the services run with)."""
+    given = given or {}
     names = ("RESETGATE_REDIS_URL", "RESETGATE_INTERNAL_API_TOKEN", "RESETGATE_PARTITIONS",
              "RESETGATE_PROVIDER_NAME", "RESETGATE_PROVIDER_KIND", "RESETGATE_PROVIDER_URL",
              "RESETGATE_PROVIDER_API_KEY", "RESETGATE_MAILGUN_DOMAIN", "RESETGATE_MAX_ATTEMPTS",
-             "RESETGATE_PROVIDERS")  # fmt: skip
+             "RESETGATE_PROVIDERS", "RESETGATE_RESET_URL_BASE")  # fmt: skip
     values = {name: env[name] for name in names if name in env}
     # Every named provider's settings: a second shell's `ops provider show` and `switch`
     # must see the configuration the services run with.
@@ -56,6 +52,8 @@ def env_file(env: dict[str, str], ports: dict[str, int]) -> dict[str, str]:
     values["RESETGATE_ADMISSION_URL"] = f"http://127.0.0.1:{ports['admission']}"
     values["RESETGATE_SANDBOX_URL"] = env["RESETGATE_PROVIDER_URL"]
     values["RESETGATE_CONSOLE_URL"] = f"http://127.0.0.1:{ports['console']}"
+    values[DERIVED_VARIABLE] = " ".join(sorted(set(values) - set(given)))
+    values.update(given)
     values[PID_VARIABLE] = str(os.getpid())
     return values
 
@@ -71,6 +69,13 @@ def provider_line(env: dict[str, str]) -> str:
     return f"  provider   {name}: the sandbox speaking {kind}'s API, {pushed}"
 
 
+def templates_line(env: dict[str, str]) -> str:
+    folder = env.get("RESETGATE_TEMPLATES_DIR", "")
+    if folder:
+        return f"  templates  {Path(folder).resolve()} (RESETGATE_TEMPLATES_DIR)"
+    return f"  templates  {DEFAULTS} (the shipped ones; RESETGATE_TEMPLATES_DIR for yours)"
+
+
 def text(
     env: dict[str, str], ports: dict[str, int], directory: Path, embedded: bool, note: str = ""
 ) -> str:
@@ -83,12 +88,14 @@ def text(
     lines += [
         f"  {name:<10} http://127.0.0.1:{port}{PORT_NOTES.get(name.split()[-1], '')}"
         for name, port in ports.items()
+        if name != "redis"  # not HTTP: its own line below
     ]
     lines += [
         provider_line(env),
-        f"  messages   {env['RESETGATE_PROVIDER_URL']}/_sandbox/messages (what the sandbox "
-        "received: every email, its link, its events)",
+        f"  inbox      {env['RESETGATE_PROVIDER_URL']}/_sandbox/inbox (every email the "
+        "sandbox received, rendered, with its link and its status)",
         f"  redis      {display_url(env['RESETGATE_REDIS_URL'])} ({where}; no password shown)",
+        templates_line(env),
         f"  logs       {directory}/",
         f"  token      {token} (internal API bearer; kept in {directory}/secrets.env)",
         f"  env        {directory}/env (`. {directory}/env` exports the Redis URL, the token and"
@@ -96,7 +103,7 @@ def text(
         *([f"  note       {note}"] if note else []),
         "",
         "demo accounts (login, account):",
-        *(f"  {login:<10} {account:<10} {shows}" for login, account, _, _, shows in DEMO_ACCOUNTS),
+        *demo.banner_lines(env),
         "",
         "try:",
         f"  curl -s -XPOST {base}/v1/password-resets -H 'Content-Type: application/json' "

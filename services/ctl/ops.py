@@ -95,9 +95,18 @@ async def oldest(client: RedisClient, settings: OpsSettings, args: argparse.Name
 
 
 async def show(client: RedisClient, settings: OpsSettings, args: argparse.Namespace) -> int:
-    detail = await operation_views.find_operation(client, args.operation_id, settings.partitions)
+    """One operation by its id, or an account's (its live one, else its last)."""
+    operation_id = args.operation_id
+    if args.account:
+        operation_id = await operation_views.account_operation_id(
+            client, args.account, settings.partitions
+        )
+        if operation_id is None:
+            print(f"no operation for account {args.account}", file=sys.stderr)
+            return 1
+    detail = await operation_views.find_operation(client, operation_id, settings.partitions)
     if detail is None:
-        print(f"no operation {args.operation_id}", file=sys.stderr)
+        print(f"no operation {operation_id}", file=sys.stderr)
         return 1
     view = detail.view(settings.max_attempts)
     lines = [f"{k:<22} {_field(k, v)}" for k, v in view.items() if k != "attempt_ledger"]
@@ -251,7 +260,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = add("oldest", oldest, "the oldest live operations, one row each")
     p.add_argument("--limit", type=int, default=20)
     p.add_argument("--partition", type=int)
-    add("show", show, "one operation: state and attempt ledger").add_argument("operation_id")
+    p = add("show", show, "one operation: state and attempt ledger")
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("operation_id", nargs="?")
+    which.add_argument("--account", metavar="ACCOUNT_ID", help="the account's live (else last)"
+                       " operation")  # fmt: skip
     add("status", status, "partitions, depths, pacing and the auth pause")
     for name, handler in (("pause", pause), ("resume", resume)):
         p = add(name, handler, f"{name} sending for a partition (or --all)")

@@ -32,6 +32,9 @@ from shared.settings import CommonSettings
 ENV_FILE = "env"
 RUN_DIR = ".run"
 PID_VARIABLE = "RESETGATE_UP_PID"
+# The names in the env file that `resetgate up` made (not given to it): a shell that sourced
+# the file and runs `resetgate up` again must not hand the old run's values to the new one.
+DERIVED_VARIABLE = "RESETGATE_UP_DERIVED"
 # The checkout an editable install runs from: `.venv/bin/resetgate` finds `make run`'s stack
 # from any directory.
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -88,9 +91,57 @@ def _alive(pid: str) -> bool:
     return True
 
 
+def given_settings() -> dict[str, str]:
+    """The RESETGATE_* settings this process was given, less what a sourced env file of an
+    earlier `resetgate up` put there (those are dropped from the environment)."""
+    made = set(os.environ.get(DERIVED_VARIABLE, "").split()) | {PID_VARIABLE, DERIVED_VARIABLE}
+    for name in made:
+        os.environ.pop(name, None)
+    return {k: v for k, v in os.environ.items() if k.startswith("RESETGATE_")}
+
+
+def check_sourced() -> None:
+    """A shell that sourced the env file of a `resetgate up` since restarted: carry on when
+    the new run's settings are the ones sourced, else say to source the file again (never
+    "cannot reach Redis", which would send the reader looking at a healthy Redis)."""
+    sourced = os.environ.get(PID_VARIABLE, "")
+    if not sourced or _alive(sourced):
+        return
+    path = find_env_file()
+    current = read_env(path) if path else {}
+    running = current.get(PID_VARIABLE, "")
+    if path is None or not _alive(running):
+        raise StackError(
+            f"the `resetgate up` (pid {sourced}) whose {RUN_DIR}/{ENV_FILE} this shell sourced "
+            f"has stopped: start the stack again (`make run`), then `. {RUN_DIR}/{ENV_FILE}` again"
+        )
+    changed = sorted(
+        name for name, value in current.items()
+        if name not in (PID_VARIABLE, DERIVED_VARIABLE) and os.environ.get(name) != value
+    )  # fmt: skip
+    if changed:
+        raise StackError(
+            f"the stack restarted (pid {sourced}, now {running}) with other settings "
+            f"({', '.join(changed)}): source {path} again (`. {path}`)"
+        )
+    os.environ[PID_VARIABLE] = running  # the same stack settings: nothing to redo
+
+
+def settings_of_running_stack() -> None:
+    """What a running `resetgate up` runs with (its templates folder, its reset page), for
+    commands that need no Redis: a default where the environment has none; nothing, and
+    no refusal, when no stack runs."""
+    path = find_env_file()
+    values = read_env(path) if path else {}
+    if _alive(values.get(PID_VARIABLE, "")):
+        for name, value in values.items():
+            os.environ.setdefault(name, value)
+
+
 def use_local_stack() -> str:
     """Fill the environment from the running stack's env file when RESETGATE_REDIS_URL is
     unset; returns where the Redis URL came from, for :func:`announce`."""
+    check_sourced()
     if os.environ.get("RESETGATE_REDIS_SENTINELS"):
         return "from RESETGATE_REDIS_SENTINELS"
     if os.environ.get("RESETGATE_REDIS_URL"):

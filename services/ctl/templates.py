@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from services.ctl import stack
 from shared import clock
 from shared.emails import check
 from shared.emails.compose import Mailer, reset_link, templates_for
@@ -32,6 +33,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def check_command(args: argparse.Namespace) -> int:
     del args
+    stack.settings_of_running_stack()  # the templates folder `resetgate up` was given
     settings = load(EmailSettings)
     try:
         mailer = Mailer(settings, templates_for(settings))
@@ -50,6 +52,7 @@ def check_command(args: argparse.Namespace) -> int:
 
 
 def preview_command(args: argparse.Namespace) -> int:
+    stack.settings_of_running_stack()  # the link opens the local reset page while one runs
     settings = load(EmailSettings)
     try:
         mailer = check.load(settings)

@@ -23,17 +23,19 @@ from dataclasses import dataclass
 from importlib.util import find_spec
 from pathlib import Path
 
-from services.ctl import banner, localstack, stack
-from services.ctl.embedded import RedisServer, bindable
+from services.ctl import banner, demo, localstack, prometheus, stack
+from services.ctl.embedded import RedisServer
+from services.ctl.ports import (
+    MAX_PROVIDERS,
+    OPS,
+    check_ports,
+    plan_ports,
+    port_layout,
+    requested_port,
+)
 from shared.providers.factory import keyless
 
 SERVICES = ("admission", "sender", "poller", "router")
-DEFAULT_PORT = 8080
-SANDBOX_OFFSET = 10  # the sandbox listens on admission's port + 10 (+ 11 ... for more names)
-HOOKS_OFFSET = 5  # the poller's webhook listener (8085: its own default)
-CONSOLE_OFFSET = 6  # the support console (8086: the chart's default)
-MAX_PROVIDERS = 5
-OPS = " ops"  # a service's operational listener (/healthz /readyz /metrics) in the port plan
 # Provider kinds the local sandbox can stand in for (SES has moto; see docs/providers.md).
 SANDBOX_KINDS = ("http", "sendgrid", "postmark", "mailgun")
 SECRETS_FILE = "secrets.env"
@@ -62,31 +64,6 @@ def last_words(log: Path) -> str:
     return said[-1][:300] if said else "nothing logged"
 
 
-def requested_port(args: argparse.Namespace) -> int:
-    """``--port``, else ``RESETGATE_HTTP_PORT`` (so `RESETGATE_HTTP_PORT=18080 make run`
-    works), else 8080."""
-    if args.port is not None:
-        return int(args.port)
-    raw = os.environ.get("RESETGATE_HTTP_PORT", "").strip()
-    if not raw:
-        return DEFAULT_PORT
-    if not raw.isdigit() or not 1 <= int(raw) <= 65535 - SANDBOX_OFFSET:
-        raise SystemExit(f"invalid configuration: RESETGATE_HTTP_PORT: {raw!r} is not a port")
-    return int(raw)
-
-
-def plan_ports(first: int, kind: str = "http", names: list[str] | None = None) -> dict[str, int]:
-    """Admission's API on ``first``, every service's operational listener on the next four
-    (8081-8084 for 8080: their own defaults), the poller's webhooks on + 5 (when the provider
-    pushes events), the console on + 6, the sandbox on + 10 (one per name from + 10)."""
-    ops = {name + OPS: first + 1 + offset for offset, name in enumerate(SERVICES)}
-    hooks = {"webhooks": first + HOOKS_OFFSET} if localstack.pushes_events(kind) else {}
-    sandboxes = {"sandbox": first + SANDBOX_OFFSET} if not names else {
-        f"sandbox {name}": first + SANDBOX_OFFSET + i for i, name in enumerate(names)
-    }  # fmt: skip
-    return {**sandboxes, "admission": first, **ops, **hooks, "console": first + CONSOLE_OFFSET}
-
-
 def requested_names(args: argparse.Namespace) -> list[str]:
     """``--providers a,b``: the names, each served by a sandbox of its own ([] without it)."""
     if not args.providers:
@@ -112,17 +89,6 @@ def check_provider_kind(args: argparse.Namespace) -> None:
             f"local sandbox speaks ({', '.join(SANDBOX_KINDS)}); unset it and choose one with "
             "`resetgate up --provider KIND`"
         )
-
-
-def check_ports(ports: dict[str, int]) -> None:
-    for name, port in ports.items():
-        if not bindable(port):
-            raise SystemExit(
-                f"port {port} ({name}) is already in use on 127.0.0.1: stop what holds it, or "
-                "choose other ports: RESETGATE_HTTP_PORT=18080 make run (or resetgate up "
-                "--port 18080); the stack takes that port, the next six and that + 10 "
-                "(+ 11 ... with --providers)"
-            )
 
 
 def local_secrets(directory: Path) -> dict[str, str]:
@@ -183,6 +149,9 @@ def base_env(
     env["RESETGATE_SANDBOX_MESSAGES_FILE"] = str(directory / "sandbox-messages.json")
     env["RESETGATE_SANDBOX_API_KEY"] = env["RESETGATE_PROVIDER_API_KEY"]
     env.setdefault("RESETGATE_SANDBOX_BOUNCE_DOMAIN", "bounce.example")
+    # The inbox page shows what resetgate says of each email's operation beside the sandbox's.
+    env["RESETGATE_SANDBOX_INBOX_RESETGATE_URL"] = admission
+    env["RESETGATE_SANDBOX_INBOX_RESETGATE_TOKEN"] = env["RESETGATE_INTERNAL_API_TOKEN"]
     env["RESETGATE_UP_DIR"] = str(directory)
     return env
 
@@ -226,7 +195,7 @@ def wait_ready(child: Child, path: str, timeout: float = 30.0) -> None:
 
 def seed_accounts(env: dict[str, str], directory: Path) -> None:
     path = directory / "demo-accounts.csv"
-    path.write_text(banner.demo_accounts_csv())
+    path.write_text(demo.accounts_csv(env))
     done = subprocess.run(
         [sys.executable, "-m", "services.ctl.main", "accounts", "import", str(path)],
         env=env,
@@ -260,13 +229,13 @@ def watch(children: list[Child]) -> Child:
         time.sleep(0.3)
 
 
-def embedded_redis(directory: Path, provider: str) -> tuple[RedisServer, Child]:
+def embedded_redis(directory: Path, provider: str, port: int) -> tuple[RedisServer, Child]:
     data = directory / "redis"
     data.mkdir(exist_ok=True)
     # A provider without an idempotency key needs every acknowledged write on disk (the
     # sender refuses to start otherwise; docs/providers.md).
     fsync = "always" if keyless(provider) else "everysec"
-    server = RedisServer(directory=str(data), appendonly=True, appendfsync=fsync).start()
+    server = RedisServer(port, directory=str(data), appendonly=True, appendfsync=fsync).start()
     assert server.process is not None
     return server, Child("redis", server.port, server.process, data / "redis.log")
 
@@ -281,9 +250,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--port",
         type=int,
         default=None,
-        help="admission's API port (default: $RESETGATE_HTTP_PORT, else 8080); the services' "
-        "operational listeners (/healthz /readyz /metrics) take the next four, the sandbox "
-        "provider port + 10",
+        help="admission's API port (default: $RESETGATE_HTTP_PORT, else 8080); every other "
+        f"port at a fixed offset from it: {port_layout()}",
     )
     parser.add_argument("--dir", default=stack.RUN_DIR, help="logs, secrets, the env file and "
                         "the embedded Redis' data (default: .run)")  # fmt: skip
@@ -301,6 +269,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "from port + 10; the first serves every partition until `resetgate ops provider "
         "switch` moves some",
     )
+    parser.add_argument("--prometheus", action="store_true", help="also run Prometheus "
+                        "scraping every service, the chart's alert rules loaded")  # fmt: skip
     parser.set_defaults(handler=up)
 
 
@@ -311,22 +281,23 @@ def up(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, _interrupt)
     directory = Path(args.dir).resolve()
     directory.mkdir(parents=True, exist_ok=True)
+    given = stack.given_settings()
     check_provider_kind(args)
     names = requested_names(args)
     kind = os.environ.get("RESETGATE_PROVIDER_KIND", args.provider)
-    ports = plan_ports(requested_port(args), kind, names)
+    redis_url = os.environ.get("RESETGATE_REDIS_URL", "")
+    ports = plan_ports(requested_port(args), kind, names, not redis_url, args.prometheus)
     check_ports(ports)
     services: list[Child] = []
     redis_child: list[Child] = []
     try:
-        redis_url = os.environ.get("RESETGATE_REDIS_URL", "")
         if not redis_url:
-            server, child = embedded_redis(directory, args.provider)
+            server, child = embedded_redis(directory, args.provider, ports["redis"])
             redis_url, redis_child = server.url, [child]
         env = base_env(redis_url, ports, directory, args.provider, names)
         seed_accounts(env, directory)
         note = forget_stale(env)
-        return run(env, ports, directory, services, redis_child, note)
+        return run(env, ports, directory, services, redis_child, note, given)
     except KeyboardInterrupt:
         print("\nstopping: services first, then the sandbox, then Redis ...", file=sys.stderr)
         return 0
@@ -343,6 +314,7 @@ def run(
     services: list[Child],
     redis_child: list[Child],
     note: str = "",
+    given: dict[str, str] | None = None,
 ) -> int:
     for name in (n for n in ports if n.startswith("sandbox")):
         services.append(start(name, ports[name], env, directory))
@@ -355,7 +327,13 @@ def run(
         services.append(start(name, ports[name + OPS], env, directory))
     for child in services[sandboxes:]:
         wait_ready(child, "/readyz")
-    stack.write_env(directory / stack.ENV_FILE, banner.env_file(env, ports))
+    if "prometheus" in ports:
+        log = directory / "prometheus.log"
+        services.append(
+            Child("prometheus", ports["prometheus"], prometheus.start(ports, directory), log)
+        )
+        wait_ready(services[-1], "/-/ready")
+    stack.write_env(directory / stack.ENV_FILE, banner.env_file(env, ports, given))
     print(banner.text(env, ports, directory, redis_child != [], note), flush=True)
     dead = watch([*services, *redis_child])
     print(f"stopping everything: {dead.exit_line()}", file=sys.stderr)

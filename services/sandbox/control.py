@@ -93,7 +93,7 @@ async def list_message_bodies(request: web.Request) -> web.Response:
     operation_id = request.query.get("operation_id")
     key = request.query.get("idempotency_key")
     if operation_id is None and key is None:
-        return bad_request("give operation_id or idempotency_key")
+        return bad_request("give operation_id or idempotency_key; every email: /_sandbox/inbox")
     found = [
         _full(m)
         for m in request.app[SANDBOX].store.messages.values()

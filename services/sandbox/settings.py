@@ -119,6 +119,11 @@ class SandboxSettings(BaseSettings):
     accepted_status: int = 200
     max_body_bytes: int = Field(default=256 * 1024, ge=1024)
 
+    # The inbox page (/_sandbox/inbox) shows beside each email what resetgate says of its
+    # operation, asked from admission's internal API here (`resetgate up` sets both).
+    inbox_resetgate_url: str = ""
+    inbox_resetgate_token: SecretStr = SecretStr("")
+
     # Delivery events.
     delivered_delay_seconds: float = Field(default=1.0, ge=0)
     bounce_domain: str = ""  # recipients here get "bounced" instead of "delivered"

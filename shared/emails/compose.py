@@ -68,9 +68,12 @@ def reset_link(base_url: str, operation_id: str, token: str) -> str:
 
 
 def expiry(expires_at_ms: int, now_ms: int) -> tuple[str, int]:
-    """(``2026-12-01 20:30 UTC``, whole minutes left, at least 1): never more than is left."""
+    """(``2026-12-01 20:30 UTC``, the minutes left to the nearest, at least 1). Rounded down,
+    a 60-minute link sent a few milliseconds after it was made said "59 minutes" where the
+    preview said 60; to the nearest, the figure is off by under 30 s either way, and the
+    exact time stands beside it."""
     at = datetime.fromtimestamp(expires_at_ms / 1000, UTC).strftime("%Y-%m-%d %H:%M UTC")
-    return at, max(1, (expires_at_ms - now_ms) // 60_000)
+    return at, max(1, (expires_at_ms - now_ms + 30_000) // 60_000)
 
 
 def templates_for(settings: EmailSettings) -> Templates:

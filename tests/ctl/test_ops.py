@@ -73,6 +73,18 @@ async def test_show_prints_state_and_ledger_and_fails_cleanly_on_unknown_ids(
     assert "Traceback" not in missing.stderr
 
 
+async def test_show_finds_an_accounts_operation_and_names_an_account_without_one(
+    redis: Redis, redis_server: RedisServer, settings: PolicySettings, token_keys: TokenKeys
+) -> None:
+    ops_ids = await admit(redis, settings, token_keys, 2)
+    assert ops_json(redis_server, "show", "--account", "acct-1")["operation_id"] == ops_ids[1]
+    none = ops(redis_server, "show", "--account", "acct-nobody")
+    assert none.returncode == 1
+    assert none.stderr.splitlines()[-1] == "no operation for account acct-nobody"
+    both = ops(redis_server, "show", ops_ids[0], "--account", "acct-1")
+    assert both.returncode == 2 and "not allowed with" in both.stderr, "one or the other"
+
+
 async def test_pause_resume_and_status(redis: Redis, redis_server: RedisServer) -> None:
     assert ops(redis_server, "pause", "2", "--reason", "incident 42").returncode == 0
     assert (await read_control(redis)).paused == {2}

@@ -20,7 +20,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from services.ctl import stack, up
+from services.ctl import ports, stack, up
 from services.ctl.banner import DEMO_ACCOUNTS
 from services.ctl.embedded import bindable, free_port
 
@@ -29,8 +29,8 @@ def free_stack_port() -> int:
     """A port for `resetgate up --port`: that one, the next four and + 10 all free."""
     for _ in range(100):
         port = free_port()
-        widest = up.plan_ports(port, "postmark", ["a", "b"])  # every port any mode takes
-        if all(bindable(p) for p in [*widest.values(), port + up.SANDBOX_OFFSET]):
+        widest = ports.plan_ports(port, "postmark", ["a", "b"], prometheus=True)  # every port
+        if all(bindable(p) for p in [*widest.values(), port + ports.SANDBOX_OFFSET]):
             return port
     raise AssertionError("no free block of ports")
 
@@ -208,17 +208,17 @@ async def test_a_service_that_cannot_start_is_one_line_with_its_cause_and_log(
 
 def test_port_comes_from_the_flag_then_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RESETGATE_HTTP_PORT", "18080")
-    assert up.requested_port(argparse.Namespace(port=None)) == 18080
-    assert up.requested_port(argparse.Namespace(port=19000)) == 19000
-    assert up.plan_ports(18080) == {
+    assert ports.requested_port(argparse.Namespace(port=None)) == 18080
+    assert ports.requested_port(argparse.Namespace(port=19000)) == 19000
+    assert ports.plan_ports(18080) == {
         "sandbox": 18090, "admission": 18080, "admission ops": 18081, "sender ops": 18082,
-        "poller ops": 18083, "router ops": 18084, "console": 18086,
+        "poller ops": 18083, "router ops": 18084, "console": 18086, "redis": 18087,
     }  # fmt: skip
-    pushed = up.plan_ports(8080, "postmark", ["a", "b"])
+    pushed = ports.plan_ports(8080, "postmark", ["a", "b"])
     assert (pushed["webhooks"], pushed["sandbox a"], pushed["sandbox b"]) == (8085, 8090, 8091)
     monkeypatch.setenv("RESETGATE_HTTP_PORT", "eighty")
     with pytest.raises(SystemExit, match="RESETGATE_HTTP_PORT"):
-        up.requested_port(argparse.Namespace(port=None))
+        ports.requested_port(argparse.Namespace(port=None))
 
 
 def test_the_local_secrets_are_made_once_and_kept(tmp_path: Path) -> None:
@@ -252,7 +252,7 @@ async def test_a_restart_within_a_second_of_ctrl_c_comes_up(tmp_path: Path) -> N
         assert time.monotonic() - stopped < 1
         await asyncio.wait_for(read_banner(again), timeout=120)
         # The sandbox still shows the email it received before the restart.
-        sandbox = f"http://127.0.0.1:{port + up.SANDBOX_OFFSET}"
+        sandbox = f"http://127.0.0.1:{port + ports.SANDBOX_OFFSET}"
         kept = await sandbox_messages(sandbox, view["operation_id"])
         assert len(kept) == 1 and "/reset-password?" in kept[0]["email"]["text"], kept
     finally:
@@ -302,11 +302,11 @@ async def test_postmark_mode_shows_a_bounce_through_its_webhook_and_names_everyt
     process = await start_up(tmp_path, "--port", str(port), "--provider", "postmark")
     try:
         banner = await asyncio.wait_for(read_banner(process), timeout=120)
-        sandbox = f"http://127.0.0.1:{port + up.SANDBOX_OFFSET}"
+        sandbox = f"http://127.0.0.1:{port + ports.SANDBOX_OFFSET}"
         assert "provider   postmark: the sandbox speaking postmark's API, its signed webhooks" \
                in banner  # fmt: skip
-        assert f"console    http://127.0.0.1:{port + up.CONSOLE_OFFSET}" in banner
-        assert f"messages   {sandbox}/_sandbox/messages" in banner
+        assert f"console    http://127.0.0.1:{port + ports.CONSOLE_OFFSET}" in banner
+        assert f"inbox      {sandbox}/_sandbox/inbox" in banner
         env_file = stack.read_env(tmp_path / "env")
         assert env_file["RESETGATE_PROVIDER_KIND"] == "postmark"
         assert env_file["RESETGATE_CONSOLE_URL"] == f"http://127.0.0.1:{port + 6}"
@@ -344,7 +344,7 @@ async def test_two_providers_run_locally_and_a_plain_restart_leaves_no_partition
 ) -> None:
     port, process, banner = await up_on_free_ports(tmp_path, "--providers", "primary,standby")
     try:
-        assert f"sandbox standby http://127.0.0.1:{port + up.SANDBOX_OFFSET + 1}" in banner
+        assert f"sandbox standby http://127.0.0.1:{port + ports.SANDBOX_OFFSET + 1}" in banner
         assert stack.read_env(tmp_path / "env")["RESETGATE_PROVIDERS"] == "primary,standby"
         assert provider_show(tmp_path)["standby"] == []
         switch = provider_command(tmp_path, "switch", "--partitions", "0-1", "--to", "standby")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from shared.directory import Account
-from shared.emails.compose import Mailer, templates_for
+from shared.emails.compose import Mailer, expiry, templates_for
 from shared.settings import EmailSettings
 
 HOUR_MS = 3_600_000
@@ -38,3 +38,14 @@ def test_the_link_is_the_same_in_both_parts_and_escaped_in_html() -> None:
 def test_the_expiry_is_shown_as_a_time_and_as_minutes() -> None:
     en = email("en")
     assert "60 minutes (1970-01-01 01:00 UTC)" in str(en["text"])
+
+
+def test_a_link_sent_moments_after_it_was_made_says_the_minutes_the_preview_says() -> None:
+    """The email said 59 minutes where the preview said 60: the send comes a few ms after
+    the token. The opposite harm, a figure far above what is left, stays under 30 s."""
+    hour = 3_600_000
+    assert expiry(hour, 0)[1] == 60
+    assert expiry(hour + 5_000, 5_250)[1] == 60, "sent 250 ms after the token was made"
+    assert expiry(hour, 31_000)[1] == 59, "59:29 left: 59, not 60"
+    assert expiry(89_000, 0)[1] == 1 and expiry(91_000, 0)[1] == 2
+    assert expiry(10_000, 0)[1] == 1, "never 0 minutes while the link works"

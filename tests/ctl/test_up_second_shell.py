@@ -1,0 +1,145 @@
+"""A second shell that sourced `.run/env` keeps working across a restart of `resetgate up`:
+every port, the embedded Redis' included, sits at a fixed offset from RESETGATE_HTTP_PORT; a
+restart with other settings, or a stack that stopped, is named as such, never as Redis down."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from services.ctl import ports, stack
+from shared.emails.files import DEFAULTS
+from tests.ctl.test_up import child_env, ctrl_c, free_stack_port, read_banner, start_up
+
+TEMPLATES = str(DEFAULTS)  # a real templates folder, given to `up` as a studio would
+
+
+def sourced(env_file: Path) -> dict[str, str]:
+    """The environment of a shell after `. .run/env` (a real shell does the sourcing)."""
+    done = subprocess.run(
+        ["bash", "-c", f". {env_file} && env -0"], env=child_env(), capture_output=True,
+        check=True, timeout=30,
+    )  # fmt: skip
+    pairs = (item.split(b"=", 1) for item in done.stdout.split(b"\0") if b"=" in item)
+    return {name.decode(): value.decode() for name, value in pairs}
+
+
+def ops_status(shell: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "services.ctl.main", "ops", "status"], env=shell, cwd=cwd,
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+
+
+def templates_command(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "services.ctl.main", "templates", *args], env=child_env(),
+        cwd=cwd, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+
+
+def listening(port: int) -> bool:
+    with socket.socket() as probe:
+        probe.settimeout(1)
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+async def up_from_env(run: Path, port: int, *args: str) -> asyncio.subprocess.Process:
+    process = await start_up(run, *args, RESETGATE_HTTP_PORT=str(port))
+    await asyncio.wait_for(read_banner(process), timeout=120)
+    return process
+
+
+def test_every_port_sits_at_its_offset_from_the_http_port() -> None:
+    """Redis included: a random Redis port made every restart strand a sourced .run/env."""
+    for first in (8080, 18000):
+        plan = ports.plan_ports(first, "postmark", ["a", "b"])
+        assert plan["redis"] == first + ports.PORT_OFFSETS["redis"]
+        assert {name: port - first for name, port in plan.items()} == {
+            **{n: o for n, o in ports.PORT_OFFSETS.items()
+               if n not in (*ports.RESERVED, "sandbox", "prometheus")},
+            "sandbox a": ports.SANDBOX_OFFSET, "sandbox b": ports.SANDBOX_OFFSET + 1,
+        }  # fmt: skip
+    assert "redis" not in ports.plan_ports(8080, embedded=False), "RESETGATE_REDIS_URL: no Redis"
+    assert ports.plan_ports(8080, prometheus=True)["prometheus"] == 8080 + 9
+    offsets = list(ports.PORT_OFFSETS.values())
+    assert len(set(offsets)) == len(offsets) and "postgres" in ports.PORT_OFFSETS
+
+
+@pytest.mark.timeout(420)
+async def test_a_sourced_env_survives_a_restart_and_a_changed_one_is_named(
+    tmp_path: Path,
+) -> None:
+    port, run = free_stack_port(), tmp_path / ".run"
+    first = await up_from_env(run, port)
+    try:
+        for name, planned in ports.plan_ports(port).items():
+            assert listening(planned), f"{name} is not on {planned}"
+        shell = sourced(run / stack.ENV_FILE)
+        assert shell["RESETGATE_REDIS_URL"] == f"redis://127.0.0.1:{port + ports.REDIS_OFFSET}/0"
+        assert ops_status(shell, tmp_path).returncode == 0
+    finally:
+        await ctrl_c(first)
+    again = await up_from_env(run, port)
+    try:
+        done = ops_status(shell, tmp_path)  # the same shell, not sourced again
+        assert done.returncode == 0, done.stderr
+        assert "cannot reach Redis" not in done.stderr
+    finally:
+        await ctrl_c(again)
+    stopped = ops_status(shell, tmp_path)
+    assert stopped.returncode == 1
+    assert "has stopped: start the stack again" in stopped.stderr, stopped.stderr
+    other = await up_from_env(run, port, "--provider", "postmark")
+    try:
+        changed = ops_status(shell, tmp_path)
+        assert changed.returncode == 1
+        assert "the stack restarted" in changed.stderr and "source" in changed.stderr
+        assert "RESETGATE_PROVIDER_KIND" in changed.stderr
+        assert "cannot reach Redis" not in changed.stderr, changed.stderr
+    finally:
+        await ctrl_c(other)
+
+
+@pytest.mark.timeout(300)
+async def test_up_from_a_shell_that_sourced_an_old_env_uses_its_own_settings(
+    tmp_path: Path,
+) -> None:
+    """A second `make run` in the shell that sourced .run/env once failed seeding the demo
+    accounts against the old Redis; what up was given (RESETGATE_TEMPLATES_DIR) still goes
+    into the new env file."""
+    port, run = free_stack_port(), tmp_path / ".run"
+    templates = TEMPLATES
+    first = await start_up(run, RESETGATE_HTTP_PORT=str(port), RESETGATE_TEMPLATES_DIR=templates)
+    try:
+        await asyncio.wait_for(read_banner(first), timeout=120)
+        shell = sourced(run / stack.ENV_FILE)
+        assert shell["RESETGATE_TEMPLATES_DIR"] == templates
+        # A second shell that sourced nothing: the running stack's folder and reset page.
+        checked, preview = (templates_command(tmp_path, *a) for a in (["check"], ["preview"]))
+        assert checked.stdout.startswith(f"templates ok: {templates} "), checked.stderr
+        assert f"http://127.0.0.1:{port}/reset-password?operation=" in preview.stdout
+    finally:
+        await ctrl_c(first)
+    shell["RESETGATE_REDIS_URL"] = shell["RESETGATE_REDIS_URL"].replace(
+        str(port + ports.REDIS_OFFSET), str(port + ports.PORT_OFFSETS["postgres"])
+    )  # as a random port of an earlier version left it: nothing listens there
+    shell["RESETGATE_PROVIDER_KIND"] = "postmark"  # sourced from a postmark run
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "services.ctl.main", "up", "--dir", str(run), env=shell,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
+    )  # fmt: skip
+    try:
+        banner = await asyncio.wait_for(read_banner(process), timeout=120)
+        assert f"redis://127.0.0.1:{port + ports.REDIS_OFFSET}/0 (embedded" in banner
+        assert f"templates  {templates} (RESETGATE_TEMPLATES_DIR)" in banner
+        assert "speaking http's API" in banner
+        written = stack.read_env(run / stack.ENV_FILE)
+        assert written["RESETGATE_TEMPLATES_DIR"] == templates
+    finally:
+        await ctrl_c(process)
