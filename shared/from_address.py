@@ -85,8 +85,11 @@ def settings_problems(settings: EmailSettings) -> list[str]:
 def configured(settings: EmailSettings) -> list[tuple[str, str]]:
     """(the setting that names it, the From) for the default From and every brand's own."""
     froms = [("RESETGATE_EMAIL_FROM", settings.email_from)]
-    froms += [(f"RESETGATE_BRANDS (brand {key!r} email_from)", brand.email_from)
-              for key, brand in sorted(settings.brands.items()) if brand.email_from]  # fmt: skip
+    froms += [
+        (f"RESETGATE_BRANDS (brand {key!r} email_from)", brand.email_from)
+        for key, brand in sorted(settings.brands.items())
+        if brand.email_from
+    ]
     return froms
 
 

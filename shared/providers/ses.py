@@ -202,6 +202,10 @@ class SesProvider:
             )
         return self._clients[service]
 
+    async def client(self, service: str) -> Any:
+        """The account's aiobotocore client of ``service`` (the preflight's read-only calls)."""
+        return await self._client(service)
+
     async def aclose(self) -> None:
         await self._stack.aclose()
         self._clients.clear()

@@ -74,9 +74,16 @@ def test_ses_gets_a_non_ascii_name_encoded() -> None:
     assert _read(sender) == ("Stüdio Ünï", "no-reply@studio.example")
 
 
-@pytest.mark.parametrize("text", ["Studio, Inc. <no-reply@studio.example>", "Studio",
-                                  "no-reply@", "Studio <no-reply@studio.example",
-                                  "a@b.example\r\nBcc: x@y.example"])  # fmt: skip
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Studio, Inc. <no-reply@studio.example>",
+        "Studio",
+        "no-reply@",
+        "Studio <no-reply@studio.example",
+        "a@b.example\r\nBcc: x@y.example",
+    ],
+)
 def test_an_ambiguous_or_unreadable_from_is_refused(text: str) -> None:
     with pytest.raises(FromError):
         parse(text)
@@ -87,8 +94,12 @@ def test_the_comma_refusal_says_how_to_quote() -> None:
         parse("Studio, Inc. <no-reply@studio.example>")
 
 
-ORDINARY = ["no-reply@studio.example", "Account Recovery <a@b.example>",
-            "O'Brien & Co. <a@b.example>", "Stüdio <a@b.example>"]  # fmt: skip
+ORDINARY = [
+    "no-reply@studio.example",
+    "Account Recovery <a@b.example>",
+    "O'Brien & Co. <a@b.example>",
+    "Stüdio <a@b.example>",
+]
 
 
 @pytest.mark.parametrize("text", ORDINARY)
@@ -100,10 +111,12 @@ def test_ordinary_froms_are_accepted(text: str) -> None:
 def test_every_brands_from_is_checked_and_named() -> None:
     from shared.from_address import settings_problems
 
-    settings = EmailSettings(brands={
-        "moon": Brand(name="Moon", email_from="Moon, Ltd. <no-reply@moon.example>"),
-        "sun": Brand(name="Sun", email_from="Sun Inc. <no-reply@sun.example>"),
-    })  # fmt: skip
+    settings = EmailSettings(
+        brands={
+            "moon": Brand(name="Moon", email_from="Moon, Ltd. <no-reply@moon.example>"),
+            "sun": Brand(name="Sun", email_from="Sun Inc. <no-reply@sun.example>"),
+        }
+    )
     found = settings_problems(settings)
     assert len(found) == 1 and found[0].startswith("RESETGATE_BRANDS (brand 'moon' email_from)")
     assert "moon.example" not in found[0]  # the line names the setting, not the address
