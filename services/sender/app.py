@@ -14,6 +14,7 @@ import aiohttp
 from services.sender.attempt import AttemptRunner
 from services.sender.intake import ensure_groups
 from services.sender.pacer import Pacer
+from services.sender.preflight import preflight_loop
 from services.sender.settings import SenderSettings
 from services.sender.worker import Sender
 from shared import metrics, service
@@ -138,7 +139,12 @@ async def wire(settings: SenderSettings, client: RedisClient) -> AsyncIterator[s
         stack.push_async_callback(replicas.close)
         sender = build_sender(settings, client, session, opened, replicas=replicas)
         await until_done(sender.refresh_control, "control state")
-        yield service.Wiring(workers(sender), readiness(sender, client))
+        loops = workers(sender)
+        if settings.provider_check_interval_seconds:
+            checked = [(o.named.config, o.provider) for o in opened]
+            loops.append(preflight_loop(client, session, settings, checked,
+                                        settings.provider_check_interval_seconds))  # fmt: skip
+        yield service.Wiring(loops, readiness(sender, client))
 
 
 async def open_all(
