@@ -21,7 +21,8 @@ from shared.model import Outcome
 from shared.providers import ses
 from shared.settings import Brand, EmailSettings
 from tests.providers.kinds import KINDS, adapter
-from tests.providers.test_ses_moto import REGION, _v1, aws_env, moto_server, moto_url  # noqa: F401
+from tests.providers.moto_patient import moto_url, patient_moto  # noqa: F401
+from tests.providers.test_ses_moto import REGION, _v1, aws_env  # noqa: F401
 from tests.support.sandbox import run_sandbox, sent_emails
 
 WRITTEN = ("Studio Inc. <no-reply@studio.example>", '"Studio, Inc." <no-reply@studio.example>')
@@ -136,7 +137,7 @@ def test_an_unquoted_comma_stops_the_sender_with_one_line(
 
 @pytest.mark.parametrize("written", [*WRITTEN, "Stüdio Ünï <no-reply@studio.example>"])
 async def test_ses_on_moto_takes_the_from_as_that_address_with_that_name(
-    moto_url: str,  # noqa: F811  (the fixture of test_ses_moto, imported above)
+    moto_url: str,  # noqa: F811  (the fixture of moto_patient, imported above)
     written: str,
 ) -> None:
     await _v1(moto_url, "verify_domain_identity", Domain="studio.example")

@@ -27,7 +27,8 @@ from shared.providers import ses
 from shared.providers.factory import ProviderConfig, open_provider
 from shared.settings import EmailSettings
 from tests.providers.kinds import DOMAIN, KINDS, config
-from tests.providers.test_ses_moto import REGION, _v1, aws_env, moto_server, moto_url  # noqa: F401
+from tests.providers.moto_patient import moto_url, patient_moto  # noqa: F401
+from tests.providers.test_ses_moto import REGION, _v1, aws_env  # noqa: F401
 from tests.support.sandbox import run_sandbox
 
 EMAIL = EmailSettings(email_from="Studio Inc. <no-reply@studio.example>")
