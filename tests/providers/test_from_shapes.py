@@ -169,3 +169,22 @@ def _sent(state: object) -> list[dict[str, str]]:
         for value in state:
             found += _sent(value)
     return found
+
+
+def test_templates_check_lists_every_from_that_cannot_be_read(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from services.ctl.main import main
+
+    monkeypatch.setenv("RESETGATE_EMAIL_FROM", "Studio Inc. <no-reply@studio.example>")
+    monkeypatch.setenv(
+        "RESETGATE_BRANDS",
+        '{"moon": {"name": "Moon", "email_from": "Moon, Ltd. <no-reply@moon.example>"},'
+        ' "sun": {"name": "Sun", "email_from": "sun"}}',
+    )
+    assert main(["templates", "check"]) == 1
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert [line.split(":")[1].strip() for line in lines] == [
+        "RESETGATE_BRANDS (brand 'moon' email_from)",
+        "RESETGATE_BRANDS (brand 'sun' email_from)",
+    ]
