@@ -48,6 +48,8 @@ AUDIT = f"{PREFIX}:audit"
 CONSOLE_SESSION_PREFIX = f"{PREFIX}:console:session:"
 # + client address -> GCRA theoretical arrival time of the console's token sign-in attempts
 CONSOLE_SIGN_IN_LIMIT_PREFIX = f"{PREFIX}:console:sign-in-limit:"
+# hash: provider name -> JSON {"checked_at": ms, "checks": [...]}, the sender's latest preflight
+PROVIDER_CHECKS = f"{PREFIX}:provider-checks"
 
 
 def poller_cursor(provider: str) -> str:

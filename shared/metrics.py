@@ -92,6 +92,12 @@ provider_paused = Gauge(
     "account, refusals); every kind is exported, 0 when not the cause.",
     ["provider", "kind"],
 )
+provider_check = Gauge(
+    "resetgate_provider_check",
+    "The latest preflight check of a provider (resetgate providers check): 1 passes, 0 "
+    "unknown (the key's scope or the provider cannot tell), -1 fails.",
+    ["provider", "check"],
+)
 oldest_eligible_age = Gauge(
     "resetgate_oldest_eligible_age_seconds",
     "Age of the oldest operation due now and not yet attempted (deferrals excluded).",

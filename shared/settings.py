@@ -390,6 +390,16 @@ class ProviderAccount(_Env):
         return ""
 
 
+# The variable that turns each kind's pushed events on (the poller's InboundSettings; the
+# preflight asks whether it is set).
+EVENT_CREDENTIAL = {
+    "sendgrid": "SENDGRID_WEBHOOK_PUBLIC_KEY",
+    "mailgun": "MAILGUN_WEBHOOK_SIGNING_KEY",
+    "postmark": "POSTMARK_WEBHOOK_PASSWORD",
+    "ses": "SES_QUEUE_URL",
+}
+
+
 class ProviderSettings(CommonSettings, ProviderAccount):
     """The provider settings of a process (the sender, the poller): the single provider's
     account (``RESETGATE_PROVIDERS`` names more, ``shared.providers.named``) and what every

@@ -20,6 +20,8 @@ from services.ctl import providers
 from services.ctl.output import print_view as _print
 from services.ctl.stack import use_local_stack, with_redis
 from shared import actions, clock, control, operation_views
+from shared.preflight.store import Checked
+from shared.preflight.store import read as read_checks
 from shared.redis import RedisClient
 from shared.settings import CommonSettings, load
 from shared.status import (
@@ -72,6 +74,12 @@ def _partitions(args: argparse.Namespace, settings: OpsSettings) -> list[int]:
     if args.partition is None or not 0 <= args.partition < settings.partitions:
         raise SystemExit(f"give a partition between 0 and {settings.partitions - 1}, or --all")
     return [args.partition]
+
+
+def _failing_checks(checked: dict[str, Checked]) -> list[str]:
+    """The senders' failing preflight checks (`resetgate providers check`), with the fix."""
+    return [f"provider {c.provider} check {c.check} FAILING ({_when(found.checked_at)}): "
+            f"{c.detail}" for found in checked.values() for c in found.failing]  # fmt: skip
 
 
 # -- views ---------------------------------------------------------------------------------
@@ -154,6 +162,10 @@ async def status(client: RedisClient, settings: OpsSettings, args: argparse.Name
     pacing = await pacing_status(client, settings.provider_name, state)
     lines.insert(1, f"  {describe_pacing(pacing, _when)}")
     summary.update(pacing.view())
+    checked = await read_checks(client)
+    summary["provider_checks"] = {n: [c.view() for c in found.checks]
+                                  for n, found in checked.items()}  # fmt: skip
+    lines += _failing_checks(checked)
     _print(args, summary, lines)
     _warn_unserved(rows)
     return 0

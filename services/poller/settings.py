@@ -12,6 +12,7 @@ from pydantic import Field, SecretStr, field_validator
 
 from shared.clock import to_ms
 from shared.settings import (
+    EVENT_CREDENTIAL,
     METRICS_PORTS,
     ConsumerSettings,
     PolicySettings,
@@ -68,12 +69,7 @@ class InboundSettings(_Env):
 
 
 # The variable that turns each kind's source on (the others refine it).
-CREDENTIAL = {
-    "sendgrid": "SENDGRID_WEBHOOK_PUBLIC_KEY",
-    "mailgun": "MAILGUN_WEBHOOK_SIGNING_KEY",
-    "postmark": "POSTMARK_WEBHOOK_PASSWORD",
-    "ses": "SES_QUEUE_URL",
-}
+CREDENTIAL = EVENT_CREDENTIAL
 
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network

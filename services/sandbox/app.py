@@ -8,7 +8,7 @@ from pathlib import Path
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from services.sandbox import control, inbox, modes, provider
+from services.sandbox import account, control, inbox, modes, provider
 from services.sandbox.dialects import DIALECTS
 from services.sandbox.keep import keep
 from services.sandbox.logs import log
@@ -58,6 +58,7 @@ def create_app(settings: SandboxSettings) -> web.Application:
         provider.add_routes(app)
     else:
         modes.add_routes(app, DIALECTS[settings.mode])
+        account.add_routes(app, settings.mode, DIALECTS[settings.mode])
     control.add_routes(app)
     inbox.add_routes(app)
     app.router.add_get("/healthz", healthz)

@@ -138,6 +138,13 @@ class SandboxSettings(BaseSettings):
     # Provider modes: the hosted templates this account has (comma-separated ids, aliases
     # or names). A send naming another is answered as that provider answers a missing one.
     templates: str = ""
+    # Provider modes' account (services/sandbox/account.py, what the preflight reads): its
+    # verified sending domains, those added but not verified, the key's scopes (SendGrid)
+    # and the server's type (Postmark: "Sandbox" accepts and delivers nothing).
+    domains: str = "game.example,mg.game.example,studio.example"
+    unverified_domains: str = ""
+    key_scopes: str = "mail.send,whitelabel.read"
+    server_delivery_type: Literal["Live", "Sandbox"] = "Live"
     # Provider modes: POST each message's events here as the provider would
     # (services/sandbox/webhooks.py); "" = the events are only in the feed. Postmark's
     # basic-auth credentials go in the URL, as Postmark documents (https://user:pass@host/...).

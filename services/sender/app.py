@@ -14,6 +14,7 @@ import aiohttp
 from services.sender.attempt import AttemptRunner
 from services.sender.intake import ensure_groups
 from services.sender.pacer import Pacer
+from services.sender.preflight import preflight_loop
 from services.sender.settings import SenderSettings
 from services.sender.worker import Sender
 from shared import metrics, service
@@ -139,7 +140,12 @@ async def wire(settings: SenderSettings, client: RedisClient) -> AsyncIterator[s
         sender = build_sender(settings, client, session, opened, replicas=replicas)
         await until_done(sender.refresh_control, "control state")
         await until_done(lambda: publish_quotas(client, sender), "daily quotas")
-        yield service.Wiring(workers(sender), readiness(sender, client))
+        loops = workers(sender)
+        if settings.provider_check_interval_seconds:
+            checked = [(o.named.config, o.provider) for o in opened]
+            loops.append(preflight_loop(client, session, settings, checked,
+                                        settings.provider_check_interval_seconds))  # fmt: skip
+        yield service.Wiring(loops, readiness(sender, client))
 
 
 async def publish_quotas(client: RedisClient, sender: Sender) -> None:

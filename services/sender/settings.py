@@ -66,6 +66,12 @@ class SenderSettings(
         description="how recent those refusals must all be, seconds",
     )  # fmt: skip
 
+    provider_check_interval_seconds: float = Field(
+        default=300.0, ge=0, le=86400,
+        description="how often the sender asks each provider what a send would hit "
+        "(resetgate providers check; read-only calls); 0: never",
+    )  # fmt: skip
+
     @property
     def quota_window_ms(self) -> int:
         return to_ms(self.quota_window_seconds)

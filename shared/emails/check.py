@@ -17,6 +17,7 @@ from html import escape
 
 from shared.emails.compose import Mailer, reset_link, templates_for
 from shared.emails.files import Choice, TemplateError
+from shared.from_address import FromError, settings_problems
 from shared.providers import mailgun, postmark, sendgrid, ses
 from shared.settings import EmailSettings
 
@@ -63,8 +64,9 @@ def _choices(mailer: Mailer) -> Iterator[tuple[str, Choice]]:
 
 
 def check(mailer: Mailer) -> list[str]:
-    """One line per problem, each naming the file (or the locale folder) it is in."""
-    found = []
+    """One line per problem, each naming the file (or the locale folder) it is in, or the
+    setting of a From that cannot be read."""
+    found = settings_problems(mailer.settings)
     for brand_key, choice in _choices(mailer):
         brand = mailer.brand(brand_key)
         link = reset_link(brand.reset_url_base, SAMPLE_OPERATION, SAMPLE_TOKEN)
@@ -80,7 +82,11 @@ def check(mailer: Mailer) -> list[str]:
 
 
 def load(settings: EmailSettings) -> Mailer:
-    """The templates and brands, checked; raises TemplateError naming the first problem."""
+    """The templates and brands, checked; raises TemplateError naming the first problem
+    (a From that cannot be read: FromError naming its setting)."""
+    froms = settings_problems(settings)
+    if froms:
+        raise FromError(froms[0])
     mailer = Mailer(settings, templates_for(settings))
     found = check(mailer)
     if found:
@@ -92,6 +98,9 @@ def load_or_exit(settings: EmailSettings) -> Mailer:
     """:func:`load`, or stop the process with one line naming the file and the error."""
     try:
         return load(settings)
+    except FromError as error:
+        print(f"invalid configuration: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
     except TemplateError as error:
         print(f"invalid templates: {error}", file=sys.stderr)
         raise SystemExit(2) from None

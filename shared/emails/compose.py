@@ -16,6 +16,7 @@ from urllib.parse import urlencode
 from shared.directory import Account
 from shared.emails import locales
 from shared.emails.files import Templates
+from shared.from_address import parse as parse_from
 from shared.settings import EmailSettings
 
 # The variables every template gets, local or provider-hosted (docs/templates.md).
@@ -105,7 +106,8 @@ class Mailer:
                 now_ms: int, hosted: Hosted | None = None) -> Composed:  # fmt: skip
         brand = self.brand(account.brand)
         link = reset_link(brand.reset_url_base, operation_id, token)
-        head = {"from": brand.email_from, "to": [account.email]}
+        # Parsed once per From (cached) and checked at start: quoted where RFC 5322 needs it.
+        head = {"from": parse_from(brand.email_from).header, "to": [account.email]}
         if hosted is not None:
             locale = locales.negotiate(account.locale, hosted.locales, hosted.locales[0])
             name = hosted.name.format(locale=locale, brand=brand.key or "default")

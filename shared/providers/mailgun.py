@@ -39,6 +39,7 @@ from typing import Any
 import aiohttp
 
 from shared import codec
+from shared.from_address import parse as parse_from
 from shared.model import Outcome
 from shared.providers.base import (
     Answer,
@@ -101,7 +102,7 @@ def capabilities(settle_seconds: float) -> Capabilities:
 
 def form(operation_id: str, message: Message) -> aiohttp.FormData:
     data = aiohttp.FormData()
-    data.add_field("from", message["from"])
+    data.add_field("from", parse_from(message["from"]).header)
     for to in message["to"]:
         data.add_field("to", to)
     hosted = message.get("template")

@@ -30,6 +30,7 @@ from typing import Any
 import aiohttp
 
 from shared import codec
+from shared.from_address import parse as parse_from
 from shared.model import Outcome
 from shared.providers.base import (
     Answer,
@@ -107,7 +108,8 @@ def capabilities(settle_seconds: float) -> Capabilities:
 
 def body(operation_id: str, message: Message) -> dict[str, Any]:
     shaped: dict[str, Any] = {
-        "From": message["from"],
+        # Punctuation in the name quoted (support article 1180, ErrorCode 300).
+        "From": parse_from(message["from"]).header,
         "To": ", ".join(message["to"]),
         "Metadata": {"operation_id": operation_id},
         "MessageStream": "outbound",

@@ -26,12 +26,12 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import replace
-from email.utils import parseaddr
 from typing import Any
 
 import aiohttp
 
 from shared import codec, rate_signal
+from shared.from_address import parse as parse_from
 from shared.model import Outcome
 from shared.providers.base import (
     Answer,
@@ -68,8 +68,10 @@ _PERMANENT = {400: "bad_request", 404: "not_found", 405: "method_not_allowed",
 
 
 def address(text: str) -> dict[str, str]:
-    name, email = parseaddr(text)
-    return {"email": email, "name": name} if name else {"email": email}
+    """The Mail Send ``from`` object, ``{"email", "name"}`` (the Mail Send page): parsed as
+    RFC 5322, so a quoted name with a comma stays one name."""
+    found = parse_from(text)
+    return {"email": found.email, "name": found.name} if found.name else {"email": found.email}
 
 
 def body(operation_id: str, message: Message) -> dict[str, Any]:

@@ -41,6 +41,7 @@ from botocore.exceptions import (
 )
 
 from shared import codec
+from shared.from_address import parse as parse_from
 from shared.logging import event
 from shared.model import Outcome
 from shared.providers.base import (
@@ -113,7 +114,8 @@ def content(message: Message) -> dict[str, Any]:
 
 def request(operation_id: str, message: Message, configuration_set: str = "") -> dict[str, Any]:
     shaped = {
-        "FromEmailAddress": message["from"],
+        # A non-ASCII name as RFC 2047 (SendEmail: FromEmailAddress).
+        "FromEmailAddress": parse_from(message["from"]).encoded,
         "Destination": {"ToAddresses": list(message["to"])},
         "Content": content(message),
         "EmailTags": [{"Name": "operation_id", "Value": operation_id}],
@@ -199,6 +201,10 @@ class SesProvider:
                 )
             )
         return self._clients[service]
+
+    async def client(self, service: str) -> Any:
+        """The account's aiobotocore client of ``service`` (the preflight's read-only calls)."""
+        return await self._client(service)
 
     async def aclose(self) -> None:
         await self._stack.aclose()

@@ -58,6 +58,7 @@ NOT_PAGES = {
     "PushedEventsDropped": "ticket",
     "QueueMessagesUnparseable": "ticket",
     "PublicBudgetFilling": "warning",
+    "ProviderMisconfigured": "warning",
 }
 # Alerts built on per-partition metrics must name the partition they fire for.
 PARTITIONED = {"OperationsExhausted", "OldestEligibleAgeHigh", "SendersStalled",

@@ -8,6 +8,7 @@ from typing import Any
 
 from aiohttp import web
 
+from services.admission.console.checks import failing_checks
 from services.admission.console.context import REDIS, SETTINGS
 from services.admission.console.html import (
     Markup,
@@ -30,6 +31,7 @@ from services.admission.console.views import (
 from shared import actions, clock, control, operation_views
 from shared.ids import valid_operation_id
 from shared.model import State
+from shared.preflight.store import read as read_checks
 from shared.status import Pacing, pacing_status, partitions_status, provider_status
 
 OLDEST_LIMIT = 20
@@ -244,7 +246,8 @@ async def providers(request: web.Request) -> web.Response:
     ]
     body = render(
         "providers",
-        pacing=_pacing(await pacing_status(client, settings.provider_name, state), now),
+        pacing=join([_pacing(await pacing_status(client, settings.provider_name, state), now),
+                     failing_checks(await read_checks(client))]),
         providers=provider_row,
         partitions=join(partition_rows),
         audit=_audit(await actions.recent(client)),

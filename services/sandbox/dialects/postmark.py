@@ -2,6 +2,8 @@
 X-Postmark-Server-Token, 200 ``{"To","SubmittedAt","MessageID","ErrorCode":0,
 "Message":"OK"}``), https://postmarkapp.com/developer/api/overview (401; 422 with
 ErrorCode 300 invalid request, 406 inactive recipient; 429; 500) and
+https://postmarkapp.com/support/article/1180-what-does-errorcode-300-mean (punctuation
+in an unquoted From name: ErrorCode 300),
 https://postmarkapp.com/developer/api/messages-api (``GET /messages/outbound`` with
 ``metadata_<key>=`` filters, ``{"TotalCount", "Messages": [...]}``) and
 https://postmarkapp.com/developer/api/templates-api (``POST /email/withTemplate`` with
@@ -60,7 +62,24 @@ async def _read(
         return _error(422, 300, "Invalid 'To' address.")
     if not body.get("From"):
         return _error(422, 300, "Invalid 'From' address.")
+    if unquoted_punctuation(str(body["From"])):
+        return _error(422, 300, "Error parsing 'From': Illegal email address.")
     return body, to
+
+
+# postmarkapp.com/support/article/1180-what-does-errorcode-300-mean: "If an email address has
+# a special character or punctuation, the name field needs to be quote escaped", else
+# ErrorCode 300 ("Illegal email address").
+_PUNCTUATION = frozenset('()<>[]:;@\\,."')
+
+
+def unquoted_punctuation(text: str) -> bool:
+    """True for a From whose display name carries punctuation outside quotes."""
+    name, bracket, _ = text.partition("<")
+    name = name.strip()
+    if not bracket or not name or (name.startswith('"') and name.endswith('"')):
+        return False
+    return any(c in _PUNCTUATION for c in name)
 
 
 def _operation(body: dict[str, Any]) -> dict[str, Any]:

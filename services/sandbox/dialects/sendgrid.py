@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import hmac
 import time
+from email.utils import formataddr
 from typing import Any
 
 import orjson
@@ -79,13 +80,21 @@ async def parse(request: web.Request, limit: int) -> Parsed:
         return _errors(400, "Does not contain a valid address.", "personalizations.0.to.0.email")
     if not isinstance(body.get("from"), dict):
         return _errors(400, "The from object must be provided for every email send.", "from")
+    if "@" not in str(body["from"].get("email") or ""):
+        # The Mail Send page: from.email is "the email address from which messages are sent".
+        return _errors(400, "The from email does not contain a valid address.", "from.email")
     if body.get("template_id"):
         return _templated(body, to)
     if not body.get("subject") or not body.get("content"):
         return _errors(400, "The subject and content parameters are required.", "content")
-    return {"from": body["from"].get("email", ""), "to": to, "subject": body["subject"],
+    return {"from": _sender(body["from"]), "to": to, "subject": body["subject"],
             "text": _content(body, "text/plain"), "html": _content(body, "text/html"),
             "tags": _operation(body)}  # fmt: skip
+
+
+def _sender(given: dict[str, Any]) -> str:
+    """The ``from`` object (``{"email", "name"}``) as the From header SendGrid writes."""
+    return formataddr((str(given.get("name") or ""), str(given["email"])))
 
 
 def _operation(body: dict[str, Any]) -> dict[str, Any]:
@@ -98,7 +107,7 @@ def _templated(body: dict[str, Any], to: list[str]) -> Parsed:
     if not isinstance(data, dict):
         return _errors(400, "dynamic_template_data must be an object.",
                        "personalizations.0.dynamic_template_data")  # fmt: skip
-    return {"from": body["from"].get("email", ""), "to": to, "subject": "", "text": "",
+    return {"from": _sender(body["from"]), "to": to, "subject": "", "text": "",
             "html": "", "template": str(body["template_id"]), "template_data": data,
             "tags": _operation(body)}  # fmt: skip
 
