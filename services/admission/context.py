@@ -7,6 +7,7 @@ from aiohttp import web
 from services.admission.gate import Gate
 from services.admission.ratelimit import IpLimiter
 from services.admission.settings import AdmissionSettings
+from shared.archive import Evidence
 from shared.directory import Directory
 from shared.redis import RedisClient
 from shared.tokens import TokenKeys
@@ -18,3 +19,5 @@ GATE: web.AppKey[Gate] = web.AppKey("gate", Gate)
 LIMITER: web.AppKey[IpLimiter] = web.AppKey("limiter", IpLimiter)
 TOKEN_KEYS: web.AppKey[TokenKeys] = web.AppKey("token_keys", TokenKeys)
 OPENAPI: web.AppKey[bytes] = web.AppKey("openapi", bytes)
+# Operations read where they live: Redis, then the archive (when one is configured).
+EVIDENCE: web.AppKey[Evidence] = web.AppKey("evidence", Evidence)

@@ -11,6 +11,7 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from shared.clock import to_ms
 from shared.settings import (
     METRICS_PORTS,
+    ArchiveSettings,
     DirectorySettings,
     PolicySettings,
     ReplicationSettings,
@@ -83,7 +84,9 @@ class ConsoleSettings(_Env):
         return [ipaddress.ip_network(n, strict=False) for n in names(self.console_trusted_proxies)]
 
 
-class AdmissionSettings(PolicySettings, DirectorySettings, ConsoleSettings, ReplicationSettings):
+class AdmissionSettings(
+    PolicySettings, DirectorySettings, ConsoleSettings, ReplicationSettings, ArchiveSettings
+):
     http_port: int = Field(default=8080, ge=0, le=65535)  # the API; nothing operational
     metrics_port: int = Field(default=METRICS_PORTS["admission"], ge=0, le=65535)
     # Required here: admission records the key id each operation's token is derived with.

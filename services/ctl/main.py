@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 from importlib import import_module
 
-GROUPS = ("up", "accounts", "ops", "templates")
+GROUPS = ("up", "accounts", "ops", "templates", "archive")
 
 DESCRIPTION = """\
 resetgate: one recovery operation, one token, one email per password-reset request.
@@ -21,6 +21,7 @@ resetgate: one recovery operation, one token, one email per password-reset reque
   resetgate accounts add|import     fill the local account directory
   resetgate ops status|oldest|show  see where operations stand; pause, drain, quarantine
   resetgate templates check|preview check the reset email's templates; see what a player gets
+  resetgate archive migrate         bring the PostgreSQL evidence archive's schema up to date
 
 Commands that read or write state print the Redis they talk to first: RESETGATE_REDIS_URL
 when set, else the stack `resetgate up` started (its .run/env file).

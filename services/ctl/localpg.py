@@ -1,0 +1,96 @@
+"""A real PostgreSQL server for `resetgate up` and tests: initdb into a directory, pg_ctl
+start on a loopback port, a database named ``resetgate``.
+
+The binaries come from PATH, else from Debian's ``/usr/lib/postgresql/<version>/bin`` (the
+``postgresql`` package; ``make`` installs it: tools/ensure-postgres.sh). PostgreSQL refuses
+to run as root, so as root the server runs as ``nobody`` (setpriv), its directory theirs.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+DATABASE = "resetgate"
+SUPERUSER = "postgres"
+_DEBIAN = Path("/usr/lib/postgresql")
+_AS = "nobody"
+
+
+def pg_bin() -> Path:
+    """The folder holding initdb and pg_ctl: PATH's, else Debian's newest."""
+    found = shutil.which("pg_ctl")
+    if found:
+        return Path(found).resolve().parent
+    versions = sorted(
+        (p for p in _DEBIAN.glob("*/bin") if (p / "pg_ctl").exists()),
+        key=lambda p: int(p.parent.name) if p.parent.name.isdigit() else 0,
+    )
+    if not versions:
+        raise RuntimeError(
+            "no PostgreSQL server binaries: apt-get install postgresql (`make` runs "
+            "tools/ensure-postgres.sh for you)"
+        )
+    return versions[-1]
+
+
+class LocalPostgres:
+    """One server on 127.0.0.1:``port`` with its data in ``directory`` (a fresh temporary
+    one by default, removed by :meth:`stop`)."""
+
+    def __init__(self, port: int, directory: Path | None = None) -> None:
+        self.port = port
+        self.owned = directory is None
+        self.directory = directory or Path(tempfile.mkdtemp(prefix="rg-pg-"))
+        self.bin = pg_bin()
+
+    @property
+    def data(self) -> Path:
+        return self.directory / "data"
+
+    @property
+    def dsn(self) -> str:
+        return f"postgresql://{SUPERUSER}@127.0.0.1:{self.port}/{DATABASE}"
+
+    def _as_owner(self, *argv: str | Path) -> list[str]:
+        command = [str(a) for a in argv]
+        if os.geteuid() != 0:
+            return command
+        return ["setpriv", f"--reuid={_AS}", f"--regid={pwd.getpwnam(_AS).pw_gid}",
+                "--clear-groups", *command]  # fmt: skip
+
+    def _run(self, *argv: str | Path, timeout: float = 60) -> None:
+        subprocess.run(self._as_owner(*argv), check=True, timeout=timeout,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+
+    def start(self) -> LocalPostgres:
+        """initdb (once per directory), start, and create the database (once)."""
+        if os.geteuid() == 0:
+            os.chown(self.directory, pwd.getpwnam(_AS).pw_uid, -1)
+        fresh = not (self.data / "PG_VERSION").exists()
+        if fresh:
+            self._run(self.bin / "initdb", "-D", self.data, "-U", SUPERUSER, "-A", "trust",
+                      "-E", "UTF8", "--no-sync")  # fmt: skip
+        options = (f"-p {self.port} -k {self.directory} -c listen_addresses=127.0.0.1"
+                   " -c fsync=on -c max_connections=50")  # fmt: skip
+        self._run(self.bin / "pg_ctl", "-D", self.data, "-o", options,
+                  "-l", self.directory / "postgres.log", "-w", "-t", "60", "start")  # fmt: skip
+        if fresh:
+            self._run(self.bin / "createdb", "-h", "127.0.0.1", "-p", str(self.port),
+                      "-U", SUPERUSER, DATABASE)  # fmt: skip
+        return self
+
+    def stop(self, mode: str = "fast") -> None:
+        """Stop the server (``immediate``: as a crash would); remove a temporary directory
+        only when :meth:`close` is called."""
+        if (self.data / "postmaster.pid").exists():
+            self._run(self.bin / "pg_ctl", "-D", self.data, "-m", mode, "-w", "stop")
+
+    def close(self) -> None:
+        self.stop()
+        if self.owned:
+            shutil.rmtree(self.directory, ignore_errors=True)
