@@ -57,6 +57,7 @@ NOT_PAGES = {
     "PushedEventsRefused": "warning",
     "PushedEventsDropped": "ticket",
     "QueueMessagesUnparseable": "ticket",
+    "ArchiveLagHigh": "warning",
 }
 # Alerts built on per-partition metrics must name the partition they fire for.
 PARTITIONED = {"OperationsExhausted", "OldestEligibleAgeHigh", "SendersStalled",

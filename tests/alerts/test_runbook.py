@@ -25,6 +25,7 @@ COMMANDS = [
     r"resetgate ops provider show",
     r"resetgate ops provider switch --partitions [\d,-]+ --to [a-z0-9]+",
     r"resetgate ops provider rollback",
+    r"resetgate archive migrate",
 ]
 SECTIONS = [
     "429-rising-while-queue-age-is-inside-the-objective-preserve-backpressure",
