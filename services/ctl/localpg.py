@@ -12,6 +12,7 @@ import os
 import pwd
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -94,3 +95,38 @@ class LocalPostgres:
         self.stop()
         if self.owned:
             shutil.rmtree(self.directory, ignore_errors=True)
+
+
+# `resetgate up`'s archive: PostgreSQL and the archiver's operational listener, at these
+# offsets from admission's port (the lead's port plan may name them instead).
+POSTGRES_OFFSET = 8
+ARCHIVER_OFFSET = 7
+ARCHIVER_OPS = "archiver ops"
+
+
+def local_archive(
+    env: dict[str, str], directory: Path, port: int
+) -> tuple[LocalPostgres | None, str]:
+    """`resetgate up`'s archive: a local PostgreSQL on ``port`` (data in ``<dir>/postgres``,
+    kept across runs), migrated, and the settings every service and the archiver read put
+    in ``env``. None where RESETGATE_ARCHIVE_DSN names one already (used as it is) or no
+    PostgreSQL is installed (Redis only); with a line for the banner saying which."""
+    if env.get("RESETGATE_ARCHIVE_DSN"):
+        env.setdefault("RESETGATE_ARCHIVE_ENABLED", "true")
+        return None, "archive: from RESETGATE_ARCHIVE_DSN"
+    try:
+        server = LocalPostgres(port, directory / "postgres")
+    except RuntimeError as error:
+        return None, f"archive: none, retention is Redis-only ({error})"
+    (directory / "postgres").mkdir(exist_ok=True)
+    server.start()
+    env["RESETGATE_ARCHIVE_DSN"] = server.dsn
+    env["RESETGATE_ARCHIVE_ENABLED"] = "true"
+    migrate = subprocess.run(
+        [sys.executable, "-m", "services.ctl.main", "archive", "migrate"],
+        env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    if migrate.returncode != 0:
+        server.stop()
+        raise RuntimeError(f"the local archive did not migrate: {migrate.stderr.strip()}")
+    return server, f"archive: PostgreSQL {server.dsn}, data in {directory}/postgres"
