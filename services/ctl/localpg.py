@@ -81,13 +81,17 @@ class LocalPostgres:
         self._run(self.bin / "pg_ctl", "-D", self.data, "-o", options,
                   "-l", self.directory / "postgres.log", "-w", "-t", "60", "start")  # fmt: skip
         if fresh:
-            self._run(self.bin / "createdb", "-h", "127.0.0.1", "-p", str(self.port),
-                      "-U", SUPERUSER, DATABASE)  # fmt: skip
+            try:
+                self._run(self.bin / "createdb", "-h", "127.0.0.1", "-p", str(self.port),
+                          "-U", SUPERUSER, DATABASE)  # fmt: skip
+            except subprocess.SubprocessError:
+                self.stop()  # never leave a server running that nothing will stop
+                raise
         return self
 
     def stop(self, mode: str = "fast") -> None:
-        """Stop the server (``immediate``: as a crash would); remove a temporary directory
-        only when :meth:`close` is called."""
+        """Stop the server (``immediate``: as a crash would); the data stays (:meth:`close`
+        removes a temporary directory)."""
         if (self.data / "postmaster.pid").exists():
             self._run(self.bin / "pg_ctl", "-D", self.data, "-m", mode, "-w", "stop")
 
