@@ -116,7 +116,9 @@ async def wire(settings: AdmissionSettings, client: RedisClient) -> AsyncIterato
             # The console (when configured): its own listener, and the plain client, so its
             # occasional scans never queue behind public requests on the pipelined link.
             workers = (
-                [console_worker(settings, client)] if settings.console_port is not None else []
+                [console_worker(settings, client, archive)]
+                if settings.console_port is not None
+                else []
             )
             yield service.Wiring(workers, readiness(pipelined), public=(app, settings.http_port))
     finally:

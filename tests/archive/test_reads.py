@@ -12,15 +12,19 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from aiohttp.test_utils import TestClient
+import aiohttp
+from aiohttp.test_utils import TestClient, TestServer
 
+from services.admission.console.app import create_console_app
 from services.ctl.embedded import free_port
 from shared import codec
 from shared.archive import maybe_pool
 from shared.ids import operation_created_ms
+from shared.redis import create_client
 from tests.admission.helpers import BEARER, admission_settings, serving
 from tests.archive.conftest import Settler
 from tests.archive.helpers import archived_and_expired
+from tests.console.helpers import console_settings, get_text, sign_in
 
 OPERATION = "/internal/v1/recovery-operations/{}"
 HISTORY = "/internal/v1/accounts/{}/recovery-operations"
@@ -120,3 +124,25 @@ async def test_ops_show_reads_the_archive_and_says_so(settler: Settler, archive_
     done = show()
     assert done.returncode == 1
     assert "no archive" in done.stderr
+
+
+async def test_the_console_operation_page_reads_the_archive_and_says_so(
+    settler: Settler, archive_dsn: str
+) -> None:
+    old = await settler.settle("acct-console", "failed")
+    await archived_and_expired(settler, archive_dsn, old)
+    recent = await settler.settle("acct-console-2", "failed")
+    settings = console_settings(settler.settings.redis_url, archive_dsn=archive_dsn, partitions=4)
+    store = create_client(settings)
+    try:
+        async with maybe_pool(settings) as pool:
+            server = TestServer(create_console_app(settings, store, pool), host="127.0.0.1")
+            async with TestClient(server, cookie_jar=aiohttp.DummyCookieJar()) as http:
+                headers = await sign_in(http)
+                archived = await get_text(http, f"/console/operations/{old}", headers)
+                live = await get_text(http, f"/console/operations/{recent}", headers)
+    finally:
+        await store.aclose()
+    assert "Read from the archive" in archived and old in archived
+    assert "recipient_refused" in archived  # the archived operation's reason
+    assert "Read from Redis" in live and "Read from the archive" not in live
