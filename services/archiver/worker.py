@@ -201,7 +201,8 @@ class Archiver:
         requests = [
             MarkArchived(operation_id=op, now=now, tail_ms=self.settings.archive_tail_ms,
                          settled_at=raw["settled_at"],
-                         delivery_event_at=raw.get("delivery_event_at", ""))
+                         delivery_event_at=raw.get("delivery_event_at", ""),
+                         account_id=raw["account_id"])
             for op, (raw, _) in found.items()
         ]  # fmt: skip
         if not requests:

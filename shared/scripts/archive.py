@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from shared.scripts import Request, Script
+from shared.scripts import Request, Script, unsent
 
 
 class Marked(StrEnum):
@@ -20,13 +20,14 @@ class Marked(StrEnum):
 class MarkArchived(Request[Marked]):
     SCRIPT = Script("mark_archived")
     CODES = Marked
-    KEYS = ("operation", "ledger", "settled", "observe")
+    KEYS = ("operation", "ledger", "settled", "observe", "account")
 
     now: int
     tail_ms: int
     settled_at: str
     delivery_event_at: str
     operation_id: str
+    account_id: str = unsent()
 
     def decode(self, raw: Any) -> Marked:
         return Marked(raw[0])

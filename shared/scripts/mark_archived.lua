@@ -8,6 +8,8 @@
 -- key ledger: attempt ledger
 -- key settled: stream of operations awaiting the archive
 -- key observe: zset (an operation still observed keeps its copy until the window's end + tail)
+-- key account: the account hash; while this is its last operation it expires with it (its
+--              cooldown ended long before: a new request then starts afresh)
 -- arg now: ms
 -- arg tail_ms: how long an archived operation stays in Redis
 -- arg settled_at: the operation's settled_at as the archiver read it
@@ -31,4 +33,7 @@ local observed_until = tonumber(redis.call("ZSCORE", observe, operation_id) or "
 if observed_until + tail_ms > expire_at then expire_at = observed_until + tail_ms end
 redis.call("PEXPIREAT", operation, expire_at)
 redis.call("PEXPIREAT", ledger, expire_at)
+if redis.call("HGET", account, "last") == operation_id then
+  redis.call("PEXPIREAT", account, expire_at)
+end
 return {"archived"}

@@ -96,6 +96,21 @@ async def test_an_archived_operation_expires_from_redis_after_the_tail(
         await until(lambda: gone(settler.redis, keys.operation(op), keys.attempts(op)))
         archived = await read_operation(worker.pool, op)
     assert archived is not None and archived.hash["state"] == "failed"
+    # Its account's record went with it (this was its last operation): nothing of it stays.
+    assert not await settler.redis.exists(keys.account("acct-tail"))
+
+
+async def test_an_account_with_a_newer_operation_keeps_its_record(
+    settler: Settler, archive_dsn: str
+) -> None:
+    old = await settler.settle("acct-newer", "failed")
+    newer = await settler.admit("acct-newer")  # live: the account's record points at it
+    keys = PartitionKeys.of(old)
+    async with archiver(settler, archive_dsn, archive_tail_seconds=1) as worker:
+        await drain(worker, settler)
+        await until(lambda: gone(settler.redis, keys.operation(old)))
+    assert await settler.redis.hget(keys.account("acct-newer"), "last") == newer
+    assert await settler.redis.pttl(keys.account("acct-newer")) > 60_000
 
 
 async def test_an_archiver_dead_after_its_commit_loses_nothing_and_writes_nothing_twice(
