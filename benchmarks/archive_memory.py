@@ -7,9 +7,9 @@ Starts a redis-server and a PostgreSQL, then twice takes ``--operations`` operat
 account each) through the scripts the services run (admit, begin, finalise as accepted, with
 a provider message id; tests/archive/conftest.py Settler): once with the archive off (today:
 each kept for RETENTION_SECONDS), once with it on, archived by the archiver's own code with a
-1 s tail, after which Redis has let them go. Prints used_memory per operation for each (what
-stays after the tail: the account hash and the provider message id's entry in the message
-map). A benchmark: prints figures, checks nothing.
+1 s tail, after which Redis has let them go and the poller's housekeeping (windows closed,
+stale message-map entries dropped) has run. Prints used_memory per operation for each. A
+benchmark: prints figures, checks nothing.
 """
 
 from __future__ import annotations
@@ -21,7 +21,11 @@ from redis.asyncio import Redis
 
 from services.ctl.embedded import RedisServer, free_port
 from services.ctl.localpg import LocalPostgres
+from services.poller.observation import forget_stale_messages
 from shared import archive_schema as schema
+from shared import clock
+from shared.keys import PartitionKeys
+from shared.scripts.observation import CloseObservation
 from tests.archive.conftest import Settler
 from tests.archive.helpers import archiver, drain, until
 
@@ -45,10 +49,24 @@ async def run(operations: int, redis_url: str, dsn: str) -> tuple[float, float]:
                     await drain(worker, settler, timeout=600)
                 # Accepted operations stay until their observation window (60 s here) + tail.
                 await until(lambda: _expired(redis), timeout=180)
+                await poller_housekeeping(redis, settler.settings.partitions)
             per_op.append((await used(redis) - before) / operations)
         return per_op[0], per_op[1]
     finally:
         await redis.aclose()
+
+
+async def poller_housekeeping(redis: Redis, partitions: int) -> None:
+    """What the running poller does meanwhile: close the windows that ended
+    (close_observation.lua) and drop message-map entries of operations that are gone."""
+    now = clock.now_ms()
+    for p in range(partitions):
+        due = await redis.zrangebyscore(PartitionKeys(p).observe, "-inf", now)
+        if due:
+            await CloseObservation(partition=p, now=now, operation_ids=tuple(due)).run(redis)
+        cursor = None
+        while cursor != 0:
+            cursor, _ = await forget_stale_messages(redis, p, cursor or 0)
 
 
 async def _expired(redis: Redis) -> bool:
