@@ -8,6 +8,7 @@ to run as root, so as root the server runs as ``nobody`` (setpriv), its director
 
 from __future__ import annotations
 
+import hashlib
 import os
 import pwd
 import shutil
@@ -118,12 +119,18 @@ def local_archive(
     if env.get("RESETGATE_ARCHIVE_DSN"):
         env.setdefault("RESETGATE_ARCHIVE_ENABLED", "true")
         return None, "archive: from RESETGATE_ARCHIVE_DSN"
+    data = _data_directory(directory)
     try:
-        server = LocalPostgres(port, directory / "postgres")
-    except RuntimeError as error:
-        return None, f"archive: none, retention is Redis-only ({error})"
-    (directory / "postgres").mkdir(exist_ok=True)
-    server.start()
+        server = LocalPostgres(port, data)
+        data.mkdir(exist_ok=True)
+        server.start()
+    except (RuntimeError, OSError, subprocess.SubprocessError) as error:
+        reason = getattr(error, "stderr", b"") or str(error).encode()
+        first = reason.decode(errors="replace").strip().splitlines()[:1] or [type(error).__name__]
+        return (
+            None,
+            f"archive: none, retention is Redis-only (PostgreSQL did not start: {first[0]})",
+        )
     env["RESETGATE_ARCHIVE_DSN"] = server.dsn
     env["RESETGATE_ARCHIVE_ENABLED"] = "true"
     migrate = subprocess.run(
@@ -133,4 +140,13 @@ def local_archive(
     if migrate.returncode != 0:
         server.stop()
         raise RuntimeError(f"the local archive did not migrate: {migrate.stderr.strip()}")
-    return server, f"archive: PostgreSQL {server.dsn}, data in {directory}/postgres"
+    return server, f"archive: PostgreSQL {server.dsn}, data in {data}"
+
+
+def _data_directory(directory: Path) -> Path:
+    """``<dir>/postgres``; as root, a folder of the temporary directory named after ``<dir>``
+    instead, since the server runs as nobody, who may not reach into ``<dir>``."""
+    if os.geteuid() != 0:
+        return directory / "postgres"
+    digest = hashlib.blake2b(str(directory).encode(), digest_size=6).hexdigest()
+    return Path(tempfile.gettempdir()) / f"resetgate-pg-{digest}"
