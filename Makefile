@@ -44,13 +44,15 @@ $(DEV_STAMP): $(RUNTIME_STAMP)
 
 setup-run: $(RUNTIME_STAMP)
 	@tools/ensure-redis.sh $(VENV)
+	@tools/ensure-postgres.sh || echo "==> no PostgreSQL: resetgate up runs without the archive"
 
 setup: $(DEV_STAMP)
 	@tools/ensure-redis.sh $(VENV)
 
-# helm (chart tests), promtool/prometheus (alert tests) and chromium (console tests), installed once before the
+# PostgreSQL (the archive's tests), helm (chart tests), promtool/prometheus (alert tests) and chromium (console tests), installed once before the
 # parallel steps instead of by several test workers at the same moment.
 tools: setup
+	@tools/ensure-postgres.sh
 	@echo "==> helm and prometheus"
 	@tools/install-helm.sh >/dev/null
 	@tools/install-prometheus.sh >/dev/null

@@ -16,6 +16,7 @@ PREFIX = "rg"
 SEND_GROUP = "senders"
 JOB_FIELD = "op"  # a send stream entry's one field: the operation id
 ROUTER_GROUP = "router"
+ARCHIVE_GROUP = "archivers"  # the archiver replicas' group on each partition's settled stream
 
 # Global (untagged) keys: each is used on its own, never together with another in a script.
 CONTROL = f"{PREFIX}:control"  # hash: paused:<p> -> reason, auth_paused:<provider> -> reason
@@ -129,6 +130,12 @@ class PartitionKeys:
     def messages(self) -> str:
         """Hash: provider message id -> operation id."""
         return f"{self.tag}:msgs"
+
+    @property
+    def settled(self) -> str:
+        """Stream of settled operation ids awaiting the archive, consumer group ``archivers``
+        (written only while the archive is on: shared/scripts ``-- @settle``)."""
+        return f"{self.tag}:settled"
 
     @property
     def live(self) -> str:

@@ -224,6 +224,18 @@ send_twice_exposure = Gauge(
     "idempotency key and Redis is not verified appendonly with appendfsync always.",
     ["provider", "appendfsync"],
 )
+archive_lag = Gauge(
+    "resetgate_archive_lag_seconds",
+    "Age of the oldest settled operation not yet in the archive (0: none waiting).",
+)
+archive_up = Gauge("resetgate_archive_up", "1 while the archive (PostgreSQL) answers.")
+archived_operations = Counter(
+    "resetgate_archived_operations", "Settled operations written to the archive, by result.",
+    ["result"],
+)  # fmt: skip
+archive_partitions_dropped = Counter(
+    "resetgate_archive_partitions_dropped", "Archive partitions dropped past retention."
+)
 
 # Families every service exports: its HTTP latency and what it sees of Redis.
 COMMON: tuple[MetricWrapperBase, ...] = (http_request_duration, redis_up, redis_maxmemory_policy)
@@ -245,6 +257,7 @@ OWNERS: dict[str, tuple[MetricWrapperBase, ...]] = {
         advised_wait_capped, poller_last_success, poll_cursor_resets, provider_redirects,
     ),
     "router": (admissions, support_cases, routing_latency, contact_forms_dead_lettered),
+    "archiver": (archive_lag, archive_up, archived_operations, archive_partitions_dropped),
 }  # fmt: skip
 
 

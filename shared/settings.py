@@ -31,7 +31,8 @@ from shared.clock import to_ms
 ENV_PREFIX = "RESETGATE_"
 # The operational listener's default port per service (``resetgate up`` keeps these when it
 # runs admission's API on 8080).
-METRICS_PORTS = {"admission": 8081, "sender": 8082, "poller": 8083, "router": 8084}
+METRICS_PORTS = {"admission": 8081, "sender": 8082, "poller": 8083, "router": 8084,
+                 "archiver": 8086}  # fmt: skip
 # The name the single-provider settings (RESETGATE_PROVIDER_KIND, _URL, _API_KEY) give their
 # one provider: in metrics, pacing state, the credentials pause and the control record.
 DEFAULT_PROVIDER = "default"
@@ -202,6 +203,23 @@ class ConsumerSettings(_Env):
     consumer_name: str = Field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
 
 
+class ArchiveSettings(_Env):
+    """The PostgreSQL evidence archive (docs/archive.md): written by the archiver, read by
+    whatever shows an operation Redis no longer holds. No DSN: no archive (Redis only)."""
+
+    archive_dsn: SecretStr = Field(
+        default=SecretStr(""),
+        description="libpq URL of the archive (postgresql://user:pass@host:5432/db); "
+        "empty: no archive, evidence lives in Redis for RESETGATE_RETENTION_SECONDS only",
+    )
+    archive_timeout_seconds: float = Field(default=10.0, gt=0, le=300)
+    archive_pool_size: int = Field(default=4, ge=1, le=100)
+
+    @property
+    def archive_configured(self) -> bool:
+        return bool(self.archive_dsn.get_secret_value())
+
+
 class PolicySettings(CommonSettings):
     """Recovery policy shared by the services that create or move operations."""
 
@@ -213,6 +231,10 @@ class PolicySettings(CommonSettings):
     ambiguous_policy: Literal["replay", "review"] = "replay"
     observation_window_seconds: int = Field(default=7200, ge=1)
     retention_seconds: int = Field(default=30 * 24 * 3600, ge=3600)
+    # On: a finished operation is kept, without an expiry, until the archiver has written it
+    # to PostgreSQL (services/archiver), which then lets it expire after its tail. Off:
+    # it expires RETENTION_SECONDS after it finished and no archive is kept.
+    archive_enabled: bool = False
 
     # The store's unit: scripts and stored fields count milliseconds, settings seconds.
     @property
@@ -234,6 +256,12 @@ class PolicySettings(CommonSettings):
     @property
     def retention_ms(self) -> int:
         return to_ms(self.retention_seconds)
+
+    @property
+    def settled_retention_ms(self) -> int:
+        """What the scripts that finish an operation are sent as its retention: 0 (kept until
+        archived, shared/scripts ``-- @settle``) with the archive on."""
+        return 0 if self.archive_enabled else self.retention_ms
 
     @model_validator(mode="after")
     def _margin_fits(self) -> PolicySettings:

@@ -73,3 +73,8 @@ slot_rate
 stale_ms  # shared/scripts/router.py RouteClaim
 FENCED  # shared/scripts/attempts.py FinaliseCode
 STALE  # shared/scripts/attempts.py Settled
+tail_ms  # shared/scripts/archive.py MarkArchived
+delivery_event_at
+MOVED  # shared/scripts/archive.py Marked (counted by its value in the archiver's metric)
+CHANGED
+settled_at  # shared/archive.py Archived (when it settled, for a reader of the dataclass)

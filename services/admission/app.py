@@ -6,6 +6,7 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import asyncpg
 from aiohttp import web
 
 from services.admission import internal, resetpage
@@ -14,6 +15,7 @@ from services.admission.console.app import console_worker
 from services.admission.context import (
     BUDGET,
     DIRECTORY,
+    EVIDENCE,
     GATE,
     LIMITER,
     OPENAPI,
@@ -29,6 +31,7 @@ from services.admission.public import password_reset
 from services.admission.ratelimit import IpLimiter
 from services.admission.settings import AdmissionSettings
 from shared import codec, metrics, service
+from shared.archive import Evidence, maybe_pool
 from shared.directory import Directory, open_directory
 from shared.logging import event
 from shared.redis import RedisClient, ping
@@ -44,9 +47,13 @@ async def openapi_json(request: web.Request) -> web.Response:
 
 
 def create_app(
-    settings: AdmissionSettings, client: RedisClient, directory: Directory
+    settings: AdmissionSettings,
+    client: RedisClient,
+    directory: Directory,
+    archive: asyncpg.Pool | None = None,
 ) -> web.Application:
-    """The app; the caller owns ``client`` and ``directory`` and closes them after cleanup."""
+    """The app; the caller owns ``client``, ``directory`` and ``archive`` (the evidence
+    archive's pool, None: Redis only) and closes them after cleanup."""
     app = web.Application(
         # Outermost first: latency covers everything, auth runs before any body is read.
         middlewares=[instrument(SERVICE), json_errors, internal_auth],
@@ -56,6 +63,7 @@ def create_app(
     app[SETTINGS] = settings
     app[REDIS] = client
     app[DIRECTORY] = directory
+    app[EVIDENCE] = Evidence(client, archive, settings.partitions)
     app[TOKEN_KEYS] = keys
     app[GATE] = Gate(client, settings, keys, settings.wait_replicas, settings.wait_timeout_ms)
     app[BUDGET] = PublicBudget(client, settings.provider_name,
@@ -97,18 +105,24 @@ async def wire(settings: AdmissionSettings, client: RedisClient) -> AsyncIterato
     # RESETGATE_FAST_REDIS=false: then the plain client itself).
     pipelined: RedisClient = fast_client(client, settings.fast_redis)
     try:
-        async with open_directory(settings, pipelined) as directory:
+        async with (
+            open_directory(settings, pipelined) as directory,
+            maybe_pool(settings) as archive,
+        ):
             event(log, logging.INFO, "admission configured", partitions=settings.partitions,
                   cluster=settings.redis_cluster, wait_replicas=settings.wait_replicas,
                   ip_limit_per_minute=settings.ip_limit_per_minute,
                   directory="http" if settings.directory_url else "redis",
                   console=settings.console_port is not None,
-                  fast_redis=pipelined is not client)  # fmt: skip
-            app = create_app(settings, pipelined, directory)
+                  fast_redis=pipelined is not client,
+                  archive="postgresql" if archive else "none: retention is Redis-only")  # fmt: skip
+            app = create_app(settings, pipelined, directory, archive)
             # The console (when configured): its own listener, and the plain client, so its
             # occasional scans never queue behind public requests on the pipelined link.
             workers = (
-                [console_worker(settings, client)] if settings.console_port is not None else []
+                [console_worker(settings, client, archive)]
+                if settings.console_port is not None
+                else []
             )
             yield service.Wiring(workers, readiness(pipelined), public=(app, settings.http_port))
     finally:

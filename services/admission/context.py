@@ -8,6 +8,7 @@ from services.admission.budget import PublicBudget
 from services.admission.gate import Gate
 from services.admission.ratelimit import IpLimiter
 from services.admission.settings import AdmissionSettings
+from shared.archive import Evidence
 from shared.directory import Directory
 from shared.redis import RedisClient
 from shared.tokens import TokenKeys
@@ -20,3 +21,5 @@ BUDGET: web.AppKey[PublicBudget] = web.AppKey("budget", PublicBudget)
 LIMITER: web.AppKey[IpLimiter] = web.AppKey("limiter", IpLimiter)
 TOKEN_KEYS: web.AppKey[TokenKeys] = web.AppKey("token_keys", TokenKeys)
 OPENAPI: web.AppKey[bytes] = web.AppKey("openapi", bytes)
+# Operations read where they live: Redis, then the archive (when one is configured).
+EVIDENCE: web.AppKey[Evidence] = web.AppKey("evidence", Evidence)

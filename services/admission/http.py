@@ -21,6 +21,7 @@ from services.admission.gate import NotReplicated
 from services.admission.schemas import BodySchema
 from shared import codec
 from shared.admit import AdmissionConflict
+from shared.archive import ArchiveUnavailable
 from shared.directory import DirectoryError
 from shared.errors import ApiError
 from shared.logging import event
@@ -129,6 +130,13 @@ def _unavailable(error: Exception) -> web.Response | None:
             "not_replicated",
             "the request was not confirmed by enough replicas; retry, it will not be duplicated",
             **{"Retry-After": "1"},
+        )
+    if isinstance(error, ArchiveUnavailable):
+        return json_error(
+            503,
+            "archive_unavailable",
+            "Redis no longer holds this and the archive did not answer; retry later",
+            **{"Retry-After": "5"},
         )
     if isinstance(error, AdmissionConflict):
         return json_error(

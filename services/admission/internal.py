@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from services.admission.context import DIRECTORY, GATE, REDIS, SETTINGS, TOKEN_KEYS
+from services.admission.context import DIRECTORY, EVIDENCE, GATE, REDIS, SETTINGS, TOKEN_KEYS
 from services.admission.http import read_body
 from services.admission.schemas import CONSUME_TOKEN, RECOVERY_OPERATION
 from services.admission.tokens import consume
 from shared import clock, metrics, operation_views
+from shared.archive import HISTORY, MAX_HISTORY
 from shared.errors import ApiError
 from shared.ids import valid_account_id, valid_operation_id
 from shared.scripts.admission import ConsumeResult
@@ -53,16 +54,39 @@ async def create_operation(request: web.Request) -> web.Response:
 
 
 async def get_operation(request: web.Request) -> web.Response:
+    """Read where it lives: Redis, else the archive; ``source`` says which."""
     settings = request.app[SETTINGS]
     operation_id = request.match_info["operation_id"]
-    detail = None
+    found = None
     if valid_operation_id(operation_id):  # anything else is no key of ours (404, as documented)
-        detail = await operation_views.find_operation(
-            request.app[REDIS], operation_id, settings.partitions
-        )
-    if detail is None:
+        found = await request.app[EVIDENCE].operation(operation_id)
+    if found is None:
         raise ApiError(404, "unknown_operation", "no such recovery operation")
-    return json_response(detail.view(settings.max_attempts))
+    detail, source = found
+    return json_response({**detail.view(settings.max_attempts), "source": source})
+
+
+def _history_parameters(request: web.Request) -> tuple[int, int]:
+    since, limit = request.query.get("since", "0"), request.query.get("limit", str(HISTORY))
+    if not (since.isascii() and since.isdigit()):
+        raise ApiError(422, "invalid_parameter", "'since' must be a time in milliseconds")
+    if not (limit.isascii() and limit.isdigit()) or not 1 <= int(limit) <= MAX_HISTORY:
+        raise ApiError(422, "invalid_parameter", f"'limit' must be from 1 to {MAX_HISTORY}")
+    return int(since), int(limit)
+
+
+async def account_history(request: web.Request) -> web.Response:
+    """The account's operations created since ``since`` (ms), newest first: the one Redis
+    holds and those the archive holds; each says where it was read, ``archive`` whether
+    the archive was read (not_configured, unavailable: the list may be short)."""
+    settings = request.app[SETTINGS]
+    account_id = request.match_info["account_id"]
+    since, limit = _history_parameters(request)
+    if not valid_account_id(account_id):
+        raise ApiError(404, "no_operation", "this account has no recovery operation on record")
+    found, archive = await request.app[EVIDENCE].history(account_id, since, limit)
+    views = [{**d.view(settings.max_attempts), "source": s} for d, s in found]
+    return json_response({"operations": views, "count": len(views), "archive": archive})
 
 
 async def get_account_operation(request: web.Request) -> web.Response:
@@ -74,14 +98,13 @@ async def get_account_operation(request: web.Request) -> web.Response:
         operation_id = await operation_views.account_operation_id(
             request.app[REDIS], account_id, settings.partitions
         )
-    detail = None
+    found = None
     if operation_id is not None:
-        detail = await operation_views.find_operation(
-            request.app[REDIS], operation_id, settings.partitions
-        )
-    if detail is None:
+        found = await request.app[EVIDENCE].operation(operation_id)
+    if found is None:
         raise ApiError(404, "no_operation", "this account has no recovery operation on record")
-    return json_response(detail.view(settings.max_attempts))
+    detail, source = found
+    return json_response({**detail.view(settings.max_attempts), "source": source})
 
 
 def _oldest_parameter(request: web.Request) -> int:
@@ -126,4 +149,5 @@ def add_routes(app: web.Application) -> None:
     app.router.add_get(
         "/internal/v1/accounts/{account_id}/recovery-operation", get_account_operation
     )
+    app.router.add_get("/internal/v1/accounts/{account_id}/recovery-operations", account_history)
     app.router.add_post("/internal/v1/reset-tokens/consume", consume_token)

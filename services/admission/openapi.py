@@ -10,6 +10,7 @@ from typing import Any
 
 from services.admission.schemas import BODIES, BodySchema
 from shared import operation_views
+from shared.archive import ARCHIVE, HISTORY, MAX_HISTORY, NOT_CONFIGURED, REDIS, UNAVAILABLE
 from shared.ids import OPERATION_ID_PATTERN
 from shared.model import Delivery, State
 
@@ -111,6 +112,8 @@ def _operation_view() -> dict[str, Any]:
             "observation_closed_at": _NULL_INT,
             "entry_points": {"type": "object", "additionalProperties": _INT},
             "attempt_ledger": {"type": "array", "items": attempt},
+            # Where it was read: Redis, or the archive once Redis no longer holds it.
+            "source": {"type": "string", "enum": [REDIS, ARCHIVE]},
         },
     )
 
@@ -150,6 +153,16 @@ def _schemas() -> dict[str, Any]:
                 }
             ),
             "Operation": _operation_view(),
+            "AccountHistory": _object(
+                {
+                    "operations": {
+                        "type": "array",
+                        "items": {"$ref": "#/components/schemas/Operation"},
+                    },
+                    "count": _INT,
+                    "archive": {"type": "string", "enum": [ARCHIVE, NOT_CONFIGURED, UNAVAILABLE]},
+                }
+            ),
             "OldestOperations": _object(
                 {"operations": {"type": "array", "items": _oldest_row()}, "count": _INT}
             ),
@@ -230,6 +243,14 @@ def _internal_paths() -> dict[str, Any]:
             "default": 20,
         },
     }
+    since_param = {
+        "name": "since", "in": "query", "required": False,
+        "schema": {"type": "integer", "minimum": 0, "default": 0},
+    }  # fmt: skip
+    limit_param = {
+        "name": "limit", "in": "query", "required": False,
+        "schema": {"type": "integer", "minimum": 1, "maximum": MAX_HISTORY, "default": HISTORY},
+    }  # fmt: skip
     found = {"404": _error("No such operation."), **_UNAUTHORIZED, **_UNAVAILABLE}
     return {
         "/internal/v1/recovery-operations": {
@@ -289,6 +310,22 @@ def _internal_paths() -> dict[str, Any]:
                 "responses": {
                     "200": _reply("The live operation, else the last one.", "Operation"),
                     **found,
+                },
+            }
+        },
+        "/internal/v1/accounts/{account_id}/recovery-operations": {
+            "get": {
+                "operationId": "getAccountHistory",
+                "tags": ["internal"],
+                "security": _BEARER,
+                "summary": "The account's operations since a time, from Redis and the archive.",
+                "parameters": [account_param, since_param, limit_param],
+                "responses": {
+                    "200": _reply("Newest first; each says where it was read.", "AccountHistory"),
+                    "404": _error("Not an account id."),
+                    "422": _error("'since' or 'limit' is not an integer in range."),
+                    **_UNAUTHORIZED,
+                    **_UNAVAILABLE,
                 },
             }
         },

@@ -11,6 +11,7 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from shared.clock import to_ms
 from shared.settings import (
     METRICS_PORTS,
+    ArchiveSettings,
     DirectorySettings,
     PolicySettings,
     PublicLimitSettings,
@@ -85,7 +86,12 @@ class ConsoleSettings(_Env):
 
 
 class AdmissionSettings(
-    PolicySettings, DirectorySettings, ConsoleSettings, ReplicationSettings, PublicLimitSettings
+    PolicySettings,
+    DirectorySettings,
+    ConsoleSettings,
+    ReplicationSettings,
+    PublicLimitSettings,
+    ArchiveSettings,
 ):
     http_port: int = Field(default=8080, ge=0, le=65535)  # the API; nothing operational
     metrics_port: int = Field(default=METRICS_PORTS["admission"], ge=0, le=65535)

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 from importlib import import_module
 
-GROUPS = ("up", "accounts", "ops", "templates", "preflight")
+GROUPS = ("up", "accounts", "ops", "templates", "preflight", "archive")
 
 DESCRIPTION = """\
 resetgate: one recovery operation, one token, one email per password-reset request.
@@ -22,6 +22,7 @@ resetgate: one recovery operation, one token, one email per password-reset reque
   resetgate ops status|oldest|show  see where operations stand; pause, drain, quarantine
   resetgate templates check|preview check the reset email's templates; see what a player gets
   resetgate providers check         ask each provider what a first send would hit (read-only)
+  resetgate archive migrate         bring the PostgreSQL evidence archive's schema up to date
 
 Commands that read or write state print the Redis they talk to first: RESETGATE_REDIS_URL
 when set, else the stack `resetgate up` started (its .run/env file).

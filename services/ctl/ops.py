@@ -18,12 +18,13 @@ from pydantic import Field
 
 from services.ctl import providers
 from services.ctl.output import print_view as _print
-from services.ctl.stack import use_local_stack, with_redis
+from services.ctl.stack import StackError, use_local_stack, with_redis
 from shared import actions, clock, control, operation_views
+from shared.archive import ArchiveUnavailable, Evidence, maybe_pool
 from shared.preflight.store import Checked
 from shared.preflight.store import read as read_checks
 from shared.redis import RedisClient
-from shared.settings import CommonSettings, load
+from shared.settings import ArchiveSettings, CommonSettings, load
 from shared.status import (
     describe_auth,
     describe_pacing,
@@ -34,7 +35,7 @@ from shared.status import (
 )
 
 
-class OpsSettings(CommonSettings):
+class OpsSettings(CommonSettings, ArchiveSettings):
     max_attempts: int = Field(default=6, ge=1)
 
 
@@ -103,7 +104,8 @@ async def oldest(client: RedisClient, settings: OpsSettings, args: argparse.Name
 
 
 async def show(client: RedisClient, settings: OpsSettings, args: argparse.Namespace) -> int:
-    """One operation by its id, or an account's (its live one, else its last)."""
+    """One operation by its id, or an account's (its live one, else its last): Redis first,
+    then the archive (RESETGATE_ARCHIVE_DSN) for what Redis let go."""
     operation_id = args.operation_id
     if args.account:
         operation_id = await operation_views.account_operation_id(
@@ -112,11 +114,20 @@ async def show(client: RedisClient, settings: OpsSettings, args: argparse.Namesp
         if operation_id is None:
             print(f"no operation for account {args.account}", file=sys.stderr)
             return 1
-    detail = await operation_views.find_operation(client, operation_id, settings.partitions)
-    if detail is None:
-        print(f"no operation {operation_id}", file=sys.stderr)
+    async with maybe_pool(settings) as pool:
+        try:
+            found = await Evidence(client, pool, settings.partitions).operation(operation_id)
+        except ArchiveUnavailable as error:
+            raise StackError(f"Redis does not hold {operation_id} and the archive did "
+                             f"not answer ({error}): retry once it is back") from None  # fmt: skip
+    if found is None:
+        where = (
+            "in Redis or the archive" if settings.archive_configured else "in Redis (no archive)"
+        )
+        print(f"no operation {operation_id} {where}", file=sys.stderr)
         return 1
-    view = detail.view(settings.max_attempts)
+    detail, source = found
+    view = {**detail.view(settings.max_attempts), "source": source}
     lines = [f"{k:<22} {_field(k, v)}" for k, v in view.items() if k != "attempt_ledger"]
     lines.append(f"{'attempt ledger':<22} {'' if view['attempt_ledger'] else NONE}".rstrip())
     lines += [_ledger_line(row) for row in view["attempt_ledger"]]

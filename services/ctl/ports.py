@@ -23,15 +23,17 @@ PORT_OFFSETS = {
     "webhooks": 5,  # the poller's webhook listener, when the provider pushes events
     "console": 6,  # the support console
     "redis": 7,  # the embedded Redis (none when RESETGATE_REDIS_URL is set)
-    "postgres": 8,  # reserved: the local PostgreSQL of the evidence archive
+    "postgres": 8,  # the evidence archive's local PostgreSQL, when one is installed
     "prometheus": 9,  # `up --prometheus`
     "sandbox": 10,  # the sandbox provider (+ 11 ... one per name with --providers)
+    "archiver ops": 15,  # the archiver's operational listener, beside that PostgreSQL
 }
 SANDBOX_OFFSET = PORT_OFFSETS["sandbox"]
 CONSOLE_OFFSET = PORT_OFFSETS["console"]
 REDIS_OFFSET = PORT_OFFSETS["redis"]
-RESERVED = ("postgres",)  # kept free of anything else: the evidence archive's, to come
 MAX_PROVIDERS = 5
+# Planned only when the archive runs (services.ctl.localpg adds them): kept free otherwise.
+ARCHIVE = ("postgres", "archiver ops")
 OPS = " ops"  # a service's operational listener (/healthz /readyz /metrics) in the port plan
 
 
@@ -43,7 +45,7 @@ def requested_port(args: argparse.Namespace) -> int:
     raw = os.environ.get("RESETGATE_HTTP_PORT", "").strip()
     if not raw:
         return DEFAULT_PORT
-    if not raw.isdigit() or not 1 <= int(raw) <= 65535 - SANDBOX_OFFSET - MAX_PROVIDERS:
+    if not raw.isdigit() or not 1 <= int(raw) <= 65535 - max(PORT_OFFSETS.values()):
         raise SystemExit(f"invalid configuration: RESETGATE_HTTP_PORT: {raw!r} is not a port")
     return int(raw)
 
@@ -63,7 +65,7 @@ def plan_ports(
     plan = {
         name: first + offset
         for name, offset in PORT_OFFSETS.items()
-        if wanted.get(name, True) and name not in RESERVED and name != "sandbox"
+        if wanted.get(name, True) and name not in ARCHIVE and name != "sandbox"
     }
     sandboxes = {"sandbox": first + SANDBOX_OFFSET} if not names else {
         f"sandbox {name}": first + SANDBOX_OFFSET + i for i, name in enumerate(names)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from importlib.util import find_spec
 from pathlib import Path
 
-from services.ctl import banner, demo, localstack, prometheus, stack
+from services.ctl import banner, demo, localpg, localstack, prometheus, stack
 from services.ctl.embedded import RedisServer
 from services.ctl.ports import (
     MAX_PROVIDERS,
@@ -290,13 +290,20 @@ def up(args: argparse.Namespace) -> int:
     check_ports(ports)
     services: list[Child] = []
     redis_child: list[Child] = []
+    archive: localpg.LocalPostgres | None = None
     try:
         if not redis_url:
             server, child = embedded_redis(directory, args.provider, ports["redis"])
             redis_url, redis_child = server.url, [child]
         env = base_env(redis_url, ports, directory, args.provider, names)
+        first = requested_port(args)
+        archive, archive_line = localpg.local_archive(
+            env, directory, first + localpg.POSTGRES_OFFSET
+        )
+        if env.get("RESETGATE_ARCHIVE_DSN"):
+            ports[localpg.ARCHIVER_OPS] = first + localpg.ARCHIVER_OFFSET
         seed_accounts(env, directory)
-        note = forget_stale(env)
+        note = "; ".join(n for n in (forget_stale(env), archive_line) if n)
         return run(env, ports, directory, services, redis_child, note, given)
     except KeyboardInterrupt:
         print("\nstopping: services first, then the sandbox, then Redis ...", file=sys.stderr)
@@ -305,6 +312,8 @@ def up(args: argparse.Namespace) -> int:
         (directory / stack.ENV_FILE).unlink(missing_ok=True)
         stop(services)  # services before Redis: no ConnectionError storm while they stop
         stop(redis_child, timeout=10)
+        if archive is not None:
+            archive.stop()
 
 
 def run(
@@ -325,6 +334,8 @@ def run(
     sandboxes = len(services)
     for name in (n for n in SERVICES if find_spec(f"services.{n}")):
         services.append(start(name, ports[name + OPS], env, directory))
+    if localpg.ARCHIVER_OPS in ports:
+        services.append(start("archiver", ports[localpg.ARCHIVER_OPS], env, directory))
     for child in services[sandboxes:]:
         wait_ready(child, "/readyz")
     if "prometheus" in ports:

@@ -245,7 +245,7 @@ async def reconcile(
         message_id=message_id,
         observe_until=now + settings.observation_window_ms,
         reason=reason,
-        retention_ms=settings.retention_ms,
+        retention_ms=settings.settled_retention_ms,
         # The replay goes through the provider that decided it, never the partition's
         # current one: after a lookup for its next attempt only (proven unsent there), after
         # a same-key replay for good (only that provider can deduplicate the key).

@@ -90,8 +90,9 @@ class Reconciler:
         # (a "found" settles them at once); the next ask waits for the settled lookup.
         self.asked_early: dict[str, None] = {}
         self.cursor = 0  # the partition the next step starts at
-        self.backoff = Backoff(settings.reconcile_interval_seconds,
-                               settings.reconcile_backoff_cap_seconds)
+        self.backoff = Backoff(
+            settings.reconcile_interval_seconds, settings.reconcile_backoff_cap_seconds
+        )
 
     async def step(self) -> float:
         """Every partition's due operations, starting where the last step stopped (a step

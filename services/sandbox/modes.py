@@ -102,6 +102,8 @@ async def _refuse(request: web.Request, dialect: Dialect, name: str) -> web.Resp
         return web.json_response({"error": "unknown_refusal", "message": f"this mode's "
                                   f"refusals: {known}"}, status=400)  # fmt: skip
     return await handler(request)
+
+
 def _missing_template(sandbox: Sandbox, dialect: Dialect, body: JsonDict) -> web.Response | None:
     name = str(body.get("template") or "")
     known = {t.strip() for t in sandbox.settings.templates.split(",") if t.strip()}

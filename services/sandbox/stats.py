@@ -79,8 +79,10 @@ class Stats:
             "idempotency_body_mismatches_total": self.events["mismatch"],
             "duplicate_sends_total": self.duplicate_sends_total,
             # A provider mode's pushed events (services/sandbox/webhooks.py).
-            "webhooks": {outcome: self.events[f"webhook_{outcome}"]
-                         for outcome in ("posted", "retried", "refused", "failed", "dropped")},
+            "webhooks": {
+                outcome: self.events[f"webhook_{outcome}"]
+                for outcome in ("posted", "retried", "refused", "failed", "dropped")
+            },
             "duplicate_keys": list(self.duplicate_keys),
             "operations_tracked": len(self.sent_by_operation.counts),
             "keys_tracked": len(self.sent_by_key.counts),

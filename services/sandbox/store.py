@@ -153,9 +153,7 @@ class Store:
             self._bound_pending()
         return planned
 
-    def _push(
-        self, due: float, message_id: str, kind: str, occurred: float
-    ) -> tuple[float, Event]:
+    def _push(self, due: float, message_id: str, kind: str, occurred: float) -> tuple[float, Event]:
         event = Event(f"evt_{secrets.token_hex(8)}", message_id, kind, occurred)
         heapq.heappush(self._pending, (due, next(self._tiebreak), event))
         return due, event

@@ -97,7 +97,7 @@ class AttemptRunner:
             observation_window_ms=settings.observation_window_ms,
             max_advised_wait_ms=settings.max_advised_wait_ms,
         )
-        self.retention_ms = settings.retention_ms
+        self.retention_ms = settings.settled_retention_ms
         self.auth_paused = False
         self.replicas = replicas or Replicas(
             client, settings, settings.wait_replicas, settings.wait_timeout_ms

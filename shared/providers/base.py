@@ -173,7 +173,6 @@ class Http:
                 metrics.provider_redirects.labels(self.provider, method).inc()
             return Answer(response.status, response.headers, body)
 
-
     async def ask(self, method: str, url: str, **kwargs: Any) -> Answer:
         """A lookup or poll: transport failures become ProviderUnavailable."""
         try:

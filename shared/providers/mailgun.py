@@ -89,9 +89,12 @@ def capabilities(settle_seconds: float) -> Capabilities:
         idempotency_retention_seconds=0,
         # Found-only: ``user-variables`` is no documented filter of the Events API, so an
         # answer that ignored it is a page of other sends, never a proof of absence.
-        lookup=LookupTrust(settle_seconds, EVENT_RETENTION_SECONDS,
-                           "GET /v3/{domain}/events?event=accepted&user-variables=",
-                           proves_absence=False),
+        lookup=LookupTrust(
+            settle_seconds,
+            EVENT_RETENTION_SECONDS,
+            "GET /v3/{domain}/events?event=accepted&user-variables=",
+            proves_absence=False,
+        ),
         rate_signals=frozenset({RateSignalKind.RETRY_AFTER, RateSignalKind.X_RATELIMIT}),
         events=EventModel.WEBHOOK,
         max_message_bytes=25 * 1024 * 1024,

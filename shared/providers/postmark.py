@@ -95,9 +95,12 @@ def capabilities(settle_seconds: float) -> Capabilities:
         idempotency_key="",
         idempotency_retention_seconds=0,
         # Found-only: Postmark documents no delay after which the search is complete.
-        lookup=LookupTrust(settle_seconds, RETENTION_SECONDS,
-                           "GET /messages/outbound?metadata_operation_id=",
-                           proves_absence=False),
+        lookup=LookupTrust(
+            settle_seconds,
+            RETENTION_SECONDS,
+            "GET /messages/outbound?metadata_operation_id=",
+            proves_absence=False,
+        ),
         rate_signals=frozenset({RateSignalKind.RETRY_AFTER, RateSignalKind.NONE}),
         events=EventModel.WEBHOOK,
         max_message_bytes=10 * 1024 * 1024,

@@ -118,8 +118,14 @@ def _refused(answer: Answer, now: float) -> SendResult:
     if status == 429:
         advice = retry_in(answer.headers.get("X-RateLimit-Reset"), now)
         source = "x-ratelimit-reset" if advice else ""
-        return SendResult(Outcome.THROTTLED, status, retry_after=advice, reason="rate_limited",
-                          rate=rate, retry_source=source)
+        return SendResult(
+            Outcome.THROTTLED,
+            status,
+            retry_after=advice,
+            reason="rate_limited",
+            rate=rate,
+            retry_source=source,
+        )
     if status == 403:
         # Sender identity not verified, or the account temporarily blocked (Responses page):
         # not our key, and every send is refused alike.
@@ -144,8 +150,10 @@ def _words(answer: Answer) -> str:
 def documented_error(answer: Answer) -> bool:
     """SendGrid's error shape (the Errors page): ``{"errors": [{"message": …}, …]}``."""
     errors = answer.json().get("errors")
-    return isinstance(errors, list) and bool(errors) and all(
-        isinstance(e, dict) and isinstance(e.get("message"), str) for e in errors
+    return (
+        isinstance(errors, list)
+        and bool(errors)
+        and all(isinstance(e, dict) and isinstance(e.get("message"), str) for e in errors)
     )
 
 

@@ -77,7 +77,6 @@ ERROR_CODES: dict[str, Outcome] = {
     "AccountSuspendedException": Outcome.AUTH,
     "MailFromDomainNotVerifiedException": Outcome.AUTH,
     "RequestExpired": Outcome.AUTH,  # our clock is more than 15 minutes off
-
     "AccessDeniedException": Outcome.AUTH,
     "AccessDenied": Outcome.AUTH,
     "ExpiredTokenException": Outcome.AUTH,

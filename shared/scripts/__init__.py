@@ -118,12 +118,34 @@ local REMEMBERED = {REMEMBERED_EVENTS}
 """
 
 
+def settle_prelude() -> str:
+    """What a script that ends an operation gets in place of ``-- @settle``: ``settle``,
+    which keeps the finished operation for ``retention_ms`` (the archive off), or, with the
+    archive on (``retention_ms`` 0), keeps it without an expiry and hands its id to the
+    archiver's stream; the archiver alone gives it one, after its commit (archive.lua)."""
+    return f"""-- settling (rendered from shared/scripts/__init__.py)
+local function settle(operation, ledger, settled, operation_id, retention_ms, now)
+  if retention_ms > 0 then
+    redis.call("PEXPIRE", operation, retention_ms)
+    redis.call("PEXPIRE", ledger, retention_ms)
+    return
+  end
+  redis.call("PERSIST", operation)
+  redis.call("PERSIST", ledger)
+  redis.call("HSET", operation, "settled_at", now)
+  redis.call("HDEL", operation, "archived_at")
+  redis.call("XADD", settled, "*", "{JOB_FIELD}", operation_id)
+end
+"""
+
+
 # A line "-- @<name>" in a script is replaced, at load time, by what these render.
 PRELUDES = {
     "-- @ledger\n": ledger_prelude,
     "-- @states\n": states_prelude,
     "-- @names\n": names_prelude,
     "-- @delivery\n": delivery_prelude,
+    "-- @settle\n": settle_prelude,
 }
 REQUEST_MARKER = "-- @request\n"
 

@@ -5,6 +5,7 @@
 -- key operation: hash  rg:{p}:op:<id>
 -- key observe: zset    rg:{p}:observe   (accepted op -> observation window end, ms)
 -- key messages: map    rg:{p}:msgs      (provider message id -> op id)
+-- key settled: stream  rg:{p}:settled   (an event on an archived operation is archived too)
 -- arg message_id: the provider's message id
 -- arg event_type: delivered|deferred|bounced|complained|rejected
 -- arg occurred_at: ms
@@ -19,12 +20,13 @@
 --   {"kept", current, state}      new event (remembered), but the recorded delivery outranks it
 --   {"duplicate", current, state} this (message_id, type, occurred_at) was seen before; no write
 --   {"missing", "", ""}           the operation is gone (retention ran out); its mapping is dropped
+-- @names
 -- @delivery
 -- @request
 local kind = event_type
 
 local f = redis.call("HMGET", operation, "state", "delivery", "delivery_event_at",
-  "provider_message_id", "evt:next")
+  "provider_message_id", "evt:next", "archived_at")
 if not f[1] then
   -- Writing now would resurrect a hash without its TTL: forget the stale mapping instead.
   redis.call("HDEL", messages, message_id)
@@ -71,4 +73,7 @@ end
 if not wins then return {"kept", current, f[1]} end
 redis.call("HSET", operation, "delivery", kind, "delivery_observed_at", now,
   "delivery_event_at", occurred_at)
+-- Archived already (on its tail): the archiver writes this event as one more row. One not
+-- archived yet is read whole by the archiver, which checks nothing changed before it marks.
+if f[6] then redis.call("XADD", settled, "*", JOB_FIELD, operation_id) end
 return {"applied", kind, f[1]}

@@ -39,7 +39,7 @@ class Begun:
 class BeginAttempt(Request[Begun]):
     SCRIPT = Script("begin_attempt")
     CODES = BeginCode
-    KEYS = ("operation", "ledger", "send", "ambiguous", "live")
+    KEYS = ("operation", "ledger", "send", "ambiguous", "live", "settled")
 
     now: int
     attempt_id: str
@@ -86,7 +86,17 @@ class FinaliseCode(StrEnum):
 class FinaliseAttempt(Request[FinaliseCode]):
     SCRIPT = Script("finalise_attempt")
     CODES = FinaliseCode
-    KEYS = ("operation", "ledger", "send", "due", "ambiguous", "live", "messages", "observe")
+    KEYS = (
+        "operation",
+        "ledger",
+        "send",
+        "due",
+        "ambiguous",
+        "live",
+        "messages",
+        "observe",
+        "settled",
+    )
 
     attempt_id: str
     now: int
@@ -113,7 +123,17 @@ class ResolveAmbiguous(Request[tuple[Settled, str]]):
 
     SCRIPT = Script("resolve_ambiguous")
     CODES = Settled
-    KEYS = ("operation", "ledger", "send", "ambiguous", "review", "live", "messages", "observe")
+    KEYS = (
+        "operation",
+        "ledger",
+        "send",
+        "ambiguous",
+        "review",
+        "live",
+        "messages",
+        "observe",
+        "settled",
+    )
 
     now: int
     decision: str

@@ -7,13 +7,14 @@
 -- key send: send stream       rg:{p}:send
 -- key ambiguous: index        rg:{p}:ambiguous
 -- key live: index             rg:{p}:live
+-- key settled: stream of operations awaiting the archive (written with retention_ms 0)
 -- arg now: ms
 -- arg attempt_id: the fencing token finalise_attempt checks
 -- arg lease_ms
 -- arg max_attempts
 -- arg consumer: the sender's consumer name, recorded in the ledger
 -- arg entry_id: the send stream entry ("" = none); acked (SEND_GROUP) when done with
--- arg retention_ms: how long a finished operation is kept
+-- arg retention_ms: how long a finished operation is kept (0: until archived, @settle)
 -- arg operation_id
 -- arg provider: the provider this attempt goes to ("" = not recorded); it becomes the
 --         operation's "provider", its owner: the one that accepts it or holds it while ambiguous.
@@ -31,6 +32,7 @@
 --   {"elsewhere", name} - pinned to provider ``name``: nothing written, entry left pending
 -- @names
 -- @ledger
+-- @settle
 -- @request
 
 local function ack()
@@ -44,8 +46,7 @@ local function finish(state, reason)
   redis.call("HSET", operation, "state", state, "reason", reason)
   redis.call("HDEL", operation, "next_attempt_at")
   redis.call("ZREM", live, operation_id)
-  redis.call("PEXPIRE", operation, retention_ms)
-  redis.call("PEXPIRE", ledger, retention_ms)
+  settle(operation, ledger, settled, operation_id, retention_ms, now)
   ack()
 end
 

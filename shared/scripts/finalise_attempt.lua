@@ -9,6 +9,7 @@
 -- key live: index
 -- key messages: message map
 -- key observe: zset
+-- key settled: stream of operations awaiting the archive (written with retention_ms 0)
 -- arg attempt_id: the fencing token
 -- arg now: ms
 -- arg entry_id: the stream entry ("" = none)
@@ -23,7 +24,7 @@
 -- arg refund: the attempt does not count
 -- arg decision: for the ledger
 -- arg template_revision: the template revision the attempt sent ("" = none)
--- arg retention_ms: how long a finished operation is kept
+-- arg retention_ms: how long a finished operation is kept (0: until archived, @settle)
 -- arg operation_id
 --
 -- A next state the table (shared/model.py TRANSITIONS) does not allow after an attempt is an
@@ -34,6 +35,7 @@
 -- @ledger
 -- @states
 -- @delivery
+-- @settle
 -- @request
 local f = redis.call("HMGET", operation, "state", "attempt_id", "delivery")
 if f[1] ~= "attempting" or f[2] ~= attempt_id then return {"fenced"} end
@@ -88,8 +90,7 @@ elseif next_state == "accepted" then
 end
 if TERMINAL[next_state] then
   redis.call("ZREM", live, operation_id)
-  redis.call("PEXPIRE", operation, retention_ms)
-  redis.call("PEXPIRE", ledger, retention_ms)
+  settle(operation, ledger, settled, operation_id, retention_ms, now)
 end
 if entry_id ~= "" then
   redis.call("XACK", send, SEND_GROUP, entry_id)

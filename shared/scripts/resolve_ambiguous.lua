@@ -9,12 +9,13 @@
 -- key live: index
 -- key messages: message map
 -- key observe: zset
+-- key settled: stream of operations awaiting the archive (written with retention_ms 0)
 -- arg now: ms
 -- arg decision: "accepted" | "replay" | "review"
 -- arg message_id
 -- arg observe_until: observation window end (ms)
 -- arg reason
--- arg retention_ms
+-- arg retention_ms: how long a finished operation is kept (0: until archived, @settle)
 -- arg operation_id
 -- arg pin: on "replay", the provider that decided it ("" = none): the replay is sent
 --         only through it (begin_attempt answers "elsewhere" to any other)
@@ -24,6 +25,7 @@
 -- @names
 -- @ledger
 -- @delivery
+-- @settle
 -- @request
 local f = redis.call("HMGET", operation, "state", "delivery")
 local state = f[1]
@@ -48,8 +50,7 @@ if decision == "accepted" then
     redis.call("ZADD", observe, observe_until, operation_id)
   end
   redis.call("ZREM", live, operation_id)
-  redis.call("PEXPIRE", operation, retention_ms)
-  redis.call("PEXPIRE", ledger, retention_ms)
+  settle(operation, ledger, settled, operation_id, retention_ms, now)
 elseif decision == "replay" then
   redis.call("HINCRBY", operation, "replays", 1)
   redis.call("HSET", operation, "state", "queued", "reason", reason, "next_attempt_at", now)

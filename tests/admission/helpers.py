@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import asyncpg
 from aiohttp.test_utils import TestClient, TestServer
 
 from services.admission.app import create_app
@@ -57,13 +58,14 @@ async def serving(
     settings: AdmissionSettings,
     client: RedisClient | None = None,
     directory: Directory | None = None,
+    archive: asyncpg.Pool | None = None,
 ) -> AsyncIterator[TestClient[Any, Any]]:
     """The app over real TCP; by default on the client the service itself would build."""
     own = client is None
     store = create_client(settings) if client is None else client
     await ping(store)  # as shared.redis.connect does: a Cluster client learns its slots first
     pipelined: RedisClient = fast_client(store, settings.fast_redis)  # what __main__ hands the app
-    app = create_app(settings, pipelined, directory or RedisDirectory(pipelined))
+    app = create_app(settings, pipelined, directory or RedisDirectory(pipelined), archive)
     try:
         async with TestClient(TestServer(app, host="127.0.0.1")) as http:
             yield http

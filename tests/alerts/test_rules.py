@@ -59,6 +59,7 @@ NOT_PAGES = {
     "QueueMessagesUnparseable": "ticket",
     "PublicBudgetFilling": "warning",
     "ProviderMisconfigured": "warning",
+    "ArchiveLagHigh": "warning",
 }
 # Alerts built on per-partition metrics must name the partition they fire for.
 PARTITIONED = {"OperationsExhausted", "OldestEligibleAgeHigh", "SendersStalled",

@@ -26,6 +26,7 @@ COMMANDS = [
     r"resetgate ops provider switch --partitions [\d,-]+ --to [a-z0-9]+",
     r"resetgate ops provider rollback",
     r"resetgate providers check( --provider [a-z0-9]+| --provider NAME)?",
+    r"resetgate archive migrate",
 ]
 SECTIONS = [
     "429-rising-while-queue-age-is-inside-the-objective-preserve-backpressure",

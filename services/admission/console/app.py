@@ -12,6 +12,7 @@ import asyncio
 import logging
 from pathlib import Path
 
+import asyncpg
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
@@ -19,6 +20,7 @@ from services.admission.console import forms, oncall, views
 from services.admission.console.auth import check_csrf, csrf_key, identify
 from services.admission.console.context import (
     CSRF_KEY,
+    EVIDENCE,
     PRINCIPAL,
     REDIS,
     SETTINGS,
@@ -28,6 +30,7 @@ from services.admission.console.pages import html_errors, message, security_head
 from services.admission.ratelimit import IpLimiter
 from services.admission.settings import AdmissionSettings
 from shared import keys
+from shared.archive import Evidence
 from shared.logging import event
 from shared.redis import RedisClient
 from shared.service import Worker, http_limits
@@ -82,13 +85,16 @@ async def _static(request: web.Request) -> web.StreamResponse:
     )
 
 
-def create_console_app(settings: AdmissionSettings, client: RedisClient) -> web.Application:
+def create_console_app(
+    settings: AdmissionSettings, client: RedisClient, archive: asyncpg.Pool | None = None
+) -> web.Application:
     # Outermost first: every answer gets the headers, errors become pages, then auth.
     app = web.Application(
         middlewares=[security_headers, html_errors, authenticate], client_max_size=MAX_FORM_BYTES
     )
     app[SETTINGS] = settings
     app[REDIS] = client
+    app[EVIDENCE] = Evidence(client, archive, settings.partitions)
     app[CSRF_KEY] = csrf_key(settings.internal_api_token.get_secret_value())
     # Token sign-in attempts per client address, counted before the token is looked at, so a
     # limited client learns nothing about the token it sent.
@@ -111,12 +117,14 @@ def create_console_app(settings: AdmissionSettings, client: RedisClient) -> web.
     return app
 
 
-def console_worker(settings: AdmissionSettings, client: RedisClient) -> Worker:
+def console_worker(
+    settings: AdmissionSettings, client: RedisClient, archive: asyncpg.Pool | None = None
+) -> Worker:
     """The console listener as a service worker: up with the service, down on SIGTERM."""
 
     async def console(stop: asyncio.Event) -> None:
         runner = web.AppRunner(
-            create_console_app(settings, client),
+            create_console_app(settings, client, archive),
             access_log=None,
             shutdown_timeout=5.0,
             **http_limits(settings),

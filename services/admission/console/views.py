@@ -10,7 +10,7 @@ from urllib.parse import quote
 
 from aiohttp import web
 
-from services.admission.console.context import REDIS, SETTINGS, Principal
+from services.admission.console.context import EVIDENCE, REDIS, SETTINGS, Principal
 from services.admission.console.html import (
     Markup,
     escape,
@@ -25,6 +25,8 @@ from services.admission.console.html import (
 )
 from services.admission.console.pages import csrf_of, message, notice, page, principal_of
 from shared import clock, control, operation_views, ownership
+from shared.archive import ARCHIVE, ArchiveUnavailable
+from shared.archive import REDIS as IN_REDIS
 from shared.ids import valid_account_id
 from shared.model import LIVE, QUARANTINABLE, Attempt, Delivery, Operation, State
 from shared.providers.named import ProviderConfigError, provider_names
@@ -256,16 +258,27 @@ def _operation_values(operation: Operation, max_attempts: int, now: int) -> dict
     }
 
 
+# Where the page read the operation: said above everything else on it.
+SOURCES = {
+    IN_REDIS: notice("Read from Redis (the live store)."),
+    ARCHIVE: notice("Read from the archive: Redis no longer holds this operation."),
+}
+
+
 async def operation_page(request: web.Request) -> web.Response:
+    """Read where it lives: Redis, else the archive; the page says which."""
     settings = request.app[SETTINGS]
     client = request.app[REDIS]
-    detail = await operation_views.find_operation(
-        client, request.match_info["operation_id"], settings.partitions
-    )
-    if detail is None:
+    try:
+        found = await request.app[EVIDENCE].operation(request.match_info["operation_id"])
+    except ArchiveUnavailable:
+        return message(request, 503, "Archive unavailable", "Redis no longer holds this "
+                       "operation and the archive did not answer; try again shortly.")  # fmt: skip
+    if found is None:
         return message(
             request, 404, "No such operation", "There is no recovery operation with this id."
         )
+    detail, source = found
     operation = detail.operation
     principal = principal_of(request)
     assert principal is not None  # the auth middleware let the request through
@@ -280,7 +293,7 @@ async def operation_page(request: web.Request) -> web.Response:
         entry_points=_entry_points(operation),
         cases=_cases(await operation_views.operation_cases(client, operation)),
     )
-    return page(request, "Recovery operation", body)
+    return page(request, "Recovery operation", Markup(SOURCES[source] + body))
 
 
 # -- one account ---------------------------------------------------------------------------

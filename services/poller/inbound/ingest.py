@@ -159,7 +159,7 @@ class Ingest:
                 operation_id=operation_id, now=now, decision=Resolution.ACCEPTED,
                 message_id=message_id,
                 observe_until=now + self.settings.observation_window_ms,
-                reason=SETTLED_REASON, retention_ms=self.settings.retention_ms,
+                reason=SETTLED_REASON, retention_ms=self.settings.settled_retention_ms,
             ).run(self.client)  # fmt: skip
             if code is Settled.OK:
                 result.settled += 1

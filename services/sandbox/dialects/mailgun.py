@@ -200,8 +200,9 @@ DIALECT = Dialect(
     unauthorized=lambda: web.Response(status=401, text="Forbidden"),
     throttled=throttled,
     failed=lambda status: _message(status, "Internal Server Error"),
-    rejected=lambda: _message(400, "to parameter is not a valid address. please check "
-                              "documentation"),
+    rejected=lambda: _message(
+        400, "to parameter is not a valid address. please check documentation"
+    ),
     lookup_path=f"/v3/{DOMAIN}/events",
     lookup=events,
     hook=Hook(webhook_posts, RETRIES, acceptance=True, final=frozenset({406}), retried=retried),

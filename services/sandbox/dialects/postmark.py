@@ -191,8 +191,9 @@ DIALECT = Dialect(
     unauthorized=lambda: _error(401, 10, "Bad or missing API token"),
     throttled=lambda _sandbox, _wait: _error(429, 429, "Rate limit exceeded"),
     failed=lambda status: _error(status, 0, "Internal server error"),
-    rejected=lambda: _error(422, 406, "You tried to send to recipient(s) that have been "
-                            "marked as inactive."),
+    rejected=lambda: _error(
+        422, 406, "You tried to send to recipient(s) that have been marked as inactive."
+    ),
     lookup_path="/messages/outbound",
     lookup=search,
     hook=Hook(webhook_posts, RETRIES, final=FINAL),

@@ -129,8 +129,6 @@ def throttled(sandbox: Sandbox, wait: float) -> web.Response:
     return _errors(429, "too many requests", headers=_limits(sandbox))
 
 
-
-
 # -- Event Webhook ------------------------------------------------------------------------
 # twilio.com/docs/sendgrid/for-developers/tracking-events/event (the events, custom args at
 # the top level of each), .../getting-started-event-webhook-security-features (ECDSA P-256
@@ -179,8 +177,11 @@ async def public_key(request: web.Request) -> web.Response:
     """``GET /v3/user/webhooks/event/settings/signed/{id}``: the key the receiver verifies with."""
     if not authorized(request, request.app[SANDBOX].settings.api_key.get_secret_value()):
         return DIALECT.unauthorized()
-    der = request.app[WEBHOOKS].signing.ecdsa.public_key().public_bytes(
-        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    der = (
+        request.app[WEBHOOKS]
+        .signing.ecdsa.public_key()
+        .public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    )
     return json_response({"id": request.match_info["id"],
                           "public_key": base64.b64encode(der).decode()})  # fmt: skip
 
@@ -196,8 +197,9 @@ DIALECT = Dialect(
     throttled=throttled,
     rate_headers=_limits,
     failed=lambda status: _errors(status, "internal server error"),
-    rejected=lambda: _errors(400, "Does not contain a valid address.",
-                             "personalizations.0.to.0.email"),
+    rejected=lambda: _errors(
+        400, "Does not contain a valid address.", "personalizations.0.to.0.email"
+    ),
     hook=Hook(webhook_posts, RETRIES, acceptance=True),
     routes=(("GET", "/v3/user/webhooks/event/settings/signed/{id}", public_key),),
     refusals={"sender_not_verified": _sender_not_verified, "undocumented": _undocumented},

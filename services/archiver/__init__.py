@@ -1,0 +1,1 @@
+"""The archiver: settled operations from Redis to the PostgreSQL evidence archive."""

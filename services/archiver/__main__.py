@@ -1,0 +1,5 @@
+"""``python -m services.archiver``."""
+
+from services.archiver.app import main
+
+main()

@@ -1,0 +1,56 @@
+"""Wiring: settings -> Redis, the archive's pool -> the archiver's loops."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from services.archiver.settings import ArchiverSettings
+from services.archiver.worker import Archiver
+from shared import metrics, service
+from shared.archive import open_pool
+from shared.loops import named_loop
+from shared.redis import RedisClient, ping, until_done
+
+SERVICE = "archiver"
+
+
+def readiness(client: RedisClient) -> service.ReadinessCheck:
+    async def check() -> dict[str, bool]:
+        up = await ping(client)
+        metrics.redis_up.labels(SERVICE).set(int(up))
+        return {"redis": up}
+
+    return check
+
+
+@asynccontextmanager
+async def wire(settings: ArchiverSettings, client: RedisClient) -> AsyncIterator[service.Wiring]:
+    async with open_pool(settings) as pool:
+        archiver = Archiver(settings, client, pool)
+        await until_done(archiver.ensure_groups, "archive groups")
+        workers = [
+            named_loop(SERVICE, "archive", archiver.archive_step),
+            named_loop(SERVICE, "claim", archiver.claim_step),
+            named_loop(SERVICE, "lag", archiver.lag_step),
+            named_loop(SERVICE, "prune", archiver.prune_step),
+        ]
+        yield service.Wiring(workers, readiness(client))
+
+
+def check(settings: ArchiverSettings) -> None:
+    """The archiver has nothing to do without an archive: one line and exit 2, like a bad
+    setting, rather than a service that looks up and archives nothing."""
+    if not settings.archive_configured:
+        print("RESETGATE_ARCHIVE_DSN is not set: the archiver needs the archive's libpq URL "
+              "(postgresql://user:pass@host:5432/db)", file=sys.stderr)  # fmt: skip
+        raise SystemExit(2)
+
+
+def main() -> None:
+    service.main(SERVICE, ArchiverSettings, wire, check)
+
+
+if __name__ == "__main__":
+    main()
