@@ -14,7 +14,7 @@ from shared.clock import to_ms
 from shared.model import Outcome
 from shared.providers.base import SendResult
 from shared.rate_signal import RateSignal
-from shared.retry_after import MAX_DELAY_MS, parse_http_date
+from shared.retry_after import MAX_DELAY_MS, Source, parse_http_date
 from shared.scripts.pacing import Observation
 
 # Our clock and the provider's Date header agree this closely (the header has a resolution
@@ -30,9 +30,12 @@ def observe(
 ) -> Observation:
     """What one send result tells the shared schedule (``no_advice_ms``: see block_until)."""
     throttled = result.outcome is Outcome.THROTTLED
-    block = block_until(result, now, no_advice_ms) if throttled else 0
+    stated = stated_instant(result, now) if throttled else 0
+    block = stated or (now + round(no_advice_ms) if throttled else 0)
+    is_stated = stated > now
     if throttled and 2 <= (wait := whole_seconds(result)) <= MAX_RATE_WAIT_S:
-        return Observation(now, slot_ms, throttled, block, advised_rate=1 / wait)
+        return Observation(now, slot_ms, throttled, block, advised_rate=1 / wait,
+                           stated=is_stated)  # fmt: skip
     signal = result.rate
     if signal is not None and signal.reset_at is not None and signal.remaining is not None:
         reset_ms = to_ms(signal.reset_at)
@@ -40,34 +43,42 @@ def observe(
             block = max(block, reset_ms)  # nothing left in this window: not one more call
         elif reset_ms > now:
             hint = max(floor, signal.remaining * 1000 / (reset_ms - now))
-            return Observation(now, slot_ms, throttled, block, hint, reset_ms)
-    return Observation(now, slot_ms, throttled, block)
+            return Observation(now, slot_ms, throttled, block, hint, reset_ms, stated=is_stated)
+    return Observation(now, slot_ms, throttled, block, stated=is_stated)
 
 
 def block_until(result: SendResult, now: int, no_advice_ms: float) -> int:
-    """The instant a 429 says sending may resume.
+    """The instant a 429 says sending may resume: the one it states, else ``now`` plus
+    ``no_advice_ms`` (the time a burst takes to refill at our rate)."""
+    return stated_instant(result, now) or now + round(no_advice_ms)
 
-    An HTTP date names an instant: sending resumes exactly then, not at the next whole
-    second of our clock. A delay in seconds is rounded up by the provider, so the real wait
-    is somewhere in the last second before it: a delay of one second blocks nothing and the
-    cut rate spaces the next sends (a ceiling, not a floor); a longer one, which only a slow
-    provider gives, blocks all of it (see ``_seconds_block``). A 429 that says nothing
-    (Postmark's) means the provider's bucket is empty now: sending resumes after
-    ``no_advice_ms`` (the time a burst takes to refill at our rate), at the cut rate.
+
+def stated_instant(result: SendResult, now: int) -> int:
+    """The instant a 429 states sending may resume (ms), or 0 when it states none.
+
+    A window's reset (``X-RateLimit-Reset``, which SendGrid's adapter also renders as a
+    delay rounded up to whole seconds) is that epoch, to the millisecond; an HTTP date (a
+    Retry-After in any of its forms, or the date in Mailgun's text) names an instant:
+    sending resumes exactly then, not at the next whole second of our clock. A delay in
+    seconds is rounded up by the provider, so the real wait is somewhere in the last second
+    before it: a delay of one second states nothing (at a fast rate the provider's bucket
+    refills within it, and a full second would idle every sender; the cut rate spaces the
+    next sends), a longer one, which only a slow provider gives, is waited in full (see
+    ``_seconds_block``). A 429 that says nothing (Postmark's) states no instant: the
+    caller pauses for a burst's refill and cuts the rate, so it is never hammered.
     """
+    signal = result.rate
+    if result.retry_source == Source.RATE_RESET and signal and signal.reset_at is not None:
+        return max(0, to_ms(signal.reset_at))
     value = (result.retry_after or "").strip()
     if value.isdigit() and value.isascii():
-        return now + min(to_ms(_seconds_block(int(value))), MAX_DELAY_MS)
+        seconds = _seconds_block(int(value))
+        return now + min(to_ms(seconds), MAX_DELAY_MS) if seconds else 0
     if value and (at := _date_instant(value, result.server_date, now)):
         return at
-    signal = result.rate
     if signal is not None and signal.reset_at is not None:
         return max(0, to_ms(signal.reset_at))
-    # No advice at all: a pause, and the cut (every 429 cuts the shared rate), so a provider
-    # that says nothing is never hammered. A fixed pause (it was a second, then 200 ms) idled
-    # every sender long after the provider's bucket had refilled: the Postmark storm drained
-    # in 1.88 x, then 1.10 x ideal.
-    return now + round(no_advice_ms)
+    return 0
 
 
 def _seconds_block(seconds: int) -> int:
