@@ -20,7 +20,7 @@ from shared.scripts.pacing import Observation
 # Our clock and the provider's Date header agree this closely (the header has a resolution
 # of one second): an HTTP date is then an instant on our clock, kept to the millisecond.
 CLOCK_AGREEMENT_MS = 2000
-# A wait of whole seconds up to this long says one send per wait is the provider's rate now
+# A stated wait from 2 s up to this long says one send per wait is the provider's rate now
 # (its bucket's refill); a longer one is a block, not a rate.
 MAX_RATE_WAIT_S = 60
 
@@ -33,9 +33,8 @@ def observe(
     stated = stated_instant(result, now) if throttled else 0
     block = stated or (now + round(no_advice_ms) if throttled else 0)
     is_stated = stated > now
-    if throttled and 2 <= (wait := whole_seconds(result)) <= MAX_RATE_WAIT_S:
-        return Observation(now, slot_ms, throttled, block, advised_rate=1 / wait,
-                           stated=is_stated)  # fmt: skip
+    if is_stated and (rate := advised_rate(result, stated, now)):
+        return Observation(now, slot_ms, throttled, block, advised_rate=rate, stated=True)
     signal = result.rate
     if signal is not None and signal.reset_at is not None and signal.remaining is not None:
         reset_ms = to_ms(signal.reset_at)
@@ -89,10 +88,15 @@ def _seconds_block(seconds: int) -> int:
     return seconds if seconds >= 2 else 0
 
 
-def whole_seconds(result: SendResult) -> int:
-    """A 429's Retry-After in delay-seconds (0 when it has none in that form)."""
-    value = (result.retry_after or "").strip()
-    return min(int(value), MAX_DELAY_MS // 1000) if value.isdigit() and value.isascii() else 0
+def advised_rate(result: SendResult, stated: int, now: int) -> float:
+    """One send per stated wait of 2 s up to a minute (a Retry-After in any form, the date
+    in Mailgun's text): the provider's bucket refills that slowly, and at our rate every
+    other send would be a 429. A window's reset (``X-RateLimit-Reset``) is a pause, not a
+    rate: the window opens whole again. 0 when the answer advises no rate."""
+    if not result.retry_after or result.retry_source == Source.RATE_RESET:
+        return 0.0
+    wait = (stated - now) / 1000
+    return 1 / wait if 2 <= wait <= MAX_RATE_WAIT_S else 0.0
 
 
 def _date_instant(value: str, server_date: str | None, now: int) -> int:
