@@ -24,6 +24,7 @@ CPU per 1,000 emails (from /proc) and Redis memory per accepted and per queued o
     .venv/bin/python benchmarks/storm.py --scenario slow-1 -n 120        # 1 send/s, burst 1
     .venv/bin/python benchmarks/storm.py --scenario slow-0.2 -n 30       # 0.2 send/s, burst 1
     .venv/bin/python benchmarks/storm.py --scenario blackout -n 120      # 600 s of 429s
+    .venv/bin/python benchmarks/storm.py --scenario incident -n 400 --outage 90  # then 20/s
     .venv/bin/python benchmarks/storm.py --scenario quota --provider ses -n 250  # quota 200
 """
 
@@ -38,6 +39,7 @@ import tempfile
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -293,6 +295,7 @@ class Storm:
             admitting = asyncio.create_task(self.admit(admission_urls))
         load_at_start = os.getloadavg()[0]
         restarting = asyncio.create_task(self.restarts(fleet)) if run.scenario.restart else None
+        outage = asyncio.create_task(self.outage()) if run.scenario.blackout else None
         stop_sampling = asyncio.Event()
         # The timeline reads the sandbox's counters; moto (SES) has none to read.
         sampling = asyncio.create_task(
@@ -307,7 +310,7 @@ class Storm:
         stop_sampling.set()
         if not done:
             run.notes.append(f"not drained within {self.timeout:.0f} s: stopped waiting")
-        tasks = [t for t in (admitting, restarting) if t is not None]
+        tasks = [t for t in (admitting, restarting, outage) if t is not None]
         for task in tasks:
             if not task.done():
                 task.cancel()
@@ -332,6 +335,13 @@ class Storm:
             if stats["requests_by_route"].get(route, 0):
                 return before
             await asyncio.sleep(FIRST_SEND_POLL_SECONDS)
+
+    async def outage(self) -> None:
+        """The 429s the sandbox answered during its blackout (it starts at the first send)."""
+        await self.first_send()
+        await asyncio.sleep(self.run.scenario.blackout)
+        stats = await sandbox_stats(self.provider_url)
+        self.run.outage_throttled = int(stats["send_throttled_total"])
 
     async def restarts(self, fleet: SenderFleet) -> None:
         delay = 0.2 * self.run.ideal_s
@@ -470,8 +480,12 @@ async def storm(run: Run, timeout: float, timeline: bool = False) -> Run:
 
 
 def run_scenario(name: str, args: argparse.Namespace) -> Run | None:
+    scenario = SCENARIOS[name]
+    if name == "incident" and args.outage is not None:
+        scenario = replace(scenario, blackout=args.outage,
+                           what=scenario.what.replace("S s", f"{args.outage:g} s"))  # fmt: skip
     run = Run(
-        SCENARIOS[name],
+        scenario,
         args.n,
         SCENARIOS[name].rate or args.rate,
         args.senders,
@@ -530,6 +544,13 @@ def main() -> None:
     )
     parser.add_argument(
         "--timeline", action="store_true", help="print sends, 429s and the pacing rate a second"
+    )
+    parser.add_argument(
+        "--outage",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="incident: how long every send is refused with no stated wait (default 90)",
     )
     parser.add_argument("--scenario", action="append", choices=sorted(SCENARIOS), default=[])
     parser.add_argument("--all", action="store_true", help="every scenario, in order")

@@ -51,6 +51,8 @@ SCENARIOS = {
         Scenario("slow-0.2", "0.2 send/s, burst 1, default ceiling", 0.0, rate=0.2, burst=1),
         Scenario("blackout", "429 without a wait to every send for 600 s, then 10/s",
                  0.0, rate=10.0, blackout=600.0),
+        Scenario("incident", "429 without a wait to every send for S s (--outage, 90), then "
+                 "20/s", 0.0, rate=20.0, blackout=90.0),
         Scenario("quota", "SES on moto: 1/s and a daily quota (200) below N, its window "
                  "shortened to 300 s", 0.0, quota_window=300.0),
     )
@@ -102,6 +104,7 @@ class Run:
     sends: int = 0
     throttled: int = 0
     throttled_after_stall: int = 0  # of them, answered while the sandbox itself ran late
+    outage_throttled: int = -1  # of them, answered during the blackout (-1: none, or unread)
     sandbox_stalls: tuple[int, float] = (0, 0.0)  # its loop's stalls, the longest (ms)
     dropped: int = 0  # sends the sandbox accepted, then dropped the connection of
     sandbox_duplicates: int = 0
@@ -177,6 +180,8 @@ def report(run: Run) -> None:
         f"   sends {run.sends}, 429s {run.throttled} ({100 * run.throttled / run.n:.2f} % of N), "
         f"accepted then dropped {run.dropped}"
     )
+    if run.outage_throttled >= 0:
+        print(f"   429s during the {run.scenario.blackout:g} s outage: {run.outage_throttled}")
     print(
         f"   429s answered while the sandbox itself ran late: {run.throttled_after_stall} "
         f"(its loop stalled >= {STALL_SECONDS * 1000:.0f} ms {run.sandbox_stalls[0]} times, "

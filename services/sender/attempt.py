@@ -145,11 +145,11 @@ class AttemptRunner:
             result, revision = await self._attempt(job, begun)
         else:
             result, revision = self._unreplicated(begun), ""
+        if isinstance(result, SendResult):  # first: a 429 voids this process's slots at once
+            await self.pacer.observe(result, slot_ms)
         await self._finalise(job, attempt_id, begun, result, revision)
         if not isinstance(result, SendResult) or result.outcome not in _MAY_HAVE_SENT:
             await self._unspent(quota_at)
-        if isinstance(result, SendResult):
-            await self.pacer.observe(result, slot_ms)
         return ""
 
     async def _begin(self, job: Job, attempt_id: str) -> tuple[Begun, bool]:

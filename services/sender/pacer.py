@@ -53,6 +53,7 @@ class Pacer:
         self._reserved_until = 0.0  # the last slot of the last batch (ms)
         self._accepted = 0  # sends accepted since the shared schedule last heard of them
         self._lock = asyncio.Lock()
+        self._accepted_seen = asyncio.Event()
 
     @property
     def limit(self) -> float:
@@ -110,8 +111,23 @@ class Pacer:
             if slots.count:
                 self._slots.extend(times := slots.times_ms())
                 self._reserved_until = times[-1]
+            elif slots.wait_ms > self.tuning.horizon_ms:
+                await self._until_accepted(stop, min(slots.wait_ms, 1000) / 1000)
             else:
-                await sleep_or_stop(stop, min(slots.wait_ms, 1000) / 1000)
+                await sleep_or_stop(stop, slots.wait_ms / 1000)
+
+    async def _until_accepted(self, stop: asyncio.Event, seconds: float) -> None:
+        """A long wait for the next slot ends early when a send is accepted: reported at
+        once, it may raise the rate (after an outage the next slot was promised at the floor,
+        20 s away). Short waits are not cut, so a fast rate costs no extra round trips."""
+        self._accepted_seen.clear()
+        waits = [asyncio.ensure_future(stop.wait()),
+                 asyncio.ensure_future(self._accepted_seen.wait())]  # fmt: skip
+        try:
+            await asyncio.wait(waits, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiting in waits:
+                waiting.cancel()
 
     async def observe(self, result: SendResult, slot_ms: float) -> None:
         """Feed one answer's rate signals to the shared schedule (a round trip only when
@@ -121,6 +137,7 @@ class Pacer:
             self.declared = declared
         if result.outcome is Outcome.ACCEPTED:
             self._accepted += 1  # reported with the next reservation: no round trip here
+            self._accepted_seen.set()
         # A 429 without a wait pauses for a burst's refill, at most 2 s: at the floor rate a
         # burst is minutes, and the next slot is far enough away already.
         no_advice_ms = min(self.burst_ms, NO_ADVICE_MAX_MS)

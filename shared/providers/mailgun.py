@@ -29,11 +29,11 @@ never allows a replay.
 from __future__ import annotations
 
 import base64
-import math
 import re
 import time
 from dataclasses import replace
-from email.utils import parsedate_to_datetime
+from datetime import UTC, datetime
+from email.utils import format_datetime, parsedate_to_datetime
 from typing import Any
 
 import aiohttp
@@ -185,7 +185,9 @@ def _stated_wait(words: object, now: float) -> str | None:
         return None
     if at.tzinfo is None:
         return None  # a date without a zone names no instant
-    return str(max(0, math.ceil(at.timestamp() - now)))
+    # Kept an instant (an HTTP date), not a delay rounded up to whole seconds: the pacer
+    # resumes exactly then (services/sender/pacing.py).
+    return format_datetime(max(at, datetime.fromtimestamp(now, UTC)).astimezone(UTC), usegmt=True)
 
 
 def account_refusal(answer: Answer) -> SendResult | None:

@@ -18,6 +18,11 @@
 -- send accepted until the first 429 (a slow start: the provider's rate is unknown, and a
 -- ceiling nobody tuned, 50/s into a provider that takes 1/s, was seven 429s before the
 -- first answer came back).
+-- After 429s that stated no wait, the first send accepted again starts the same slow start
+-- (`start_rate`, doubled per send accepted since the last cut), up to the settled rate, or
+-- the ceiling when none was measured: the floor holds only while every probe is refused.
+-- Slots already promised at a slower rate are pulled in when the rate rises (`tat` was one
+-- slot of the old rate after the last slot given): at the floor that slot was 20 s away.
 --
 -- key pacing: hash   rg:{provider:<name>}:pacing
 --   base, cut_at (ms): the rate set by the last cut and when; tat (ms); rate (last given);
@@ -42,11 +47,14 @@
 --   count = 0: no slot within the horizon, ask again in wait ms (then half a horizon is free).
 -- @request
 local f = redis.call("HMGET", pacing, "base", "cut_at", "tat", "blocked_until", "hint",
-  "hint_until", "good", "accepted")
+  "hint_until", "good", "accepted", "rate")
 local base, cut = tonumber(f[1] or ceiling), tonumber(f[2] or "0")
 local tat, blocked = tonumber(f[3] or now), tonumber(f[4] or "0")
 if not f[3] then redis.call("HSET", pacing, "since", now) end
-if accepted > 0 then redis.call("HINCRBY", pacing, "accepted", accepted) end
+if accepted > 0 then
+  redis.call("HINCRBY", pacing, "accepted", accepted)
+  redis.call("HDEL", pacing, "refusing_since")
+end
 local cap = ceiling
 if f[5] and tonumber(f[6]) > now then cap = math.min(cap, tonumber(f[5])) end
 
@@ -63,17 +71,22 @@ local rate = base * (1 + climb(since_cut * scale))
 local taken = tonumber(f[8] or "0") + accepted
 if good > rate and taken > 0 then rate = math.min(good, base * (1 + climb(since_cut))) end
 if cut == 0 and start_rate > 0 then rate = start_rate * 2 ^ math.min(taken, 64)
-elseif good <= 0 and taken > 0 then
-  -- Cut before any rate was measured (a provider refusing everything from the start): a
-  -- slow start from the cut rate, doubled per send accepted since the cut.
-  rate = math.max(rate, base * 2 ^ math.min(taken, 64))
+elseif taken > 0 and start_rate > 0 then
+  -- Accepted again after a cut: a slow start back to the settled rate (or, with none
+  -- measured, the ceiling), never below where the climb already is.
+  local target = good > 0 and good or cap
+  rate = math.max(rate, math.min(target, start_rate * 2 ^ math.min(taken - 1, 64)))
 end
 rate = math.min(cap, rate)
 local spacing = 1000 / rate
+local given = tonumber(f[9] or "0")
+if given > 0 and rate > given and tat > now then
+  tat = math.max(now, tat - 1000 / given + spacing)
+end
 
 local start = math.max(tat, now - (burst - 1) * spacing, blocked)
 if start >= now + horizon_ms then
-  redis.call("HSET", pacing, "rate", rate)
+  redis.call("HSET", pacing, "rate", rate, "tat", tat)
   -- Come back when half a horizon of slots is free, not one: fewer, fuller round trips.
   return {0, 0, math.floor(rate * 1000), blocked,
     math.max(1, math.ceil(start - horizon_ms / 2 - now))}

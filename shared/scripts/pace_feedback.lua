@@ -14,6 +14,16 @@
 -- A hint (X-RateLimit-Remaining over the time to -Reset) caps the rate until that reset.
 -- Every 429 is also counted (throttled_total, last_throttled_at) for on-call's views.
 --
+-- A 429 that states when (`stated`: a reset epoch, an HTTP date, a date in the answer's
+-- text, a delay of 2 s or more) is the provider's schedule, not congestion: every slot
+-- waits until exactly that instant and the next one goes then (not one slot of a cut rate
+-- later), and the rate is not cut (a window's reset is a pause), except to one send per
+-- whole-seconds wait (`advised_rate`).
+-- A 429 when nothing was accepted since the last cut halves the rate, but the gap between
+-- two probes stays under `outage_share` of the time every probe has been refused
+-- (`refusing_since`), and at least one second: an outage that ends is found within that
+-- share of its length (a probe every 20 s at the floor found a 90 s outage up to 20 s late).
+--
 -- key pacing: hash   rg:{provider:<name>}:pacing   (fields: see pace_acquire)
 -- arg now: ms
 -- arg slot_ms: the slot of the send
@@ -25,31 +35,44 @@
 --   schedule takes them back
 -- arg advised_rate: sends/s a whole-seconds wait allows (0 = none)
 -- arg accepted: sends this replica saw accepted since it last reported
+-- arg stated: the 429 stated when sending may resume (blocked_until is that instant)
 -- arg floor: sends/s
 -- arg cut: factor (0..1)
 -- arg horizon_ms: of a reservation
 -- arg settle: share of a measured rate the cut lands on (0..1)
 -- arg empty_cut: factor when nothing was accepted since the last cut (0..1)
+-- arg outage_share: the longest gap between probes, as a share of the time refused
+-- arg probe_gap_ms: probes never closer than this while the outage bound applies
 --
 -- Returns {rate*1000, blocked_until (ms), cut (1|0)}.
 -- @request
 local f = redis.call("HMGET", pacing, "rate", "cut_at", "tat", "blocked_until", "since",
-  "accepted", "refused")
+  "accepted", "refused", "refusing_since")
 local rate = tonumber(f[1] or "0")
 local cut_at, tat = tonumber(f[2] or "0"), tonumber(f[3] or "0")
 local blocked = math.max(tonumber(f[4] or "0"), blocked_until)
 local accepted_since = tonumber(f[6] or "0") + accepted
+if accepted_since > 0 then redis.call("HDEL", pacing, "refusing_since") end
 -- Answers, not slots given: a slot's answer may still be on its way (at 200/s under load
 -- a second of them), and accepted sends are reported with the next reservation.
 local refused = tonumber(f[7] or "0")
-if throttled then refused = refused + 1 end
+stated = stated and throttled and blocked_until > now
+if throttled and not stated then refused = refused + 1 end
 local did_cut = 0
 if throttled or returned_ms > 0 then tat = math.max(now, tat - returned_ms) end
+
+-- Halve, but probe at least once per outage_share of the time every probe was refused.
+local function probing()
+  local refusing = tonumber(f[8] or now)
+  if not f[8] then redis.call("HSET", pacing, "refusing_since", now) end
+  local gap = math.max(probe_gap_ms, outage_share * (now - refusing)) / 1000
+  return math.min(rate, math.max(rate * empty_cut, 1 / gap))
+end
 
 local function measured()
   local new, good = rate * cut, nil
   if accepted_since <= 0 then
-    new = rate * empty_cut
+    new = probing()
   elseif refused >= accepted_since then
     local seconds = (now - tonumber(f[5] or now)) / 1000
     new = math.min(new, settle * accepted_since / math.max(seconds, 1))
@@ -66,7 +89,9 @@ end
 if throttled then
   redis.call("HINCRBY", pacing, "throttled_total", 1)
   redis.call("HSET", pacing, "last_throttled_at", now)
-  if slot_ms >= cut_at + horizon_ms and rate > 0 then
+  if stated and advised_rate <= 0 then
+    -- a pause until the stated instant, not a cut
+  elseif slot_ms >= cut_at + horizon_ms and rate > 0 then
     local good
     rate, good = measured()
     redis.call("HSET", pacing, "base", rate, "cut_at", now, "rate", rate, "since", now,
@@ -74,7 +99,8 @@ if throttled then
     if good then redis.call("HSET", pacing, "good", good) end
     accepted_since, refused, did_cut = 0, 0, 1
   end
-  if rate > 0 then tat = math.max(tat, now + 1000 / rate) end
+  -- The next slot: at the stated instant, else one slot of the (cut) rate away.
+  if rate > 0 and not stated then tat = math.max(tat, now + 1000 / rate) end
 end
 if did_cut == 0 then
   redis.call("HSET", pacing, "accepted", accepted_since, "refused", refused)

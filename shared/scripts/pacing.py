@@ -37,6 +37,12 @@ class Tuning:
     # At 10/s the first reservation held two slots, and when the first answer came back
     # after the second's 429 the cut measured nothing: slow-1 drained in 1.63 x, not 1.05.
     start_rate: float = 5.0
+    # While every probe is refused (a 429 with no stated wait), the gap between two probes
+    # stays under this share of the time refused so far, and at least probe_gap_ms: an
+    # outage that ends is found within 4 % of its length (the floor alone, a probe every
+    # 20 s, found a 90 s one up to 20 s late), at about 25 probes per e-fold of its length.
+    outage_share: float = 0.04
+    probe_gap_ms: int = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +72,8 @@ class Observation:
     returned_ms: float = 0.0  # span of reserved slots the caller dropped
     advised_rate: float = 0.0  # one send per whole-seconds wait a 429 advised (0 = none)
     accepted: int = 0  # sends this replica saw accepted and has not reported yet
+    # The 429 stated when sending may resume (``blocked_until``): a pause, not congestion.
+    stated: bool = False
 
     def matters(self, rate: float) -> bool:
         """True when the shared schedule must hear of it: a 429, a block, a lower cap."""
@@ -128,6 +136,8 @@ class PaceFeedback(_Schedule, Request[Adjusted]):
     horizon_ms: int = part_of("tuning")
     settle: float = part_of("tuning")
     empty_cut: float = part_of("tuning")
+    outage_share: float = part_of("tuning")
+    probe_gap_ms: int = part_of("tuning")
 
     def decode(self, raw: Any) -> Adjusted:
         return Adjusted(int(raw[0]) / 1000, int(raw[1]), bool(int(raw[2])))
