@@ -79,7 +79,8 @@ NEEDS_ATTENTION: frozenset[State] = frozenset(
 _ANY_LIVE_END = {State.EXHAUSTED, State.EXPIRED, State.QUARANTINED}
 
 TRANSITIONS: dict[State, frozenset[State]] = {
-    State.QUEUED: frozenset({State.ATTEMPTING, *_ANY_LIVE_END}),
+    # QUEUED -> REVIEW: the refusals guard only, as DEFERRED -> REVIEW below.
+    State.QUEUED: frozenset({State.ATTEMPTING, State.REVIEW, *_ANY_LIVE_END}),
     State.ATTEMPTING: frozenset(
         {
             State.ACCEPTED,
@@ -91,8 +92,8 @@ TRANSITIONS: dict[State, frozenset[State]] = {
             State.EXPIRED,
         }
     ),
-    # DEFERRED -> REVIEW: the refusals guard only (hold_refused.lua): the operations whose
-    # undocumented refusals tripped it wait for a person, not for the queue.
+    # QUEUED/DEFERRED -> REVIEW: the refusals guard only (hold_refused.lua): the operations
+    # whose undocumented refusals tripped it wait for a person, not for the queue.
     State.DEFERRED: frozenset({State.QUEUED, State.REVIEW, *_ANY_LIVE_END}),
     State.AMBIGUOUS: frozenset({State.ACCEPTED, State.QUEUED, State.REVIEW, *_ANY_LIVE_END}),
     State.REVIEW: frozenset(

@@ -2,7 +2,8 @@
 -- refused alike by an answer no provider documents, within its window): hold one of the
 -- operations that tripped it for a person (review), instead of handing it back to the queue
 -- where it would trip the guard again after a resume. Its refusal left it waiting
--- (deferred, attempt refunded), never failed; only while it still waits on that refusal.
+-- (deferred, attempt refunded, then queued as it came due), never failed; only while it
+-- still waits on that refusal. A stream entry it still has is skipped by begin_attempt.
 --
 -- key operation: hash
 -- key due: zset
@@ -16,8 +17,10 @@
 -- @states
 -- @request
 local f = redis.call("HMGET", operation, "state", "reason")
-if f[1] ~= "deferred" then return {"refused", "state"} end
-if not TRANSITIONS.deferred.review then return redis.error_reply("illegal deferred -> review") end
+if f[1] ~= "deferred" and f[1] ~= "queued" then return {"refused", "state"} end
+if not TRANSITIONS[f[1]].review then
+  return redis.error_reply("illegal " .. f[1] .. " -> review")
+end
 if f[2] ~= reason then return {"refused", "reason"} end
 redis.call("ZREM", due, operation_id)
 redis.call("HSET", operation, "state", "review", "reason", note)
