@@ -93,11 +93,13 @@ async def test_five_requests_for_refused_recipients_never_pause_the_provider(
         stack = Stack(redis, redis_server.url, url)
         settings = overrides("postmark", concurrency=2, read_batch=1,
                              refusal_guard_operations=K)  # fmt: skip
-        attack = [await stack.admit(f"acct-bad-{i}", "attacker.example", entry_point)
-                  for i in range(2 * K)]  # fmt: skip
-        players = [await stack.admit(f"acct-player-{i}") for i in range(N)]
         async with stack.sender(**settings) as sender:
+            # The attacker's requests first, with nothing accepted in between to end a streak.
+            attack = [await stack.admit(f"acct-bad-{i}", "attacker.example", entry_point)
+                      for i in range(2 * K)]  # fmt: skip
             bad = [await stack.wait_state(op, DONE, timeout=30) for op in attack]
+            assert await _pause(redis) is None and sender.sending_allowed()
+            players = [await stack.admit(f"acct-player-{i}") for i in range(N)]
             good = [await stack.wait_state(op, DONE, timeout=30) for op in players]
             assert sender.sending_allowed()
             assert await _pause(redis) is None
