@@ -141,6 +141,24 @@ async def provider_pause(
     await client.hset(CONTROL, PAUSED_PROVIDER + provider, codec.dumps_str(note))
 
 
+async def refusals_pause(
+    client: RedisClient, provider: str, reason: str, held: list[str], fingerprint: str
+) -> bool:
+    """The refusals guard's trip, one atomic decision (HSETNX): the pause is written only if
+    the provider is not paused already, so a trip never overwrites another sender's pause
+    or reason. ``held``: the operations that tripped it (held for review; the resume sends
+    the first as its probe). True when this trip wrote the pause."""
+    note = {"since": clock.now_ms(), "kind": str(PauseKind.REFUSALS), "reason": sanitise(reason),
+            "status": 0, "key": fingerprint, "held": held}  # fmt: skip
+    return bool(await client.hsetnx(CONTROL, PAUSED_PROVIDER + provider, codec.dumps_str(note)))
+
+
+def held_for_probe(note: dict[str, object] | None) -> list[str]:
+    """The operations a refusals pause holds for review, in the order they were refused."""
+    held = (note or {}).get("held")
+    return [str(h) for h in held] if isinstance(held, list) else []
+
+
 async def auth_pause(client: RedisClient, provider: str, status: int, fingerprint: str) -> None:
     await provider_pause(client, provider, PauseKind.CREDENTIALS, f"credentials rejected "
                          f"(HTTP {status})", status=status, fingerprint=fingerprint)  # fmt: skip

@@ -79,7 +79,8 @@ NEEDS_ATTENTION: frozenset[State] = frozenset(
 _ANY_LIVE_END = {State.EXHAUSTED, State.EXPIRED, State.QUARANTINED}
 
 TRANSITIONS: dict[State, frozenset[State]] = {
-    State.QUEUED: frozenset({State.ATTEMPTING, *_ANY_LIVE_END}),
+    # QUEUED -> REVIEW: the refusals guard only, as DEFERRED -> REVIEW below.
+    State.QUEUED: frozenset({State.ATTEMPTING, State.REVIEW, *_ANY_LIVE_END}),
     State.ATTEMPTING: frozenset(
         {
             State.ACCEPTED,
@@ -91,16 +92,16 @@ TRANSITIONS: dict[State, frozenset[State]] = {
             State.EXPIRED,
         }
     ),
-    State.DEFERRED: frozenset({State.QUEUED, *_ANY_LIVE_END}),
+    # QUEUED/DEFERRED -> REVIEW: the refusals guard only (hold_refused.lua): the operations
+    # whose undocumented refusals tripped it wait for a person, not for the queue.
+    State.DEFERRED: frozenset({State.QUEUED, State.REVIEW, *_ANY_LIVE_END}),
     State.AMBIGUOUS: frozenset({State.ACCEPTED, State.QUEUED, State.REVIEW, *_ANY_LIVE_END}),
     State.REVIEW: frozenset(
         {State.QUEUED, State.ACCEPTED, State.FAILED, State.EXPIRED, State.QUARANTINED}
     ),
     State.QUARANTINED: frozenset({State.QUEUED, State.EXPIRED}),
     State.ACCEPTED: frozenset(),
-    # The refusals guard only (requeue_refused.lua): the provider refused K distinct
-    # operations alike, so this failure was the provider's; nothing newer for the account.
-    State.FAILED: frozenset({State.QUEUED}),
+    State.FAILED: frozenset(),
     State.EXHAUSTED: frozenset(),
     State.EXPIRED: frozenset(),
 }

@@ -258,7 +258,21 @@ async def provider_resume(
     lifted = await control.auth_resume(client, provider)
     kind = control.pause_kind(note) if note is not None else ""
     print(f"provider {provider}: " + (f"{kind} pause lifted" if lifted else "was not paused"))
+    if lifted:
+        await _probe(client, control.held_for_probe(note))
     return 0
+
+
+async def _probe(client: RedisClient, held: list[str]) -> None:
+    """After a refusals pause: one operation that tripped the guard goes back to the queue
+    as the probe; the others stay held for review (``ops review-list``, ``ops release``)."""
+    for operation_id in held:
+        outcome = await actions.release(client, operation_id, _actor())
+        if outcome.done:
+            rest = len(held) - held.index(operation_id) - 1
+            print(f"probe: {operation_id} sent again; {rest} more held for review "
+                  "(`resetgate ops release ID` once the probe is accepted)")  # fmt: skip
+            return
 
 
 async def review_list(client: RedisClient, settings: OpsSettings, args: argparse.Namespace) -> int:

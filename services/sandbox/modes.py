@@ -90,7 +90,8 @@ def sender(dialect: Dialect) -> Handler:
         if reject and reject in provider.domains(body):
             sandbox.stats.count("rejected")
             return dialect.rejected()
-        return await provider.accept(request, sandbox, body, None, _accepted(dialect, sandbox))
+        return await provider.accept(request, sandbox, body, None, _accepted(dialect, sandbox),
+                                     dialect.failed)  # fmt: skip
 
     return send
 

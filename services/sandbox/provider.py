@@ -151,9 +151,11 @@ async def _accept(
     body: JsonDict,
     key: str | None,
     respond: Callable[[Message], web.Response] | None = None,
+    failed: Callable[[int], web.Response] | None = None,
 ) -> web.Response:
     """Record the email (slowly, if that fault fires) and answer, or drop the connection.
-    ``respond`` shapes the accepted answer for a provider mode (default: this contract's)."""
+    ``respond`` shapes the accepted answer for a provider mode (default: this contract's);
+    ``failed``: that mode's own error answer, for a late error in the provider's shape."""
     faults = sandbox.faults
     slow = faults.slow.fires(faults.rng)
     if key is not None:
@@ -171,7 +173,7 @@ async def _accept(
     if faults.drop.fires(faults.rng):
         return _drop(request, sandbox, message)
     if faults.late_error.fires(faults.rng):
-        return _late_error(sandbox, message)
+        return _late_error(sandbox, message, failed)
     if respond is not None:
         return respond(message)
     return web.Response(
@@ -194,11 +196,17 @@ def _drop(request: web.Request, sandbox: Sandbox, message: Message) -> web.Respo
     return web.Response(status=500)
 
 
-def _late_error(sandbox: Sandbox, message: Message) -> web.Response:
-    """Accepted, then a gateway (a load balancer, a proxy) answers a 5xx page of its own."""
-    status = sandbox.settings.error_status
+def _late_error(
+    sandbox: Sandbox, message: Message, failed: Callable[[int], web.Response] | None
+) -> web.Response:
+    """Accepted, then a gateway (a load balancer, a proxy) answers a 5xx page of its own, or
+    (``late_error_shape`` "provider") the provider itself answers its documented error."""
+    settings = sandbox.settings
+    status = settings.late_error_status or settings.error_status
     sandbox.stats.count("late_error")
     log("sandbox.fault.late_error", logging.INFO, message_id=message.id, status=status)
+    if settings.late_error_shape == "provider" and failed is not None:
+        return failed(status)
     page = f"<html><body><h1>{status} {HTTPStatus(status).phrase}</h1></body></html>"
     return web.Response(status=status, text=page, content_type="text/html")
 

@@ -169,6 +169,12 @@ class SandboxSettings(BaseSettings):
     # with its own page (no provider error body): the client cannot tell it was sent.
     late_error_probability: float = Probability
     late_error_every: int = EveryNth
+    # "provider": the late answer is instead the provider mode's own documented error body
+    # (SendGrid's {"errors": […]}, Postmark's {"ErrorCode", "Message"}, Mailgun's
+    # {"message"}): a provider that took the mail and still answered an error, which no
+    # provider page rules out. ``late_error_status`` (0 = ``error_status``) may be 408.
+    late_error_shape: Literal["gateway", "provider"] = "gateway"
+    late_error_status: int = Field(default=0, ge=0, le=599)
     duplicate_event_probability: float = Probability
     duplicate_event_every: int = EveryNth
     out_of_order_probability: float = Probability

@@ -118,8 +118,12 @@ def workers(sender: Sender) -> list[service.Worker]:
 
 
 def readiness(sender: Sender, client: RedisClient) -> service.ReadinessCheck:
+    """Ready when its store answers. Never a provider pause: a paused provider is the same
+    for every replica, and a sender that reports itself unready over it stalls a restart or
+    rollout while fixing nothing (the pause shows in ``ops status``, metrics and the page)."""
+
     async def check() -> dict[str, bool]:
-        return {"redis": await ping(client), "provider_credentials": sender.sending_allowed()}
+        return {"redis": await ping(client)}
 
     return check
 

@@ -17,7 +17,7 @@ import random
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
-from services.sender.guard import RefusalGuard, Refused
+from services.sender.guard import RefusalGuard, Refused, Trip
 from services.sender.pacer import Pacer
 from services.sender.policy import RetryPolicy, decide
 from services.sender.settings import SenderSettings
@@ -27,7 +27,7 @@ from shared.emails.compose import Composed, Hosted, Mailer
 from shared.emails.files import TemplateError
 from shared.logging import event
 from shared.model import TERMINAL, Outcome, State
-from shared.providers.base import Provider, SendResult
+from shared.providers.base import Provider, Refusal, SendResult
 from shared.quota import QUOTA_EXCEEDED, DailyQuota, refused_until
 from shared.redis import RedisClient
 from shared.replication import NotReplicated, Replicas
@@ -38,15 +38,16 @@ from shared.scripts.attempts import (
     Finalisation,
     FinaliseAttempt,
     FinaliseCode,
-    RequeueCode,
-    RequeueRefused,
+    HoldCode,
+    HoldRefused,
 )
 from shared.tokens import TokenKeys
 
 log = logging.getLogger(__name__)
 # The reason on an attempt handed back because its begin did not reach the replicas in time.
 NOT_REPLICATED = "not_replicated"
-PROVIDER_REFUSED = "provider_paused_refusals"
+# The note on an operation whose undocumented refusal helped trip the guard: held for review.
+HELD_REFUSED = "held: tripped the refusals guard (provider paused); see docs/runbook.md"
 # Outcomes after which the provider may have taken the send: it stays counted in the quota.
 _MAY_HAVE_SENT = frozenset({Outcome.ACCEPTED, Outcome.AMBIGUOUS})
 
@@ -105,6 +106,9 @@ class AttemptRunner:
         self.guard = RefusalGuard(settings.refusal_guard_operations,
                                   settings.refusal_guard_window_ms)  # fmt: skip
         self.quota = quota
+        # operation -> a digest of the address its attempt is sending to (the guard counts
+        # distinct recipients); dropped as the attempt is finalised.
+        self._recipients: dict[str, str] = {}
 
     async def take_quota(self) -> int | None:
         """One send from the provider's daily quota: when it was taken (ms; 0 when there is
@@ -221,6 +225,7 @@ class AttemptRunner:
         composed = self._compose(job, begun, found, now)
         if isinstance(composed, Finalisation):
             return composed, ""
+        self._recipients[job.operation_id] = control.key_fingerprint(found.email)
         return await self.provider.send(job.operation_id, composed.message), composed.revision
 
     def _compose(
@@ -289,9 +294,9 @@ class AttemptRunner:
     ) -> None:  # fmt: skip
         now = clock.now_ms()
         final = result if isinstance(result, Finalisation) else self._decide(result, begun, now)
-        streak = None
+        trip = None
         if isinstance(result, SendResult):
-            final, streak = self._guarded(job, begun, final, now)
+            trip = self._guarded(job, begun, result, final, now)
         final = replace(final, template_revision=revision)
         code = await FinaliseAttempt(
             operation_id=job.operation_id,
@@ -304,8 +309,8 @@ class AttemptRunner:
         applied = code is FinaliseCode.OK  # else fenced: the lease was lost, nothing written
         if isinstance(result, SendResult):
             await self._feedback(result)
-        if streak:
-            await self._trip(job, streak)
+        if trip is not None:
+            await self._trip(trip)
         self._count(job, final, applied)
         event(
             log,
@@ -329,6 +334,8 @@ class AttemptRunner:
                 advice = retry_after.RetryAfter(retry_after.Source(result.retry_source),
                                                 advice.delay_ms)  # fmt: skip
             metrics.retry_after_source.labels(self.name, advice.source).inc()
+        if result.outcome is Outcome.PERMANENT and result.refusal is Refusal.UNDOCUMENTED:
+            return self._waiting(result, begun, now)
         return decide(
             result.outcome,
             result.status,
@@ -343,42 +350,57 @@ class AttemptRunner:
             pause=result.pause,
         )
 
+    def _waiting(self, result: SendResult, begun: Begun, now: int) -> Finalisation:
+        """A refusal nobody documents: whose it is is unknown, so the operation is not
+        failed. It waits a backoff, attempt refunded (only the delivery horizon ends it),
+        and the refusals guard counts it."""
+        final = decide(Outcome.TRANSIENT, result.status, attempt=1, now=now,
+                       horizon_at=begun.horizon_at, policy=self.policy, rng=self.rng,
+                       reason=result.reason)  # fmt: skip
+        return replace(final, outcome=Outcome.PERMANENT, refund=True,
+                       decision=f"{final.decision}; undocumented refusal, waits")  # fmt: skip
+
     def _guarded(
-        self, job: Job, begun: Begun, final: Finalisation, now: int
-    ) -> tuple[Finalisation, list[Refused] | None]:
-        """The refusals guard's say on a permanent refusal: the finalisation to write, and
-        the streak of operations it completes (the provider is then refusing us)."""
-        if not self.auth_paused:
-            self.guard.resumed()
+        self, job: Job, begun: Begun, result: SendResult, final: Finalisation, now: int
+    ) -> Trip | None:
+        """The refusals guard's say on one answer: the trip it completes, if any. Only an
+        undocumented refusal counts (a recipient's never does). The verdict is taken here,
+        with no await between the count and ``auth_paused``: no concurrent attempt of this
+        process can clear or repeat it."""
+        recipient = self._recipients.pop(job.operation_id, "")
         if final.next_state is State.ACCEPTED:
             self.guard.accepted()
-        if final.outcome is not Outcome.PERMANENT or final.next_state is not State.FAILED:
-            return final, None
-        if final.reason == self.guard.tripped:
-            return _provider_refused(final), None  # in flight when it tripped: requeued too
-        refusal = Refused(job.operation_id, begun.account_id, now)
-        streak = self.guard.refused(refusal, final.reason)
-        return (final, None) if streak is None else (_provider_refused(final), streak)
+        undocumented = (result.outcome is Outcome.PERMANENT
+                        and result.refusal is Refusal.UNDOCUMENTED)  # fmt: skip
+        if not undocumented or self.auth_paused:
+            return None  # refused while paused: it waits; the trip already held its streak
+        refusal = Refused(job.operation_id, begun.account_id, now, recipient)
+        trip = self.guard.refused(refusal, final.reason)
+        if trip is not None:
+            self.auth_paused = True  # this process stops now; the others within a second
+        return trip
 
-    async def _trip(self, job: Job, streak: list[Refused]) -> None:
-        """Pause the provider and hand the streak's other operations back to the queue."""
-        self.auth_paused = True
+    async def _trip(self, trip: Trip) -> None:
+        """Pause the provider (unless another sender or kind paused it first) and hold the
+        streak's operations for a person."""
         window = self.guard.window_ms / 1000
-        reason = (f"{len(streak)} distinct operations refused alike within {window:g} s: "
-                  f"{self.guard.tripped}")  # fmt: skip
-        await control.provider_pause(self.client, self.name, control.PauseKind.REFUSALS, reason,
-                                     fingerprint=control.key_fingerprint(self.api_key))  # fmt: skip
-        now = clock.now_ms()
-        requeued = 0
-        for refused in streak:
-            if refused.operation_id != job.operation_id:
-                code, _ = await RequeueRefused(
-                    operation_id=refused.operation_id, account_id=refused.account_id, now=now,
-                    reason=self.guard.tripped, note=PROVIDER_REFUSED).run(self.client)  # fmt: skip
-                requeued += code is RequeueCode.OK
-        event(log, logging.ERROR, "provider refuses every operation alike; sending paused",
-              provider=self.name, reason=self.guard.tripped, operations=len(streak),
-              requeued=requeued)  # fmt: skip
+        reason = (f"{len(trip.streak)} distinct operations, recipients and accounts refused "
+                  f"alike within {window:g} s by an answer no provider page documents: "
+                  f"{trip.reason}")  # fmt: skip
+        ids = [refused.operation_id for refused in trip.streak]
+        fingerprint = control.key_fingerprint(self.api_key)
+        wrote = await control.refusals_pause(self.client, self.name, reason, ids, fingerprint)
+        held = 0
+        if wrote:
+            now = clock.now_ms()
+            for operation_id in ids:
+                code, _ = await HoldRefused(operation_id=operation_id, now=now,
+                                            reason=trip.reason, note=HELD_REFUSED).run(
+                                                self.client)  # fmt: skip
+                held += code is HoldCode.OK
+        event(log, logging.ERROR, "provider refuses operations alike; sending paused",
+              provider=self.name, reason=trip.reason, operations=len(ids), held=held,
+              paused_here=wrote)  # fmt: skip
 
     async def _feedback(self, result: SendResult) -> None:
         if result.outcome is Outcome.THROTTLED:
@@ -427,8 +449,3 @@ def _checked_recipient(account: Account, begun: Begun) -> Account | Finalisation
     return Finalisation(Outcome.PERMANENT, 0, State.FAILED, reason="directory_address_invalid",
                         decision="never retried")  # fmt: skip
 
-
-def _provider_refused(final: Finalisation) -> Finalisation:
-    """A refusal that was the provider's, not the player's: back to the queue, refunded."""
-    return replace(final, next_state=State.QUEUED, refund=True, reason=PROVIDER_REFUSED,
-                   decision="requeued; provider paused (refusals guard)")  # fmt: skip

@@ -36,6 +36,21 @@ class EventModel(StrEnum):
     QUEUE = "queue"  # events arrive on a queue (SES -> SNS -> SQS)
 
 
+class Refusal(StrEnum):
+    """Whose refusal a provider's answer is: the one rule every adapter classifies by
+    (docs/providers.md, "Whose refusal is it").
+
+    An operation fails on a refusal only when the provider documents the answer as about
+    that recipient. A documented refusal of our key, account, sender identity, domain,
+    endpoint or configuration pauses the provider at its first occurrence (an ``AUTH``
+    outcome, :func:`account_refused`). A refusal nobody documented keeps the operation
+    waiting and counts toward the refusals guard (services/sender/guard.py).
+    """
+
+    RECIPIENT = "recipient"  # documented as about this recipient: the operation fails
+    UNDOCUMENTED = "undocumented"  # nobody documents it: the operation waits; the guard counts
+
+
 class RateSignalKind(StrEnum):
     RETRY_AFTER = "retry-after"
     X_RATELIMIT = "x-ratelimit"  # X-RateLimit-Limit / -Remaining / -Reset
@@ -97,6 +112,8 @@ class SendResult:
     # provider's own words, for the pause (shared.control sanitises them).
     pause: str = "credentials"
     detail: str = ""
+    # A PERMANENT outcome's :class:`Refusal`: only a recipient refusal fails the operation.
+    refusal: Refusal = Refusal.RECIPIENT
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,20 +231,31 @@ def undocumented_success(status: int) -> SendResult:
     return SendResult(Outcome.AMBIGUOUS, status, reason=f"undocumented_{status}")
 
 
-def server_error(status: int, refused: bool) -> SendResult:
-    """A 5xx to a send of a provider without an idempotency key. The request was written,
-    and a 500/502/504 from the provider or a gateway in front of it proves nothing about
-    acceptance: ambiguous, settled by lookup, events or the window, never by a blind resend.
-    ``refused``: the answer is the provider's own documented error (its JSON error shape),
-    which it gives for a request it did not take: safe to try again."""
-    if refused:
-        return SendResult(Outcome.TRANSIENT, status, reason=f"http_{status}")
+def server_error(status: int) -> SendResult:
+    """A 5xx (or a 408) to a send of a provider without an idempotency key. The request body
+    was written, and no provider documents that an answer in its own error shape means the
+    mail was not taken: a provider may take the mail and still answer 500 ``{"errors": …}``.
+    Whatever the body says, the answer proves nothing about acceptance: ambiguous, settled by
+    lookup, events or review, never by a blind resend."""
     return SendResult(Outcome.AMBIGUOUS, status, reason=f"unproven_{status}")
 
 
+def recipient_refused(status: int, reason: str) -> SendResult:
+    """A refusal the provider documents as about this one recipient: the operation fails."""
+    return SendResult(Outcome.PERMANENT, status, reason=reason, refusal=Refusal.RECIPIENT)
+
+
+def undocumented_refusal(status: int, reason: str) -> SendResult:
+    """A refusal no page of the provider explains: the operation waits (not failed) and the
+    refusals guard counts it."""
+    return SendResult(Outcome.PERMANENT, status, reason=reason, refusal=Refusal.UNDOCUMENTED)
+
+
 def account_refused(status: int, reason: str, detail: str) -> SendResult:
-    """A documented answer that refuses every send of the account or domain, not one
-    address: the provider pauses (operations stay queued, attempt refunded, a page)."""
+    """A documented answer about our side — key, account, sender identity, domain, endpoint
+    or configuration — not one address: every send would be refused alike, so the provider
+    pauses at the first one, ``detail`` (the provider's words) in the pause; operations stay
+    queued, attempt refunded, a page."""
     return SendResult(Outcome.AUTH, status, reason=reason, pause="account", detail=detail)
 
 

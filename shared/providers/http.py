@@ -23,17 +23,22 @@ from shared.providers.base import (
     PollResult,
     RateSignalKind,
     SendResult,
+    account_refused,
     first_id,
     lookup_answer,
     message_id,
     poll_result,
+    recipient_refused,
     redirect,
     redirected,
     transport_failure,
+    undocumented_refusal,
     undocumented_success,
 )
 
-_PERMANENT = frozenset({400, 404, 413, 422})
+# docs/provider-contract.md: 422 refuses the recipient; 400, 404, 413 our request or endpoint.
+_RECIPIENT = 422
+_OURS = frozenset({400, 404, 413})
 _AUTH = frozenset({401, 403})
 SUCCESS = frozenset({200, 202})
 
@@ -63,7 +68,22 @@ def classify_status(status: int) -> Outcome:
         return Outcome.AUTH
     if status == 409 or status == 408 or status >= 500:
         return Outcome.TRANSIENT  # 409: the same key is still in flight at the provider
-    return Outcome.PERMANENT if status in _PERMANENT or 400 <= status < 500 else Outcome.TRANSIENT
+    return Outcome.PERMANENT if 400 <= status < 500 else Outcome.TRANSIENT
+
+
+def refused(answer: Answer) -> SendResult:
+    """A refusal, by whose it is (shared.providers.base.Refusal)."""
+    status = answer.status
+    outcome = classify_status(status)
+    if outcome is Outcome.PERMANENT and status == _RECIPIENT:
+        return recipient_refused(status, f"http_{status}")
+    if outcome is Outcome.PERMANENT and status in _OURS:
+        words = str(answer.json().get("message") or f"HTTP {status}")
+        return account_refused(status, f"http_{status}", words)
+    if outcome is Outcome.PERMANENT:
+        return undocumented_refusal(status, f"http_{status}")
+    return SendResult(outcome, status, retry_after=answer.headers.get("Retry-After"),
+                      server_date=answer.headers.get("Date"), rate=answer.rate())  # fmt: skip
 
 
 def send_result(answer: Answer) -> SendResult:
@@ -73,13 +93,7 @@ def send_result(answer: Answer) -> SendResult:
     if 200 <= status < 300 and status not in SUCCESS:
         return undocumented_success(status)
     if status not in SUCCESS:
-        return SendResult(
-            classify_status(status),
-            status,
-            retry_after=answer.headers.get("Retry-After"),
-            server_date=answer.headers.get("Date"),
-            rate=answer.rate(),
-        )
+        return refused(answer)
     found = message_id(answer.json().get("id"))
     if not found:
         # Accepted, but we cannot tell by what id: reconcile by key instead of guessing.

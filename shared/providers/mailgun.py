@@ -6,9 +6,13 @@ Sources (read 2026-11):
   ``subject``, ``text``, ``html`` and ``v:<name>`` user variables; 200
   ``{"id": "<…>", "message": "Queued. Thank you."}``; 25 MB per message, 1,000 recipients)
 - Response codes: https://documentation.mailgun.com/docs/mailgun/quickstart-guide/responses
-  (400 with a "message"; 401/403 auth or access denied; 404 "can be temporal" — the system
-  is eventually consistent; 429 retry as the response says; 500 retry with backoff — a 500 in that
-  JSON shape; a 5xx without it after the request was written is ambiguous)
+  (400 with a "message": one naming the recipient (``'to' parameter is not a valid
+  address``) fails that reset, any other text is undocumented; 401/403 auth or access denied;
+  404 "can be temporal" — the system is eventually consistent — but a 404 without a JSON
+  body is "a mistake in the API request, such as a non-existing endpoint" (a base URL
+  ending in ``/v3`` gets it): ours, the provider pauses; 429 retry as the response says;
+  500 "retry with backoff" — yet no page says the mail was not taken, so any 5xx or 408
+  after the request was written is ambiguous)
 - Events and polling: https://documentation.mailgun.com/docs/mailgun/api-reference/send/mailgun/events
   and https://documentation.mailgun.com/docs/mailgun/user-manual/events/event-polling
   (``GET /v3/{domain}/events``; the documented filter fields are event, list, attachment,
@@ -59,6 +63,7 @@ from shared.providers.base import (
     redirected,
     server_error,
     transport_failure,
+    undocumented_refusal,
     undocumented_success,
 )
 from shared.providers.sendgrid import retry_in
@@ -78,6 +83,9 @@ ACCOUNT_REFUSALS: dict[int, dict[str, str]] = {
           "free accounts are for test purposes only": "free_account"},
     404: {"domain not found": "domain_not_found"},
 }  # fmt: skip
+# A 400's message about the recipient (the Messages API's ``to``): the reset fails; any other
+# 400 text no page explains is undocumented (the operation waits; the guard counts it).
+_RECIPIENT_WORDS = ("'to'", "to parameter", "recipient", "not a valid address")
 EVENT_RETENTION_SECONDS = 3 * 86400
 _PERMANENT = {400: "bad_request", 413: "payload_too_large", 414: "uri_too_long",
               415: "unsupported_media_type"}  # fmt: skip
@@ -140,18 +148,30 @@ def send_result(answer: Answer) -> SendResult:
         return SendResult(Outcome.ACCEPTED, status, found, rate=answer.rate())
     if 200 <= status < 300:
         return undocumented_success(status)
-    if status >= 500:
-        return replace(server_error(status, documented_error(answer)), rate=answer.rate())
+    if status >= 500 or status == 408:
+        return replace(server_error(status), rate=answer.rate())  # it may have been taken
     wait, source = throttle_wait(answer, time.time())
     if status == 429 or source == Source.MESSAGE:
         return SendResult(Outcome.THROTTLED, status, reason=f"http_{status}", retry_after=wait,
                           server_date=answer.headers.get("Date"), rate=answer.rate(),
                           retry_source=source)  # fmt: skip
     refusal = account_refusal(answer)
-    if refusal is not None:
-        return refusal
+    return refusal if refusal is not None else _refused(answer)
+
+
+def _refused(answer: Answer) -> SendResult:
+    """A 4xx that is not a throttle nor a refusal of the domain, account or endpoint."""
+    status = answer.status
+    outcome, reason = _outcome(status), _PERMANENT.get(status, f"http_{status}")
+    if status in _PERMANENT and status != 400:
+        # 413/414/415: the request we build, not the recipient: every send alike.
+        return account_refused(status, reason, _words(answer) or f"HTTP {status} {reason}")
+    if status == 400 and not _about_recipient(_words(answer)):
+        return replace(undocumented_refusal(status, reason), rate=answer.rate())
+    if outcome is Outcome.TRANSIENT and status != 404:
+        return replace(undocumented_refusal(status, reason), rate=answer.rate())
     return SendResult(
-        _outcome(status), status, reason=_PERMANENT.get(status, f"http_{status}"),
+        outcome, status, reason=reason,
         retry_after=answer.headers.get("Retry-After"), server_date=answer.headers.get("Date"),
         rate=answer.rate(),
     )  # fmt: skip
@@ -191,7 +211,12 @@ def _stated_wait(words: object, now: float) -> str | None:
 
 
 def account_refusal(answer: Answer) -> SendResult | None:
-    """The pause for a refusal of the whole domain or account, None for any other answer."""
+    """The pause for a refusal of the whole domain or account, or of our endpoint (a 404
+    that is not Mailgun's JSON), None for any other answer."""
+    if answer.status == 404 and not documented_error(answer):
+        return account_refused(404, "endpoint_not_found",
+                               "HTTP 404 without Mailgun's JSON: a non-existing endpoint; "
+                               "check the base URL (no /v3) and region")  # fmt: skip
     texts = ACCOUNT_REFUSALS.get(answer.status)
     words = answer.json().get("message") if texts else None
     if not isinstance(words, str):
@@ -201,6 +226,17 @@ def account_refusal(answer: Answer) -> SendResult | None:
         if text in lowered:
             return account_refused(answer.status, reason, words)
     return None
+
+
+def _about_recipient(words: str) -> bool:
+    """A 400 whose message names the recipient ("'to' parameter is not a valid address")."""
+    lowered = words.lower()
+    return any(text in lowered for text in _RECIPIENT_WORDS)
+
+
+def _words(answer: Answer) -> str:
+    words = answer.json().get("message")
+    return words if isinstance(words, str) else ""
 
 
 def documented_error(answer: Answer) -> bool:
@@ -213,7 +249,7 @@ def _outcome(status: int) -> Outcome:
         return Outcome.AUTH
     if status in _PERMANENT:
         return Outcome.PERMANENT
-    return Outcome.TRANSIENT  # 404 "can be temporal", 5xx, and anything undocumented
+    return Outcome.TRANSIENT  # 404 "can be temporal"; anything else is undocumented
 
 
 def found_message_id(body: dict[str, object], operation_id: str) -> str:

@@ -7,8 +7,15 @@ Sources (read 2026-11):
   at most 50 recipients; 10 MB per message)
 - API overview, HTTP status and error codes: https://postmarkapp.com/developer/api/overview
   (401 bad token; 413 payload too large; 422 with ``ErrorCode``; 429 rate limited; 500;
-  503 planned maintenance; every error body ``{"ErrorCode", "Message"}``: a 5xx without it,
-  after the request was written, is ambiguous)
+  503 planned maintenance; every error body ``{"ErrorCode", "Message"}``; a 404 asks to
+  "ensure the endpoint … are correct": our base URL, so the provider pauses. A 5xx, in
+  that shape or not, after the request was written is ambiguous: no page says it was not
+  taken)
+- ErrorCode 300 naming the From: https://postmarkapp.com/support/article/troubleshooting-422-unprocessable-entity-errors
+  (``"Invalid 'From' address: '…' is not a verified sender signature."``) and
+  https://postmarkapp.com/support/article/1180-what-does-errorcode-300-mean (an unquoted
+  display name with punctuation): our sender, not the player; any other 300 is about the
+  request's recipient (an invalid ``To``).
 - Outbound message search by metadata: https://postmarkapp.com/developer/api/messages-api
   and https://postmarkapp.com/support/article/1125-custom-metadata-faq
   (``GET /messages/outbound?count=&offset=&metadata_<key>=<value>``; messages kept for the
@@ -41,6 +48,7 @@ from shared.providers.base import (
     LookupTrust,
     Message,
     RateSignalKind,
+    Refusal,
     SendResult,
     account_refused,
     first_id,
@@ -50,6 +58,7 @@ from shared.providers.base import (
     redirected,
     server_error,
     transport_failure,
+    undocumented_refusal,
     undocumented_success,
 )
 
@@ -60,6 +69,9 @@ RETENTION_SECONDS = 45 * 86400
 # refusals pause the provider (as a rejected key does): every send would fail the same way.
 # The AUTH codes that refuse the account or its sender, not our token.
 ACCOUNT_CODES = frozenset({400, 401, 405, 412, 413, 1101})
+# The codes documented as about the request's recipient: the only ones that fail a reset
+# (300 "Invalid email request" naming the To, 406 "Inactive recipient").
+RECIPIENT_CODES = frozenset({300, 406})
 ERROR_CODES: dict[int, tuple[Outcome, str]] = {
     10: (Outcome.AUTH, "bad_or_missing_api_token"),
     100: (Outcome.TRANSIENT, "maintenance"),
@@ -81,13 +93,16 @@ ERROR_CODES: dict[int, tuple[Outcome, str]] = {
 }
 _STATUS: dict[int, tuple[Outcome, str]] = {
     401: (Outcome.AUTH, "unauthorized"),
-    404: (Outcome.PERMANENT, "entity_does_not_exist"),
+    404: (Outcome.AUTH, "entity_does_not_exist"),
     413: (Outcome.PERMANENT, "payload_too_large"),
     415: (Outcome.PERMANENT, "unsupported_media_type"),
     429: (Outcome.THROTTLED, "rate_limit_exceeded"),
-    500: (Outcome.TRANSIENT, "internal_server_error"),
-    503: (Outcome.TRANSIENT, "service_unavailable"),
 }
+# Statuses whose documented meaning is our side (the endpoint, the payload we build), never
+# the recipient: the provider pauses at the first one, Postmark's words in the pause.
+ACCOUNT_STATUSES = frozenset({404, 413, 415})
+# An ErrorCode 300 whose message names the From is about our sender (troubleshooting-422).
+_FROM = ("'from'", "sender signature", "from address")
 
 
 def capabilities(settle_seconds: float) -> Capabilities:
@@ -136,11 +151,6 @@ def _words(answer: Answer) -> str:
     return words if isinstance(words, str) else ""
 
 
-def documented_error(answer: Answer) -> bool:
-    """Postmark's error shape (API overview): ``{"ErrorCode": <int>, "Message": <text>}``."""
-    return _error_code(answer) is not None and isinstance(answer.json().get("Message"), str)
-
-
 def send_result(answer: Answer) -> SendResult:
     status = answer.status
     if redirect(status):
@@ -161,19 +171,38 @@ def _refused(answer: Answer) -> SendResult:
     if status == 403 and code is None:
         # Postmark's network layer (no ErrorCode): every send from here is refused alike.
         return account_refused(status, "forbidden", _words(answer) or "HTTP 403 Forbidden")
-    if status == 422 and code in ACCOUNT_CODES:
-        return account_refused(status, ERROR_CODES[code][1], _words(answer))
+    if status >= 500 or status == 408:
+        return server_error(status)  # the body was written: it may have been taken
     if status == 422 and code is not None:
-        outcome, reason = ERROR_CODES.get(code, (Outcome.PERMANENT, f"error_code_{code}"))
-    elif status >= 500 and not documented_error(answer):
-        return server_error(status, refused=False)
-    else:
-        fallback = Outcome.TRANSIENT if status >= 500 else Outcome.PERMANENT
-        outcome, reason = _STATUS.get(status, (fallback, f"http_{status}"))
+        return _error_coded(answer, code)
+    if status in ACCOUNT_STATUSES:
+        words = _words(answer) or f"HTTP {status}: ensure the endpoint and payload are correct"
+        return account_refused(status, _STATUS[status][1], words)
+    outcome, reason = _STATUS.get(status, (Outcome.PERMANENT, f"http_{status}"))
+    if status not in _STATUS:
+        return undocumented_refusal(status, reason)
     return SendResult(
         outcome, status, reason=reason,
         retry_after=answer.headers.get("Retry-After"), server_date=answer.headers.get("Date"),
     )  # fmt: skip
+
+
+def _error_coded(answer: Answer, code: int) -> SendResult:
+    """A 422 by its ErrorCode (the API overview's table): who the refusal is about."""
+    words = _words(answer)
+    if code == 300 and any(w in words.lower() for w in _FROM):
+        return account_refused(422, "invalid_from", words)
+    if code in ACCOUNT_CODES:
+        return account_refused(422, ERROR_CODES[code][1], words)
+    if code not in ERROR_CODES:
+        return undocumented_refusal(422, f"error_code_{code}")
+    outcome, reason = ERROR_CODES[code]
+    if outcome is Outcome.PERMANENT and code not in RECIPIENT_CODES:
+        # Our request's shape (invalid JSON, too many messages …): every send alike.
+        return account_refused(422, reason, words or reason)
+    return SendResult(outcome, 422, reason=reason, refusal=Refusal.RECIPIENT,
+                      retry_after=answer.headers.get("Retry-After"),
+                      server_date=answer.headers.get("Date"))  # fmt: skip
 
 
 def found_message_id(body: dict[str, Any], operation_id: str) -> str:

@@ -7,8 +7,12 @@ Sources (read 2026-11):
 - Errors: https://www.twilio.com/docs/sendgrid/api-reference/how-to-use-the-sendgrid-v3-api/errors
 - Responses: https://www.twilio.com/docs/sendgrid/api-reference/how-to-use-the-sendgrid-v3-api/responses
   (403: sender identity not verified, or temporarily blocked for repeated bad requests)
-  (5xx: the error body ``{"errors": [{"message"}]}``; anything else — a gateway's page, no
-  body — after the request was written is ambiguous, not a refusal)
+  (5xx: the error body ``{"errors": [{"message"}]}``; no page says such an answer means the
+  mail was not taken, so any 5xx or 408 after the request was written is ambiguous)
+  (400: the errors name the ``field``; one under ``personalizations`` is about the
+  recipient and fails the reset, any other (``from``, ``content`` …) is our sender identity
+  or payload and pauses, none says nobody's; 404/405/406/413/415/451 are about our endpoint
+  or payload and pause)
 - Rate limits: https://www.twilio.com/docs/sendgrid/api-reference/how-to-use-the-sendgrid-v3-api/rate-limits
   (``X-RateLimit-Limit/-Remaining/-Reset``, Reset an epoch; a 429 carries no Retry-After)
 - Dynamic templates: the Mail Send page (``template_id``, and per personalization
@@ -41,6 +45,7 @@ from shared.providers.base import (
     LookupResult,
     Message,
     RateSignalKind,
+    Refusal,
     SendResult,
     account_refused,
     message_id,
@@ -48,6 +53,7 @@ from shared.providers.base import (
     redirected,
     server_error,
     transport_failure,
+    undocumented_refusal,
     undocumented_success,
 )
 
@@ -132,12 +138,30 @@ def _refused(answer: Answer, now: float) -> SendResult:
         return replace(account_refused(status, "http_403", _words(answer)), rate=rate)
     if status == 401:
         return SendResult(Outcome.AUTH, status, reason=f"http_{status}", rate=rate)
+    if status >= 500 or status == 408:
+        return replace(server_error(status), rate=rate)  # written: it may have been taken
+    if status == 400:
+        return replace(_bad_request(answer), rate=rate)
     if status in _PERMANENT:
-        return SendResult(Outcome.PERMANENT, status, reason=_PERMANENT[status], rate=rate)
-    if status >= 500:
-        return replace(server_error(status, documented_error(answer)), rate=rate)
-    # Any 4xx SendGrid does not document for Mail Send: try again later.
-    return SendResult(Outcome.TRANSIENT, status, reason=f"http_{status}", rate=rate)
+        words = _words(answer) or f"HTTP {status} {_PERMANENT[status]}"
+        return replace(account_refused(status, _PERMANENT[status], words), rate=rate)
+    # Any 4xx SendGrid does not document for Mail Send: nobody says whose it is.
+    return replace(undocumented_refusal(status, f"http_{status}"), rate=rate)
+
+
+def _bad_request(answer: Answer) -> SendResult:
+    """A 400 by the ``field`` its errors name (the Errors page): the recipient's
+    (``personalizations…``) fails the reset; any other named field is the request we build
+    or our sender identity (a pause); no field at all says nobody's (undocumented)."""
+    errors = answer.json().get("errors")
+    fields = {e.get("field") for e in errors if isinstance(e, dict)} if isinstance(
+        errors, list) else set()  # fmt: skip
+    named = {f for f in fields if isinstance(f, str) and f}
+    if named and all(f.startswith("personalizations") for f in named):
+        return SendResult(Outcome.PERMANENT, 400, reason="bad_request", refusal=Refusal.RECIPIENT)
+    if named:
+        return account_refused(400, "bad_request", _words(answer) or "HTTP 400")
+    return undocumented_refusal(400, "bad_request")
 
 
 def _words(answer: Answer) -> str:
@@ -145,16 +169,6 @@ def _words(answer: Answer) -> str:
     first = errors[0] if isinstance(errors, list) and errors else None
     words = first.get("message") if isinstance(first, dict) else None
     return words if isinstance(words, str) else ""
-
-
-def documented_error(answer: Answer) -> bool:
-    """SendGrid's error shape (the Errors page): ``{"errors": [{"message": …}, …]}``."""
-    errors = answer.json().get("errors")
-    return (
-        isinstance(errors, list)
-        and bool(errors)
-        and all(isinstance(e, dict) and isinstance(e.get("message"), str) for e in errors)
-    )
 
 
 class SendGridProvider:

@@ -20,6 +20,14 @@ Sources (read 2026-11):
   https://docs.aws.amazon.com/ses/latest/APIReference-V2/API_Template.html; the template
   (CreateEmailTemplate) holds the subject and both parts. SendEmail answers a template it
   cannot find with NotFoundException (v1 says TemplateDoesNotExist).
+- Whose refusal: "Email address is not verified. The following identities failed the check
+  in region …: identity1, identity2" names the identities
+  (https://docs.aws.amazon.com/ses/latest/dg/troubleshoot-error-messages.html). In the SES
+  sandbox the recipient must be verified too
+  (https://docs.aws.amazon.com/ses/latest/dg/request-production-access.html): an identity
+  that is the recipient fails that reset; the From (or its domain) pauses SES. A
+  NotFoundException or BadRequestException naming the configuration set is ours
+  (SendEmail's ``ConfigurationSetName``, "does not exist"): SES pauses.
 
 No native idempotency key, no lookup: an ambiguous send waits for the event window.
 botocore's own retries are off: a retried SendEmail after a timeout is a second email.
@@ -30,6 +38,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+from email.utils import parseaddr
 from typing import Any
 
 from botocore.exceptions import (
@@ -53,6 +62,8 @@ from shared.providers.base import (
     SendResult,
     account_refused,
     message_id,
+    recipient_refused,
+    undocumented_refusal,
 )
 from shared.quota import QUOTA_EXCEEDED
 
@@ -129,24 +140,65 @@ def request(operation_id: str, message: Message, configuration_set: str = "") ->
 # The AUTH codes about the account, its identities or our clock, not our credentials.
 ACCOUNT_CODES = frozenset({"SendingPausedException", "AccountSuspendedException",
                            "MailFromDomainNotVerifiedException", "RequestExpired"})  # fmt: skip
-# MessageRejected for an unverified From identity ("Email address is not verified. The
-# following identities failed the check in region …"): every send from it fails alike.
+# MessageRejected "Email address is not verified. The following identities failed the check
+# in region …: a, b": the identities it names say whose (see unverified()).
 _UNVERIFIED = "not verified"
+_CONFIGURATION_SET = "configuration set"
+# The codes SendEmail documents that refuse the request's content or a recipient.
+_RECIPIENT_CODES = frozenset({"MessageRejected", "BadRequestException", "ValidationError"})
 
 
-def classify_error(error: ClientError, templated: bool = False) -> SendResult:
+def classify_error(
+    error: ClientError, templated: bool = False, message: Message | None = None
+) -> SendResult:
+    """``message``: the send, to tell its recipient from its From in SES's words."""
     info = error.response.get("Error", {})
     code, words = str(info.get("Code", "")), str(info.get("Message", ""))
     status = int(error.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
-    if code in ACCOUNT_CODES or (code == "MessageRejected" and _UNVERIFIED in words.lower()):
+    if code == "MessageRejected" and _UNVERIFIED in words.lower():
+        return unverified(status, words, message)
+    if code in ACCOUNT_CODES:
         return account_refused(status, code, words or code)
+    if code in TEMPLATE_MISSING and _CONFIGURATION_SET in words.lower():
+        return account_refused(status, "configuration_set_not_found", words)
+    if code == "BadRequestException" and _CONFIGURATION_SET in words.lower():
+        return account_refused(status, "configuration_set_invalid", words)
     if templated and code in TEMPLATE_MISSING:
         return account_refused(status, "template_not_found", words or code)
     outcome = ERROR_CODES.get(code) or _by_status(status)
     if outcome is Outcome.THROTTLED and "quota" in str(info.get("Message", "")).lower():
         # "Daily message quota exceeded": not a rate, a window to wait out (shared.quota).
         return SendResult(outcome, status, reason=QUOTA_EXCEEDED)
-    return SendResult(outcome, status, reason=code or f"http_{status}")
+    reason = code or f"http_{status}"
+    if outcome is Outcome.PERMANENT and code not in _RECIPIENT_CODES:
+        return undocumented_refusal(status, reason)
+    return SendResult(outcome, status, reason=reason)
+
+
+def unverified(status: int, words: str, message: Message | None) -> SendResult:
+    """An identity failed SES's verification check: the From (or its domain) pauses SES;
+    identities that are all this send's recipients (the account is in the SES sandbox)
+    fail this reset only. One SES names neither way is taken as the From's."""
+    named = _identities(words)
+    sender = _address(str(message["from"])) if message else ""
+    recipients = {_address(str(to)) for to in (message or {}).get("to", [])}
+    ours = {sender, sender.partition("@")[2]} - {""}
+    if named and not named & ours and named <= recipients:
+        return recipient_refused(status, "recipient_not_verified")
+    return account_refused(status, "MessageRejected", words or "MessageRejected")
+
+
+def _identities(words: str) -> set[str]:
+    """The identities after "failed the check in region …:" ("" parts dropped), lowered."""
+    _, colon, tail = words.partition("failed the check")
+    if not colon:
+        return set()
+    listed = tail.partition(":")[2]
+    return {part.strip().strip(".").lower() for part in listed.split(",")} - {""}
+
+
+def _address(text: str) -> str:
+    return parseaddr(text)[1].lower()
 
 
 def _by_status(status: int) -> Outcome:
@@ -216,7 +268,7 @@ class SesProvider:
                 **request(operation_id, message, self.configuration_set)
             )
         except ClientError as error:
-            return classify_error(error, templated="template" in message)
+            return classify_error(error, templated="template" in message, message=message)
         except BotoCoreError as error:
             return transport_error(error)
         found = message_id(reply.get("MessageId"))

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from shared.scripts import Request, Script, unsent
+from shared.scripts import Request, Script
 
 NOTE_LIMIT = 200  # characters of an operator's or the guard's note kept on the operation
 
@@ -176,23 +176,22 @@ class Quarantine(Request[tuple[QuarantineCode, str]]):
         return QuarantineCode(raw[0]), str(raw[1])
 
 
-class RequeueCode(StrEnum):
-    """requeue_refused.lua's reply codes."""
+class HoldCode(StrEnum):
+    """hold_refused.lua's reply codes."""
 
     OK = "ok"
     REFUSED = "refused"  # why not: the reply's detail
 
 
 @dataclass(slots=True, kw_only=True)
-class RequeueRefused(Request[tuple[RequeueCode, str]]):
-    """Hand a failed operation the refusals guard counted back to the queue (refunded);
-    (code, why not)."""
+class HoldRefused(Request[tuple[HoldCode, str]]):
+    """Hold for review an operation waiting on the undocumented refusal that tripped the
+    refusals guard; (code, why not)."""
 
-    SCRIPT = Script("requeue_refused")
-    CODES = RequeueCode
-    KEYS = ("operation", "ledger", "account", "send", "live")
+    SCRIPT = Script("hold_refused")
+    CODES = HoldCode
+    KEYS = ("operation", "due", "review")
 
-    account_id: str = unsent()
     now: int
     reason: str
     note: str
@@ -201,5 +200,5 @@ class RequeueRefused(Request[tuple[RequeueCode, str]]):
     def __post_init__(self) -> None:
         self.note = self.note[:NOTE_LIMIT]
 
-    def decode(self, raw: Any) -> tuple[RequeueCode, str]:
-        return RequeueCode(raw[0]), str(raw[1]) if len(raw) > 1 else ""
+    def decode(self, raw: Any) -> tuple[HoldCode, str]:
+        return HoldCode(raw[0]), str(raw[1]) if len(raw) > 1 else ""

@@ -26,8 +26,8 @@ from shared.scripts.attempts import (
     BeginAttempt,
     Finalisation,
     FinaliseAttempt,
+    HoldRefused,
     Quarantine,
-    RequeueRefused,
     ResolveAmbiguous,
 )
 from shared.tokens import TokenKeys
@@ -110,12 +110,11 @@ async def _promote(client: Redis, op: str, _: TokenKeys) -> Any:
     return await promote_due(client, PartitionKeys.of(op).partition, NOW)
 
 
-async def _requeue_refused(client: Redis, op: str, _: TokenKeys) -> Any:
+async def _hold_refused(client: Redis, op: str, _: TokenKeys) -> Any:
     key = PartitionKeys.of(op).operation(op)
-    await client.hset(key, mapping={"last_outcome": "permanent", "reason": "bad_request"})
-    return await RequeueRefused(operation_id=op, account_id="acct-1", now=NOW,
-                                reason="bad_request",
-                                note="provider_paused_refusals").run(client)  # fmt: skip
+    await client.hset(key, mapping={"last_outcome": "permanent", "reason": "error_code_9001"})
+    return await HoldRefused(operation_id=op, now=NOW, reason="error_code_9001",
+                             note="provider_paused_refusals").run(client)  # fmt: skip
 
 
 async def _consume(client: Redis, op: str, keys: TokenKeys) -> Any:
@@ -133,7 +132,7 @@ ACTIONS: dict[str, Action] = {
     "quarantine release": _quarantine("release"),
     "promote_due": _promote,
     "consume_token": _consume,
-    "requeue_refused": _requeue_refused,
+    "hold_refused": _hold_refused,
 }
 
 
@@ -163,13 +162,14 @@ async def test_every_script_moves_only_along_the_table(redis: Redis, token_keys:
     # scripts are known to make was seen (a script that stopped writing would fail here).
     assert {name.split(" ")[0] for name, _, _ in seen} == {
         "begin_attempt", "finalise_attempt", "resolve_ambiguous", "quarantine", "promote_due",
-        "consume_token", "requeue_refused",
+        "consume_token", "hold_refused",
     }  # fmt: skip
     pairs = {(before, after) for _, before, after in seen}
     assert (State.QUEUED, State.ATTEMPTING) in pairs
     assert (State.ATTEMPTING, State.AMBIGUOUS) in pairs
     assert (State.DEFERRED, State.QUEUED) in pairs
-    assert ("requeue_refused", State.FAILED, State.QUEUED) in seen  # the guard's one exit
+    assert ("hold_refused", State.DEFERRED, State.REVIEW) in seen  # the guard's moves
+    assert ("hold_refused", State.QUEUED, State.REVIEW) in seen
     assert pairs >= {(State.ATTEMPTING, goal) for goal in TRANSITIONS[State.ATTEMPTING]}
 
 

@@ -42,7 +42,7 @@ def success(kind: str, message_id: str = "m-1") -> tuple[int, dict[str, str], by
 
 
 def refused(kind: str, status: int) -> tuple[int, dict[str, str], bytes]:
-    """The provider's own documented error body (it did not take the send): SendGrid's
+    """The provider's own documented error body: SendGrid's
     ``{"errors": [{"message"}]}``, Postmark's ``{"ErrorCode", "Message"}``, Mailgun's
     ``{"message"}``."""
     if kind == "sendgrid":

@@ -15,7 +15,8 @@ import orjson
 import pytest
 
 from shared.model import Outcome
-from shared.providers.postmark import ERROR_CODES
+from shared.providers.base import Refusal
+from shared.providers.postmark import ERROR_CODES, RECIPIENT_CODES
 from tests.providers.conftest import Scripted
 from tests.providers.kinds import DOMAIN, JSON, KINDS, adapter, success
 
@@ -32,21 +33,24 @@ GATEWAY_PAGE = (b"<html><body><h1>502 Bad Gateway</h1></body></html>",
 
 SENDGRID = [
     (400, P, "bad_request"), (401, AU, "http_401"), (403, AU, "http_403"),
-    (404, P, "not_found"), (406, P, "not_acceptable"), (413, P, "payload_too_large"),
-    (415, P, "unsupported_media_type"), (451, P, "data_residency"),
-    (429, TH, "rate_limited"), (500, T, "http_500"), (503, T, "http_503"),
+    (404, AU, "not_found"), (406, AU, "not_acceptable"), (413, AU, "payload_too_large"),
+    (415, AU, "unsupported_media_type"), (451, AU, "data_residency"),
+    (429, TH, "rate_limited"), (500, AM, "unproven_500"), (503, AM, "unproven_503"),
+    (408, AM, "unproven_408"), (418, P, "http_418"),
     (200, AM, "undocumented_200"), (201, AM, "undocumented_201"), (204, AM, "undocumented_204"),
 ]  # fmt: skip
 MAILGUN = [
     (400, P, "bad_request"), (401, AU, "http_401"), (403, AU, "http_403"),
-    (404, T, "http_404"), (413, P, "payload_too_large"), (429, TH, "http_429"),
-    (500, T, "http_500"), (502, T, "http_502"), (201, AM, "undocumented_201"),
+    (404, T, "http_404"), (413, AU, "payload_too_large"), (429, TH, "http_429"),
+    (500, AM, "unproven_500"), (502, AM, "unproven_502"), (408, AM, "unproven_408"),
+    (418, P, "http_418"), (201, AM, "undocumented_201"),
     (204, AM, "undocumented_204"),
 ]  # fmt: skip
 POSTMARK_STATUS = [
-    (401, AU, "unauthorized"), (404, P, "entity_does_not_exist"), (413, P, "payload_too_large"),
-    (415, P, "unsupported_media_type"), (429, TH, "rate_limit_exceeded"),
-    (500, T, "internal_server_error"), (503, T, "service_unavailable"),
+    (401, AU, "unauthorized"), (404, AU, "entity_does_not_exist"),
+    (413, AU, "payload_too_large"), (415, AU, "unsupported_media_type"),
+    (429, TH, "rate_limit_exceeded"), (500, AM, "unproven_500"), (503, AM, "unproven_503"),
+    (408, AM, "unproven_408"), (418, P, "http_418"),
     (201, AM, "undocumented_201"), (204, AM, "undocumented_204"),
 ]  # fmt: skip
 
@@ -111,27 +115,107 @@ async def test_a_5xx_without_the_providers_error_body_is_ambiguous_not_transient
 
 
 @pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.parametrize("status", [500, 503])
-async def test_a_5xx_in_the_providers_documented_error_shape_is_transient(
+@pytest.mark.parametrize("status", [500, 503, 408])
+async def test_a_5xx_or_408_in_the_providers_documented_error_shape_is_still_ambiguous(
     scripted: Scripted, kind: str, status: int
 ) -> None:
     """SendGrid's ``{"errors": [{"message"}]}``, Postmark's ``{"ErrorCode", "Message"}``,
-    Mailgun's ``{"message"}``: the provider itself answered that it did not take it."""
+    Mailgun's ``{"message"}``: none of their pages says such an answer means the mail was
+    not taken, and the body was written: a blind resend may be a second email."""
     scripted.script((status, JSON, DOCUMENTED_ERROR[kind]))
-    assert (await _send(kind, scripted)).outcome is T
+    result = await _send(kind, scripted)
+    assert (result.outcome, result.reason) == (AM, f"unproven_{status}")
 
 
 @pytest.mark.parametrize("code", sorted(ERROR_CODES))
 async def test_postmark_422_is_classified_by_error_code(scripted: Scripted, code: int) -> None:
+    """postmarkapp.com/developer/api/overview#error-codes: 300 and 406 are about the
+    recipient (they fail the reset); every other refusal code is about our side (a pause)."""
     scripted.script((422, JSON, orjson.dumps({"ErrorCode": code, "Message": "x"})))
     result = await _send("postmark", scripted)
-    assert (result.outcome, result.reason) == ERROR_CODES[code]
+    outcome, reason = ERROR_CODES[code]
+    if outcome is P and code not in RECIPIENT_CODES:
+        outcome = AU
+    assert (result.outcome, result.reason) == (outcome, reason)
+    if outcome is P:
+        assert result.refusal is Refusal.RECIPIENT
 
 
-async def test_postmark_unknown_error_code_is_permanent(scripted: Scripted) -> None:
+async def test_postmark_unknown_error_code_is_undocumented(scripted: Scripted) -> None:
     scripted.script((422, JSON, orjson.dumps({"ErrorCode": 9999, "Message": "x"})))
     result = await _send("postmark", scripted)
-    assert (result.outcome, result.reason) == (P, "error_code_9999")
+    assert (result.outcome, result.reason, result.refusal) == (
+        P, "error_code_9999", Refusal.UNDOCUMENTED)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("words", "outcome"),
+    [("Invalid 'From' address: 'sender@example.com' is not a verified sender signature.", AU),
+     ("Invalid 'To' address: 'p@'.", P)],
+)  # fmt: skip
+async def test_postmark_300_naming_the_from_pauses_and_naming_the_to_fails_the_reset(
+    scripted: Scripted, words: str, outcome: Outcome
+) -> None:
+    """ErrorCode 300 (postmarkapp.com/support/article/troubleshooting-422-unprocessable-entity-
+    errors: "Invalid 'From' address: … is not a verified sender signature"): about our sender
+    when its words name the From; otherwise about the request's recipient."""
+    scripted.script((422, JSON, orjson.dumps({"ErrorCode": 300, "Message": words})))
+    result = await _send("postmark", scripted)
+    assert result.outcome is outcome, result
+    if outcome is AU:
+        assert (result.pause, result.detail) == ("account", words)
+
+
+async def test_postmark_404_pauses_with_its_words(scripted: Scripted) -> None:
+    """postmarkapp.com/developer/api/overview: 404 "ensure the endpoint … are correct"."""
+    scripted.script((404, JSON, orjson.dumps({"ErrorCode": 0, "Message": "Not found"})))
+    result = await _send("postmark", scripted)
+    assert (result.outcome, result.pause, result.detail) == (AU, "account", "Not found")
+
+
+async def test_a_mailgun_404_without_json_pauses_naming_the_base_url(scripted: Scripted) -> None:
+    """documentation.mailgun.com/docs/mailgun/quickstart-guide/responses: a 404 is "a mistake
+    in the API request, such as a non-existing endpoint" (a base URL ending in /v3)."""
+    scripted.script((404, {"Content-Type": "text/html"}, b"<html>404 page not found</html>"))
+    result = await _send("mailgun", scripted)
+    assert (result.outcome, result.pause, result.reason) == (AU, "account", "endpoint_not_found")
+    assert "base URL" in result.detail
+
+
+@pytest.mark.parametrize(
+    ("field", "refusal"),
+    [("personalizations.0.to.0.email", Refusal.RECIPIENT), ("from.email", None),
+     ("content.0.value", None), (None, Refusal.UNDOCUMENTED)],
+)  # fmt: skip
+async def test_sendgrid_400_names_whose_field_it_is(
+    scripted: Scripted, field: str | None, refusal: Refusal | None
+) -> None:
+    """twilio.com/docs/sendgrid/api-reference/how-to-use-the-sendgrid-v3-api/errors: each
+    error names its ``field``: the recipient's fails the reset, the From or the content we
+    build pauses (None), no field at all is undocumented."""
+    body = orjson.dumps({"errors": [{"field": field, "message": "Does not contain a valid "
+                                     "address."}]})  # fmt: skip
+    scripted.script((400, JSON, body))
+    result = await _send("sendgrid", scripted)
+    if refusal is None:
+        assert (result.outcome, result.pause) == (AU, "account"), result
+    else:
+        assert (result.outcome, result.refusal) == (P, refusal), result
+
+
+@pytest.mark.parametrize(
+    ("text", "refusal"),
+    [("'to' parameter is not a valid address. please check documentation", Refusal.RECIPIENT),
+     ("Sandbox: refused by a rule no documentation names", Refusal.UNDOCUMENTED)],
+)  # fmt: skip
+async def test_a_mailgun_400_fails_the_reset_only_when_it_names_the_recipient(
+    scripted: Scripted, text: str, refusal: Refusal
+) -> None:
+    """documentation.mailgun.com/docs/mailgun/quickstart-guide/responses: a 400 carries a
+    message; one about the ``to`` is the recipient's, any other nobody documents."""
+    scripted.script((400, JSON, _mailgun_says(text)))
+    result = await _send("mailgun", scripted)
+    assert (result.outcome, result.refusal) == (P, refusal)
 
 
 async def test_postmark_200_with_an_error_code_is_not_acceptance(scripted: Scripted) -> None:
@@ -208,7 +292,9 @@ async def test_mailgun_account_refusals_pause_with_mailguns_words(
         AU, "account", reason, text)  # fmt: skip
 
 
-async def test_a_mailgun_404_without_domain_not_found_stays_transient(scripted: Scripted) -> None:
+async def test_a_mailgun_json_404_without_domain_not_found_stays_transient(
+    scripted: Scripted,
+) -> None:
     scripted.script((404, JSON, _mailgun_says("Not found")))
     assert (await _send("mailgun", scripted)).outcome is T
 

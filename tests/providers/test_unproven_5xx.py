@@ -2,14 +2,15 @@
 one email, never a blind resend. On real processes: redis-server, the sandbox speaking each
 provider's API, admission, sender and poller (with its webhook listener).
 
-The sandbox records the email and then answers 502 with a gateway's page instead of the
-provider's error body (``late_error_every``): what a load balancer in front of the provider
-answers when the provider took the message and the answer was lost. The documented error
-bodies (SendGrid's ``{"errors": [{"message"}]}`` on
+The sandbox records the email and then answers (``late_error_every``) either 502 with a
+gateway's page — what a load balancer in front of the provider answers when the provider took
+the message and the answer was lost — or the provider's own documented error body with a 500
+or a 408 (``late_error_shape`` "provider": SendGrid's ``{"errors": [{"message"}]}`` on
 twilio.com/docs/sendgrid/api-reference/how-to-use-the-sendgrid-v3-api/errors, Postmark's
 ``{"ErrorCode", "Message"}`` on postmarkapp.com/developer/api/overview, Mailgun's
-``{"message"}`` on documentation.mailgun.com/docs/mailgun/quickstart-guide/responses) are the
-provider saying it did not take it, and stay transient (tests/providers/test_classification.py).
+``{"message"}`` on documentation.mailgun.com/docs/mailgun/quickstart-guide/responses). None of
+those pages says such an answer means the mail was not taken, so after the body was written it
+proves nothing: no blind resend, whatever the body says.
 
 The attempt is ambiguous and is settled as the capabilities allow: SendGrid by its
 ``processed`` webhook, Mailgun by its ``accepted`` webhook or its found-only lookup, Postmark
@@ -31,6 +32,9 @@ from tests.e2e.conftest import E2E, pushed_events_stack
 from tests.support.sandbox import sandbox_stats
 
 PROVIDERS = ("sendgrid", "postmark", "mailgun")
+# What answers after the provider took the mail: (shape, status).
+ANSWERS = {"gateway-502": ("gateway", 502), "provider-500": ("provider", 500),
+           "provider-408": ("provider", 408)}  # fmt: skip
 SETTLED = {"accepted", "exhausted", "review", "failed"}
 
 
@@ -41,15 +45,19 @@ def keyless_redis() -> Iterator[RedisServer]:
     server.stop()
 
 
-@pytest.fixture(scope="module", params=PROVIDERS)
+@pytest.fixture(
+    scope="module", params=[(p, a) for p in PROVIDERS for a in ANSWERS], ids="-".join
+)  # fmt: skip
 async def stack(request: Any, keyless_redis: RedisServer) -> AsyncIterator[tuple[E2E, str]]:
-    provider = str(request.param)
+    provider, answer = request.param
+    shape, status = ANSWERS[answer]
     logs = Path(tempfile.mkdtemp(prefix=f"rg-5xx-{provider}-"))
-    sandbox = {"late_error_every": 1, "error_status": 502, "delivered_delay_seconds": 0.5}
+    sandbox = {"late_error_every": 1, "late_error_shape": shape, "late_error_status": status,
+               "delivered_delay_seconds": 0.5}  # fmt: skip
     async with pushed_events_stack(
         keyless_redis.url, provider, logs, sandbox, RESETGATE_MAILGUN_EVENTS_DELAY_SECONDS="1"
     ) as e2e:
-        yield e2e, provider
+        yield e2e, f"{provider}-{answer}"
 
 
 async def test_a_5xx_after_the_write_sends_one_email_and_is_settled_accepted(

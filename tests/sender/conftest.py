@@ -79,13 +79,14 @@ class Stack:
     def settings(self, **overrides: Any) -> SenderSettings:
         return sender_settings(self.redis_url, self.provider_url, **overrides)
 
-    async def admit(self, account_id: str, domain: str = "example.com", **overrides: Any) -> str:
+    async def admit(self, account_id: str, domain: str = "example.com",
+                    entry_point: str = "public", **overrides: Any) -> str:  # fmt: skip
         await RedisDirectory(self.redis).add(
             f"login-{account_id}", Account(account_id, f"{account_id}@{domain}")
         )
         settings = self.settings(**overrides)
         admission = await Admitter(self.redis, settings, parse_keys(TEST_TOKEN_KEYS)).admit(
-            account_id, "public"
+            account_id, entry_point
         )
         return admission.operation_id
 

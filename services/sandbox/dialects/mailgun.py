@@ -58,7 +58,16 @@ REFUSALS = {
 }  # fmt: skip
 
 
+async def _wrong_base_url(_request: web.Request) -> web.Response:
+    """A 404 without Mailgun's JSON: "a mistake in the API request, such as a non-existing
+    endpoint" (documentation.mailgun.com/docs/mailgun/quickstart-guide/responses), what a
+    base URL ending in /v3 (…/v3/v3/{domain}/messages) gets."""
+    return web.Response(status=404, text="404 page not found\n", content_type="text/plain")
+
+
 def _refusal(name: str) -> Callable[[web.Request], Awaitable[web.Response]]:
+    if name == "wrong_base_url":
+        return _wrong_base_url
     status, text = REFUSALS[name]
 
     async def refuse(request: web.Request) -> web.Response:
@@ -206,5 +215,5 @@ DIALECT = Dialect(
     lookup_path=f"/v3/{DOMAIN}/events",
     lookup=events,
     hook=Hook(webhook_posts, RETRIES, acceptance=True, final=frozenset({406}), retried=retried),
-    refusals={name: _refusal(name) for name in REFUSALS},
+    refusals={name: _refusal(name) for name in (*REFUSALS, "wrong_base_url")},
 )

@@ -39,6 +39,22 @@ async def _forbidden(_request: web.Request) -> web.Response:
                         content_type="text/html")  # fmt: skip
 
 
+async def _from_not_signature(request: web.Request) -> web.Response:
+    """422 ErrorCode 300 naming the From, as postmarkapp.com/support/article/
+    troubleshooting-422-unprocessable-entity-errors shows it."""
+    body = await read_json(request, 256 * 1024)
+    sender = str(body.get("From") or "") if isinstance(body, dict) else ""
+    return _error(422, 300, f"Invalid 'From' address: '{sender}' is not a verified sender "
+                  "signature.")  # fmt: skip
+
+
+async def _not_found(_request: web.Request) -> web.Response:
+    """404 (postmarkapp.com/developer/api/overview: "ensure the endpoint … are correct"), as a
+    base URL with a wrong path gets it."""
+    return _error(404, 0, "Not found: ensure the endpoint and the request's identifiers are "
+                  "correct.")  # fmt: skip
+
+
 async def _undocumented(_request: web.Request) -> web.Response:
     return _error(422, 9001, "Sandbox: refused by a rule no documentation names")
 
@@ -197,7 +213,8 @@ DIALECT = Dialect(
     lookup_path="/messages/outbound",
     lookup=search,
     hook=Hook(webhook_posts, RETRIES, final=FINAL),
-    refusals={"forbidden": _forbidden, "undocumented": _undocumented},
+    refusals={"forbidden": _forbidden, "undocumented": _undocumented,
+              "from_not_signature": _from_not_signature, "not_found": _not_found},
     template_path="/email/withTemplate",
     template_parse=parse_templated,
     missing_template=lambda _name: _error(422, 1101, "Template ID invalid or not found"),
