@@ -68,6 +68,13 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "network-policy-off": {"networkPolicy.enabled": False},
     "wait-replicas": {"durability.waitReplicas": 2, "durability.waitTimeoutMs": 250},
     "dev-redis": {"redis.url": "", "devRedis.enabled": True, "keda.enabled": True},
+    "archive": {"archive.enabled": True, "archive.dsn.existingSecret": "archive-db"},
+    "archive-dsn-value": {
+        "archive.enabled": True,
+        "archive.dsn.value": "postgresql://archiver:pw@pg.data.svc:5432/resetgate",
+        "serviceAccount.create": False,
+        "serviceAccount.name": "resetgate",
+    },
     "everything": {
         "sandbox.enabled": True,
         "metrics.serviceMonitor.enabled": True,

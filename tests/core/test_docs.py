@@ -80,3 +80,11 @@ def test_the_design_and_the_provider_contract_are_the_projects_own() -> None:
     everything = "".join(p.read_text() for p in DOCS)
     assert "../shared" not in everything and "/work/shared" not in everything
     assert "PROVIDER_CONTRACT.md" not in everything and "DESIGN.md" not in everything
+
+
+README_LIMIT = 20 * 1024  # the user's guide stays short; detail belongs in docs/
+
+
+def test_the_readme_stays_under_its_size_limit() -> None:
+    size = len((ROOT / "README.md").read_bytes())
+    assert size < README_LIMIT, f"README.md is {size} bytes; move detail to docs/"

@@ -110,9 +110,15 @@ annotations:
 admission sender poller router
 {{- end -}}
 
+{{/* The services that talk to Redis and are scraped: the four, and the archiver when the
+archive is on. */}}
+{{- define "resetgate.serviceComponents" -}}
+{{- include "resetgate.coreComponents" . }}{{ if .Values.archive.enabled }} archiver{{ end }}
+{{- end -}}
+
 {{/* Components that get a Deployment, Service, NetworkPolicy ... in this release. */}}
 {{- define "resetgate.components" -}}
-{{- include "resetgate.coreComponents" . }}{{ if .Values.sandbox.enabled }} sandbox{{ end }}
+{{- include "resetgate.serviceComponents" . }}{{ if .Values.sandbox.enabled }} sandbox{{ end }}
 {{- end -}}
 
 {{/*
@@ -198,6 +204,7 @@ with the token keys; the sandbox accepts the provider key.
   "poller" (dict "RESETGATE_PROVIDER_API_KEY" $k.providerApiKey)
   "router" (dict "RESETGATE_TOKEN_KEYS" $k.tokenKeys)
   "sandbox" (dict "RESETGATE_SANDBOX_API_KEY" $k.providerApiKey)
+  "archiver" (dict)
 -}}
 {{- /* The sender and the poller call every named provider (SES has no key: the AWS chain). */}}
 {{- range $p := .root.Values.provider.named }}
@@ -257,6 +264,9 @@ with the token keys; the sandbox accepts the provider key.
 {{- end }}
 {{- if eq .component "admission" }}
 {{- include "resetgate.console.env" $root }}
+{{- end }}
+{{- if and $root.Values.archive.enabled (has .component (list "admission" "archiver")) }}
+{{- include "resetgate.archive.dsnEnv" $root }}
 {{- end }}
 {{- with (get $root.Values .component).extraEnv }}
 {{ toYaml . }}

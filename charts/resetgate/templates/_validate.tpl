@@ -186,7 +186,7 @@ pods connect from: no peer is trusted to assert an identity by default, loopback
 
 {{- define "resetgate.validateValues" -}}
 {{- $messages := list -}}
-{{- range $check := list "secrets" "redis" "devRedis" "provider" "namedProviders" "autoscaling" "grace" "ingress" "monitoring" "console" "email" -}}
+{{- range $check := list "secrets" "redis" "devRedis" "provider" "namedProviders" "autoscaling" "grace" "ingress" "monitoring" "console" "email" "archive" -}}
 {{- $m := include (printf "resetgate.validate.%s" $check) $ | trim -}}
 {{- if $m -}}{{- $messages = append $messages $m -}}{{- end -}}
 {{- end -}}

@@ -25,7 +25,7 @@ from services.admission.console.html import (
 )
 from services.admission.console.pages import csrf_of, message, notice, page, principal_of
 from shared import clock, control, operation_views, ownership
-from shared.archive import ARCHIVE, ArchiveUnavailable
+from shared.archive import ARCHIVE, HISTORY, NOT_CONFIGURED, UNAVAILABLE, ArchiveUnavailable
 from shared.archive import REDIS as IN_REDIS
 from shared.ids import valid_account_id
 from shared.model import LIVE, QUARANTINABLE, Attempt, Delivery, Operation, State
@@ -258,8 +258,9 @@ def _operation_values(operation: Operation, max_attempts: int, now: int) -> dict
     }
 
 
-# Where the page read the operation: said above everything else on it.
-SOURCES = {
+# Where the page read the operation: said above everything else on it. (Not SOURCES: that
+# name is the Retry-After sources' words, which the timeline shows.)
+READ_FROM = {
     IN_REDIS: notice("Read from Redis (the live store)."),
     ARCHIVE: notice("Read from the archive: Redis no longer holds this operation."),
 }
@@ -293,42 +294,53 @@ async def operation_page(request: web.Request) -> web.Response:
         entry_points=_entry_points(operation),
         cases=_cases(await operation_views.operation_cases(client, operation)),
     )
-    return page(request, "Recovery operation", Markup(SOURCES[source] + body))
+    return page(request, "Recovery operation", Markup(READ_FROM[source] + body))
 
 
 # -- one account ---------------------------------------------------------------------------
+# What became of the archive's part of an account's history, said above the list.
+HISTORY_FROM = {
+    ARCHIVE: notice(
+        "Redis and the archive were read: operations Redis no longer holds are "
+        "listed from the archive."
+    ),
+    NOT_CONFIGURED: notice("No archive is configured: only what Redis still holds is listed."),
+    UNAVAILABLE: notice(
+        "The archive did not answer: only what Redis still holds is listed; try again shortly."
+    ),
+}
+STORES = {IN_REDIS: "Redis", ARCHIVE: "archive"}
+
+
+def _which(operation: Operation, newest: bool) -> str:
+    if operation.state in LIVE:
+        return "live"
+    return "last" if newest else "earlier"
+
+
 async def account_page(request: web.Request) -> web.Response:
-    """The account's live and last operation. The directory is never asked, so the page is
-    the same whether or not an account with this id exists."""
+    """The account's operations, newest first: Redis first, the archive for what Redis no
+    longer holds; each row says which store answered. The directory is never asked, so the
+    page is the same whether or not an account with this id exists."""
     account_id = request.match_info["account_id"]
     if "@" in account_id or not valid_account_id(account_id):
         return message(request, 422, "Account", "This is not an account id.")
-    settings = request.app[SETTINGS]
-    client = request.app[REDIS]
-    operation_id = await operation_views.account_operation_id(
-        client, account_id, settings.partitions
-    )
-    detail = (
-        await operation_views.find_operation(client, operation_id, settings.partitions)
-        if operation_id
-        else None
-    )
-    rows = []
-    if detail is not None:
-        op = detail.operation
-        rows.append(
-            row(
-                "live" if op.state in LIVE else "last",
-                link(operation_href(op.operation_id), op.operation_id),
-                state_badge(op.state, op.delivery),
-                when(op.created_at),
-                op.attempts,
-                op.delivery,
-            )
+    history, archive = await request.app[EVIDENCE].history(account_id, 0, HISTORY)
+    rows = [
+        row(
+            _which(detail.operation, index == 0),
+            link(operation_href(detail.operation.operation_id), detail.operation.operation_id),
+            state_badge(detail.operation.state, detail.operation.delivery),
+            when(detail.operation.created_at),
+            detail.operation.attempts,
+            detail.operation.delivery,
+            STORES[source],
         )
+        for index, (detail, source) in enumerate(history)
+    ]
     if rows:
-        columns = ("Which", "Operation", "State", "Created", "Attempts", "Delivery")
+        columns = ("Which", "Operation", "State", "Created", "Attempts", "Delivery", "Read from")
         body = table(columns, rows, f"Recovery operations on record for account id {account_id}")
     else:
         body = notice(f"No recovery operation on record for account id {account_id}.")
-    return page(request, "Account", body)
+    return page(request, "Account", Markup(HISTORY_FROM[archive] + body))
