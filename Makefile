@@ -49,14 +49,16 @@ setup-run: $(RUNTIME_STAMP)
 setup: $(DEV_STAMP)
 	@tools/ensure-redis.sh $(VENV)
 
-# PostgreSQL (the archive's tests), helm (chart tests), promtool/prometheus (alert tests) and chromium (console tests), installed once before the
-# parallel steps instead of by several test workers at the same moment.
+# PostgreSQL (the archive's tests), helm and the Prometheus Operator's CRD schemas (chart
+# tests), promtool/prometheus (alert tests) and chromium (console tests), installed once
+# before the parallel steps instead of by several test workers at the same moment.
 tools: setup
 	@tools/ensure-postgres.sh
-	@echo "==> helm and prometheus"
+	@echo "==> helm, prometheus, chromium and the CRD schemas"
 	@tools/install-helm.sh >/dev/null
 	@tools/install-prometheus.sh >/dev/null
 	@tools/install-chromium.sh >/dev/null
+	@tools/install-crd-models.sh >/dev/null
 
 run: setup-run
 	$(BIN)/resetgate up
