@@ -159,3 +159,42 @@ def describe_pacing(pacing: Pacing, when: Callable[[int | None], str]) -> str:
     if pacing.paused_until:
         line += f" paused until {when(pacing.paused_until)} (daily quota)"
     return line
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderLine:
+    """One configured provider as every view shows it: what it is, what it serves, what it
+    takes, whether it is paused and why. ``checks``: the preflight checks' results, read by
+    none yet (None: not read; the views say so)."""
+
+    name: str
+    kind: str
+    partitions: list[int]  # the partitions it serves (the control record's assignment)
+    status: ProviderStatus
+    pacing: Pacing
+    ambiguous: int  # ambiguous attempts in its partitions, waiting to be settled
+    checks: dict[str, Any] | None = None
+
+    def view(self) -> dict[str, Any]:
+        return {"provider": self.name, "kind": self.kind, "partitions": self.partitions,
+                **{k: v for k, v in self.status.view().items() if k != "provider"},
+                **self.pacing.view(), "ambiguous": self.ambiguous,
+                "checks": self.checks}  # fmt: skip
+
+
+async def provider_lines(
+    client: RedisClient, kinds: dict[str, str], state: control.ControlState,
+    partitions: list[dict[str, Any]],
+) -> list[ProviderLine]:  # fmt: skip
+    """One line per configured provider (``kinds``: name -> kind, the first is the default)
+    and no other; ``partitions``: :func:`partitions_status`'s rows."""
+    default = next(iter(kinds), "")
+    lines = []
+    for name, kind in kinds.items():
+        owned = [r for r in partitions if state.provider_for(r["partition"], default) == name]
+        lines.append(ProviderLine(
+            name, kind, [r["partition"] for r in owned],
+            await provider_status(client, name, state), await pacing_status(client, name, state),
+            sum(int(r["ambiguous"]) for r in owned),
+        ))  # fmt: skip
+    return lines

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import getpass
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -23,12 +22,12 @@ from shared import actions, clock, control, operation_views
 from shared.redis import RedisClient
 from shared.settings import CommonSettings, load
 from shared.status import (
+    ProviderLine,
     describe_auth,
     describe_pacing,
     in_flight,
-    pacing_status,
     partitions_status,
-    provider_status,
+    provider_lines,
 )
 
 
@@ -122,32 +121,39 @@ def _ledger_line(row: dict[str, Any]) -> str:
 
 async def status(client: RedisClient, settings: OpsSettings, args: argparse.Namespace) -> int:
     state = await control.read(client)
-    provider = await provider_status(client, settings.provider_name, state)
     rows = await partitions_status(client, settings.partitions, state)
-    names = providers.configured(settings)
+    kinds = providers.kinds(settings)
+    names = list(kinds)
     for row in rows:
         row["provider"] = state.provider_for(row["partition"], names[0])
         row["provider_configured"] = row["provider"] in names
-    summary = {**provider.view(), "partitions": rows}
-    lines = [
-        f"provider {provider.name}: rate={provider.rate:.1f}/s "
-        f"blocked_until={_when(provider.blocked_until)} 429s={provider.throttled_total} "
-        f"pause={describe_auth(provider)}",
-        f"{'P':>3} {'PAUSED':<6} {'SEND':>6} {'INFLIGHT':>8} {'DUE':>6} {'AMBIG':>5} "
-        f"{'REVIEW':>6} {'LIVE':>6} PROVIDER",
-    ]
+    lines_of = await provider_lines(client, kinds, state, rows)
+    summary = {"providers": [line.view() for line in lines_of], "partitions": rows}
+    lines = [text for line in lines_of for text in _provider_text(line)]
+    lines.append(f"{'P':>3} {'PAUSED':<6} {'SEND':>6} {'INFLIGHT':>8} {'DUE':>6} {'AMBIG':>5} "
+                 f"{'REVIEW':>6} {'LIVE':>6} PROVIDER")  # fmt: skip
     lines += [
         f"{r['partition']:>3} {'yes' if r['paused'] else 'no':<6} {r['send']:>6} "
         f"{r['in_flight']:>8} {r['due']:>6} {r['ambiguous']:>5} {r['review']:>6} {r['live']:>6} "
         f"{r['provider']}{'' if r['provider_configured'] else ' (not configured)'}"
         for r in rows
     ]
-    pacing = await pacing_status(client, settings.provider_name, state)
-    lines.insert(1, f"  {describe_pacing(pacing, _when)}")
-    summary.update(pacing.view())
     _print(args, summary, lines)
     _warn_unserved(rows)
     return 0
+
+
+def _provider_text(line: ProviderLine) -> list[str]:
+    """A provider's two lines: what it is and serves, then what it is taking."""
+    status = line.status
+    owned = ",".join(map(str, line.partitions)) or NONE
+    checks = "not read" if line.checks is None else str(line.checks)
+    return [
+        f"provider {line.name} ({line.kind}): partitions={owned} rate={status.rate:.1f}/s "
+        f"blocked_until={_when(status.blocked_until)} 429s={status.throttled_total} "
+        f"ambiguous={line.ambiguous} pause={describe_auth(status)} checks={checks}",
+        f"  {describe_pacing(line.pacing, _when)}",
+    ]
 
 
 def _warn_unserved(rows: list[dict[str, Any]]) -> None:
@@ -162,24 +168,16 @@ def _warn_unserved(rows: list[dict[str, Any]]) -> None:
 
 
 # -- switches ------------------------------------------------------------------------------
-def _actor() -> str:
-    """Who ran the command, for the audit record (the login of the shell, not a player)."""
-    try:
-        return "cli:" + getpass.getuser()
-    except (KeyError, OSError):  # no passwd entry (a container's arbitrary uid)
-        return "cli"
-
-
 async def pause(client: RedisClient, settings: OpsSettings, args: argparse.Namespace) -> int:
     partitions = _partitions(args, settings)
-    await actions.pause(client, partitions, _actor(), args.reason)
+    await actions.pause(client, partitions, actions.cli_actor(), args.reason)
     print(f"paused {len(partitions)} partition(s): {partitions}; senders stop within ~1 s")
     return 0
 
 
 async def resume(client: RedisClient, settings: OpsSettings, args: argparse.Namespace) -> int:
     partitions = _partitions(args, settings)
-    await actions.resume(client, partitions, _actor())
+    await actions.resume(client, partitions, actions.cli_actor())
     print(f"resumed {len(partitions)} partition(s): {partitions}")
     return 0
 
@@ -187,7 +185,7 @@ async def resume(client: RedisClient, settings: OpsSettings, args: argparse.Name
 async def drain(client: RedisClient, settings: OpsSettings, args: argparse.Namespace) -> int:
     """Pause, then wait until nothing of the partition is in flight."""
     partitions = _partitions(args, settings)
-    await actions.pause(client, partitions, _actor(), "drain")
+    await actions.pause(client, partitions, actions.cli_actor(), "drain")
     deadline = time.monotonic() + args.timeout
     while True:
         busy = {p: await in_flight(client, p) for p in partitions}
@@ -209,12 +207,12 @@ def _held(args: argparse.Namespace, outcome: actions.ActionResult, target: str) 
 
 
 async def quarantine(client: RedisClient, _: OpsSettings, args: argparse.Namespace) -> int:
-    outcome = await actions.quarantine(client, args.operation_id, _actor(), args.reason)
+    outcome = await actions.quarantine(client, args.operation_id, actions.cli_actor(), args.reason)
     return _held(args, outcome, "quarantined")
 
 
 async def release(client: RedisClient, _: OpsSettings, args: argparse.Namespace) -> int:
-    outcome = await actions.release(client, args.operation_id, _actor())
+    outcome = await actions.release(client, args.operation_id, actions.cli_actor())
     return _held(args, outcome, "queued")
 
 
@@ -222,10 +220,8 @@ async def provider_resume(
     client: RedisClient, settings: OpsSettings, args: argparse.Namespace
 ) -> int:
     provider = args.provider or settings.provider_name
-    note = (await control.read(client)).auth_paused.get(provider)
-    lifted = await control.auth_resume(client, provider)
-    kind = control.pause_kind(note) if note is not None else ""
-    print(f"provider {provider}: " + (f"{kind} pause lifted" if lifted else "was not paused"))
+    kind = await actions.provider_resume(client, provider, actions.cli_actor())
+    print(f"provider {provider}: " + (f"{kind} pause lifted" if kind else "was not paused"))
     return 0
 
 
