@@ -18,8 +18,7 @@ from services.admission.console.context import (
     Principal,
 )
 from services.admission.console.html import Markup, render
-from services.admission.console.pages import csrf_of, message, notice, page
-from services.admission.console.views import operation_href
+from services.admission.console.pages import csrf_of, message, notice, operation_href, page
 from shared import actions, operation_views
 from shared.logging import event
 from shared.model import QUARANTINABLE, RELEASABLE, State
