@@ -73,9 +73,16 @@ async def test_support_cannot_resume_on_call_can_and_the_trail_names_who(
         assert "paused: refusals" in live and "/console/providers/primary/resume" not in live
         refused = await http.get("/console/providers/primary/resume", headers=headers)
         assert refused.status == 403
+        csrf = await csrf_from(http, "/console/", headers)  # a valid form token, no act role
+        posted = await http.post("/console/providers/primary/resume", data={"csrf": csrf},
+                                 headers=headers, allow_redirects=False)  # fmt: skip
+        assert posted.status == 403
     assert "primary" in (await control.read(redis)).auth_paused
     async with console(console_settings(redis_server.url)) as http:
         headers = await sign_in(http, "ann")
+        forged = await http.post("/console/providers/primary/resume", data={"csrf": "0" * 64},
+                                 headers=headers, allow_redirects=False)  # fmt: skip
+        assert forged.status == 403 and "primary" in (await control.read(redis)).auth_paused
         done = await _post(http, "/console/providers/primary/resume", headers)
         assert done.status == 303 and done.headers["Location"].endswith("provider-resumed")
         assert "primary" not in (await control.read(redis)).auth_paused
