@@ -125,9 +125,13 @@ async def trail(
 
 
 async def _quarantined(
-    client: RedisClient, operation_id: str, action: str, actor: str, note: str, reason: str
-) -> ActionResult:
-    request = Quarantine(operation_id=operation_id, action=action, now=clock.now_ms(), reason=note)
+    client: RedisClient, operation_id: str, action: str, actor: str, note: str, reason: str,
+    retention_ms: int = 0,
+) -> ActionResult:  # fmt: skip
+    request = Quarantine(
+        operation_id=operation_id, action=action, now=clock.now_ms(), reason=note,
+        retention_ms=retention_ms,
+    )  # fmt: skip
     code, state = await request.run(client)
     done = code is QuarantineCode.OK
     await record(
@@ -148,6 +152,16 @@ async def quarantine(
 async def release(client: RedisClient, operation_id: str, actor: str) -> ActionResult:
     """Return a quarantined operation, or one held for review, to the send queue."""
     return await _quarantined(client, operation_id, "release", actor, f"released by {actor}", "")
+
+
+async def close(
+    client: RedisClient, operation_id: str, actor: str, reason: str, retention_ms: int
+) -> ActionResult:
+    """End an operation held for review without sending it (model.CLOSED_AS); it is kept
+    ``retention_ms`` like any finished operation."""
+    reason = clean_reason(reason)
+    note = f"closed by {actor}: {reason}"
+    return await _quarantined(client, operation_id, "close", actor, note, reason, retention_ms)
 
 
 async def pause(client: RedisClient, partitions: list[int], actor: str, reason: str) -> None:

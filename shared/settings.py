@@ -158,7 +158,18 @@ class ConsumerSettings(_Env):
     consumer_name: str = Field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
 
 
-class PolicySettings(CommonSettings):
+class RetentionSettings(_Env):
+    """How long a finished operation is kept: the services that finish one, and the operator
+    tools that close one."""
+
+    retention_seconds: int = Field(default=30 * 24 * 3600, ge=3600)
+
+    @property
+    def retention_ms(self) -> int:
+        return to_ms(self.retention_seconds)
+
+
+class PolicySettings(CommonSettings, RetentionSettings):
     """Recovery policy shared by the services that create or move operations."""
 
     token_keys: SecretStr = SecretStr("")
@@ -168,7 +179,6 @@ class PolicySettings(CommonSettings):
     horizon_margin_seconds: int = Field(default=120, ge=0)
     ambiguous_policy: Literal["replay", "review"] = "replay"
     observation_window_seconds: int = Field(default=7200, ge=1)
-    retention_seconds: int = Field(default=30 * 24 * 3600, ge=3600)
 
     # The store's unit: scripts and stored fields count milliseconds, settings seconds.
     @property
@@ -186,10 +196,6 @@ class PolicySettings(CommonSettings):
     @property
     def observation_window_ms(self) -> int:
         return to_ms(self.observation_window_seconds)
-
-    @property
-    def retention_ms(self) -> int:
-        return to_ms(self.retention_seconds)
 
     @model_validator(mode="after")
     def _margin_fits(self) -> PolicySettings:

@@ -20,7 +20,7 @@ from services.ctl.output import print_view as _print
 from services.ctl.stack import use_local_stack, with_redis
 from shared import actions, clock, control, operation_views
 from shared.redis import RedisClient
-from shared.settings import CommonSettings, load
+from shared.settings import CommonSettings, RetentionSettings, load
 from shared.status import (
     ProviderLine,
     describe_auth,
@@ -31,7 +31,7 @@ from shared.status import (
 )
 
 
-class OpsSettings(CommonSettings):
+class OpsSettings(CommonSettings, RetentionSettings):
     max_attempts: int = Field(default=6, ge=1)
 
 
@@ -216,6 +216,13 @@ async def release(client: RedisClient, _: OpsSettings, args: argparse.Namespace)
     return _held(args, outcome, "queued")
 
 
+async def close(client: RedisClient, settings: OpsSettings, args: argparse.Namespace) -> int:
+    outcome = await actions.close(
+        client, args.operation_id, actions.cli_actor(), args.reason, settings.retention_ms
+    )
+    return _held(args, outcome, "failed (closed, not sent)")
+
+
 async def provider_resume(
     client: RedisClient, settings: OpsSettings, args: argparse.Namespace
 ) -> int:
@@ -279,3 +286,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = rcmds.add_parser("release", help="send a reviewed operation again (same id and key)")
     p.add_argument("operation_id")
     p.set_defaults(handler=_run(release))
+    p = rcmds.add_parser("close", help="end a reviewed operation without sending it (failed)")
+    p.add_argument("operation_id")
+    p.add_argument("--reason", required=True)
+    p.set_defaults(handler=_run(close))

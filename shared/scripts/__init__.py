@@ -38,6 +38,8 @@ from redis.exceptions import NoScriptError
 from shared.delivery import DEFINITIVE_RANK, PRECEDENCE, REMEMBERED_EVENTS
 from shared.keys import JOB_FIELD, SEND_GROUP, PartitionKeys
 from shared.model import (
+    CLOSABLE,
+    CLOSED_AS,
     ENTRY_POINT_PREFIX,
     LEDGER_FIELDS,
     LIVE,
@@ -87,6 +89,8 @@ local LIVE = {_lua_set(LIVE)}
 local TERMINAL = {_lua_set(TERMINAL)}
 local QUARANTINABLE = {_lua_set(QUARANTINABLE)}
 local RELEASABLE = {_lua_set(RELEASABLE)}
+local CLOSABLE = {_lua_set(CLOSABLE)}
+local CLOSED_AS = "{CLOSED_AS}"
 local ON_TOKEN_CONSUMED = {{{consumed}}}
 """
 

@@ -138,15 +138,17 @@ class QuarantineCode(StrEnum):
 
 @dataclass(slots=True, kw_only=True)
 class Quarantine(Request[tuple[QuarantineCode, str]]):
-    """Quarantine or release one operation; (code, previous state or refusing state)."""
+    """Quarantine, release or close one operation; (code, previous state or refusing
+    state)."""
 
     SCRIPT = Script("quarantine")
     CODES = QuarantineCode
-    KEYS = ("operation", "send", "due", "ambiguous", "review")
+    KEYS = ("operation", "ledger", "send", "due", "ambiguous", "review", "live")
 
-    action: str  # "quarantine" | "release"
+    action: str  # "quarantine" | "release" | "close"
     now: int
     reason: str
+    retention_ms: int = 0  # read by "close" only
     operation_id: str
 
     def __post_init__(self) -> None:

@@ -101,7 +101,11 @@ def _review(rows: list[dict[str, Any]], number: int, can_act: bool) -> Markup:
     items = []
     for r in shown:
         href = operation_href(r["operation_id"])
-        action = " " + link(href + "/release", "Release…") if can_act else ""
+        action = (
+            " " + link(href + "/release", "Release…") + " " + link(href + "/close", "Close…")
+            if can_act
+            else ""
+        )
         where = f"partition {escape(r['partition'])}, since {when(r['since'])}"
         items.append(Markup(f"<li>{link(href, r['operation_id'])} ({where}){action}</li>"))
     pages = (len(rows) + PAGE - 1) // PAGE

@@ -40,6 +40,7 @@ NOTICES = {
         "Quarantined. The operation keeps its id and token and is not sent until released."
     ),
     "released": "Released. The operation is back in the send queue with the same id and token.",
+    "closed": "Closed. The operation ended as failed; nothing is sent for it.",
     "paused": "Paused. Senders stop taking this partition's work within about a second.",
     "resumed": "Resumed. Senders take this partition's work again.",
     "provider-resumed": "Provider resumed. Senders send through it again within about a second.",

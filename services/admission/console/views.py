@@ -33,7 +33,7 @@ from services.admission.console.pages import (
 from services.admission.console.trail import for_operation as trail_for
 from shared import clock, control, operation_views, ownership
 from shared.ids import valid_account_id
-from shared.model import LIVE, QUARANTINABLE, Attempt, Delivery, Operation, State
+from shared.model import CLOSABLE, LIVE, QUARANTINABLE, Attempt, Delivery, Operation, State
 from shared.providers.named import ProviderConfigError, provider_names
 
 # Delivery the provider reported that means the player got no usable email: the operation
@@ -192,6 +192,8 @@ def _actions(operation: Operation, principal: Principal) -> Markup:
         links.append(link(base + "/release", "Release…"))
     if operation.state is State.REVIEW:
         links.append(link(base + "/release", "Release from review…"))
+    if operation.state in CLOSABLE:
+        links.append(link(base + "/close", "Close without sending…"))
     if not links:
         return Markup("")
     if not principal.can_act:
