@@ -16,6 +16,10 @@ PREFIX = "rg"
 SEND_GROUP = "senders"
 JOB_FIELD = "op"  # a send stream entry's one field: the operation id
 ROUTER_GROUP = "router"
+# The per-partition indexes of recently finished operations (finished, bounced) keep a day,
+# and at most this many each, trimmed by the script that writes them.
+RECENT_KEEP_MS = 86_400_000
+RECENT_MAX = 5_000
 
 # Global (untagged) keys: each is used on its own, never together with another in a script.
 CONTROL = f"{PREFIX}:control"  # hash: paused:<p> -> reason, auth_paused:<provider> -> reason
@@ -122,6 +126,18 @@ class PartitionKeys:
     def messages(self) -> str:
         """Hash: provider message id -> operation id."""
         return f"{self.tag}:msgs"
+
+    @property
+    def finished(self) -> str:
+        """Sorted set: operation id that ended failed or exhausted -> when (ms); bounded by
+        RECENT_KEEP_MS and RECENT_MAX, written by the script that ends it."""
+        return f"{self.tag}:finished"
+
+    @property
+    def bounced(self) -> str:
+        """Sorted set: operation id whose email bounced -> when recorded (ms); bounded as
+        ``finished``."""
+        return f"{self.tag}:bounced"
 
     @property
     def live(self) -> str:

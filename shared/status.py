@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from shared import clock, codec, control
-from shared.keys import SEND_GROUP, PartitionKeys, provider_pacing
+from shared.keys import RECENT_KEEP_MS, RECENT_MAX, SEND_GROUP, PartitionKeys, provider_pacing
 from shared.redis import RedisClient
 
 
@@ -198,3 +198,59 @@ async def provider_lines(
             sum(int(r["ambiguous"]) for r in owned),
         ))  # fmt: skip
     return lines
+
+
+# -- recently finished: the bounded per-partition indexes the ending scripts write ----------
+RECENT_INDEXES: dict[str, Callable[[PartitionKeys], str]] = {
+    "failed": lambda pk: pk.finished,  # failed or exhausted (model.RECENTLY_FAILED)
+    "bounced": lambda pk: pk.bounced,
+}
+WINDOWS_MS = {"hour": 3_600_000, "day": RECENT_KEEP_MS}
+
+
+async def recent_counts(client: RedisClient, partitions: int, now: int) -> dict[str, Any]:
+    """How many operations failed or were exhausted, and how many bounced, in the last hour
+    and day; ``capped``: a partition's index is full (RECENT_MAX), so a count may be low."""
+    pipe = client.pipeline(transaction=False)
+    for p in range(partitions):
+        for index in RECENT_INDEXES.values():
+            pipe.zcard(index(PartitionKeys(p)))
+            for span in WINDOWS_MS.values():
+                pipe.zcount(index(PartitionKeys(p)), now - span, "+inf")
+    replies = iter(await pipe.execute())
+    counts: dict[str, Any] = {name: dict.fromkeys(WINDOWS_MS, 0) for name in RECENT_INDEXES}
+    capped = False
+    for _ in range(partitions):
+        for name in RECENT_INDEXES:
+            capped |= int(next(replies)) >= RECENT_MAX
+            for window in WINDOWS_MS:
+                counts[name][window] += int(next(replies))
+    return {**counts, "capped": capped}
+
+
+async def recent(
+    client: RedisClient, partitions: int, name: str, now: int, *, offset: int = 0,
+    limit: int = 20,
+) -> tuple[list[dict[str, Any]], int]:  # fmt: skip
+    """One page of the operations in index ``name`` (RECENT_INDEXES) over the last day,
+    newest first, with their state and reason; and how many there are in all."""
+    since = now - RECENT_KEEP_MS
+    pipe = client.pipeline(transaction=False)
+    for p in range(partitions):
+        key = RECENT_INDEXES[name](PartitionKeys(p))
+        pipe.zrevrangebyscore(key, "+inf", since, start=0, num=offset + limit, withscores=True)
+        pipe.zcount(key, since, "+inf")
+    replies = await pipe.execute()
+    total = sum(int(n) for n in replies[1::2])
+    entries = [(int(score), str(member)) for page in replies[0::2] for member, score in page]
+    merged = sorted(entries, reverse=True)[offset : offset + limit]
+    pipe = client.pipeline(transaction=False)
+    for _, op in merged:
+        pipe.hmget(PartitionKeys.of(op).operation(op), "state", "reason", "delivery")
+    fields = await pipe.execute() if merged else []
+    rows = [
+        {"operation_id": op, "partition": PartitionKeys.of(op).partition, "at": at,
+         "state": f[0] or "gone", "reason": f[1] or "", "delivery": f[2] or ""}
+        for (at, op), f in zip(merged, fields, strict=True)
+    ]  # fmt: skip
+    return rows, total

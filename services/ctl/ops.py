@@ -28,6 +28,7 @@ from shared.status import (
     in_flight,
     partitions_status,
     provider_lines,
+    recent_counts,
 )
 
 
@@ -128,8 +129,13 @@ async def status(client: RedisClient, settings: OpsSettings, args: argparse.Name
         row["provider"] = state.provider_for(row["partition"], names[0])
         row["provider_configured"] = row["provider"] in names
     lines_of = await provider_lines(client, kinds, state, rows)
-    summary = {"providers": [line.view() for line in lines_of], "partitions": rows}
+    recent = await recent_counts(client, settings.partitions, clock.now_ms())
+    summary = {"providers": [line.view() for line in lines_of], "partitions": rows,
+               "recent": recent}  # fmt: skip
     lines = [text for line in lines_of for text in _provider_text(line)]
+    more = "+" if recent["capped"] else ""
+    lines += [f"{name}: {c['hour']}{more} in the last hour, {c['day']}{more} in the last day"
+              for name, c in recent.items() if name != "capped"]  # fmt: skip
     lines.append(f"{'P':>3} {'PAUSED':<6} {'SEND':>6} {'INFLIGHT':>8} {'DUE':>6} {'AMBIG':>5} "
                  f"{'REVIEW':>6} {'LIVE':>6} PROVIDER")  # fmt: skip
     lines += [

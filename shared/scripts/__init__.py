@@ -36,7 +36,7 @@ from redis.asyncio import RedisCluster
 from redis.exceptions import NoScriptError
 
 from shared.delivery import DEFINITIVE_RANK, PRECEDENCE, REMEMBERED_EVENTS
-from shared.keys import JOB_FIELD, SEND_GROUP, PartitionKeys
+from shared.keys import JOB_FIELD, RECENT_KEEP_MS, RECENT_MAX, SEND_GROUP, PartitionKeys
 from shared.model import (
     CLOSABLE,
     CLOSED_AS,
@@ -44,6 +44,7 @@ from shared.model import (
     LEDGER_FIELDS,
     LIVE,
     QUARANTINABLE,
+    RECENTLY_FAILED,
     RELEASABLE,
     TERMINAL,
     TRANSITIONS,
@@ -122,12 +123,27 @@ local REMEMBERED = {REMEMBERED_EVENTS}
 """
 
 
+def recent_prelude() -> str:
+    """What a script that ends an operation gets in place of ``-- @recent``: which ends are
+    indexed as recently failed, and the one function that writes a bounded index (a day of
+    entries, at most RECENT_MAX: shared/keys.py)."""
+    return f"""-- recent indexes (rendered from shared/model.py and shared/keys.py)
+local RECENTLY_FAILED = {_lua_set(RECENTLY_FAILED)}
+local function note_recent(index, at, id)
+  redis.call("ZADD", index, at, id)
+  redis.call("ZREMRANGEBYSCORE", index, "-inf", "(" .. (at - {RECENT_KEEP_MS}))
+  redis.call("ZREMRANGEBYRANK", index, 0, -{RECENT_MAX + 1})
+end
+"""
+
+
 # A line "-- @<name>" in a script is replaced, at load time, by what these render.
 PRELUDES = {
     "-- @ledger\n": ledger_prelude,
     "-- @states\n": states_prelude,
     "-- @names\n": names_prelude,
     "-- @delivery\n": delivery_prelude,
+    "-- @recent\n": recent_prelude,
 }
 REQUEST_MARKER = "-- @request\n"
 

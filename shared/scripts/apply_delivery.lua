@@ -5,6 +5,7 @@
 -- key operation: hash  rg:{p}:op:<id>
 -- key observe: zset    rg:{p}:observe   (accepted op -> observation window end, ms)
 -- key messages: map    rg:{p}:msgs      (provider message id -> op id)
+-- key bounced: index    rg:{p}:bounced   (recently bounced op -> when recorded, ms)
 -- arg message_id: the provider's message id
 -- arg event_type: delivered|deferred|bounced|complained|rejected
 -- arg occurred_at: ms
@@ -20,6 +21,7 @@
 --   {"duplicate", current, state} this (message_id, type, occurred_at) was seen before; no write
 --   {"missing", "", ""}           the operation is gone (retention ran out); its mapping is dropped
 -- @delivery
+-- @recent
 -- @request
 local kind = event_type
 
@@ -71,4 +73,5 @@ end
 if not wins then return {"kept", current, f[1]} end
 redis.call("HSET", operation, "delivery", kind, "delivery_observed_at", now,
   "delivery_event_at", occurred_at)
+if kind == "bounced" then note_recent(bounced, now, operation_id) end
 return {"applied", kind, f[1]}

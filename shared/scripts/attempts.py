@@ -39,7 +39,7 @@ class Begun:
 class BeginAttempt(Request[Begun]):
     SCRIPT = Script("begin_attempt")
     CODES = BeginCode
-    KEYS = ("operation", "ledger", "send", "ambiguous", "live")
+    KEYS = ("operation", "ledger", "send", "ambiguous", "live", "finished")
 
     now: int
     attempt_id: str
@@ -86,7 +86,10 @@ class FinaliseCode(StrEnum):
 class FinaliseAttempt(Request[FinaliseCode]):
     SCRIPT = Script("finalise_attempt")
     CODES = FinaliseCode
-    KEYS = ("operation", "ledger", "send", "due", "ambiguous", "live", "messages", "observe")
+    KEYS = (
+        "operation", "ledger", "send", "due", "ambiguous", "live", "messages", "observe",
+        "finished",
+    )  # fmt: skip
 
     attempt_id: str
     now: int
@@ -143,7 +146,7 @@ class Quarantine(Request[tuple[QuarantineCode, str]]):
 
     SCRIPT = Script("quarantine")
     CODES = QuarantineCode
-    KEYS = ("operation", "ledger", "send", "due", "ambiguous", "review", "live")
+    KEYS = ("operation", "ledger", "send", "due", "ambiguous", "review", "live", "finished")
 
     action: str  # "quarantine" | "release" | "close"
     now: int
@@ -172,7 +175,7 @@ class RequeueRefused(Request[tuple[RequeueCode, str]]):
 
     SCRIPT = Script("requeue_refused")
     CODES = RequeueCode
-    KEYS = ("operation", "ledger", "account", "send", "live")
+    KEYS = ("operation", "ledger", "account", "send", "live", "finished")
 
     account_id: str = unsent()
     now: int

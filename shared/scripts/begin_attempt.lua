@@ -7,6 +7,7 @@
 -- key send: send stream       rg:{p}:send
 -- key ambiguous: index        rg:{p}:ambiguous
 -- key live: index             rg:{p}:live
+-- key finished: index         rg:{p}:finished (recently failed or exhausted)
 -- arg now: ms
 -- arg attempt_id: the fencing token finalise_attempt checks
 -- arg lease_ms
@@ -31,6 +32,7 @@
 --   {"elsewhere", name} - pinned to provider ``name``: nothing written, entry left pending
 -- @names
 -- @ledger
+-- @recent
 -- @request
 
 local function ack()
@@ -46,6 +48,7 @@ local function finish(state, reason)
   redis.call("ZREM", live, operation_id)
   redis.call("PEXPIRE", operation, retention_ms)
   redis.call("PEXPIRE", ledger, retention_ms)
+  if RECENTLY_FAILED[state] then note_recent(finished, now, operation_id) end
   ack()
 end
 

@@ -9,6 +9,7 @@
 -- key live: index
 -- key messages: message map
 -- key observe: zset
+-- key finished: index (recently failed or exhausted)
 -- arg attempt_id: the fencing token
 -- arg now: ms
 -- arg entry_id: the stream entry ("" = none)
@@ -34,6 +35,7 @@
 -- @ledger
 -- @states
 -- @delivery
+-- @recent
 -- @request
 local f = redis.call("HMGET", operation, "state", "attempt_id", "delivery")
 if f[1] ~= "attempting" or f[2] ~= attempt_id then return {"fenced"} end
@@ -90,6 +92,7 @@ if TERMINAL[next_state] then
   redis.call("ZREM", live, operation_id)
   redis.call("PEXPIRE", operation, retention_ms)
   redis.call("PEXPIRE", ledger, retention_ms)
+  if RECENTLY_FAILED[next_state] then note_recent(finished, now, operation_id) end
 end
 if entry_id ~= "" then
   redis.call("XACK", send, SEND_GROUP, entry_id)

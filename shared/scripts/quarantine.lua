@@ -9,6 +9,7 @@
 -- key ambiguous: index
 -- key review: index
 -- key live: index
+-- key finished: index (recently failed or exhausted)
 -- arg action: "quarantine" | "release" | "close"
 -- arg now: ms
 -- arg reason: reason / actor note
@@ -18,6 +19,7 @@
 -- ("attempting" cannot be quarantined: wait for the attempt to finish).
 -- @names
 -- @states
+-- @recent
 -- @request
 local state = redis.call("HGET", operation, "state")
 if not state then return {"refused", "missing"} end
@@ -41,6 +43,7 @@ if action == "close" then
   redis.call("HDEL", operation, "next_attempt_at")
   redis.call("PEXPIRE", operation, retention_ms)
   redis.call("PEXPIRE", ledger, retention_ms)
+  if RECENTLY_FAILED[CLOSED_AS] then note_recent(finished, now, operation_id) end
   return {"ok", state}
 end
 if action ~= "release" then return redis.error_reply("unknown action " .. action) end

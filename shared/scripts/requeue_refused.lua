@@ -9,6 +9,7 @@
 -- key account: account hash (its "last" operation)
 -- key send: send stream
 -- key live: index
+-- key finished: index (recently failed or exhausted: it is no longer)
 -- arg now: ms
 -- arg reason: the permanent reason the guard counted (the operation's "reason")
 -- arg note: the reason written on the requeued operation
@@ -30,5 +31,6 @@ redis.call("HINCRBY", operation, "attempts", -1)
 redis.call("PERSIST", operation)
 redis.call("PERSIST", ledger)
 redis.call("ZADD", live, now, operation_id)
+redis.call("ZREM", finished, operation_id)
 redis.call("XADD", send, "*", JOB_FIELD, operation_id)
 return {"ok"}

@@ -79,6 +79,7 @@ async def test_on_call_closes_from_the_console_support_is_refused_and_nothing_is
     pk = PartitionKeys.of(op)
     assert await _state(redis, op) == "failed"
     assert await redis.zscore(pk.review, op) is None and await redis.zscore(pk.live, op) is None
+    assert await redis.zscore(pk.finished, op) is not None  # listed as recently failed
     assert 0 < await redis.pttl(pk.operation(op)) <= 30 * 24 * 3_600_000  # kept, then gone
     [entry] = [f for _, f in await redis.xrange(AUDIT) if f["action"] == "close"][:1]
     assert entry["actor"] == "console:ann" and entry["result"] == "done"

@@ -1,13 +1,13 @@
 """The home page: is anything wrong? Counts by state, each provider's line, the pauses and
 a switch in progress with what on-call can do about them, each partition's oldest eligible
-operation against its horizon, and what is held for a person (paged). The figures refresh
+operation against its horizon, what is held for a person, and what failed, was exhausted
+or bounced in the last day (paged). The figures refresh
 every few seconds without a reload (``console.js``)."""
 
 from __future__ import annotations
 
 import time
 from typing import Any
-from urllib.parse import urlencode
 
 from aiohttp import web
 
@@ -17,8 +17,10 @@ from services.admission.console.oncall import operation_cells
 from services.admission.console.pages import notice, operation_href, page, principal_of
 from services.admission.console.provider_lines import lines_table, pause_text, read_lines
 from services.admission.console.provider_lines import resume_link as provider_resume_link
+from services.admission.console.recent_lists import counters as recent_counters
+from services.admission.console.recent_lists import page_number, query, section
 from shared import clock, control, operation_views, switch
-from shared.status import partitions_status
+from shared.status import partitions_status, recent_counts
 
 PAGE = 20  # rows of a list shown at once
 COUNTERS = (
@@ -29,11 +31,6 @@ COUNTERS = (
     ("ambiguous", "Ambiguous", "sent, outcome unknown, being settled"),
     ("review", "Held for review", "need a person"),
 )
-
-
-def _page_number(request: web.Request) -> int:
-    raw = request.query.get("page", "1")
-    return max(1, int(raw)) if raw.isascii() and raw.isdigit() and len(raw) < 6 else 1
 
 
 def _counters(rows: list[dict[str, Any]], paused: int) -> Markup:
@@ -94,7 +91,8 @@ def _partition_rows(
     return rows
 
 
-def _review(rows: list[dict[str, Any]], number: int, can_act: bool) -> Markup:
+def _review(request: web.Request, rows: list[dict[str, Any]], can_act: bool) -> Markup:
+    number = page_number(request, "page")
     if not rows:
         return notice("Nothing is held for review.")
     shown = rows[(number - 1) * PAGE : number * PAGE]
@@ -111,9 +109,9 @@ def _review(rows: list[dict[str, Any]], number: int, can_act: bool) -> Markup:
     pages = (len(rows) + PAGE - 1) // PAGE
     nav = [Markup(f"Page {min(number, pages)} of {pages} ({len(rows)} held)")]
     if number > 1:
-        nav.append(link("/console/?" + urlencode({"page": number - 1}), "Previous"))
+        nav.append(link("/console/?" + query(request, page=number - 1), "Previous"))
     if number < pages:
-        nav.append(link("/console/?" + urlencode({"page": number + 1}), "Next"))
+        nav.append(link("/console/?" + query(request, page=number + 1), "Next"))
     return Markup(f'<ul>{join(items)}</ul><p class="pager">{join(nav, " · ")}</p>')
 
 
@@ -136,22 +134,27 @@ async def _live(request: web.Request) -> Markup:
         actions = Markup(f"<p>{move}</p>")
     return render(
         "overview_live",
-        counters=_counters(rows, len(state.paused)),
+        counters=join(
+            [
+                _counters(rows, len(state.paused)),
+                recent_counters(await recent_counts(client, settings.partitions, now)),
+            ]
+        ),
         providers=lines_table(lines, can_act, now),
         actions=actions,
         pauses=_pauses(state, can_act, await switch.previous(client)),
         partitions=join(_partition_rows(per_partition, state, default, now)),
         review=_review(
-            await operation_views.held_for_review(client, settings.partitions),
-            _page_number(request),
-            can_act,
+            request, await operation_views.held_for_review(client, settings.partitions), can_act
         ),
+        failed=await section(request, client, settings.partitions, "failed", now, PAGE),
+        bounced=await section(request, client, settings.partitions, "bounced", now, PAGE),
     )
 
 
 async def home(request: web.Request) -> web.Response:
     now = time.strftime("%H:%M:%S UTC", time.gmtime())
-    live_url = "/console/overview/live?" + urlencode({"page": _page_number(request)})
+    live_url = "/console/overview/live?" + query(request)
     body = render("overview", live=await _live(request), now=now, live_url=live_url)
     return page(request, "Is anything wrong?", body)
 
