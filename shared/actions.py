@@ -1,18 +1,21 @@
-"""On-call's actions, each recorded with who took it: the CLI and the console call these.
+"""On-call's actions, each recorded with who took it: the CLI and the console call these,
+and only these, so an action does the same whichever of the two took it.
 
 An actor is a short name (``cli:alice``, ``console:alice``); what an operator types as a
 reason is scrubbed of addresses, URLs and tokens before it is stored, since it is shown
-again on every view of the operation. Every action, done or refused, is appended to the
-audit stream (capped) and logged.
+again on every view of the operation. Every action, done or refused, is appended once to the
+audit stream (capped by count and by age, ``audit_retention_days``) and logged. The stream
+is written only here: the console's own listener and the CLI, never the public port.
 """
 
 from __future__ import annotations
 
+import getpass
 import logging
 from dataclasses import dataclass
 from typing import Any
 
-from shared import clock
+from shared import clock, control, switch
 from shared.control import pause_partitions, resume_partitions
 from shared.keys import AUDIT
 from shared.logging import cut, event, printable, scrub
@@ -31,6 +34,14 @@ class ActionResult:
     state: str  # the state before the action, or the state that refused it ("missing")
 
 
+def cli_actor() -> str:
+    """Who ran a ``resetgate ops`` command: the login of the shell, not a player."""
+    try:
+        return "cli:" + getpass.getuser()
+    except (KeyError, OSError):  # no passwd entry (a container's arbitrary uid)
+        return "cli"
+
+
 def clean_reason(reason: str) -> str:
     """What an operator typed, safe to store and show: bounded before any pattern runs, no
     terminal or bidi control characters (they would rewrite the line on a terminal, or
@@ -39,14 +50,26 @@ def clean_reason(reason: str) -> str:
 
 
 async def record(
-    client: RedisClient, actor: str, action: str, target: str, result: str, reason: str = ""
-) -> None:
+    client: RedisClient, actor: str, action: str, target: str, result: str, reason: str = "",
+    *, partitions: list[int] | None = None, providers: list[str] | None = None,
+) -> None:  # fmt: skip
+    """One action. ``partitions`` and ``providers``: what else it touched (a switch's target
+    is the provider it moves to; it also moves these partitions away from those providers),
+    so the trail filtered by either finds it."""
     fields = {
         "at": str(clock.now_ms()), "actor": actor, "action": action, "target": target,
         "result": result, "reason": reason,
+        "partitions": ",".join(map(str, partitions or [])),
+        "providers": ",".join(providers or []),
     }  # fmt: skip
     await client.xadd(AUDIT, fields, maxlen=AUDIT_MAXLEN, approximate=True)  # type: ignore[arg-type]
     event(log, logging.INFO, "operator action", **fields)
+
+
+async def trim(client: RedisClient, retention_days: float) -> int:
+    """Forget actions older than ``retention_days`` (the count cap applies as well)."""
+    oldest = clock.now_ms() - int(retention_days * 86_400_000)
+    return int(await client.xtrim(AUDIT, minid=max(oldest, 0)))
 
 
 async def recent(client: RedisClient, count: int = 20) -> list[dict[str, Any]]:
@@ -55,10 +78,63 @@ async def recent(client: RedisClient, count: int = 20) -> list[dict[str, Any]]:
     return [dict(fields) for _, fields in entries]
 
 
+@dataclass(frozen=True, slots=True)
+class TrailFilter:
+    """Which actions to show: those that touched an operation, a partition or a provider."""
+
+    operation: str = ""
+    partition: int | None = None
+    provider: str = ""
+
+    def matches(self, entry: dict[str, Any]) -> bool:
+        target = str(entry.get("target") or "")
+        if self.operation and target != self.operation:
+            return False
+        if self.partition is not None and not (
+            target == f"partition:{self.partition}"
+            or str(self.partition) in _listed(entry, "partitions")
+        ):
+            return False
+        return not self.provider or (
+            target == f"provider:{self.provider}" or self.provider in _listed(entry, "providers")
+        )
+
+
+def _listed(entry: dict[str, Any], name: str) -> list[str]:
+    return [v for v in str(entry.get(name) or "").split(",") if v]
+
+
+async def trail(
+    client: RedisClient, chosen: TrailFilter, *, limit: int = 50, before: str = "+",
+    scan: int = AUDIT_MAXLEN,
+) -> tuple[list[dict[str, Any]], str]:  # fmt: skip
+    """Up to ``limit`` matching actions, newest first, from ``before`` (a stream id, "+" for
+    the newest) back; and the id to continue from ("" when the trail ends)."""
+    found: list[dict[str, Any]] = []
+    while scan > 0:
+        entries: Any = await client.xrevrange(AUDIT, max=before, count=min(scan, 500) + 1)
+        if before != "+" and entries and entries[0][0] == before:
+            entries = entries[1:]
+        if not entries:
+            return found, ""
+        for entry_id, fields in entries:
+            if chosen.matches(fields):
+                found.append({**fields, "id": entry_id})
+                if len(found) == limit:
+                    return found, entry_id
+        scan -= len(entries)
+        before = entries[-1][0]
+    return found, ""
+
+
 async def _quarantined(
-    client: RedisClient, operation_id: str, action: str, actor: str, note: str, reason: str
-) -> ActionResult:
-    request = Quarantine(operation_id=operation_id, action=action, now=clock.now_ms(), reason=note)
+    client: RedisClient, operation_id: str, action: str, actor: str, note: str, reason: str,
+    retention_ms: int = 0,
+) -> ActionResult:  # fmt: skip
+    request = Quarantine(
+        operation_id=operation_id, action=action, now=clock.now_ms(), reason=note,
+        retention_ms=retention_ms,
+    )  # fmt: skip
     code, state = await request.run(client)
     done = code is QuarantineCode.OK
     await record(
@@ -81,6 +157,16 @@ async def release(client: RedisClient, operation_id: str, actor: str) -> ActionR
     return await _quarantined(client, operation_id, "release", actor, f"released by {actor}", "")
 
 
+async def close(
+    client: RedisClient, operation_id: str, actor: str, reason: str, retention_ms: int
+) -> ActionResult:
+    """End an operation held for review without sending it (model.CLOSED_AS); it is kept
+    ``retention_ms`` like any finished operation."""
+    reason = clean_reason(reason)
+    note = f"closed by {actor}: {reason}"
+    return await _quarantined(client, operation_id, "close", actor, note, reason, retention_ms)
+
+
 async def pause(client: RedisClient, partitions: list[int], actor: str, reason: str) -> None:
     reason = clean_reason(reason)
     await pause_partitions(client, partitions, f"{actor}: {reason}")
@@ -92,3 +178,73 @@ async def resume(client: RedisClient, partitions: list[int], actor: str) -> None
     await resume_partitions(client, partitions)
     for partition in partitions:
         await record(client, actor, "resume", f"partition:{partition}", "done")
+
+
+@dataclass(frozen=True, slots=True)
+class Resumed:
+    """A provider resume: the kind of pause lifted ("" if none was on) and, after a refusals
+    pause, the operation sent again as the probe and how many stay held for review."""
+
+    kind: str
+    probe: str = ""
+    still_held: int = 0
+
+
+async def provider_resume(client: RedisClient, provider: str, actor: str) -> Resumed:
+    """Lift the provider pause, whatever its kind; after a refusals pause one operation that
+    tripped the guard goes back to the queue as the probe, the others stay held for review
+    (a person releases them once the probe is accepted, so a resume cannot re-trip it)."""
+    note = (await control.read(client)).auth_paused.get(provider)
+    lifted = await control.auth_resume(client, provider)
+    kind = control.pause_kind(note) if lifted and note is not None else ""
+    result = f"done:{kind}" if kind else "refused:not paused"
+    await record(client, actor, "provider-resume", f"provider:{provider}", result,
+                 str((note or {}).get("reason") or ""))  # fmt: skip
+    if not kind:
+        return Resumed("")
+    held = control.held_for_probe(note)
+    for at, operation_id in enumerate(held):
+        if (await release(client, operation_id, actor)).done:
+            return Resumed(kind, operation_id, len(held) - at - 1)
+    return Resumed(kind)
+
+
+async def provider_switch(
+    client: RedisClient, targets: dict[int, str], configured: list[str], wait_seconds: float,
+    actor: str, reason: str = "",
+) -> switch.Outcome:  # fmt: skip
+    """Move ``targets``' partitions (shared.switch), recorded with the providers they leave."""
+    before = await _assignment(client, targets, configured)
+    outcome = await switch.run(client, targets, configured, wait_seconds)
+    await _record_switch(client, "provider-switch", actor, targets, before, outcome, reason)
+    return outcome
+
+
+async def provider_rollback(
+    client: RedisClient, configured: list[str], wait_seconds: float, actor: str, reason: str = ""
+) -> switch.Outcome:
+    targets = await switch.rollback_targets(client)
+    before = await _assignment(client, targets, configured)
+    outcome = await switch.rollback(client, configured, wait_seconds)
+    await _record_switch(client, "provider-rollback", actor, targets, before, outcome, reason)
+    return outcome
+
+
+async def _assignment(
+    client: RedisClient, targets: dict[int, str], configured: list[str]
+) -> dict[int, str]:
+    state = await control.read(client)
+    return {p: state.provider_for(p, configured[0]) for p in targets}
+
+
+async def _record_switch(
+    client: RedisClient, action: str, actor: str, targets: dict[int, str],
+    before: dict[int, str], outcome: switch.Outcome, reason: str,
+) -> None:  # fmt: skip
+    to = sorted(set(targets.values()))
+    involved = sorted(set(to) | set(before.values()))
+    moved = ", ".join(f"{p}:{before.get(p, '?')}->{n}" for p, n in sorted(targets.items()))
+    result = "done" if outcome.done else outcome.message
+    await record(client, actor, action, "provider:" + ",".join(to) if to else "-",
+                 result[:MAX_REASON], clean_reason(f"{reason} ({moved})" if reason else moved),
+                 partitions=sorted(targets), providers=involved)  # fmt: skip

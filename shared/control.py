@@ -55,7 +55,7 @@ class ControlState:
     paused_notes: dict[int, dict[str, Any]] = field(default_factory=dict)
     # partition -> provider name; a partition not listed is served by the first configured
     providers: dict[int, str] = field(default_factory=dict)
-    # the switch in progress (see services.ctl.switch), or None
+    # the switch in progress (see shared.switch), or None
     switch: dict[str, Any] | None = None
 
     def provider_for(self, partition: int, default: str) -> str:

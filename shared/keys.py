@@ -17,6 +17,10 @@ SEND_GROUP = "senders"
 JOB_FIELD = "op"  # a send stream entry's one field: the operation id
 ROUTER_GROUP = "router"
 ARCHIVE_GROUP = "archivers"  # the archiver replicas' group on each partition's settled stream
+# The per-partition indexes of recently finished operations (finished, bounced) keep a day,
+# and at most this many each, trimmed by the script that writes them.
+RECENT_KEEP_MS = 86_400_000
+RECENT_MAX = 5_000
 
 # Global (untagged) keys: each is used on its own, never together with another in a script.
 CONTROL = f"{PREFIX}:control"  # hash: paused:<p> -> reason, auth_paused:<provider> -> reason
@@ -136,6 +140,18 @@ class PartitionKeys:
         """Stream of settled operation ids awaiting the archive, consumer group ``archivers``
         (written only while the archive is on: shared/scripts ``-- @settle``)."""
         return f"{self.tag}:settled"
+
+    @property
+    def finished(self) -> str:
+        """Sorted set: operation id that ended failed or exhausted -> when (ms); bounded by
+        RECENT_KEEP_MS and RECENT_MAX, written by the script that ends it."""
+        return f"{self.tag}:finished"
+
+    @property
+    def bounced(self) -> str:
+        """Sorted set: operation id whose email bounced -> when recorded (ms); bounded as
+        ``finished``."""
+        return f"{self.tag}:bounced"
 
     @property
     def live(self) -> str:

@@ -113,6 +113,16 @@ QUARANTINABLE: frozenset[State] = frozenset(
     state for state, targets in TRANSITIONS.items() if State.QUARANTINED in targets
 )
 RELEASABLE: frozenset[State] = frozenset({State.QUARANTINED, State.REVIEW})
+# The ends a person looks into afterwards: indexed (shared.keys ``finished``) by the script
+# that makes the move, for the console's counts and "recently failed or exhausted" list.
+RECENTLY_FAILED: frozenset[State] = frozenset({State.FAILED, State.EXHAUSTED})
+
+# Closing a held operation ends it as failed, without sending: an operator decided that the
+# email under review must not go (and the account asks again if it still needs one).
+CLOSED_AS: State = State.FAILED
+CLOSABLE: frozenset[State] = frozenset(
+    state for state in RELEASABLE if CLOSED_AS in TRANSITIONS[state]
+)
 
 
 def on_token_consumed(state: State) -> State | None:

@@ -220,7 +220,18 @@ class ArchiveSettings(_Env):
         return bool(self.archive_dsn.get_secret_value())
 
 
-class PolicySettings(CommonSettings):
+class RetentionSettings(_Env):
+    """How long a finished operation is kept: the services that finish one, and the operator
+    tools that close one."""
+
+    retention_seconds: int = Field(default=30 * 24 * 3600, ge=3600)
+
+    @property
+    def retention_ms(self) -> int:
+        return to_ms(self.retention_seconds)
+
+
+class PolicySettings(CommonSettings, RetentionSettings):
     """Recovery policy shared by the services that create or move operations."""
 
     token_keys: SecretStr = SecretStr("")
@@ -230,7 +241,6 @@ class PolicySettings(CommonSettings):
     horizon_margin_seconds: int = Field(default=120, ge=0)
     ambiguous_policy: Literal["replay", "review"] = "replay"
     observation_window_seconds: int = Field(default=7200, ge=1)
-    retention_seconds: int = Field(default=30 * 24 * 3600, ge=3600)
     # On: a finished operation is kept, without an expiry, until the archiver has written it
     # to PostgreSQL (services/archiver), which then lets it expire after its tail. Off:
     # it expires RETENTION_SECONDS after it finished and no archive is kept.
@@ -252,10 +262,6 @@ class PolicySettings(CommonSettings):
     @property
     def observation_window_ms(self) -> int:
         return to_ms(self.observation_window_seconds)
-
-    @property
-    def retention_ms(self) -> int:
-        return to_ms(self.retention_seconds)
 
     @property
     def settled_retention_ms(self) -> int:

@@ -12,7 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from shared import clock, codec, control
-from shared.keys import SEND_GROUP, PartitionKeys, provider_pacing
+from shared.keys import RECENT_KEEP_MS, RECENT_MAX, SEND_GROUP, PartitionKeys, provider_pacing
+from shared.preflight.store import Checked
+from shared.preflight.store import read as read_checks
 from shared.redis import RedisClient
 
 
@@ -159,3 +161,100 @@ def describe_pacing(pacing: Pacing, when: Callable[[int | None], str]) -> str:
     if pacing.paused_until:
         line += f" paused until {when(pacing.paused_until)} (daily quota)"
     return line
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderLine:
+    """One configured provider as every view shows it: what it is, what it serves, what it
+    takes, whether it is paused and why. ``checks``: the senders' latest preflight of it
+    (shared.preflight.store; None: no sender has run one yet, and the views say so)."""
+
+    name: str
+    kind: str
+    partitions: list[int]  # the partitions it serves (the control record's assignment)
+    status: ProviderStatus
+    pacing: Pacing
+    ambiguous: int  # ambiguous attempts in its partitions, waiting to be settled
+    checks: Checked | None = None
+
+    def view(self) -> dict[str, Any]:
+        return {"provider": self.name, "kind": self.kind, "partitions": self.partitions,
+                **{k: v for k, v in self.status.view().items() if k != "provider"},
+                **self.pacing.view(), "ambiguous": self.ambiguous,
+                "checks": None if self.checks is None else
+                          [c.view() for c in self.checks.checks]}  # fmt: skip
+
+
+async def provider_lines(
+    client: RedisClient, kinds: dict[str, str], state: control.ControlState,
+    partitions: list[dict[str, Any]],
+) -> list[ProviderLine]:  # fmt: skip
+    """One line per configured provider (``kinds``: name -> kind, the first is the default)
+    and no other; ``partitions``: :func:`partitions_status`'s rows."""
+    default = next(iter(kinds), "")
+    checked = await read_checks(client)
+    lines = []
+    for name, kind in kinds.items():
+        owned = [r for r in partitions if state.provider_for(r["partition"], default) == name]
+        lines.append(ProviderLine(
+            name, kind, [r["partition"] for r in owned],
+            await provider_status(client, name, state), await pacing_status(client, name, state),
+            sum(int(r["ambiguous"]) for r in owned), checked.get(name),
+        ))  # fmt: skip
+    return lines
+
+
+# -- recently finished: the bounded per-partition indexes the ending scripts write ----------
+RECENT_INDEXES: dict[str, Callable[[PartitionKeys], str]] = {
+    "failed": lambda pk: pk.finished,  # failed or exhausted (model.RECENTLY_FAILED)
+    "bounced": lambda pk: pk.bounced,
+}
+WINDOWS_MS = {"hour": 3_600_000, "day": RECENT_KEEP_MS}
+
+
+async def recent_counts(client: RedisClient, partitions: int, now: int) -> dict[str, Any]:
+    """How many operations failed or were exhausted, and how many bounced, in the last hour
+    and day; ``capped``: a partition's index is full (RECENT_MAX), so a count may be low."""
+    pipe = client.pipeline(transaction=False)
+    for p in range(partitions):
+        for index in RECENT_INDEXES.values():
+            pipe.zcard(index(PartitionKeys(p)))
+            for span in WINDOWS_MS.values():
+                pipe.zcount(index(PartitionKeys(p)), now - span, "+inf")
+    replies = iter(await pipe.execute())
+    counts: dict[str, Any] = {name: dict.fromkeys(WINDOWS_MS, 0) for name in RECENT_INDEXES}
+    capped = False
+    for _ in range(partitions):
+        for name in RECENT_INDEXES:
+            capped |= int(next(replies)) >= RECENT_MAX
+            for window in WINDOWS_MS:
+                counts[name][window] += int(next(replies))
+    return {**counts, "capped": capped}
+
+
+async def recent(
+    client: RedisClient, partitions: int, name: str, now: int, *, offset: int = 0,
+    limit: int = 20,
+) -> tuple[list[dict[str, Any]], int]:  # fmt: skip
+    """One page of the operations in index ``name`` (RECENT_INDEXES) over the last day,
+    newest first, with their state and reason; and how many there are in all."""
+    since = now - RECENT_KEEP_MS
+    pipe = client.pipeline(transaction=False)
+    for p in range(partitions):
+        key = RECENT_INDEXES[name](PartitionKeys(p))
+        pipe.zrevrangebyscore(key, "+inf", since, start=0, num=offset + limit, withscores=True)
+        pipe.zcount(key, since, "+inf")
+    replies = await pipe.execute()
+    total = sum(int(n) for n in replies[1::2])
+    entries = [(int(score), str(member)) for page in replies[0::2] for member, score in page]
+    merged = sorted(entries, reverse=True)[offset : offset + limit]
+    pipe = client.pipeline(transaction=False)
+    for _, op in merged:
+        pipe.hmget(PartitionKeys.of(op).operation(op), "state", "reason", "delivery")
+    fields = await pipe.execute() if merged else []
+    rows = [
+        {"operation_id": op, "partition": PartitionKeys.of(op).partition, "at": at,
+         "state": f[0] or "gone", "reason": f[1] or "", "delivery": f[2] or ""}
+        for (at, op), f in zip(merged, fields, strict=True)
+    ]  # fmt: skip
+    return rows, total

@@ -40,6 +40,9 @@ class ConsoleSettings(_Env):
     # 60 / per-minute seconds (GCRA, shared/scripts/gcra.lua); a sign-in that succeeds
     # forgets the address's attempts, so the limit falls on guessing, not on signing in.
     console_sign_in_per_minute: int = Field(default=2, ge=1, le=600)
+    # How long the operator audit trail keeps an action (the console trims it hourly; the
+    # trail is also capped at shared.actions.AUDIT_MAXLEN entries).
+    audit_retention_days: float = Field(default=90.0, gt=0, le=3650)
     console_sign_in_burst: int = Field(default=5, ge=1, le=100)
     # Secure cookies need HTTPS; only a plain-HTTP loopback setup turns this off.
     console_cookie_secure: bool = True

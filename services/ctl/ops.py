@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import getpass
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -22,20 +21,20 @@ from services.ctl.stack import StackError, use_local_stack, with_redis
 from shared import actions, clock, control, operation_views
 from shared.archive import ArchiveUnavailable, Evidence, maybe_pool
 from shared.preflight.store import Checked
-from shared.preflight.store import read as read_checks
 from shared.redis import RedisClient
-from shared.settings import ArchiveSettings, CommonSettings, load
+from shared.settings import ArchiveSettings, CommonSettings, RetentionSettings, load
 from shared.status import (
+    ProviderLine,
     describe_auth,
     describe_pacing,
     in_flight,
-    pacing_status,
     partitions_status,
-    provider_status,
+    provider_lines,
+    recent_counts,
 )
 
 
-class OpsSettings(CommonSettings, ArchiveSettings):
+class OpsSettings(CommonSettings, RetentionSettings, ArchiveSettings):
     max_attempts: int = Field(default=6, ge=1)
 
 
@@ -77,10 +76,12 @@ def _partitions(args: argparse.Namespace, settings: OpsSettings) -> list[int]:
     return [args.partition]
 
 
-def _failing_checks(checked: dict[str, Checked]) -> list[str]:
-    """The senders' failing preflight checks (`resetgate providers check`), with the fix."""
-    return [f"provider {c.provider} check {c.check} FAILING ({_when(found.checked_at)}): "
-            f"{c.detail}" for found in checked.values() for c in found.failing]  # fmt: skip
+def _failing_checks(found: Checked | None) -> list[str]:
+    """A provider's failing preflight checks (`resetgate providers check`), with the fix."""
+    if found is None:
+        return []
+    return [f"  check {c.check} FAILING ({_when(found.checked_at)}): {c.detail}"
+            for c in found.failing]  # fmt: skip
 
 
 # -- views ---------------------------------------------------------------------------------
@@ -150,36 +151,51 @@ def _ledger_line(row: dict[str, Any]) -> str:
 
 async def status(client: RedisClient, settings: OpsSettings, args: argparse.Namespace) -> int:
     state = await control.read(client)
-    provider = await provider_status(client, settings.provider_name, state)
     rows = await partitions_status(client, settings.partitions, state)
-    names = providers.configured(settings)
+    kinds = providers.kinds(settings)
+    names = list(kinds)
     for row in rows:
         row["provider"] = state.provider_for(row["partition"], names[0])
         row["provider_configured"] = row["provider"] in names
-    summary = {**provider.view(), "partitions": rows}
-    lines = [
-        f"provider {provider.name}: rate={provider.rate:.1f}/s "
-        f"blocked_until={_when(provider.blocked_until)} 429s={provider.throttled_total} "
-        f"pause={describe_auth(provider)}",
-        f"{'P':>3} {'PAUSED':<6} {'SEND':>6} {'INFLIGHT':>8} {'DUE':>6} {'AMBIG':>5} "
-        f"{'REVIEW':>6} {'LIVE':>6} PROVIDER",
-    ]
+    lines_of = await provider_lines(client, kinds, state, rows)
+    recent = await recent_counts(client, settings.partitions, clock.now_ms())
+    summary = {"providers": [line.view() for line in lines_of], "partitions": rows,
+               "recent": recent}  # fmt: skip
+    lines = [text for line in lines_of for text in _provider_text(line)]
+    more = "+" if recent["capped"] else ""
+    lines += [f"{name}: {c['hour']}{more} in the last hour, {c['day']}{more} in the last day"
+              for name, c in recent.items() if name != "capped"]  # fmt: skip
+    lines.append(f"{'P':>3} {'PAUSED':<6} {'SEND':>6} {'INFLIGHT':>8} {'DUE':>6} {'AMBIG':>5} "
+                 f"{'REVIEW':>6} {'LIVE':>6} PROVIDER")  # fmt: skip
     lines += [
         f"{r['partition']:>3} {'yes' if r['paused'] else 'no':<6} {r['send']:>6} "
         f"{r['in_flight']:>8} {r['due']:>6} {r['ambiguous']:>5} {r['review']:>6} {r['live']:>6} "
         f"{r['provider']}{'' if r['provider_configured'] else ' (not configured)'}"
         for r in rows
     ]
-    pacing = await pacing_status(client, settings.provider_name, state)
-    lines.insert(1, f"  {describe_pacing(pacing, _when)}")
-    summary.update(pacing.view())
-    checked = await read_checks(client)
-    summary["provider_checks"] = {n: [c.view() for c in found.checks]
-                                  for n, found in checked.items()}  # fmt: skip
-    lines += _failing_checks(checked)
     _print(args, summary, lines)
     _warn_unserved(rows)
     return 0
+
+
+def _provider_text(line: ProviderLine) -> list[str]:
+    """A provider's two lines: what it is and serves, then what it is taking."""
+    status = line.status
+    owned = ",".join(map(str, line.partitions)) or NONE
+    return [
+        f"provider {line.name} ({line.kind}): partitions={owned} rate={status.rate:.1f}/s "
+        f"blocked_until={_when(status.blocked_until)} 429s={status.throttled_total} "
+        f"ambiguous={line.ambiguous} pause={describe_auth(status)} checks={_checks(line)}",
+        f"  {describe_pacing(line.pacing, _when)}",
+        *_failing_checks(line.checks),
+    ]
+
+
+def _checks(line: ProviderLine) -> str:
+    if line.checks is None:
+        return "not run yet"
+    failing = len(line.checks.failing)
+    return f"{failing} failing" if failing else f"{len(line.checks.checks)} passing or unknown"
 
 
 def _warn_unserved(rows: list[dict[str, Any]]) -> None:
@@ -194,24 +210,16 @@ def _warn_unserved(rows: list[dict[str, Any]]) -> None:
 
 
 # -- switches ------------------------------------------------------------------------------
-def _actor() -> str:
-    """Who ran the command, for the audit record (the login of the shell, not a player)."""
-    try:
-        return "cli:" + getpass.getuser()
-    except (KeyError, OSError):  # no passwd entry (a container's arbitrary uid)
-        return "cli"
-
-
 async def pause(client: RedisClient, settings: OpsSettings, args: argparse.Namespace) -> int:
     partitions = _partitions(args, settings)
-    await actions.pause(client, partitions, _actor(), args.reason)
+    await actions.pause(client, partitions, actions.cli_actor(), args.reason)
     print(f"paused {len(partitions)} partition(s): {partitions}; senders stop within ~1 s")
     return 0
 
 
 async def resume(client: RedisClient, settings: OpsSettings, args: argparse.Namespace) -> int:
     partitions = _partitions(args, settings)
-    await actions.resume(client, partitions, _actor())
+    await actions.resume(client, partitions, actions.cli_actor())
     print(f"resumed {len(partitions)} partition(s): {partitions}")
     return 0
 
@@ -219,7 +227,7 @@ async def resume(client: RedisClient, settings: OpsSettings, args: argparse.Name
 async def drain(client: RedisClient, settings: OpsSettings, args: argparse.Namespace) -> int:
     """Pause, then wait until nothing of the partition is in flight."""
     partitions = _partitions(args, settings)
-    await actions.pause(client, partitions, _actor(), "drain")
+    await actions.pause(client, partitions, actions.cli_actor(), "drain")
     deadline = time.monotonic() + args.timeout
     while True:
         busy = {p: await in_flight(client, p) for p in partitions}
@@ -241,38 +249,33 @@ def _held(args: argparse.Namespace, outcome: actions.ActionResult, target: str) 
 
 
 async def quarantine(client: RedisClient, _: OpsSettings, args: argparse.Namespace) -> int:
-    outcome = await actions.quarantine(client, args.operation_id, _actor(), args.reason)
+    outcome = await actions.quarantine(client, args.operation_id, actions.cli_actor(), args.reason)
     return _held(args, outcome, "quarantined")
 
 
 async def release(client: RedisClient, _: OpsSettings, args: argparse.Namespace) -> int:
-    outcome = await actions.release(client, args.operation_id, _actor())
+    outcome = await actions.release(client, args.operation_id, actions.cli_actor())
     return _held(args, outcome, "queued")
+
+
+async def close(client: RedisClient, settings: OpsSettings, args: argparse.Namespace) -> int:
+    outcome = await actions.close(
+        client, args.operation_id, actions.cli_actor(), args.reason, settings.retention_ms
+    )
+    return _held(args, outcome, "failed (closed, not sent)")
 
 
 async def provider_resume(
     client: RedisClient, settings: OpsSettings, args: argparse.Namespace
 ) -> int:
     provider = args.provider or settings.provider_name
-    note = (await control.read(client)).auth_paused.get(provider)
-    lifted = await control.auth_resume(client, provider)
-    kind = control.pause_kind(note) if note is not None else ""
-    print(f"provider {provider}: " + (f"{kind} pause lifted" if lifted else "was not paused"))
-    if lifted:
-        await _probe(client, control.held_for_probe(note))
+    resumed = await actions.provider_resume(client, provider, actions.cli_actor())
+    kind = resumed.kind
+    print(f"provider {provider}: " + (f"{kind} pause lifted" if kind else "was not paused"))
+    if resumed.probe:
+        print(f"probe: {resumed.probe} sent again; {resumed.still_held} more held for review "
+              "(`resetgate ops release ID` once the probe is accepted)")  # fmt: skip
     return 0
-
-
-async def _probe(client: RedisClient, held: list[str]) -> None:
-    """After a refusals pause: one operation that tripped the guard goes back to the queue
-    as the probe; the others stay held for review (``ops review-list``, ``ops release``)."""
-    for operation_id in held:
-        outcome = await actions.release(client, operation_id, _actor())
-        if outcome.done:
-            rest = len(held) - held.index(operation_id) - 1
-            print(f"probe: {operation_id} sent again; {rest} more held for review "
-                  "(`resetgate ops release ID` once the probe is accepted)")  # fmt: skip
-            return
 
 
 async def review_list(client: RedisClient, settings: OpsSettings, args: argparse.Namespace) -> int:
@@ -333,3 +336,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = rcmds.add_parser("release", help="send a reviewed operation again (same id and key)")
     p.add_argument("operation_id")
     p.set_defaults(handler=_run(release))
+    p = rcmds.add_parser("close", help="end a reviewed operation without sending it (failed)")
+    p.add_argument("operation_id")
+    p.add_argument("--reason", required=True)
+    p.set_defaults(handler=_run(close))

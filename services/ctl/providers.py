@@ -11,11 +11,10 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from services.ctl import switch
 from services.ctl.output import print_view as _print
-from shared import clock, control, operation_views, ownership
-from shared.keys import CONTROL, PartitionKeys
-from shared.providers.named import ProviderConfigError, provider_names
+from shared import actions, clock, control, operation_views, ownership, switch
+from shared.keys import PartitionKeys
+from shared.providers.named import ProviderConfigError, provider_kinds, provider_names
 from shared.redis import RedisClient
 from shared.settings import CommonSettings
 
@@ -26,6 +25,14 @@ Handler = Callable[[RedisClient, Any, argparse.Namespace], Awaitable[int]]
 def configured(settings: CommonSettings) -> list[str]:
     try:
         return provider_names(fallback=settings.provider_name)
+    except ProviderConfigError as error:
+        raise SystemExit(str(error)) from None
+
+
+def kinds(settings: CommonSettings) -> dict[str, str]:
+    """Each configured name and its kind, in order (the first serves by default)."""
+    try:
+        return provider_kinds(settings.provider_name)
     except ProviderConfigError as error:
         raise SystemExit(str(error)) from None
 
@@ -105,45 +112,29 @@ async def switch_to(client: RedisClient, settings: Any, args: argparse.Namespace
     except ValueError as error:
         print(str(error), file=sys.stderr)
         return 2
-    return await _switch(client, {p: args.to for p in partitions}, settings, args.timeout)
+    return await _switch(client, {p: args.to for p in partitions}, settings, args)
 
 
 async def rollback(client: RedisClient, settings: Any, args: argparse.Namespace) -> int:
-    state = await control.read(client)
-    targets = (
-        switch.Plan.from_record(state.switch).targets if state.switch
-        else await switch.previous(client)
-    )  # fmt: skip
-    if not targets:
-        print("nothing to roll back: no switch since the last rollback (`resetgate ops "
-              "provider show` lists the assignment)", file=sys.stderr)  # fmt: skip
-        return 1
-    done = await _switch(client, targets, settings, args.timeout)
-    if done == 0:
-        # A rollback is not a switch to undo: a second one would re-apply the first switch.
-        await client.hdel(CONTROL, control.PREVIOUS)
-    return done
+    outcome = await actions.provider_rollback(
+        client, configured(settings), args.timeout, actions.cli_actor(), args.reason
+    )
+    return _report(outcome)
 
 
 async def _switch(
-    client: RedisClient, targets: dict[int, str], settings: Any, wait_seconds: float
+    client: RedisClient, targets: dict[int, str], settings: Any, args: argparse.Namespace
 ) -> int:
-    names = configured(settings)
-    try:
-        plan = await switch.begin(client, targets, names)
-        print(f"paused {_list(sorted(targets))}; waiting until nothing is in flight")
-        busy = await switch.settle(client, plan, wait_seconds)
-        if busy:
-            print(f"still in flight after {wait_seconds:g}s: {busy}; the partitions stay paused: "
-                  "run the same command again to continue", file=sys.stderr)  # fmt: skip
-            return 1
-        await switch.finish(client, plan, names)
-    except switch.SwitchRefused as error:
-        print(f"refused: {error}", file=sys.stderr)
-        return 1
-    moved = ", ".join(f"{p}->{n}" for p, n in sorted(targets.items()))
-    print(f"switched and resumed: {moved}")
-    return 0
+    print(f"pausing {_list(sorted(targets))}; waiting until nothing is in flight")
+    outcome = await actions.provider_switch(
+        client, targets, configured(settings), args.timeout, actions.cli_actor(), args.reason
+    )
+    return _report(outcome)
+
+
+def _report(outcome: switch.Outcome) -> int:
+    print(outcome.message, file=sys.stdout if outcome.done else sys.stderr)
+    return 0 if outcome.done else 1
 
 
 def _list(partitions: list[int]) -> str:
@@ -163,7 +154,9 @@ def register(
     p.add_argument("--partitions", required=True, help="e.g. 0-1 or 0,3,5-7")
     p.add_argument("--to", required=True, help="a name from RESETGATE_PROVIDERS")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for in-flight")
+    p.add_argument("--reason", default="", help="why, for the audit trail")
     p.set_defaults(handler=run(switch_to))
     p = pcmds.add_parser("rollback", help="go back to the assignment before the last switch")
     p.add_argument("--timeout", type=float, default=60.0)
+    p.add_argument("--reason", default="", help="why, for the audit trail")
     p.set_defaults(handler=run(rollback))

@@ -65,6 +65,23 @@ def provider_names(environ: Mapping[str, str] | None = None, fallback: str = "")
     return names
 
 
+def provider_kinds(fallback: str) -> dict[str, str]:
+    """Each configured name and its kind, for on-call's views: a name whose account does not
+    load says so instead of a kind (the services refuse to start on it)."""
+    names = provider_names(fallback=fallback)
+    if not os.environ.get(LIST_VARIABLE, "").strip():
+        variable_name = ProviderAccount.variable("provider_kind")
+        default = str(ProviderAccount.model_fields["provider_kind"].default)
+        return {name: os.environ.get(variable_name, default) for name in names}
+    kinds = {}
+    for name in names:
+        try:
+            kinds[name] = str(ProviderAccount.of(name).provider_kind)
+        except ValueError:
+            kinds[name] = "misconfigured"
+    return kinds
+
+
 def load_providers(settings: ProviderSettings) -> list[NamedProvider]:
     """Every configured provider, the default one first: each listed name's account, or the
     single provider's (``settings``, checked when it was loaded)."""

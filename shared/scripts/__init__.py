@@ -36,12 +36,15 @@ from redis.asyncio import RedisCluster
 from redis.exceptions import NoScriptError
 
 from shared.delivery import DEFINITIVE_RANK, PRECEDENCE, REMEMBERED_EVENTS
-from shared.keys import JOB_FIELD, SEND_GROUP, PartitionKeys
+from shared.keys import JOB_FIELD, RECENT_KEEP_MS, RECENT_MAX, SEND_GROUP, PartitionKeys
 from shared.model import (
+    CLOSABLE,
+    CLOSED_AS,
     ENTRY_POINT_PREFIX,
     LEDGER_FIELDS,
     LIVE,
     QUARANTINABLE,
+    RECENTLY_FAILED,
     RELEASABLE,
     TERMINAL,
     TRANSITIONS,
@@ -87,6 +90,8 @@ local LIVE = {_lua_set(LIVE)}
 local TERMINAL = {_lua_set(TERMINAL)}
 local QUARANTINABLE = {_lua_set(QUARANTINABLE)}
 local RELEASABLE = {_lua_set(RELEASABLE)}
+local CLOSABLE = {_lua_set(CLOSABLE)}
+local CLOSED_AS = "{CLOSED_AS}"
 local ON_TOKEN_CONSUMED = {{{consumed}}}
 """
 
@@ -139,6 +144,20 @@ end
 """
 
 
+def recent_prelude() -> str:
+    """What a script that ends an operation gets in place of ``-- @recent``: which ends are
+    indexed as recently failed, and the one function that writes a bounded index (a day of
+    entries, at most RECENT_MAX: shared/keys.py)."""
+    return f"""-- recent indexes (rendered from shared/model.py and shared/keys.py)
+local RECENTLY_FAILED = {_lua_set(RECENTLY_FAILED)}
+local function note_recent(index, at, id)
+  redis.call("ZADD", index, at, id)
+  redis.call("ZREMRANGEBYSCORE", index, "-inf", "(" .. (at - {RECENT_KEEP_MS}))
+  redis.call("ZREMRANGEBYRANK", index, 0, -{RECENT_MAX + 1})
+end
+"""
+
+
 # A line "-- @<name>" in a script is replaced, at load time, by what these render.
 PRELUDES = {
     "-- @ledger\n": ledger_prelude,
@@ -146,6 +165,7 @@ PRELUDES = {
     "-- @names\n": names_prelude,
     "-- @delivery\n": delivery_prelude,
     "-- @settle\n": settle_prelude,
+    "-- @recent\n": recent_prelude,
 }
 REQUEST_MARKER = "-- @request\n"
 

@@ -6,6 +6,7 @@
 -- key observe: zset    rg:{p}:observe   (accepted op -> observation window end, ms)
 -- key messages: map    rg:{p}:msgs      (provider message id -> op id)
 -- key settled: stream  rg:{p}:settled   (an event on an archived operation is archived too)
+-- key bounced: index    rg:{p}:bounced   (recently bounced op -> when recorded, ms)
 -- arg message_id: the provider's message id
 -- arg event_type: delivered|deferred|bounced|complained|rejected
 -- arg occurred_at: ms
@@ -22,6 +23,7 @@
 --   {"missing", "", ""}           the operation is gone (retention ran out); its mapping is dropped
 -- @names
 -- @delivery
+-- @recent
 -- @request
 local kind = event_type
 
@@ -73,6 +75,7 @@ end
 if not wins then return {"kept", current, f[1]} end
 redis.call("HSET", operation, "delivery", kind, "delivery_observed_at", now,
   "delivery_event_at", occurred_at)
+if kind == "bounced" then note_recent(bounced, now, operation_id) end
 -- Archived already (on its tail): the archiver writes this event as one more row. One not
 -- archived yet is read whole by the archiver, which checks nothing changed before it marks.
 if f[6] then redis.call("XADD", settled, "*", JOB_FIELD, operation_id) end

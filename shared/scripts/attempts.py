@@ -39,7 +39,7 @@ class Begun:
 class BeginAttempt(Request[Begun]):
     SCRIPT = Script("begin_attempt")
     CODES = BeginCode
-    KEYS = ("operation", "ledger", "send", "ambiguous", "live", "settled")
+    KEYS = ("operation", "ledger", "send", "ambiguous", "live", "settled", "finished")
 
     now: int
     attempt_id: str
@@ -96,6 +96,7 @@ class FinaliseAttempt(Request[FinaliseCode]):
         "messages",
         "observe",
         "settled",
+        "finished",
     )
 
     attempt_id: str
@@ -158,15 +159,17 @@ class QuarantineCode(StrEnum):
 
 @dataclass(slots=True, kw_only=True)
 class Quarantine(Request[tuple[QuarantineCode, str]]):
-    """Quarantine or release one operation; (code, previous state or refusing state)."""
+    """Quarantine, release or close one operation; (code, previous state or refusing
+    state)."""
 
     SCRIPT = Script("quarantine")
     CODES = QuarantineCode
-    KEYS = ("operation", "send", "due", "ambiguous", "review")
+    KEYS = ("operation", "ledger", "send", "due", "ambiguous", "review", "live", "finished")
 
-    action: str  # "quarantine" | "release"
+    action: str  # "quarantine" | "release" | "close"
     now: int
     reason: str
+    retention_ms: int = 0  # read by "close" only
     operation_id: str
 
     def __post_init__(self) -> None:

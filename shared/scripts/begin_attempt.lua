@@ -8,6 +8,7 @@
 -- key ambiguous: index        rg:{p}:ambiguous
 -- key live: index             rg:{p}:live
 -- key settled: stream of operations awaiting the archive (written with retention_ms 0)
+-- key finished: index         rg:{p}:finished (recently failed or exhausted)
 -- arg now: ms
 -- arg attempt_id: the fencing token finalise_attempt checks
 -- arg lease_ms
@@ -33,6 +34,7 @@
 -- @names
 -- @ledger
 -- @settle
+-- @recent
 -- @request
 
 local function ack()
@@ -47,6 +49,7 @@ local function finish(state, reason)
   redis.call("HDEL", operation, "next_attempt_at")
   redis.call("ZREM", live, operation_id)
   settle(operation, ledger, settled, operation_id, retention_ms, now)
+  if RECENTLY_FAILED[state] then note_recent(finished, now, operation_id) end
   ack()
 end
 

@@ -10,6 +10,7 @@
 -- key messages: message map
 -- key observe: zset
 -- key settled: stream of operations awaiting the archive (written with retention_ms 0)
+-- key finished: index (recently failed or exhausted)
 -- arg attempt_id: the fencing token
 -- arg now: ms
 -- arg entry_id: the stream entry ("" = none)
@@ -36,6 +37,7 @@
 -- @states
 -- @delivery
 -- @settle
+-- @recent
 -- @request
 local f = redis.call("HMGET", operation, "state", "attempt_id", "delivery")
 if f[1] ~= "attempting" or f[2] ~= attempt_id then return {"fenced"} end
@@ -91,6 +93,7 @@ end
 if TERMINAL[next_state] then
   redis.call("ZREM", live, operation_id)
   settle(operation, ledger, settled, operation_id, retention_ms, now)
+  if RECENTLY_FAILED[next_state] then note_recent(finished, now, operation_id) end
 end
 if entry_id ~= "" then
   redis.call("XACK", send, SEND_GROUP, entry_id)

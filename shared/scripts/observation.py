@@ -22,7 +22,7 @@ class Applied(StrEnum):
 class ApplyDelivery(Request[tuple[Applied, str, str]]):
     SCRIPT = Script("apply_delivery")
     CODES = Applied
-    KEYS = ("operation", "observe", "messages", "settled")
+    KEYS = ("operation", "observe", "messages", "settled", "bounced")
 
     message_id: str
     event_type: str

@@ -100,7 +100,9 @@ def _resolve(decision: str) -> Action:
 
 def _quarantine(action: str) -> Action:
     async def run(client: Redis, op: str, _: TokenKeys) -> Any:
-        request = Quarantine(operation_id=op, action=action, now=NOW, reason="test")
+        request = Quarantine(
+            operation_id=op, action=action, now=NOW, reason="test", retention_ms=HOUR
+        )
         return await request.run(client)
 
     return run
@@ -130,6 +132,7 @@ ACTIONS: dict[str, Action] = {
     **{f"resolve_ambiguous {d}": _resolve(d) for d in ("accepted", "replay", "review")},
     "quarantine quarantine": _quarantine("quarantine"),
     "quarantine release": _quarantine("release"),
+    "quarantine close": _quarantine("close"),
     "promote_due": _promote,
     "consume_token": _consume,
     "hold_refused": _hold_refused,
@@ -170,6 +173,7 @@ async def test_every_script_moves_only_along_the_table(redis: Redis, token_keys:
     assert (State.DEFERRED, State.QUEUED) in pairs
     assert ("hold_refused", State.DEFERRED, State.REVIEW) in seen  # the guard's moves
     assert ("hold_refused", State.QUEUED, State.REVIEW) in seen
+    assert {(b, a) for n, b, a in seen if n == "quarantine close"} == {(State.REVIEW, State.FAILED)}
     assert pairs >= {(State.ATTEMPTING, goal) for goal in TRANSITIONS[State.ATTEMPTING]}
 
 

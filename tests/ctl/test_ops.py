@@ -21,9 +21,9 @@ from shared.settings import PolicySettings
 from shared.tokens import TokenKeys
 
 
-def ops(server: RedisServer, *args: str) -> subprocess.CompletedProcess[str]:
+def ops(server: RedisServer, *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RESETGATE_")}
-    env.update(RESETGATE_REDIS_URL=server.url, RESETGATE_PARTITIONS="4")
+    env.update(RESETGATE_REDIS_URL=server.url, RESETGATE_PARTITIONS="4", **extra)
     return subprocess.run(
         [sys.executable, "-m", "services.ctl.main", "ops", *args],
         env=env,
@@ -34,8 +34,8 @@ def ops(server: RedisServer, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def ops_json(server: RedisServer, *args: str) -> Any:
-    done = ops(server, *args, "--json")
+def ops_json(server: RedisServer, *args: str, **extra: str) -> Any:
+    done = ops(server, *args, "--json", **extra)
     assert done.returncode == 0, done.stderr
     return codec.loads(done.stdout)
 
@@ -168,9 +168,76 @@ async def test_status_says_until_when_a_quota_pauses_the_provider_and_what_it_ac
     await control.quota_pause(redis, "default", until, "daily quota of 200 sends used up", "k")
     await redis.hset(provider_pacing("default"), mapping={
         "since": now - 10**9, "accepted": 10**6, "good": 0.95, "tat": now + 60_000})  # fmt: skip
-    view = ops_json(redis_server, "status")
+    [view] = ops_json(redis_server, "status")["providers"]
     assert view["paused_until"] == until and abs(view["accepting_rate"] - 1.0) < 0.002
     assert view["settled_rate"] == 0.95 and view["next_slot_at"] == now + 60_000
     text = ops(redis_server, "status").stdout
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(until / 1000))
     assert f"paused until {stamp} (daily quota)" in text and "accepting=1.00/s" in text
+
+
+TWO_PROVIDERS = {
+    "RESETGATE_PROVIDERS": "primary,standby",
+    "RESETGATE_PROVIDER_PRIMARY_KIND": "http", "RESETGATE_PROVIDER_PRIMARY_API_KEY": "k1",
+    "RESETGATE_PROVIDER_STANDBY_KIND": "postmark", "RESETGATE_PROVIDER_STANDBY_API_KEY": "k2",
+    "RESETGATE_PROVIDER_STANDBY_URL": "http://127.0.0.1:9",
+}  # fmt: skip
+
+
+async def test_status_names_every_configured_provider_and_no_other(
+    redis: Redis, redis_server: RedisServer
+) -> None:
+    """`ops status` printed a provider `http` that did not exist and neither configured one."""
+    from shared import control
+    from shared.keys import provider_pacing
+
+    await redis.hset("rg:control", "provider:3", "standby")
+    await redis.zadd(PartitionKeys(3).ambiguous, {"op-x": 1})
+    await control.provider_pause(redis, "primary", control.PauseKind.ACCOUNT, "domain suspended")
+    await redis.hset(provider_pacing("standby"), mapping={"throttled_total": 7, "rate": 4.5})
+    view = ops_json(redis_server, "status", **TWO_PROVIDERS)
+    lines = {p["provider"]: p for p in view["providers"]}
+    assert list(lines) == ["primary", "standby"]
+    assert lines["primary"]["kind"] == "http" and lines["standby"]["kind"] == "postmark"
+    assert lines["primary"]["partitions"] == [0, 1, 2] and lines["standby"]["partitions"] == [3]
+    assert lines["primary"]["auth_paused"]["reason"] == "domain suspended"
+    assert lines["standby"]["auth_paused"] is None and lines["standby"]["ambiguous"] == 1
+    assert lines["standby"]["throttled_total"] == 7 and lines["standby"]["rate"] == 4.5
+    assert lines["primary"]["checks"] is None  # the preflight checks are not read here yet
+    text = ops(redis_server, "status", **TWO_PROVIDERS).stdout
+    assert "provider primary (http): partitions=0,1,2" in text
+    assert 'pause=PAUSED kind=account status=- reason="domain suspended"' in text
+    assert "kind=account" in text and "provider standby (postmark): partitions=3" in text
+    assert "default" not in text and "provider http" not in text
+
+
+async def test_provider_resume_switch_and_rollback_are_in_the_audit_trail(
+    redis: Redis, redis_server: RedisServer
+) -> None:
+    """rg:audit stayed empty after three switches and a rollback while a pause was recorded."""
+    from shared import control
+
+    await control.provider_pause(redis, "primary", control.PauseKind.REFUSALS, "refused alike")
+    resumed = ops(redis_server, "provider-resume", "--provider", "primary", **TWO_PROVIDERS)
+    assert resumed.returncode == 0 and "refusals pause lifted" in resumed.stdout
+    again = ops(redis_server, "provider-resume", "--provider", "primary", **TWO_PROVIDERS)
+    assert "was not paused" in again.stdout
+    switched = ops(redis_server, "provider", "switch", "--partitions", "0-1", "--to", "standby",
+                   "--reason", "primary degraded", **TWO_PROVIDERS)  # fmt: skip
+    assert switched.returncode == 0, switched.stderr
+    rolled = ops(redis_server, "provider", "rollback", **TWO_PROVIDERS)
+    assert rolled.returncode == 0, rolled.stderr
+    nothing = ops(redis_server, "provider", "rollback", **TWO_PROVIDERS)
+    assert nothing.returncode == 1
+    audit = [fields for _, fields in await redis.xrange(AUDIT)]
+    assert [(a["action"], a["target"], a["result"].split(":")[0]) for a in audit] == [
+        ("provider-resume", "provider:primary", "done"),
+        ("provider-resume", "provider:primary", "refused"),
+        ("provider-switch", "provider:standby", "done"),
+        ("provider-rollback", "provider:primary", "done"),
+        ("provider-rollback", "-", "nothing to roll back"),
+    ]  # fmt: skip
+    assert all(a["actor"].startswith("cli") for a in audit)
+    assert audit[2]["partitions"] == "0,1" and audit[2]["providers"] == "primary,standby"
+    assert audit[2]["reason"] == "primary degraded (0:primary->standby, 1:primary->standby)"
+    assert audit[0]["reason"] == "refused alike"

@@ -13,9 +13,8 @@ from typing import Any
 import pytest
 from redis.asyncio import Redis
 
-from services.ctl import switch
 from services.ctl.embedded import RedisServer
-from shared import codec, control, ownership
+from shared import codec, control, ownership, switch
 from shared.admit import Admitter
 from shared.keys import JOB_FIELD, SEND_GROUP, PartitionKeys
 from shared.operations import load_operation
@@ -149,8 +148,9 @@ async def test_a_switch_killed_half_way_converges_when_run_again(
     process = await asyncio.create_subprocess_exec(
         *command, env=env(redis_server), stdout=subprocess.DEVNULL
     )
-    try:
-        for _ in range(200):
+    try:  # a loaded machine takes seconds to start the process: wait on the pause itself
+        deadline = asyncio.get_running_loop().time() + 60
+        while asyncio.get_running_loop().time() < deadline:
             if (await control.read(redis)).paused == {0, 1}:
                 break
             await asyncio.sleep(0.05)
@@ -205,7 +205,8 @@ async def test_a_switch_killed_half_way_with_ambiguity_at_the_old_provider_conve
         *command, env=env(redis_server), stdout=subprocess.DEVNULL
     )
     try:
-        for _ in range(200):
+        deadline = asyncio.get_running_loop().time() + 60  # a loaded machine starts slowly
+        while asyncio.get_running_loop().time() < deadline:
             if (await control.read(redis)).paused == {0, 1, 2, 3}:
                 break
             await asyncio.sleep(0.05)

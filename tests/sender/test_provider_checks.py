@@ -43,11 +43,11 @@ async def test_a_failing_check_is_published_stored_and_shown(
     stored = (await read(redis))["eu"]
     assert [c.check for c in stored.failing] == ["domain"]
     assert _gauge("eu", "domain") == -1 and _gauge("eu", "key") == 1
-    text = ops(redis_server, "status").stdout
-    assert "provider eu check domain FAILING" in text and "api.eu.mailgun.net" in text
-    view = ops_json(redis_server, "status")["provider_checks"]["eu"]
-    assert {row["check"]: row["status"] for row in view}["domain"] == "failed"
-    async with console(console_settings(redis_server.url)) as http:
+    text = ops(redis_server, "status", RESETGATE_PROVIDER_NAME="eu").stdout
+    assert "check domain FAILING" in text and "api.eu.mailgun.net" in text
+    [line] = ops_json(redis_server, "status", RESETGATE_PROVIDER_NAME="eu")["providers"]
+    assert {row["check"]: row["status"] for row in line["checks"]}["domain"] == "failed"
+    async with console(console_settings(redis_server.url, provider_name="eu")) as http:
         page = await get_text(http, "/console/providers", await sign_in(http))
     assert "Failing provider checks" in page and DOMAIN in page
 
@@ -60,7 +60,7 @@ async def test_checks_that_pass_show_nothing_failing(
         await _check(redis, url, name="us")
     assert not (await read(redis))["us"].failing
     assert _gauge("us", "domain") == 1
-    assert "FAILING" not in ops(redis_server, "status").stdout
-    async with console(console_settings(redis_server.url)) as http:
+    assert "FAILING" not in ops(redis_server, "status", RESETGATE_PROVIDER_NAME="us").stdout
+    async with console(console_settings(redis_server.url, provider_name="us")) as http:
         page = await get_text(http, "/console/providers", await sign_in(http))
     assert "Failing provider checks" not in page

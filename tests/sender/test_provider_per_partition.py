@@ -8,8 +8,7 @@ from typing import Any
 from prometheus_client import REGISTRY
 from redis.asyncio import Redis
 
-from services.ctl import switch
-from shared import clock, control
+from shared import clock, control, switch
 from shared.model import State
 from shared.operations import load_attempts, load_operation
 from shared.scripts.attempts import BeginAttempt, BeginCode

@@ -9,14 +9,16 @@ internal-only Service to reach.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from pathlib import Path
 
 import asyncpg
 from aiohttp import web
 from aiohttp.typedefs import Handler
+from redis.exceptions import RedisError
 
-from services.admission.console import forms, oncall, views
+from services.admission.console import forms, oncall, overview, provider_forms, trail, views
 from services.admission.console.auth import check_csrf, csrf_key, identify
 from services.admission.console.context import (
     CSRF_KEY,
@@ -29,10 +31,10 @@ from services.admission.console.context import (
 from services.admission.console.pages import html_errors, message, security_headers
 from services.admission.ratelimit import IpLimiter
 from services.admission.settings import AdmissionSettings
-from shared import keys
+from shared import actions, keys
 from shared.archive import Evidence
 from shared.logging import event
-from shared.redis import RedisClient
+from shared.redis import TRANSIENT_ERRORS, RedisClient
 from shared.service import Worker, http_limits
 
 log = logging.getLogger("services.admission.console")
@@ -105,7 +107,9 @@ def create_console_app(
     router = app.router
     router.add_get("/", _root)
     router.add_get("/console", _root)
-    router.add_get(PREFIX, views.home)
+    router.add_get(PREFIX, overview.home)
+    router.add_get("/console/overview/live", overview.live)
+    router.add_get("/console/audit", trail.trail_page)
     router.add_post("/console/find", views.find)
     router.add_get("/console/operations/{operation_id}", views.operation_page)
     router.add_get("/console/accounts/{account_id}", views.account_page)
@@ -114,7 +118,24 @@ def create_console_app(
     router.add_get("/console/providers", oncall.providers)
     router.add_get("/console/static/{name}", _static)
     forms.add_routes(app)
+    provider_forms.add_routes(app)
     return app
+
+
+TRIM_EVERY_SECONDS = 3600.0
+
+
+async def _keep_trail(client: RedisClient, retention_days: float, stop: asyncio.Event) -> None:
+    """Forget operator actions older than the retention, now and every hour, until stopped."""
+    while not stop.is_set():
+        try:
+            trimmed = await actions.trim(client, retention_days)
+            if trimmed:
+                event(log, logging.INFO, "audit trail trimmed", entries=trimmed)
+        except (RedisError, *TRANSIENT_ERRORS) as error:
+            event(log, logging.WARNING, "audit trim failed", error=type(error).__name__)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), TRIM_EVERY_SECONDS)
 
 
 def console_worker(
@@ -134,7 +155,7 @@ def console_worker(
         await site.start()
         event(log, logging.INFO, "console listening", port=settings.console_port)
         try:
-            await stop.wait()
+            await _keep_trail(client, settings.audit_retention_days, stop)
         finally:
             await runner.cleanup()
 

@@ -1,6 +1,7 @@
 """What changes something: sign-in and sign-out, and the on-call actions (quarantine,
-release, review release, pause and resume a partition), each behind a confirmation page,
-refused without the act role, and recorded with the actor by ``shared.actions``."""
+release, review release or close, pause and resume a partition), each behind a
+confirmation page, refused without the act role, and recorded with the actor by
+``shared.actions``."""
 
 from __future__ import annotations
 
@@ -18,11 +19,10 @@ from services.admission.console.context import (
     Principal,
 )
 from services.admission.console.html import Markup, render
-from services.admission.console.pages import csrf_of, message, notice, page
-from services.admission.console.views import operation_href
+from services.admission.console.pages import csrf_of, message, notice, operation_href, page
 from shared import actions, operation_views
 from shared.logging import event
-from shared.model import QUARANTINABLE, RELEASABLE, State
+from shared.model import CLOSABLE, QUARANTINABLE, RELEASABLE, State
 
 log = logging.getLogger("services.admission.console")
 
@@ -164,6 +164,21 @@ async def confirm_release(request: web.Request) -> web.Response:
     return _confirm(request, "Release", question, "Release", operation_href(operation_id))
 
 
+async def confirm_close(request: web.Request) -> web.Response:
+    _actor(request)
+    operation_id = request.match_info["operation_id"]
+    if await _state(request, operation_id) not in CLOSABLE:
+        return message(
+            request, 409, "Close", "This operation is not held for review.",
+            operation_href(operation_id),
+        )  # fmt: skip
+    question = (
+        f"Close {operation_id} without sending it? It ends as failed: no email is sent for "
+        "it, and the account must ask again to get one."
+    )
+    return _confirm(request, "Close", question, "Close", operation_href(operation_id), REASON_FIELD)
+
+
 async def _after_hold(
     request: web.Request, outcome: actions.ActionResult, done: str
 ) -> web.Response:
@@ -204,6 +219,17 @@ async def release(request: web.Request) -> web.Response:
         request.app[REDIS], request.match_info["operation_id"], principal.actor
     )
     return await _after_hold(request, outcome, "released")
+
+
+async def close(request: web.Request) -> web.Response:
+    principal = _actor(request)
+    if not (reason := await _reason(request)):
+        return _no_reason(request, "Close")
+    outcome = await actions.close(
+        request.app[REDIS], request.match_info["operation_id"], principal.actor, reason,
+        request.app[SETTINGS].retention_ms,
+    )  # fmt: skip
+    return await _after_hold(request, outcome, "closed")
 
 
 def _partition(request: web.Request) -> int:
@@ -263,6 +289,8 @@ def add_routes(app: web.Application) -> None:
         ("POST", "/console/operations/{operation_id}/quarantine", quarantine),
         ("GET", "/console/operations/{operation_id}/release", confirm_release),
         ("POST", "/console/operations/{operation_id}/release", release),
+        ("GET", "/console/operations/{operation_id}/close", confirm_close),
+        ("POST", "/console/operations/{operation_id}/close", close),
         ("GET", "/console/partitions/{partition}/pause", confirm_pause),
         ("POST", "/console/partitions/{partition}/pause", pause),
         ("GET", "/console/partitions/{partition}/resume", confirm_resume),

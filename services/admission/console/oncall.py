@@ -19,23 +19,18 @@ from services.admission.console.html import (
     render,
     row,
     seconds,
-    table,
     when,
 )
-from services.admission.console.pages import notice, page, principal_of
-from services.admission.console.views import (
-    configured_providers,
-    operation_href,
-    provider_text,
-)
+from services.admission.console.pages import notice, operation_href, page, principal_of
+from services.admission.console.provider_lines import lines_table, read_lines
+from services.admission.console.trail import entries_table
+from services.admission.console.views import provider_text
 from shared import actions, clock, control, operation_views
-from shared.ids import valid_operation_id
 from shared.model import State
-from shared.preflight.store import read as read_checks
-from shared.status import Pacing, pacing_status, partitions_status, provider_status
+from shared.status import Pacing, partitions_status
 
 OLDEST_LIMIT = 20
-AUDIT_FIELDS = ("actor", "action", "target", "result", "reason")
+AUDIT_SHOWN = 20  # the newest operator actions on the providers page; the trail has them all
 
 
 def _share_of_horizon(r: dict[str, Any]) -> str:
@@ -47,7 +42,7 @@ def _share_of_horizon(r: dict[str, Any]) -> str:
     return f"{share:.1f} %" if share < 10 else f"{share:.0f} %"
 
 
-def _operation_cells(r: dict[str, Any], now: int) -> list[object]:
+def operation_cells(r: dict[str, Any], now: int) -> list[object]:
     return [
         r["state"],
         seconds(r["age_seconds"]),
@@ -70,7 +65,7 @@ def _partition_row(partition: int, paused: bool, r: dict[str, Any] | None, now: 
     if r is None:
         return row(partition, pause, "none", "-", "-", "-", "-", "-", "-")
     op = link(operation_href(r["operation_id"]), r["operation_id"])
-    return row(partition, pause, op, *_operation_cells(r, now))
+    return row(partition, pause, op, *operation_cells(r, now))
 
 
 async def _live_fragment(request: web.Request) -> Markup:
@@ -89,7 +84,7 @@ async def _live_fragment(request: web.Request) -> Markup:
         row(
             link(operation_href(r["operation_id"]), r["operation_id"]),
             r["partition"],
-            *_operation_cells(r, now),
+            *operation_cells(r, now),
         )
         for r in [r for r in live if r["state"] not in operation_views.HELD][:OLDEST_LIMIT]
     ]
@@ -146,19 +141,7 @@ async def oldest_live(request: web.Request) -> web.Response:
 
 
 # -- providers and partitions --------------------------------------------------------------
-def _credentials(auth: dict[str, Any] | None) -> Markup:
-    """The provider pause: its kind, since when, and the provider's reason (escaped)."""
-    if not auth:
-        return Markup("sending")
-    reason = control.sanitise(str(auth.get("reason") or ""))
-    return Markup(
-        f"<strong>paused: {escape(control.pause_kind(auth))}</strong> "
-        f"({escape(auth.get('status') or '-')}) since {when(int(auth.get('since') or 0))}: "
-        f"{escape(reason or 'no reason given')}"
-    )
-
-
-def _pacing(pacing: Pacing, now: int) -> Markup:
+def _pacing(name: str, pacing: Pacing, now: int) -> Markup:
     """What the provider is really accepting, when the next send may go, and a quota pause."""
     measured = pacing.accepting is not None
     accepting = f"{pacing.accepting:.2f} sends/s" if measured else "not measured yet"
@@ -167,7 +150,7 @@ def _pacing(pacing: Pacing, now: int) -> Markup:
             f"next slot {relative(pacing.next_slot_at, now)}.")  # fmt: skip
     if pacing.paused_until:
         text += f" <strong>Paused until {when(pacing.paused_until)} (daily quota)</strong>."
-    return Markup(f"<p>{text}</p>")
+    return Markup(f"<p><strong>{escape(name)}</strong>. {text}</p>")
 
 
 def _pause_action(partition: int, paused: bool, can_act: bool) -> Markup:
@@ -191,22 +174,6 @@ def _paused_by(r: dict[str, Any]) -> Markup:
     )
 
 
-def _audit(entries: list[dict[str, Any]]) -> Markup:
-    if not entries:
-        return notice("No operator action recorded yet.")
-    rows = [row(when(int(e.get("at") or 0)), *_audit_cells(e)) for e in entries]
-    return table(("When", "Who", "Action", "Target", "Result", "Reason"), rows)
-
-
-def _audit_cells(entry: dict[str, Any]) -> list[object]:
-    """The entry's fields; an operation it acted on is a link to that operation."""
-    cells: list[object] = [entry.get(f) or "-" for f in AUDIT_FIELDS]
-    target = str(entry.get("target") or "")
-    if valid_operation_id(target):
-        cells[AUDIT_FIELDS.index("target")] = link(operation_href(target), target)
-    return cells
-
-
 async def providers(request: web.Request) -> web.Response:
     settings = request.app[SETTINGS]
     client = request.app[REDIS]
@@ -214,20 +181,9 @@ async def providers(request: web.Request) -> web.Response:
     can_act = principal is not None and principal.can_act
     now = clock.now_ms()
     state = await control.read(client)
-    provider = await provider_status(client, settings.provider_name, state)
     rows = await partitions_status(client, settings.partitions, state)
-    configured = configured_providers(settings.provider_name)
-    provider_row = row(
-        provider.name,
-        _credentials(provider.auth_paused),
-        f"{provider.rate:.1f} sends/s",
-        relative(provider.blocked_until, now),
-        provider.throttled_total,
-        relative(provider.last_throttled_at, now),
-        sum(r["ambiguous"] for r in rows),
-        sum(r["review"] for r in rows),
-        sum(1 for r in rows if r["paused"]),
-    )
+    lines = await read_lines(request, state, rows)
+    configured = [line.name for line in lines]
     partition_rows = [
         row(
             r["partition"],
@@ -244,12 +200,14 @@ async def providers(request: web.Request) -> web.Response:
         )
         for r in rows
     ]
+    recent, _ = await actions.trail(client, actions.TrailFilter(), limit=AUDIT_SHOWN)
+    checked = {line.name: line.checks for line in lines if line.checks}
+    pacing = [*(_pacing(line.name, line.pacing, now) for line in lines), failing_checks(checked)]
     body = render(
         "providers",
-        pacing=join([_pacing(await pacing_status(client, settings.provider_name, state), now),
-                     failing_checks(await read_checks(client))]),
-        providers=provider_row,
+        pacing=join(pacing),
+        providers=lines_table(lines, can_act, now),
         partitions=join(partition_rows),
-        audit=_audit(await actions.recent(client)),
+        audit=entries_table(recent),
     )
     return page(request, "Providers and partitions", body)

@@ -4,6 +4,7 @@ rendered as pages (never a traceback, never the request's own text echoed back).
 from __future__ import annotations
 
 import logging
+from urllib.parse import quote
 
 from aiohttp import web
 from aiohttp.typedefs import Handler
@@ -39,10 +40,17 @@ NOTICES = {
         "Quarantined. The operation keeps its id and token and is not sent until released."
     ),
     "released": "Released. The operation is back in the send queue with the same id and token.",
+    "closed": "Closed. The operation ended as failed; nothing is sent for it.",
     "paused": "Paused. Senders stop taking this partition's work within about a second.",
     "resumed": "Resumed. Senders take this partition's work again.",
+    "provider-resumed": "Provider resumed. Senders send through it again within about a second.",
+    "switched": "Switched. The partitions send through their new provider and are resumed.",
     "signed-out": "Signed out.",
 }
+
+
+def operation_href(operation_id: str) -> str:
+    return "/console/operations/" + quote(operation_id, safe="")
 
 
 def principal_of(request: web.Request) -> Principal | None:

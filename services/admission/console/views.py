@@ -23,22 +23,25 @@ from services.admission.console.html import (
     table,
     when,
 )
-from services.admission.console.pages import csrf_of, message, notice, page, principal_of
+from services.admission.console.pages import (
+    message,
+    notice,
+    operation_href,
+    page,
+    principal_of,
+)
+from services.admission.console.trail import for_operation as trail_for
 from shared import clock, control, operation_views, ownership
 from shared.archive import ARCHIVE, HISTORY, NOT_CONFIGURED, UNAVAILABLE, ArchiveUnavailable
 from shared.archive import REDIS as IN_REDIS
 from shared.ids import valid_account_id
-from shared.model import LIVE, QUARANTINABLE, Attempt, Delivery, Operation, State
+from shared.model import CLOSABLE, LIVE, QUARANTINABLE, Attempt, Delivery, Operation, State
 from shared.providers.named import ProviderConfigError, provider_names
 
 # Delivery the provider reported that means the player got no usable email: the operation
 # is accepted (nothing more is sent) but support must not read that as "sent, all fine".
 UNDELIVERED = frozenset({Delivery.BOUNCED, Delivery.COMPLAINED, Delivery.REJECTED})
 WAITING = frozenset({State.QUEUED, State.DEFERRED})  # a paused partition holds these
-
-
-def operation_href(operation_id: str) -> str:
-    return "/console/operations/" + quote(operation_id, safe="")
 
 
 def account_href(account_id: str) -> str:
@@ -63,10 +66,6 @@ def configured_providers(default: str) -> list[str]:
 
 def provider_text(name: str, configured: list[str]) -> str:
     return name if name in configured else f"{name} (not configured: nothing sends through it)"
-
-
-async def home(request: web.Request) -> web.Response:
-    return page(request, "Find an operation", render("home", csrf=csrf_of(request)))
 
 
 async def find(request: web.Request) -> web.StreamResponse:
@@ -195,6 +194,8 @@ def _actions(operation: Operation, principal: Principal) -> Markup:
         links.append(link(base + "/release", "Release…"))
     if operation.state is State.REVIEW:
         links.append(link(base + "/release", "Release from review…"))
+    if operation.state in CLOSABLE:
+        links.append(link(base + "/close", "Close without sending…"))
     if not links:
         return Markup("")
     if not principal.can_act:
@@ -217,8 +218,20 @@ def _provider(default: str, operation: Operation, state: control.ControlState) -
     return f"{provider_text(held.provider, configured)} ({held.why})"
 
 
-def _next_attempt(operation: Operation, state: control.ControlState, now: int) -> Markup:
-    """A paused partition's operation is not late: it waits for a resume, and says so."""
+def _owner(default: str, operation: Operation, state: control.ControlState) -> str:
+    return ownership.owner(operation, state, configured_providers(default)[0]).provider
+
+
+def _next_attempt(
+    operation: Operation, state: control.ControlState, now: int, owner: str, can_act: bool
+) -> Markup:
+    """A paused partition's or provider's operation is not late: it waits for a resume, and
+    says so, with the resume beside it for on-call."""
+    if operation.state in WAITING and owner in state.auth_paused:
+        kind = control.pause_kind(state.auth_paused[owner])
+        action = link(f"/console/providers/{owner}/resume", f"Resume {owner}…") if can_act else ""
+        return Markup(f"<strong>waiting for provider {escape(owner)} to resume</strong> (paused: "
+                      f"{escape(kind)}); nothing is sent until then {action}")  # fmt: skip
     if operation.state in WAITING and operation.partition in state.paused:
         note = state.paused_notes.get(operation.partition, {})
         why = f" ({escape(note['reason'])})" if note.get("reason") else ""
@@ -287,12 +300,19 @@ async def operation_page(request: web.Request) -> web.Response:
     body = render(
         "operation",
         **_operation_values(operation, settings.max_attempts, now),
-        next_attempt=_next_attempt(operation, state, now),
+        next_attempt=_next_attempt(
+            operation,
+            state,
+            now,
+            _owner(settings.provider_name, operation, state),
+            principal.can_act,
+        ),
         provider=_provider(settings.provider_name, operation, state),
         actions=_actions(operation, principal),
         timeline=_timeline(detail.ledger),
         entry_points=_entry_points(operation),
         cases=_cases(await operation_views.operation_cases(client, operation)),
+        trail=await trail_for(request, operation.operation_id),
     )
     return page(request, "Recovery operation", Markup(READ_FROM[source] + body))
 

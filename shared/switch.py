@@ -27,6 +27,9 @@ from shared.keys import CONTROL
 from shared.redis import RedisClient
 from shared.status import in_flight
 
+ROLLBACK_NOTHING = ("nothing to roll back: no switch since the last rollback (`resetgate ops "
+                    "provider show` lists the assignment)")  # fmt: skip
+
 # Senders re-read the control record every second: after this long every one has seen the
 # pause, so an empty pending list means nothing more will be read until the resume.
 PAUSE_SEEN_MS = 2500
@@ -86,7 +89,7 @@ async def begin(client: RedisClient, targets: dict[int, str], configured: list[s
     if state.switch is not None:
         plan = Plan.from_record(state.switch)
         if plan.targets != targets:
-            raise SwitchRefused(f"another switch is in progress: {_describe(plan.targets)}; "
+            raise SwitchRefused(f"another switch is in progress: {describe(plan.targets)}; "
                                 "run it again to finish it first")  # fmt: skip
     else:
         plan = Plan(
@@ -99,7 +102,7 @@ async def begin(client: RedisClient, targets: dict[int, str], configured: list[s
     # Again on a re-run: the command may have died between recording and pausing.
     moved = [p for p in targets if p not in plan.paused_before]
     if moved:
-        await control.pause_partitions(client, moved, f"provider switch: {_describe(targets)}")
+        await control.pause_partitions(client, moved, f"provider switch: {describe(targets)}")
     return plan
 
 
@@ -148,7 +151,52 @@ async def previous(client: RedisClient) -> dict[int, str]:
     return {int(p): str(n) for p, n in codec.loads(raw).items()}
 
 
-def _describe(targets: dict[int, str]) -> str:
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """How a switch or a rollback ended, in one line for on-call (the CLI and the console)."""
+
+    done: bool
+    message: str
+
+
+async def run(
+    client: RedisClient, targets: dict[int, str], configured: list[str], wait_seconds: float
+) -> Outcome:
+    """Begin (or continue) a switch, wait for in-flight work, finish it: the whole switch."""
+    try:
+        plan = await begin(client, targets, configured)
+        busy = await settle(client, plan, wait_seconds)
+        if busy:
+            wait = f"still in flight after {wait_seconds:g}s: {busy}"
+            return Outcome(False, f"{wait}; the partitions stay paused: run the same switch "
+                           "again to finish it")  # fmt: skip
+        await finish(client, plan, configured)
+    except SwitchRefused as error:
+        return Outcome(False, f"refused: {error}")
+    return Outcome(True, "switched and resumed: " + describe(targets))
+
+
+async def rollback_targets(client: RedisClient) -> dict[int, str]:
+    """What a rollback moves: a switch still in progress is finished first (another switch
+    is refused meanwhile); else the last completed switch is undone."""
+    state = await control.read(client)
+    if state.switch:
+        return Plan.from_record(state.switch).targets
+    return await previous(client)
+
+
+async def rollback(client: RedisClient, configured: list[str], wait_seconds: float) -> Outcome:
+    targets = await rollback_targets(client)
+    if not targets:
+        return Outcome(False, ROLLBACK_NOTHING)
+    outcome = await run(client, targets, configured, wait_seconds)
+    if outcome.done:
+        # A rollback is not a switch to undo: a second one would re-apply the first switch.
+        await client.hdel(CONTROL, control.PREVIOUS)
+    return outcome
+
+
+def describe(targets: dict[int, str]) -> str:
     by_name: dict[str, list[int]] = {}
     for p, name in sorted(targets.items()):
         by_name.setdefault(name, []).append(p)

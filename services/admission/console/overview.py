@@ -1,0 +1,164 @@
+"""The home page: is anything wrong? Counts by state, each provider's line, the pauses and
+a switch in progress with what on-call can do about them, each partition's oldest eligible
+operation against its horizon, what is held for a person, and what failed, was exhausted
+or bounced in the last day (paged). The figures refresh
+every few seconds without a reload (``console.js``)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from aiohttp import web
+
+from services.admission.console.context import REDIS, SETTINGS
+from services.admission.console.html import Markup, escape, join, link, render, row, when
+from services.admission.console.oncall import operation_cells
+from services.admission.console.pages import notice, operation_href, page, principal_of
+from services.admission.console.provider_lines import lines_table, pause_text, read_lines
+from services.admission.console.provider_lines import resume_link as provider_resume_link
+from services.admission.console.recent_lists import counters as recent_counters
+from services.admission.console.recent_lists import page_number, query, section
+from shared import clock, control, operation_views, switch
+from shared.status import partitions_status, recent_counts
+
+PAGE = 20  # rows of a list shown at once
+COUNTERS = (
+    ("live", "Live", "admitted, not finished"),
+    ("send", "Queued to send", "in the send streams"),
+    ("in_flight", "In flight", "read by a sender, not finished"),
+    ("due", "Deferred", "waiting for their next attempt"),
+    ("ambiguous", "Ambiguous", "sent, outcome unknown, being settled"),
+    ("review", "Held for review", "need a person"),
+)
+
+
+def _counters(rows: list[dict[str, Any]], paused: int) -> Markup:
+    items = [
+        Markup(f'<div class="counter" data-count="{name}"><dt>{escape(label)}</dt>'
+               f"<dd><strong>{sum(int(r[name]) for r in rows)}</strong> "
+               f'<span class="hint">{escape(hint)}</span></dd></div>')
+        for name, label, hint in COUNTERS
+    ]  # fmt: skip
+    items.append(Markup(f'<div class="counter" data-count="paused"><dt>Partitions paused</dt>'
+                        f"<dd><strong>{paused}</strong> of {len(rows)}</dd></div>"))  # fmt: skip
+    return join(items)
+
+
+def _pauses(state: control.ControlState, can_act: bool, previous: dict[int, str]) -> Markup:
+    items = [
+        Markup(f"<li>Provider <strong>{escape(name)}</strong>: {pause_text(note)}"
+               f"{provider_resume_link(name, can_act)}</li>")
+        for name, note in sorted(state.auth_paused.items())
+    ]  # fmt: skip
+    for p in sorted(state.paused):
+        note = state.paused_notes.get(p, {})
+        action = link(f"/console/partitions/{p}/resume", "Resume…") if can_act else ""
+        items.append(Markup(
+            f"<li>Partition {p} paused since {when(int(note.get('since') or 0))}: "
+            f"{escape(note.get('reason') or 'no reason given')} {action}</li>"))  # fmt: skip
+    if state.switch:
+        targets = switch.Plan.from_record(state.switch).targets
+        action = link("/console/providers/switch/finish", "Finish the switch…") if can_act else ""
+        items.append(Markup(f"<li><strong>Switch in progress</strong>: "
+                            f"{escape(switch.describe(targets))} {action}</li>"))  # fmt: skip
+    elif previous:
+        action = link("/console/providers/rollback", "Roll back…") if can_act else ""
+        items.append(Markup(f"<li>Last switch moved partitions {escape(_list(previous))} away "
+                            f"from {escape(', '.join(sorted(set(previous.values()))))} "
+                            f"{action}</li>"))  # fmt: skip
+    if not items:
+        return notice("No provider or partition is paused; no switch is in progress.")
+    return Markup(f"<ul>{join(items)}</ul>")
+
+
+def _list(partitions: dict[int, str]) -> str:
+    return ",".join(map(str, sorted(partitions)))
+
+
+def _partition_rows(
+    per_partition: list[dict[str, Any] | None], state: control.ControlState, default: str,
+    now: int,
+) -> list[Markup]:  # fmt: skip
+    rows = []
+    for p, r in enumerate(per_partition):
+        head = (p, state.provider_for(p, default), "paused" if p in state.paused else "no")
+        if r is None:
+            rows.append(row(*head, "none", "-", "-", "-", "-", "-", "-"))
+        else:
+            op = link(operation_href(r["operation_id"]), r["operation_id"])
+            rows.append(row(*head, op, *operation_cells(r, now)))
+    return rows
+
+
+def _review(request: web.Request, rows: list[dict[str, Any]], can_act: bool) -> Markup:
+    number = page_number(request, "page")
+    if not rows:
+        return notice("Nothing is held for review.")
+    shown = rows[(number - 1) * PAGE : number * PAGE]
+    items = []
+    for r in shown:
+        href = operation_href(r["operation_id"])
+        action = (
+            " " + link(href + "/release", "Release…") + " " + link(href + "/close", "Close…")
+            if can_act
+            else ""
+        )
+        where = f"partition {escape(r['partition'])}, since {when(r['since'])}"
+        items.append(Markup(f"<li>{link(href, r['operation_id'])} ({where}){action}</li>"))
+    pages = (len(rows) + PAGE - 1) // PAGE
+    nav = [Markup(f"Page {min(number, pages)} of {pages} ({len(rows)} held)")]
+    if number > 1:
+        nav.append(link("/console/?" + query(request, page=number - 1), "Previous"))
+    if number < pages:
+        nav.append(link("/console/?" + query(request, page=number + 1), "Next"))
+    return Markup(f'<ul>{join(items)}</ul><p class="pager">{join(nav, " · ")}</p>')
+
+
+async def _live(request: web.Request) -> Markup:
+    settings = request.app[SETTINGS]
+    client = request.app[REDIS]
+    principal = principal_of(request)
+    can_act = principal is not None and principal.can_act
+    now = clock.now_ms()
+    state = await control.read(client)
+    rows = await partitions_status(client, settings.partitions, state)
+    lines = await read_lines(request, state, rows)
+    default = lines[0].name if lines else settings.provider_name
+    per_partition = await operation_views.oldest_per_partition(
+        client, settings.partitions, settings.max_attempts, now
+    )
+    actions = Markup("")
+    if can_act:
+        move = link("/console/providers/switch", "Switch partitions to another provider…")
+        actions = Markup(f"<p>{move}</p>")
+    return render(
+        "overview_live",
+        counters=join(
+            [
+                _counters(rows, len(state.paused)),
+                recent_counters(await recent_counts(client, settings.partitions, now)),
+            ]
+        ),
+        providers=lines_table(lines, can_act, now),
+        actions=actions,
+        pauses=_pauses(state, can_act, await switch.previous(client)),
+        partitions=join(_partition_rows(per_partition, state, default, now)),
+        review=_review(
+            request, await operation_views.held_for_review(client, settings.partitions), can_act
+        ),
+        failed=await section(request, client, settings.partitions, "failed", now, PAGE),
+        bounced=await section(request, client, settings.partitions, "bounced", now, PAGE),
+    )
+
+
+async def home(request: web.Request) -> web.Response:
+    now = time.strftime("%H:%M:%S UTC", time.gmtime())
+    live_url = "/console/overview/live?" + query(request)
+    body = render("overview", live=await _live(request), now=now, live_url=live_url)
+    return page(request, "Is anything wrong?", body)
+
+
+async def live(request: web.Request) -> web.Response:
+    """The refreshed part of the home page, for console.js."""
+    return web.Response(text=await _live(request), content_type="text/html", charset="utf-8")

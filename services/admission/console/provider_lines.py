@@ -1,0 +1,82 @@
+"""Each configured provider's line, as the home page and the providers page show it: kind,
+partitions it serves, what it really accepts, 429s, its pause and why (with the resume
+beside it for on-call), ambiguous attempts, and a place for the preflight checks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from services.admission.console.context import REDIS, SETTINGS
+from services.admission.console.html import (
+    Markup,
+    cell,
+    escape,
+    join,
+    link,
+    relative,
+    table,
+    when,
+)
+from shared import control
+from shared.providers.named import ProviderConfigError, provider_kinds
+from shared.redis import RedisClient
+from shared.status import ProviderLine, provider_lines
+
+COLUMNS = ("Provider", "Kind", "Partitions", "Sending / paused why", "Accepting now",
+           "Pacing rate", "429s", "Last 429", "Ambiguous", "Checks")  # fmt: skip
+
+
+def configured_kinds(default: str) -> dict[str, str]:
+    """The configured names and their kinds (RESETGATE_PROVIDERS), as the senders read them."""
+    try:
+        return provider_kinds(default)
+    except ProviderConfigError:
+        return {default: "misconfigured"}
+
+
+def pause_text(auth: dict[str, Any] | None) -> Markup:
+    """The provider pause: its kind, since when, and the provider's reason (escaped)."""
+    if not auth:
+        return Markup("sending")
+    reason = control.sanitise(str(auth.get("reason") or ""))
+    return Markup(
+        f"<strong>paused: {escape(control.pause_kind(auth))}</strong> "
+        f"({escape(auth.get('status') or '-')}) since {when(int(auth.get('since') or 0))}: "
+        f"{escape(reason or 'no reason given')}"
+    )
+
+
+def resume_link(name: str, can_act: bool) -> Markup:
+    if not can_act:
+        return Markup("")
+    return Markup(" " + link(f"/console/providers/{name}/resume", f"Resume {name}…"))
+
+
+def _line_row(line: ProviderLine, can_act: bool, now: int) -> Markup:
+    status, pacing = line.status, line.pacing
+    paused = pause_text(status.auth_paused)
+    if status.auth_paused:
+        paused = Markup(paused + resume_link(line.name, can_act))
+    accepting = f"{pacing.accepting:.2f} sends/s" if pacing.accepting is not None else "-"
+    owned = ", ".join(map(str, line.partitions)) or "none"
+    checks = "not run yet" if line.checks is None else (
+        f"{len(line.checks.failing)} failing (below)" if line.checks.failing else "passing"
+    )
+    cells = (line.name, line.kind, owned, paused, accepting, f"{status.rate:.1f} sends/s",
+             status.throttled_total, relative(status.last_throttled_at, now), line.ambiguous,
+             checks)  # fmt: skip
+    return Markup(f'<tr data-provider="{escape(line.name)}">{join(cell(c) for c in cells)}</tr>')
+
+
+async def read_lines(
+    request: web.Request, state: control.ControlState, partitions: list[dict[str, Any]]
+) -> list[ProviderLine]:
+    client: RedisClient = request.app[REDIS]
+    kinds = configured_kinds(request.app[SETTINGS].provider_name)
+    return await provider_lines(client, kinds, state, partitions)
+
+
+def lines_table(lines: list[ProviderLine], can_act: bool, now: int) -> Markup:
+    return table(COLUMNS, [_line_row(line, can_act, now) for line in lines])
