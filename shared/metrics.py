@@ -248,7 +248,7 @@ OWNERS: dict[str, tuple[MetricWrapperBase, ...]] = {
         provider_auth_paused, provider_paused, oldest_eligible_age, queue_depth,
         partition_paused, token_ttl,
         advised_wait_capped, pacing_cuts, provider_redirects, partition_provider,
-        send_twice_exposure, partition_unserved,
+        send_twice_exposure, partition_unserved, provider_check,
     ),
     "poller": (
         delivery_events, delivery_events_duplicate, observation_lag, observation_pending,

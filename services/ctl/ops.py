@@ -274,7 +274,7 @@ async def provider_resume(
     print(f"provider {provider}: " + (f"{kind} pause lifted" if kind else "was not paused"))
     if resumed.probe:
         print(f"probe: {resumed.probe} sent again; {resumed.still_held} more held for review "
-              "(`resetgate ops release ID` once the probe is accepted)")  # fmt: skip
+              "(`resetgate ops release OPERATION_ID` once the probe is accepted)")  # fmt: skip
     return 0
 
 

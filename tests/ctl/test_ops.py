@@ -137,7 +137,9 @@ async def test_show_escapes_what_would_drive_the_terminal(
         assert not any(line.startswith("state ") and "accepted" in line
                        for line in done.stdout.splitlines())  # fmt: skip
     shown = ops(redis_server, "show", op).stdout
-    assert "\\x1b[2J" in shown and "\\u202e" in shown, shown
+    # The reason's control characters are dropped when it is recorded (actions.clean_reason);
+    # a stored field that still has some is printed escaped.
+    assert "fraud" in shown and "\\u202e" in shown, shown
     assert codec.loads(ops(redis_server, "show", op, "--json").stdout)["provider_message_id"] == (
         "m\x9b2J\u202e1")  # fmt: skip
 

@@ -62,7 +62,7 @@ def test_every_port_sits_at_its_offset_from_the_http_port() -> None:
         assert plan["redis"] == first + ports.PORT_OFFSETS["redis"]
         assert {name: port - first for name, port in plan.items()} == {
             **{n: o for n, o in ports.PORT_OFFSETS.items()
-               if n not in (*ports.RESERVED, "sandbox", "prometheus")},
+               if n not in (*ports.ARCHIVE, "sandbox", "prometheus")},
             "sandbox a": ports.SANDBOX_OFFSET, "sandbox b": ports.SANDBOX_OFFSET + 1,
         }  # fmt: skip
     assert "redis" not in ports.plan_ports(8080, embedded=False), "RESETGATE_REDIS_URL: no Redis"

@@ -54,7 +54,7 @@ async def test_every_internal_route_and_method_refuses_a_missing_or_wrong_bearer
 ) -> None:
     await add_accounts(redis, 1)
     paths = await internal_paths(admission)
-    assert len(paths) == 4 and all(p.startswith("/internal/") for p in paths), paths
+    assert len(paths) == 5 and all(p.startswith("/internal/") for p in paths), paths
     paths.append("/internal/v1/no-such-route")  # unknown internal routes too: no route map leak
     before = await redis.dbsize()
     checked = 0

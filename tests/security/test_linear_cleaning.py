@@ -100,4 +100,4 @@ def test_ordinary_text_is_cleaned_as_before() -> None:
 
 def test_mailgun_s_stated_wait_is_still_read() -> None:
     message = "Too many requests, try again after Mon, 25 Aug 2025 07:00:31 UTC"
-    assert _stated_wait(message, 1756105200.0) == "31"
+    assert _stated_wait(message, 1756105200.0) == "Mon, 25 Aug 2025 07:00:31 GMT"
