@@ -22,6 +22,7 @@ COMMANDS = [
     r"resetgate ops provider-resume( --provider [A-Za-z0-9]+)?",
     r"resetgate ops review list",
     r"resetgate ops review release OPERATION_ID",
+    r"resetgate ops review close OPERATION_ID --reason TEXT",
     r"resetgate ops provider show",
     r"resetgate ops provider switch --partitions [\d,-]+ --to [a-z0-9]+",
     r"resetgate ops provider rollback",

@@ -12,7 +12,7 @@ from shared.keys import RECENT_KEEP_MS, RECENT_MAX, PartitionKeys
 from shared.model import State
 from shared.scripts.attempts import BeginAttempt, BeginCode, Finalisation, FinaliseAttempt
 from shared.scripts.observation import Applied, ApplyDelivery
-from tests.core.test_transitions import ATTEMPT, HOUR, NOW, _requeue_refused, seed
+from tests.core.test_transitions import ATTEMPT, HOUR, NOW, seed
 
 PK = PartitionKeys(1)
 
@@ -54,14 +54,6 @@ async def test_failed_and_exhausted_are_indexed_by_the_ending_script_and_nothing
     counts = await status.recent_counts(redis, 2, NOW + 2 * HOUR)
     assert counts["failed"] == {"hour": 0, "day": 3} and not counts["capped"]
     assert (await status.recent_counts(redis, 2, NOW + 30))["failed"]["hour"] == 3
-
-
-async def test_an_operation_the_refusals_guard_hands_back_leaves_the_index(redis: Redis) -> None:
-    op = await _finalise(redis, State.FAILED)
-    assert await _indexed(redis, op) == NOW
-    await _requeue_refused(redis, op, None)  # type: ignore[arg-type]
-    assert await redis.hget(PK.operation(op), "state") == "queued"
-    assert await _indexed(redis, op) is None
 
 
 async def test_a_recorded_bounce_is_indexed_and_a_delivery_is_not(redis: Redis) -> None:
