@@ -57,7 +57,7 @@ async def test_home_names_both_providers_and_shows_a_pause_with_its_reason(
     assert "<td>0, 1, 2, 3</td>" in primary and "<td>none</td>" in standby
     assert "paused: account" in primary and "domain suspended" in primary
     assert 'href="/console/providers/primary/resume"' in primary and "sending" in standby
-    assert "not read yet" in primary  # the preflight checks' place, read by none yet
+    assert "not run yet" in primary  # no sender has run the preflight on this stack
     assert '<div class="counter" data-count="live"><dt>Live</dt><dd><strong>1</strong>' in live
     assert "provider <strong>default</strong>" not in live and 'data-provider="default"' not in live
     assert "waiting for provider primary to resume" in operation
