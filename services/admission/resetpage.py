@@ -16,6 +16,7 @@ from aiohttp import web
 
 from services.admission.context import REDIS, SETTINGS, TOKEN_KEYS
 from services.admission.internal import REFUSED
+from services.admission.resetpage_text import PageText, for_browser
 from services.admission.tokens import consume, refusal
 from shared.scripts.admission import ConsumeResult
 
@@ -24,22 +25,32 @@ _FIELD_LIMIT = 256
 _HEADERS = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"}
 
 _PAGE = """<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>Reset your password (local)</title></head>
-<body><h1>Reset your password</h1>{body}
-<p><small>resetgate local reset page: the game serves this page in production.</small></p>
+<html lang="{lang}"><head><meta charset="utf-8"><title>{title}</title></head>
+<body><h1>{heading}</h1>{body}
+<p><small>{footer}</small></p>
 </body></html>"""
 
 _FORM = """<form method="post" action="{path}">
 <input type="hidden" name="operation" value="{operation}">
 <input type="hidden" name="token" value="{token}">
-<label>New password <input type="password" name="password" autocomplete="new-password"></label>
-<button type="submit">Set the new password</button></form>"""
+<label>{password} <input type="password" name="password" autocomplete="new-password"></label>
+<button type="submit">{submit}</button></form>"""
 
 
-def _page(body: str, status: int = 200) -> web.Response:
-    return web.Response(
-        text=_PAGE.format(body=body), status=status, content_type="text/html", headers=_HEADERS
-    )
+def _text(request: web.Request) -> tuple[str, PageText]:
+    """The player's language, as their browser asks for it (resetpage_text)."""
+    return for_browser(request.headers.get("Accept-Language", ""))
+
+
+def _page(request: web.Request, body: str, status: int = 200) -> web.Response:
+    lang, text = _text(request)
+    html = _PAGE.format(lang=lang, title=escape(text.title), heading=escape(text.heading),
+                        footer=escape(text.footer), body=body)  # fmt: skip
+    return web.Response(text=html, status=status, content_type="text/html", headers=_HEADERS)
+
+
+def _said(sentence: str) -> str:
+    return f"<p>{escape(sentence)}</p>"
 
 
 def _fields(source: object) -> tuple[str, str] | None:
@@ -54,33 +65,35 @@ def _fields(source: object) -> tuple[str, str] | None:
 
 async def show_form(request: web.Request) -> web.Response:
     fields = _fields(request.query)
+    _, text = _text(request)
     if fields is None:
-        return _page("<p>This link is incomplete: open the whole link from the email.</p>", 400)
+        return _page(request, _said(text.incomplete_link), 400)
     app = request.app
     refused = await refusal(app[REDIS], app[TOKEN_KEYS], app[SETTINGS].partitions, *fields)
     if refused is not None:  # a used or expired link says so now, not after a new password
-        return _refused(refused)
+        return _refused(request, refused)
     operation, token = (escape(value, quote=True) for value in fields)
-    return _page(_FORM.format(path=PATH, operation=operation, token=token))
+    form = _FORM.format(path=PATH, operation=operation, token=token,
+                        password=escape(text.password), submit=escape(text.submit))  # fmt: skip
+    return _page(request, form)
 
 
-def _refused(result: ConsumeResult) -> web.Response:
-    status, _, message = REFUSED[result]
-    return _page(f"<p>This link does not work: {escape(message)}.</p>", status)
+def _refused(request: web.Request, result: ConsumeResult) -> web.Response:
+    status = REFUSED[result][0]
+    _, text = _text(request)
+    return _page(request, _said(text.refused.format(why=text.why[result])), status)
 
 
 async def submit(request: web.Request) -> web.Response:
     fields = _fields(await request.post())
+    _, text = _text(request)
     if fields is None:
-        return _page("<p>The form came back incomplete: open the link from the email.</p>", 400)
+        return _page(request, _said(text.incomplete_form), 400)
     app = request.app
     result, _ = await consume(app[REDIS], app[TOKEN_KEYS], app[SETTINGS].partitions, *fields)
     if result is not ConsumeResult.CONSUMED:
-        return _refused(result)
-    return _page(
-        "<p>Done: the link worked and is now used up. (A game would save the new password "
-        "here; this local page keeps nothing.)</p>"
-    )
+        return _refused(request, result)
+    return _page(request, _said(text.done))
 
 
 def add_routes(app: web.Application) -> None:

@@ -72,3 +72,33 @@ async def test_a_used_link_says_so_when_opened_not_after_a_new_password(
     assert opened[0] == 409 and "already been used" in opened[1] and "<form" not in opened[1]
     assert forged[0] == 403 and "<form" not in forged[1]  # nothing about the op without its token
     assert expired[0] == 410 and "<form" not in expired[1], expired
+
+
+async def test_the_page_speaks_the_players_language_and_english_otherwise(
+    redis: Redis, redis_server: Any
+) -> None:
+    """A French player's browser asks for French: the page answers in French, as the email
+    did; a language the page has no words for, or one the browser refuses (q=0), reads
+    English rather than a guess."""
+    await seed_directory(redis)
+    async with serving(admission_settings(redis_server.url, local_reset_page=True)) as http:
+        op = await new_operation(http, ALICE[1].account_id)
+        fields = {"operation": op, "token": KEYS.derive(op)}
+        pages = {}
+        for asked in ("fr-CA,fr;q=0.9,en;q=0.5", "sw,en;q=0.1", "fr;q=0", "es;q=0.2,de;q=0.4", ""):
+            async with http.get("/reset-password", params=fields,
+                                headers={"Accept-Language": asked}) as page:  # fmt: skip
+                pages[asked] = (page.status, await page.text())
+        used = await answer(http.post("/reset-password", data=fields))
+        async with http.post("/reset-password", data=fields,
+                             headers={"Accept-Language": "fr"}) as again:  # fmt: skip
+            refused = again.status, await again.text()
+    french = pages["fr-CA,fr;q=0.9,en;q=0.5"]
+    assert french[0] == 200 and '<html lang="fr">' in french[1]
+    assert "Nouveau mot de passe" in french[1] and "New password" not in french[1]
+    assert '<html lang="en">' in pages["sw,en;q=0.1"][1]  # no Swahili words: English
+    assert '<html lang="en">' in pages["fr;q=0"][1]  # q=0 is "not French"
+    assert '<html lang="de">' in pages["es;q=0.2,de;q=0.4"][1]  # the weights, not the order
+    assert '<html lang="en">' in pages[""][1] and "New password" in pages[""][1]
+    assert used[0] == 200
+    assert refused[0] == 409 and "déjà été utilisé" in refused[1]
