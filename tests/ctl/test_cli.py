@@ -57,8 +57,8 @@ def test_the_cli_finds_the_stack_make_run_started_and_says_which_redis(
     first = done.stderr.splitlines()[0]
     assert first == f"redis: {redis_server.url}, from {path}, written by `resetgate up` " \
                     f"(pid {os.getpid()})"  # fmt: skip
-    # provider line, pacing line, header, 4 partitions
-    assert len(done.stdout.splitlines()) == 3 + 4
+    # provider line, pacing line, the failed and bounced counts, header, 4 partitions
+    assert len(done.stdout.splitlines()) == 2 + 2 + 1 + 4
 
 
 def test_redis_url_wins_and_a_dead_stacks_env_file_is_an_error_not_a_guess(

@@ -35,8 +35,9 @@ from tests.sender.conftest import Stack
 from tests.support.sandbox import run_sandbox, sandbox_stats
 
 # The tolerance around the stated instant: a few slots at the slow start's first rate (5/s),
-# and the event loop of a loaded machine.
-LATE_S = 1.0
+# and the event loop of a loaded machine (1.0 s was missed by 4 ms in a full run beside
+# other suites). The failure it guards against is a backed-off slot: 2 s and more late.
+LATE_S = 1.5
 EARLY_S = 0.005  # clock granularity: an HTTP date is a whole second, our clock is not
 # A send whose slot was given before the 429 came back still begins its attempt (one Redis
 # round trip on a loaded machine) and calls the provider: it was on its way before the news.
