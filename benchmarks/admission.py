@@ -97,7 +97,7 @@ def reference_server(port: int, redis_url: str) -> None:
     from aiohttp import web
     from redis.asyncio import Redis
 
-    from services.admission.fastredis import FastRedis
+    from shared.fastredis import FastRedis
     from shared.redis import create_client
     from shared.settings import CommonSettings
 

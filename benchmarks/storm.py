@@ -26,6 +26,7 @@ CPU per 1,000 emails (from /proc) and Redis memory per accepted and per queued o
     .venv/bin/python benchmarks/storm.py --scenario blackout -n 120      # 600 s of 429s
     .venv/bin/python benchmarks/storm.py --scenario incident -n 400 --outage 90  # then 20/s
     .venv/bin/python benchmarks/storm.py --scenario quota --provider ses -n 250  # quota 200
+    .venv/bin/python benchmarks/storm.py --scenario ceiling-1.0 --profile /tmp/rg-prof  # py-spy
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks import storm_audit as audit
 from benchmarks import storm_moto
+from benchmarks.storm_profile import Profiler
 from benchmarks.storm_report import (
     ADMISSION_CLIENTS,
     KEY_RETENTION,
@@ -255,8 +257,12 @@ async def queued_sample(client: Redis, ops: list[str], limit: int = 500) -> list
 
 
 class Storm:
-    def __init__(self, run: Run, client: Redis, timeout: float, provider_url: str) -> None:
+    def __init__(
+        self, run: Run, client: Redis, timeout: float, provider_url: str,
+        profiler: Profiler | None = None,
+    ) -> None:  # fmt: skip
         self.run = run
+        self.profiler = profiler
         self.client = client
         self.timeout = timeout
         self.provider_url = provider_url
@@ -294,6 +300,8 @@ class Storm:
             started = time.monotonic()
             admitting = asyncio.create_task(self.admit(admission_urls))
         load_at_start = os.getloadavg()[0]
+        if self.profiler:
+            self.profiler.start(fleet.pids())
         restarting = asyncio.create_task(self.restarts(fleet)) if run.scenario.restart else None
         outage = asyncio.create_task(self.outage()) if run.scenario.blackout else None
         stop_sampling = asyncio.Event()
@@ -307,6 +315,8 @@ class Storm:
         run.drain_s = time.monotonic() - started if done else math.nan
         run.cpu_s = fleet.cpu()
         run.load = (load_at_start, os.getloadavg()[0])
+        if self.profiler:
+            run.profile = await asyncio.to_thread(self.profiler.stop)
         stop_sampling.set()
         if not done:
             run.notes.append(f"not drained within {self.timeout:.0f} s: stopped waiting")
@@ -429,7 +439,9 @@ async def provider_endpoint(run: Run, sandbox: dict[str, Any]) -> AsyncIterator[
         yield url
 
 
-async def storm(run: Run, timeout: float, timeline: bool = False) -> Run:
+async def storm(
+    run: Run, timeout: float, timeline: bool = False, profile: Path | None = None
+) -> Run:
     scenario = run.scenario
     sandbox = {**sandbox_overrides(scenario, run.rate, run.key_retention), "mode": run.provider}
     if run.search_delay:
@@ -464,7 +476,8 @@ async def storm(run: Run, timeout: float, timeline: bool = False) -> Run:
                 fleet = SenderFleet(stack, {**env, **sender_env}, run.senders)
                 # Known only now for SES (moto's quota): 5 x ideal, at least 120 s.
                 timeout = timeout or max(120.0, 5 * run.ideal_s)
-                work = Storm(run, client, timeout, provider_url)
+                profiler = Profiler(profile) if profile else None
+                work = Storm(run, client, timeout, provider_url, profiler)
                 work.empty_streams = await audit.shared_memory(
                     client, PARTITIONS, audit.QUEUED_SHARED
                 )
@@ -501,7 +514,7 @@ def run_scenario(name: str, args: argparse.Namespace) -> Run | None:
     if args.provider != "ses" and SCENARIOS[name].quota_window:
         print(f"\n== {name}: SKIPPED: a daily quota is SES's (--provider ses)")
         return None
-    return asyncio.run(storm(run, args.timeout, args.timeline))
+    return asyncio.run(storm(run, args.timeout, args.timeline, args.profile))
 
 
 def main() -> None:
@@ -544,6 +557,14 @@ def main() -> None:
     )
     parser.add_argument(
         "--timeline", action="store_true", help="print sends, 429s and the pacing rate a second"
+    )
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="py-spy every sender from the storm's start to the drain's end (raw stacks in "
+        "DIR) and print where their CPU went (benchmarks/storm_profile.py; pip install py-spy)",
     )
     parser.add_argument(
         "--outage",

@@ -117,6 +117,7 @@ class Run:
     notes: list[str] = field(default_factory=list)
     load: tuple[float, float] = (0.0, 0.0)  # the machine's 1-minute load average, start/end
     timeline: list[str] = field(default_factory=list)  # --timeline: a row a second
+    profile: list[str] = field(default_factory=list)  # --profile: where the senders' CPU went
 
     @property
     def ratio(self) -> float:
@@ -205,7 +206,7 @@ def report(run: Run) -> None:
         print("   WARNING: admission took over half the ideal time; it may be the bottleneck")
     for note in run.notes:
         print(f"   note: {note}")
-    for line in run.timeline:
+    for line in run.timeline + run.profile:
         print(f"   {line}")
 
 

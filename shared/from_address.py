@@ -39,13 +39,20 @@ class FromAddress:
     @property
     def header(self) -> str:
         """RFC 5322, the name quoted where it must be (Postmark's and Mailgun's ``From``)."""
-        return str(Address(display_name=self.name, addr_spec=self.email))
+        return _header(self.name, self.email)
 
     @property
     def encoded(self) -> str:
         """ASCII only, a non-ASCII name as an RFC 2047 encoded word (SES
         ``FromEmailAddress``: docs.aws.amazon.com/ses/latest/APIReference-V2/API_SendEmail.html)."""
         return formataddr((self.name, self.email), charset="utf-8")
+
+
+@functools.lru_cache(maxsize=256)
+def _header(name: str, email: str) -> str:
+    """Written once per From: every email's composing asks (headerregistry's Address costs
+    more than the rest of the message's head)."""
+    return str(Address(display_name=name, addr_spec=email))
 
 
 @functools.lru_cache(maxsize=256)

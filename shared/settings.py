@@ -81,6 +81,10 @@ class RedisSettings(_Env):
         default=False,
         description="TLS to the Sentinels too (with the URL's ssl_* options, e.g. ssl_ca_certs)",
     )
+    # Admission's and the sender's hot-path commands pipelined on one hiredis link
+    # (shared/fastredis.py; standalone Redis only). It uses redis-py internals (pyproject.toml
+    # pins the tested range); false = plain redis-py, the way out if an upgrade breaks it.
+    fast_redis: bool = True
 
     @field_validator("redis_url")
     @classmethod

@@ -7,7 +7,7 @@ listed here.
 # vulture reads these bare names as uses; the file is never imported.
 # ruff: noqa: B018, F821
 
-# asyncio.Protocol callbacks (services/admission/fastredis.py): called by the event loop.
+# asyncio.Protocol callbacks (shared/fastredis.py): called by the event loop.
 connection_made
 data_received
 connection_lost

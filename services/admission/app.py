@@ -23,7 +23,6 @@ from services.admission.context import (
     SETTINGS,
     TOKEN_KEYS,
 )
-from services.admission.fastredis import fast_client
 from services.admission.gate import Gate
 from services.admission.http import internal_auth, json_errors
 from services.admission.openapi import document
@@ -33,6 +32,7 @@ from services.admission.settings import AdmissionSettings
 from shared import codec, metrics, service
 from shared.archive import Evidence, maybe_pool
 from shared.directory import Directory, open_directory
+from shared.fastredis import fast_client
 from shared.logging import event
 from shared.redis import RedisClient, ping
 from shared.service import ReadinessCheck, instrument

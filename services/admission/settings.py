@@ -119,10 +119,6 @@ class AdmissionSettings(
     # Serve a minimal reset page at /reset-password that consumes the token (local runs:
     # `resetgate up` turns it on). Off by default: in production the game owns that page.
     local_reset_page: bool = False
-    # The hot path's commands pipelined on one hiredis link (services/admission/fastredis.py).
-    # It uses redis-py internals (pyproject.toml pins the tested range); false = plain
-    # redis-py, the way out if an upgrade breaks it.
-    fast_redis: bool = True
 
     @model_validator(mode="after")
     def _ports_apart(self) -> AdmissionSettings:

@@ -21,6 +21,7 @@ from shared import metrics, service
 from shared.directory import directory_for
 from shared.emails import check
 from shared.emails.compose import Hosted, Mailer, hosted_problem
+from shared.fastredis import fast_client
 from shared.loops import named
 from shared.providers.base import Provider
 from shared.providers.factory import ProviderConfig, open_provider
@@ -139,9 +140,14 @@ async def wire(settings: SenderSettings, client: RedisClient) -> AsyncIterator[s
     ):
         opened = await open_all(stack, session, load_or_exit(settings))
         await durable_enough_or_exit(client, opened, settings)
-        replicas = Replicas(client, settings, settings.wait_replicas, settings.wait_timeout_ms)
+        # Each email's scripts and reads on FastRedis's one pipelined link (standalone Redis,
+        # unless RESETGATE_FAST_REDIS=false); blocking reads and pipelines use the pool.
+        pipelined: RedisClient = fast_client(client, settings.fast_redis)
+        if pipelined is not client:
+            stack.push_async_callback(pipelined.aclose)
+        replicas = Replicas(pipelined, settings, settings.wait_replicas, settings.wait_timeout_ms)
         stack.push_async_callback(replicas.close)
-        sender = build_sender(settings, client, session, opened, replicas=replicas)
+        sender = build_sender(settings, pipelined, session, opened, replicas=replicas)
         await until_done(sender.refresh_control, "control state")
         await until_done(lambda: publish_quotas(client, sender), "daily quotas")
         loops = workers(sender)

@@ -81,6 +81,7 @@ class Templates:
                 f"{', '.join(PARTS)}"
             )
         self._revisions: dict[Choice, str] = {}
+        self._compiled: dict[tuple[Choice, str], jinja2.Template] = {}
 
     def _loader(self, brand: str) -> jinja2.BaseLoader:
         base = jinja2.FileSystemLoader(self.root)
@@ -116,15 +117,22 @@ class Templates:
         return found
 
     def render(self, choice: Choice, variables: Mapping[str, object]) -> Rendered:
-        env = self._envs[choice.brand]
         parts = []
         for part in PARTS:
             try:
-                parts.append(env.get_template(f"{choice.locale}/{part}").render(variables))
+                parts.append(self._template(choice, part).render(variables))
             except jinja2.TemplateError as error:
                 raise TemplateError(self._describe(choice, part, error)) from None
         subject = parts[0].strip()
         return Rendered(subject, parts[1], parts[2], self.revision(choice))
+
+    def _template(self, choice: Choice, part: str) -> jinja2.Template:
+        """The compiled part, looked up once (the files are read once: nothing reloads)."""
+        found = self._compiled.get((choice, part))
+        if found is None:
+            env = self._envs[choice.brand]
+            found = self._compiled[choice, part] = env.get_template(f"{choice.locale}/{part}")
+        return found
 
     def _describe(self, choice: Choice, part: str, error: jinja2.TemplateError) -> str:
         where = self.path(choice, part)

@@ -17,10 +17,10 @@ import asyncpg
 from aiohttp.test_utils import TestClient, TestServer
 
 from services.admission.app import create_app
-from services.admission.fastredis import fast_client
 from services.admission.settings import AdmissionSettings
 from services.ctl.embedded import free_port
 from shared.directory import Account, Directory, RedisDirectory
+from shared.fastredis import fast_client
 from shared.redis import RedisClient, create_client, ping
 from tests.conftest import TEST_TOKEN_KEYS
 from tests.support.processes import START_TIMEOUT

@@ -15,8 +15,8 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import DataError, NoScriptError, RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from services.admission.fastredis import FastRedis, fast_client, pack
 from services.ctl.embedded import RedisServer, cleanup_directory, free_port
+from shared.fastredis import FastRedis, fast_client, pack
 from shared.keys import PartitionKeys
 from shared.redis import create_client
 from shared.scripts.admission import Gcra

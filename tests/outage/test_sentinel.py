@@ -17,7 +17,7 @@ import pytest
 from redis.asyncio.connection import SSLConnection
 from redis.asyncio.sentinel import SentinelManagedSSLConnection
 
-from services.admission.fastredis import FastRedis, fast_client
+from shared.fastredis import FastRedis, fast_client
 from shared.redis import RedisClient, SentinelRedis, create_client, ping
 from shared.redis_policy import StoreNotDurable, check_keyless_replication
 from shared.replication import Replicas

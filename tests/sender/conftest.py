@@ -22,6 +22,7 @@ from services.sender.worker import Sender
 from shared import clock
 from shared.admit import Admitter
 from shared.directory import Account, RedisDirectory
+from shared.fastredis import fast_client
 from shared.model import State
 from shared.operations import load_operation
 from shared.providers.base import Provider
@@ -108,11 +109,16 @@ class Stack:
                 opened = await open_all(adapters, session, configured)
             else:
                 opened = [Opened(configured[0], provider, None)]
-            # As the sender's wiring does: WAIT's per-node connections (Cluster) are closed.
-            replicas = Replicas(self.redis, settings, settings.wait_replicas,
+            # As the sender's wiring does: each email's commands on FastRedis's pipelined link
+            # (standalone Redis, RESETGATE_FAST_REDIS), WAIT's per-node connections (Cluster)
+            # closed.
+            client = fast_client(self.redis, settings.fast_redis)
+            if client is not self.redis:
+                adapters.push_async_callback(client.aclose)
+            replicas = Replicas(client, settings, settings.wait_replicas,
                                 settings.wait_timeout_ms)  # fmt: skip
             adapters.push_async_callback(replicas.close)
-            sender = build_sender(settings, self.redis, session, opened, replicas=replicas)
+            sender = build_sender(settings, client, session, opened, replicas=replicas)
             await sender.refresh_control()
             tasks = [asyncio.create_task(loop(stop)) for loop in workers(sender)]
             try:
