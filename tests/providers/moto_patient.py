@@ -1,5 +1,5 @@
-"""moto's server for the preflight and From tests, waited for with a deadline: on a loaded
-machine its import alone can take longer than test_ses_moto's fixed number of tries."""
+"""moto's server, started as a process by the test that needs it and waited for with a
+deadline: on a loaded machine its import alone took longer than a fixed number of tries."""
 
 from __future__ import annotations
 
@@ -35,11 +35,11 @@ def _wait_up(url: str, child: subprocess.Popen[bytes]) -> None:
 
 
 @contextlib.contextmanager
-def moto() -> Iterator[str]:
+def moto(**env: str) -> Iterator[str]:
     port = free_port()
     child = subprocess.Popen(
         [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=dict(os.environ),
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, **env},
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
     try:

@@ -11,10 +11,7 @@ https://docs.aws.amazon.com/ses/latest/APIReference-V2/CommonErrors.html
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
-import subprocess
-import sys
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -33,6 +30,7 @@ from shared.operations import load_operation
 from shared.providers.factory import build
 from shared.providers.ses import ERROR_CODES, SesProvider, classify_error
 from shared.quota import QUOTA_EXCEEDED
+from tests.providers.moto_patient import moto
 from tests.sender.conftest import Stack, configured_providers, wait_for
 
 REGION = "eu-west-1"
@@ -52,22 +50,6 @@ def aws_env() -> Iterator[None]:
     os.environ.update(saved)
 
 
-@contextlib.contextmanager
-def moto(**env: str) -> Iterator[str]:
-    port = free_port()
-    child = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, **env},
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    try:
-        asyncio.run(_wait_up(url))
-        yield url
-    finally:
-        child.terminate()
-        child.wait(timeout=10)
-
-
 @pytest.fixture(scope="module")
 def moto_server(aws_env: None) -> Iterator[str]:
     with moto() as url:
@@ -79,18 +61,6 @@ def moto_checking_credentials(aws_env: None) -> Iterator[str]:
     """moto enforcing IAM from the first call: our "testing" key is unknown to it."""
     with moto(INITIAL_NO_AUTH_ACTION_COUNT="0") as url:
         yield url
-
-
-async def _wait_up(url: str) -> None:
-    async with aiohttp.ClientSession() as session:
-        for _ in range(200):
-            try:
-                async with session.get(url + "/moto-api/") as response:
-                    if response.status < 500:
-                        return
-            except aiohttp.ClientError:
-                await asyncio.sleep(0.05)
-    raise RuntimeError("moto server did not start")
 
 
 @pytest.fixture
