@@ -101,6 +101,7 @@ class Admitter:
                 provider=self.settings.provider_name,
                 template_revision=self.template_revision,
                 account_retention_ms=self.settings.retention_ms,
+                traceparent=tracing.traceparent(),
             ).run(self.client)
             if reply.result is not AdmitResult.RETRY:
                 return Admission(reply.result, reply.operation_id, reply.state, partition)

@@ -41,11 +41,35 @@ RESULT = "resetgate.result"
 # W3C trace context only (traceparent, tracestate): a caller's baggage is never read, so
 # nothing it put there can reach our spans or our streams.
 _W3C = TraceContextTextMapPropagator()
+_installed = False  # set once setup() has installed the SDK's provider
 
 
 def tracer(name: str) -> trace.Tracer:
     """The tracer for module ``name``: the no-op one until :func:`setup` installs the SDK."""
     return trace.get_tracer(name)
+
+
+def traceparent() -> str:
+    """The current span's W3C ``traceparent``, to store beside the work it hands on; ""
+    with traces off. An unsampled span's goes too (flags 00): the work it hands on is then
+    left unsampled alike, not sampled again as a new trace."""
+    if not _installed or not trace.get_current_span().get_span_context().is_valid:
+        return ""
+    carrier: dict[str, str] = {}
+    _W3C.inject(carrier)
+    return carrier.get("traceparent", "")
+
+
+def enabled() -> bool:
+    """Whether :func:`setup` installed the SDK (work that only feeds spans can skip)."""
+    return _installed
+
+
+def links(traceparent: str) -> list[trace.Link]:
+    """A link to the span ``traceparent`` names (none if it is "" or malformed)."""
+    context = trace.get_current_span(continued({"traceparent": traceparent}))
+    span_context = context.get_span_context()
+    return [trace.Link(span_context)] if span_context.is_valid else []
 
 
 def continued(carrier: Mapping[str, str]) -> Context:
@@ -81,6 +105,7 @@ def _nothing() -> None:
 
 
 def _install(service: str) -> Callable[[], None]:
+    global _installed
     # Imported here so a process with tracing off never loads the SDK or the exporter.
     from opentelemetry import trace
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -94,6 +119,7 @@ def _install(service: str) -> Callable[[], None]:
     provider = TracerProvider(resource=resource)
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
     trace.set_tracer_provider(provider)
+    _installed = True
     event(log, logging.INFO, INSTALLED,
           service_name=str(resource.attributes.get(SERVICE_NAME)))  # fmt: skip
     return provider.shutdown

@@ -11,7 +11,7 @@ import aiohttp
 from redis.asyncio import Redis
 
 from shared import tracing
-from shared.keys import PartitionKeys, partition_of
+from shared.keys import TRACE_FIELD, PartitionKeys, partition_of
 from tests.admission.helpers import ALICE, BOB, INTERNAL_TOKEN, seed_directory
 from tests.conftest import TEST_TOKEN_KEYS
 from tests.support.otlp import OtlpReceiver, Span, personal
@@ -45,6 +45,16 @@ async def last_operation(redis: Redis, account_id: str) -> str:
     return str(await redis.hget(keys.account(account_id), "last"))
 
 
+async def kept_traceparent(redis: Redis, account_id: str) -> str | None:
+    """The traceparent the operation keeps, and the one its send job carries (the same)."""
+    operation_id = await last_operation(redis, account_id)
+    keys = PartitionKeys.of(operation_id)
+    kept = await redis.hget(keys.operation(operation_id), TRACE_FIELD)
+    ((_, fields),) = await redis.xrange(keys.send)
+    assert fields.get(TRACE_FIELD) == kept
+    return kept
+
+
 def named(spans: list[Span], name: str) -> list[Span]:
     return [span for span in spans if span.name == name]
 
@@ -75,6 +85,10 @@ async def test_a_recovery_request_continues_the_games_trace_and_names_no_person(
     (script,) = [s for s in named(spans, "admit script") if s.trace_id == GAME_TRACE]
     assert script.parent_span_id == alice.span_id
     assert script.attributes[tracing.PARTITION] == partition_of(ALICE[1].account_id, PARTITIONS)
+    # The operation and its send job keep the admit script's context: the sender's child.
+    assert (
+        await kept_traceparent(redis, ALICE[1].account_id) == f"00-{GAME_TRACE}-{script.span_id}-01"
+    )
     # A context that does not parse starts a trace of our own; the request is served alike.
     assert bob.trace_id != GAME_TRACE and not bob.parent_span_id
     logins_and_addresses = (ALICE[0], BOB[0], ALICE[1].email, BOB[1].email)
@@ -93,6 +107,7 @@ async def test_with_no_otel_setting_no_provider_is_installed_and_logs_name_no_tr
         await ask(process, ALICE[0], traceparent=TRACEPARENT)
     finally:
         await process.stop()
+    assert await kept_traceparent(redis, ALICE[1].account_id) is None
     records = lines(process)
     assert [line for line in records if line.get("msg") == "public admission"]
     assert not [line for line in records if "trace_id" in line]
