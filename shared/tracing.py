@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from collections.abc import Callable, Mapping
 
 from opentelemetry import trace
@@ -58,6 +59,18 @@ def traceparent() -> str:
     carrier: dict[str, str] = {}
     _W3C.inject(carrier)
     return carrier.get("traceparent", "")
+
+
+_TRACEPARENT = re.compile(r"00-([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}")
+_NO_TRACE = "0" * 32
+
+
+def trace_id_of(traceparent: str) -> str:
+    """The trace id a stored ``traceparent`` names ("" if none, or not one)."""
+    match = _TRACEPARENT.fullmatch(traceparent)
+    if match is None or match.group(1) == _NO_TRACE:
+        return ""
+    return match.group(1)
 
 
 def enabled() -> bool:

@@ -24,7 +24,7 @@ from services.admission.console.html import (
     when,
 )
 from services.admission.console.pages import csrf_of, message, notice, page, principal_of
-from shared import clock, control, operation_views, ownership
+from shared import clock, control, operation_views, ownership, tracing
 from shared.archive import ARCHIVE, ArchiveUnavailable
 from shared.archive import REDIS as IN_REDIS
 from shared.ids import valid_account_id
@@ -236,6 +236,16 @@ def _throttles(operation: Operation) -> str:
     return f"{operation.throttles} (not counted as attempts{tail})"
 
 
+def _trace(operation: Operation, trace_url: str) -> Markup | str:
+    """The admission's trace id, linked to the trace UI when one is configured."""
+    trace_id = tracing.trace_id_of(operation.traceparent)
+    if not trace_id:
+        return "not traced"
+    if not trace_url:
+        return Markup(f"<code>{trace_id}</code>")  # 32 hex digits: nothing to escape
+    return link(trace_url.replace("{trace_id}", trace_id), trace_id)
+
+
 def _operation_values(operation: Operation, max_attempts: int, now: int) -> dict[str, Any]:
     return {
         "operation_id": operation.operation_id,
@@ -292,6 +302,7 @@ async def operation_page(request: web.Request) -> web.Response:
         timeline=_timeline(detail.ledger),
         entry_points=_entry_points(operation),
         cases=_cases(await operation_views.operation_cases(client, operation)),
+        trace=_trace(operation, settings.console_trace_url),
     )
     return page(request, "Recovery operation", Markup(SOURCES[source] + body))
 
