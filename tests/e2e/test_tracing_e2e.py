@@ -3,7 +3,8 @@ a real OTLP/HTTP receiver (tests/support/otlp.py) at sampling 1.0: the game's cl
 admission and the first attempt share a trace; the sandbox throttles that first attempt
 (its blackout: every send answers 429 with the remaining wait in Retry-After, then the
 bucket decides), and the retry that is accepted starts a trace of its own, linked to the
-admission. No span names the player."""
+admission. A contact form about the same account (the router) joins the admission's trace.
+No span names the player."""
 
 from __future__ import annotations
 
@@ -21,8 +22,8 @@ from redis.asyncio import Redis
 from services.sender.traced import OUTCOME, STATUS
 from shared import tracing
 from shared.directory import Account, RedisDirectory
-from shared.keys import PartitionKeys, partition_of
-from tests.e2e.conftest import BASELINE, CLUSTER, SENDER_ENV, poll, service_env
+from shared.keys import CONTACT_FORMS, PartitionKeys, partition_of
+from tests.e2e.conftest import BASELINE, CLUSTER, ROUTER_ENV, SENDER_ENV, poll, service_env
 from tests.support.otlp import OtlpReceiver, Span, personal
 from tests.support.processes import Processes
 from tests.support.sandbox import run_sandbox_process
@@ -55,6 +56,7 @@ async def stack(redis_server: Any, redis: Redis) -> AsyncIterator[Traced]:
         async with Processes(logs, base) as processes:
             processes.add("admission")
             processes.add("sender", **SENDER_ENV)
+            processes.add("router", **ROUTER_ENV)
             await asyncio.gather(*(processes.start(n) for n in processes.services))
             yield Traced(processes, redis, receiver)
 
@@ -102,6 +104,22 @@ async def test_one_reset_is_one_trace_and_its_retry_a_linked_one(stack: Traced) 
     assert all(r.links and r.links[0][:2] == (GAME_TRACE, script.span_id) for r in retries)
     (accepted,) = where(spans, "provider call", **{OUTCOME: "accepted"})
     assert accepted.trace_id in {r.trace_id for r in retries}
+
+    # The player writes in: the form's routing joins the operation's trace.
+    form = {
+        "event_id": "evt-traced",
+        "topic": "password_reset",
+        "login": LOGIN,
+        "submitted_at": "2026-01-01T00:00:00Z",
+        "message": "no email? " + ACCOUNT.email,
+    }
+    await redis.xadd(CONTACT_FORMS, form)  # type: ignore[arg-type]
+    spans = await receiver.wait_for(lambda got: bool(where(got, "form routed")))
+    (joined,) = where(spans, "form routed")
+    assert (joined.trace_id, joined.parent_span_id) == (GAME_TRACE, script.span_id)
+    assert joined.attributes[tracing.OPERATION_ID] == operation_id
+    (routing,) = where(spans, "contact form")
+    assert joined.links[0][:2] == (routing.trace_id, routing.span_id)
 
     assert personal(spans, LOGIN, ACCOUNT.email) == []
     sender_lines = processes["sender"].log_records()
