@@ -120,11 +120,9 @@ class OtlpReceiver:
         return self
 
     async def __aexit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+        self, kind: type[BaseException] | None, error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:  # fmt: skip
         await self._runner.cleanup()
 
 
