@@ -39,7 +39,7 @@ import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -71,6 +71,7 @@ from services.sandbox.dialects import DIALECTS
 from shared import keys
 from shared.providers.factory import keyless
 from shared.settings import KINDS, PolicySettings
+from tests.support.otlp import OtlpReceiver
 from tests.support.processes import Processes, ServiceProcess
 from tests.support.sandbox import SANDBOX_API_KEY, run_sandbox_process, sandbox_stats
 from tests.support.webhooks import poller_credentials, pushes_events, sandbox_webhooks
@@ -440,7 +441,23 @@ async def provider_endpoint(run: Run, sandbox: dict[str, Any]) -> AsyncIterator[
 
 
 async def storm(
-    run: Run, timeout: float, timeline: bool = False, profile: Path | None = None
+    run: Run, timeout: float, timeline: bool = False, profile: Path | None = None,
+    traces: bool = False,
+) -> Run:  # fmt: skip
+    """``traces``: every service exports its spans at sampling 1.0 to an OTLP/HTTP receiver
+    the benchmark runs (tests/support/otlp.py), to measure what tracing costs."""
+    async with AsyncExitStack() as exits:
+        otel: dict[str, str] = {}
+        if traces:
+            receiver = await exits.enter_async_context(OtlpReceiver())
+            otel = {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
+                    "OTEL_TRACES_SAMPLER": "always_on"}  # fmt: skip
+            run.notes.append("traces on: OTLP/HTTP export at sampling 1.0")
+        return await _storm(run, timeout, timeline, otel, profile)
+
+
+async def _storm(
+    run: Run, timeout: float, timeline: bool, otel: dict[str, str], profile: Path | None
 ) -> Run:
     scenario = run.scenario
     sandbox = {**sandbox_overrides(scenario, run.rate, run.key_retention), "mode": run.provider}
@@ -461,7 +478,7 @@ async def storm(
         async with provider_endpoint(run, sandbox) as provider_url:
             sender_env = ceiling(scenario, run.rate)
             env = {**service_env(server.url, provider_url, run.provider), **retention_env(run),
-                   **quota_env(run)}  # fmt: skip
+                   **quota_env(run), **otel}  # fmt: skip
             logs = Path(tempfile.mkdtemp(prefix=f"rg-storm-{scenario.name}-"))
             run.notes.append(f"service logs in {logs}")
             async with Processes(logs, env) as stack:
@@ -514,7 +531,7 @@ def run_scenario(name: str, args: argparse.Namespace) -> Run | None:
     if args.provider != "ses" and SCENARIOS[name].quota_window:
         print(f"\n== {name}: SKIPPED: a daily quota is SES's (--provider ses)")
         return None
-    return asyncio.run(storm(run, args.timeout, args.timeline, args.profile))
+    return asyncio.run(storm(run, args.timeout, args.timeline, args.profile, args.traces))
 
 
 def main() -> None:
@@ -572,6 +589,9 @@ def main() -> None:
         default=None,
         metavar="SECONDS",
         help="incident: how long every send is refused with no stated wait (default 90)",
+    )
+    parser.add_argument(
+        "--traces", action="store_true", help="export OpenTelemetry traces at sampling 1.0"
     )
     parser.add_argument("--scenario", action="append", choices=sorted(SCENARIOS), default=[])
     parser.add_argument("--all", action="store_true", help="every scenario, in order")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
-from shared import clock, ids
+from shared import clock, ids, tracing
 from shared.keys import partition_of
 from shared.redis import RedisClient
 from shared.scripts.admission import Admit, AdmitResult
@@ -17,6 +17,7 @@ from shared.settings import PolicySettings
 from shared.tokens import TokenKeys
 
 _MAX_TRIES = 4
+TRACER = tracing.tracer(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +69,18 @@ class Admitter:
         it; a right guess saves the "retry" round trip, a wrong one only costs it.
         """
         partition = partition_of(account_id, self.settings.partitions)
+        with TRACER.start_as_current_span("admit script") as span:
+            span.set_attribute(tracing.PARTITION, partition)
+            admission = await self._converge(account_id, entry_point, actor, dry, expected)
+            if admission.operation_id:
+                span.set_attribute(tracing.OPERATION_ID, admission.operation_id)
+            span.set_attribute(tracing.RESULT, str(admission.result))
+            return admission
+
+    async def _converge(
+        self, account_id: str, entry_point: str, actor: str, dry: bool, expected: str
+    ) -> Admission:
+        partition = partition_of(account_id, self.settings.partitions)
         for _ in range(_MAX_TRIES):
             now = clock.now_ms()
             new_id = ids.operation_id(partition, now)
@@ -88,6 +101,7 @@ class Admitter:
                 provider=self.settings.provider_name,
                 template_revision=self.template_revision,
                 account_retention_ms=self.settings.retention_ms,
+                traceparent=tracing.traceparent(),
             ).run(self.client)
             if reply.result is not AdmitResult.RETRY:
                 return Admission(reply.result, reply.operation_id, reply.state, partition)

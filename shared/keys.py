@@ -14,7 +14,10 @@ from shared.ids import valid_operation_id
 
 PREFIX = "rg"
 SEND_GROUP = "senders"
-JOB_FIELD = "op"  # a send stream entry's one field: the operation id
+JOB_FIELD = "op"  # a send stream entry's field: the operation id
+# A W3C traceparent (shared/tracing.py), in an operation hash and beside JOB_FIELD in the
+# entry admission adds: which trace the work belongs to. Not secret: random ids and flags.
+TRACE_FIELD = "traceparent"
 ROUTER_GROUP = "router"
 ARCHIVE_GROUP = "archivers"  # the archiver replicas' group on each partition's settled stream
 # The per-partition indexes of recently finished operations (finished, bounced) keep a day,

@@ -17,6 +17,7 @@ from typing import Any
 
 from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.web import RequestPayloadError
+from opentelemetry.trace import format_span_id, format_trace_id, get_current_span
 
 from shared import codec
 
@@ -101,12 +102,25 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "msg": record.getMessage(),
         }
+        line.update(_trace_fields())
         fields = getattr(record, "fields", None)
         if isinstance(fields, dict):
             line.update(fields)
         if record.exc_info and record.exc_info[1] is not None:
             line.update(_error_fields(record, record.exc_info[1]))
         return scrub(_rendered(line))
+
+
+def _trace_fields() -> dict[str, str]:
+    """``trace_id`` and ``span_id`` of the span the line was logged in, if it is recorded: a
+    line names only a trace that can be looked up. (With traces off, the API's no-op span
+    still carries a caller's ``traceparent``; that id is the caller's, not ours.)"""
+    span = get_current_span()
+    if not span.is_recording():
+        return {}
+    context = span.get_span_context()
+    return {"trace_id": format_trace_id(context.trace_id),
+            "span_id": format_span_id(context.span_id)}  # fmt: skip
 
 
 # A malformed request head, or a body that does not decode (aiohttp logs the latter again,

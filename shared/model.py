@@ -166,6 +166,7 @@ _TEXT_FIELDS = (
     "provider",
     "provider_message_id",
     "template_revision",
+    "traceparent",  # shared.keys.TRACE_FIELD
     "pinned",
 )
 
@@ -204,6 +205,7 @@ class Operation:
     observation_closed_at: int = 0
     replays: int = 0
     throttles: int = 0  # attempts the provider throttled: refunded, never in ``attempts``
+    traceparent: str = ""  # the admission's W3C trace context ("" when traces were off)
     entry_points: dict[str, int] = field(default_factory=dict)
 
     @classmethod

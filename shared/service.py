@@ -33,7 +33,7 @@ from typing import Any, TypeVar
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from shared import codec, metrics
+from shared import codec, metrics, tracing
 from shared import logging as jsonlog
 from shared.logging import event
 from shared.redis import RedisClient, connect
@@ -291,12 +291,18 @@ def main(
     name: str, settings_class: type[S], wire: Wire[S], check: Callable[[S], object] | None = None
 ) -> None:
     """A service's process: settings (or one line naming the bad variable, then exit 2),
-    ``check`` (settings the class cannot validate alone), JSON logs, then :func:`start`."""
+    ``check`` (settings the class cannot validate alone), JSON logs, traces when the
+    ``OTEL_*`` settings ask for them (flushed at exit), then :func:`start`."""
     settings = load(settings_class)
     if check is not None:
         check(settings)
     jsonlog.setup(name, settings.log_level)
-    run(lambda: start(name, settings, wire))
+    stop_tracing = tracing.setup(name)
+    try:
+        run(lambda: start(name, settings, wire))
+    finally:
+        # Spans still in the exporter's batch leave before the process does.
+        stop_tracing()
 
 
 async def start(name: str, settings: S, wire: Wire[S]) -> None:

@@ -14,12 +14,13 @@ import logging
 from typing import Any
 
 from aiohttp import web
+from opentelemetry.trace import SpanKind, get_current_span
 
 from services.admission.context import BUDGET, DIRECTORY, GATE, LIMITER, SETTINGS
 from services.admission.http import read_body
 from services.admission.ratelimit import request_client
 from services.admission.schemas import PASSWORD_RESET
-from shared import codec, metrics
+from shared import codec, metrics, tracing
 from shared.logging import event
 from shared.model import EntryPoint
 from shared.service import json_error
@@ -29,6 +30,7 @@ log = logging.getLogger("services.admission")
 RECEIVED_BODY = codec.dumps({"status": "received"})
 _PUBLIC = str(EntryPoint.PUBLIC)
 _COUNTERS: dict[str, Any] = {}
+TRACER = tracing.tracer(__name__)
 
 
 def received() -> web.Response:
@@ -36,6 +38,13 @@ def received() -> web.Response:
 
 
 async def password_reset(request: web.Request) -> web.Response:
+    """One span per request, continuing the game's trace when it sends a ``traceparent``."""
+    parent = tracing.continued(request.headers)
+    with TRACER.start_as_current_span("recovery request", parent, SpanKind.SERVER):
+        return await _password_reset(request)
+
+
+async def _password_reset(request: web.Request) -> web.Response:
     app = request.app
     body = await read_body(request, PASSWORD_RESET)
     settings = app[SETTINGS]
@@ -57,6 +66,7 @@ async def password_reset(request: web.Request) -> web.Response:
         raise
     await _sleep_until(deadline)
     _count(result)
+    get_current_span().set_attribute(tracing.RESULT, result)
     if log.isEnabledFor(logging.DEBUG):
         event(log, logging.DEBUG, "public admission", result=result)
     return received()
@@ -89,6 +99,8 @@ async def _admit(app: web.Application, login: str) -> str:
         raise
     if not admission.created:
         await budget.give_back(taken)
+    if admission.operation_id:
+        get_current_span().set_attribute(tracing.OPERATION_ID, admission.operation_id)
     return str(admission.result)
 
 

@@ -36,6 +36,9 @@ class ConsoleSettings(_Env):
     console_host: str = "127.0.0.1"
     # A signed-in session's lifetime; the cookie and the server-side record both end then.
     console_session_seconds: int = Field(default=900, ge=60, le=43_200)
+    # A trace UI's page for one trace, with ``{trace_id}`` where the id goes (Jaeger:
+    # ``https://jaeger.example/trace/{trace_id}``); unset, the console shows the id only.
+    console_trace_url: str = Field(default="", pattern=r"^(https?://[^\s]*\{trace_id\}[^\s]*)?$")
     # Token sign-in attempts per client address: a burst at once, then one every
     # 60 / per-minute seconds (GCRA, shared/scripts/gcra.lua); a sign-in that succeeds
     # forgets the address's attempts, so the limit falls on guessing, not on signing in.

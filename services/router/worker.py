@@ -11,6 +11,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from opentelemetry.trace import Link, SpanKind, get_current_span
+
 from services.router import cases
 from services.router.form import (
     ROUTED_FIELDS,
@@ -22,7 +24,7 @@ from services.router.form import (
 )
 from services.router.routing import Facts, case_fields, route
 from services.router.settings import RouterSettings
-from shared import clock, ids, metrics
+from shared import clock, ids, metrics, tracing
 from shared.admit import AdmissionConflict, Admitter
 from shared.consumer import RawFields, StreamConsumer, decode_fields
 from shared.directory import Directory, DirectoryError
@@ -32,6 +34,7 @@ from shared.keys import (
     ROUTER_FORM_PREFIX,
     ROUTER_GROUP,
     ROUTER_RETRY,
+    TRACE_FIELD,
     PartitionKeys,
 )
 from shared.logging import event
@@ -41,6 +44,7 @@ from shared.redis import RedisClient
 from shared.scripts.router import Claim, ClaimCode, RouteClaim
 
 log = logging.getLogger(__name__)
+TRACER = tracing.tracer(__name__)
 
 
 def contact_forms(client: RedisClient, consumer: str) -> StreamConsumer:
@@ -142,7 +146,8 @@ class Router:
 
     async def _route_or_retry(self, form: ContactForm) -> None:
         try:
-            await self._route(form)
+            with TRACER.start_as_current_span("contact form", kind=SpanKind.CONSUMER):
+                await self._route(form)
         except (DirectoryError, AdmissionConflict, *ERRORS) as error:
             # Kept under our key: claim_step retries it after claim_idle_seconds.
             event(log, logging.WARNING, "contact form not routed yet; will retry",
@@ -207,7 +212,9 @@ class Router:
         delivery = ""
         if admission.operation_id:
             key = PartitionKeys.of(admission.operation_id).operation(admission.operation_id)
-            delivery = str(await self.client.hget(key, "delivery") or "")
+            stored, traceparent = await self.client.hmget(key, ["delivery", TRACE_FIELD])
+            delivery = str(stored or "")
+            _joined(admission.operation_id, str(admission.result), str(traceparent or ""))
         return Facts(form.topic, True, account_id, admission.operation_id, admission.state,
                      str(admission.result), delivery)  # fmt: skip
 
@@ -244,6 +251,20 @@ class Router:
             pipe.zrem(ROUTER_RETRY, entry_id)  # first: a form whose fields are gone but which
             pipe.delete(ROUTER_FORM_PREFIX + entry_id)  # is still listed ran out, unrouted
             await pipe.execute()
+
+
+def _joined(operation_id: str, result: str, traceparent: str) -> None:
+    """A span in the operation's own trace (a child of its admission) saying a contact form
+    came to it, linked to the form's routing span: the reset's trace shows the form too."""
+    if not traceparent:
+        return
+    attributes: dict[str, str | int] = {tracing.OPERATION_ID: operation_id, tracing.RESULT: result,
+                  tracing.PARTITION: PartitionKeys.of(operation_id).partition}  # fmt: skip
+    routing = Link(get_current_span().get_span_context())
+    parent = tracing.continued({TRACE_FIELD: traceparent})
+    with TRACER.start_as_current_span("form routed", parent, links=[routing],
+                                      attributes=attributes):  # fmt: skip
+        pass
 
 
 def _routed_fields(form: ContactForm) -> dict[str, str]:

@@ -14,14 +14,17 @@ from __future__ import annotations
 
 import logging
 import random
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
+from opentelemetry.trace import SpanKind
+
+from services.sender import traced
 from services.sender.guard import RefusalGuard, Refused, Trip
 from services.sender.pacer import Pacer
 from services.sender.policy import RetryPolicy, decide
 from services.sender.settings import SenderSettings
-from shared import clock, control, ids, mailbox, metrics, retry_after
+from shared import clock, control, ids, mailbox, metrics, retry_after, tracing
 from shared.directory import Account, Directory, DirectoryError
 from shared.emails.compose import Composed, Hosted, Mailer
 from shared.emails.files import TemplateError
@@ -57,6 +60,7 @@ class Job:
     partition: int
     entry_id: str
     operation_id: str
+    traceparent: str = field(default="", compare=False)  # the admission's, on a first attempt
 
 
 class AttemptRunner:
@@ -137,8 +141,19 @@ class AttemptRunner:
         """One attempt in the pacing slot ``slot_ms`` (the time it was granted); ``quota_at``:
         when its send was taken from the daily quota (0: none). Returns "" or, for an
         operation pinned to another provider, that provider: nothing was done."""
+        parent, links = await traced.origin(self.client, job.operation_id, job.traceparent)
+        with traced.TRACER.start_as_current_span(
+            "send attempt", parent, SpanKind.CONSUMER, links=links,
+            attributes={tracing.OPERATION_ID: job.operation_id,
+                        tracing.PARTITION: job.partition, tracing.PROVIDER: self.name},
+        ):  # fmt: skip
+            return await self._run(job, slot_ms, quota_at)
+
+    async def _run(self, job: Job, slot_ms: float, quota_at: int) -> str:
         attempt_id = ids.attempt_id()
-        begun, replicated = await self._begin(job, attempt_id)
+        with traced.TRACER.start_as_current_span("begin attempt"):
+            begun, replicated = await self._begin(job, attempt_id)
+        traced.attempt_number(begun.attempts)
         if begun.code is not BeginCode.BEGIN:
             await self._unspent(quota_at)
             if begun.code is BeginCode.ELSEWHERE:
@@ -226,7 +241,10 @@ class AttemptRunner:
         if isinstance(composed, Finalisation):
             return composed, ""
         self._recipients[job.operation_id] = control.key_fingerprint(found.email)
-        return await self.provider.send(job.operation_id, composed.message), composed.revision
+        with traced.TRACER.start_as_current_span("provider call", kind=SpanKind.CLIENT) as span:
+            result = await self.provider.send(job.operation_id, composed.message)
+            traced.answered(span, result)
+        return result, composed.revision
 
     def _compose(
         self, job: Job, begun: Begun, account: Account, now: int
@@ -298,14 +316,16 @@ class AttemptRunner:
         if isinstance(result, SendResult):
             trip = self._guarded(job, begun, result, final, now)
         final = replace(final, template_revision=revision)
-        code = await FinaliseAttempt(
-            operation_id=job.operation_id,
-            attempt_id=attempt_id,
-            now=now,
-            entry_id=job.entry_id,
-            result=final,
-            retention_ms=self.retention_ms,
-        ).run(self.client)
+        with traced.TRACER.start_as_current_span("finalise attempt") as span:
+            traced.finalised(span, final.outcome, final.next_state)
+            code = await FinaliseAttempt(
+                operation_id=job.operation_id,
+                attempt_id=attempt_id,
+                now=now,
+                entry_id=job.entry_id,
+                result=final,
+                retention_ms=self.retention_ms,
+            ).run(self.client)
         applied = code is FinaliseCode.OK  # else fenced: the lease was lost, nothing written
         if isinstance(result, SendResult):
             await self._feedback(result)
@@ -448,4 +468,3 @@ def _checked_recipient(account: Account, begun: Begun) -> Account | Finalisation
           account_id=begun.account_id)  # fmt: skip
     return Finalisation(Outcome.PERMANENT, 0, State.FAILED, reason="directory_address_invalid",
                         decision="never retried")  # fmt: skip
-

@@ -24,7 +24,7 @@ from services.sender.capacity import Capacity
 from services.sender.settings import SenderSettings
 from shared import clock
 from shared.consumer import Entry, StreamConsumer
-from shared.keys import JOB_FIELD, SEND_GROUP, PartitionKeys
+from shared.keys import JOB_FIELD, SEND_GROUP, TRACE_FIELD, PartitionKeys
 from shared.logging import event
 from shared.loops import ERRORS, resilient
 from shared.operations import hand_back, renew_entries
@@ -181,7 +181,9 @@ class Intake:
         except ValueError:
             valid = False
         if valid:
-            job = Job(partition, entry.entry_id, operation_id)
+            # A traceparent only admission adds (shared.keys.TRACE_FIELD); read leniently,
+            # a malformed one only starts a trace of the attempt's own.
+            job = Job(partition, entry.entry_id, operation_id, fields.get(TRACE_FIELD, ""))
             self.taken[job] = clock.now_ms()
             self._queue.put_nowait(job)
             return

@@ -36,7 +36,14 @@ from redis.asyncio import RedisCluster
 from redis.exceptions import NoScriptError
 
 from shared.delivery import DEFINITIVE_RANK, PRECEDENCE, REMEMBERED_EVENTS
-from shared.keys import JOB_FIELD, RECENT_KEEP_MS, RECENT_MAX, SEND_GROUP, PartitionKeys
+from shared.keys import (
+    JOB_FIELD,
+    RECENT_KEEP_MS,
+    RECENT_MAX,
+    SEND_GROUP,
+    TRACE_FIELD,
+    PartitionKeys,
+)
 from shared.model import (
     CLOSABLE,
     CLOSED_AS,
@@ -96,11 +103,12 @@ local ON_TOKEN_CONSUMED = {{{consumed}}}
 """
 
 
-# Names Python reads or writes too (the send stream's group and job field, the operation
-# hash's entry-point counters): a script never spells them itself.
+# Names Python reads or writes too (the send stream's group, job and trace fields, the
+# operation hash's entry-point counters): a script never spells them itself.
 NAMES = {
     "SEND_GROUP": SEND_GROUP,
     "JOB_FIELD": JOB_FIELD,
+    "TRACE_FIELD": TRACE_FIELD,
     "ENTRY_POINT_PREFIX": ENTRY_POINT_PREFIX,
 }
 

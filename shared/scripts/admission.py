@@ -50,6 +50,7 @@ class Admit(Request[AdmitReply]):
     provider: str
     template_revision: str
     account_retention_ms: int
+    traceparent: str = ""
 
     def keys(self) -> list[str]:
         pk, expected = PartitionKeys(self.partition), self.expected_id or self.new_id

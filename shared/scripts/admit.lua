@@ -19,6 +19,8 @@
 -- arg provider
 -- arg template_revision
 -- arg account_retention_ms: how long the account hash is kept
+-- arg traceparent: the admission's W3C trace context, "" = none (traces off); kept in the
+--   new operation and its send job so the sender continues (or links to) the trace
 --
 -- Returns {result, operation_id, state}:
 --   "converged" - a live operation exists; its entry-point counter was bumped, no new work
@@ -65,5 +67,10 @@ if actor ~= "" then redis.call("HSET", new_operation, "last_actor", actor) end
 redis.call("HSET", account, "last", new_id, "cooldown_until", now + cooldown_ms)
 redis.call("PEXPIRE", account, account_retention_ms)
 redis.call("ZADD", live, now, new_id)
-redis.call("XADD", send, "*", JOB_FIELD, new_id)
+if traceparent == "" then
+  redis.call("XADD", send, "*", JOB_FIELD, new_id)
+else
+  redis.call("HSET", new_operation, TRACE_FIELD, traceparent)
+  redis.call("XADD", send, "*", JOB_FIELD, new_id, TRACE_FIELD, traceparent)
+end
 return {"created", new_id, "queued"}

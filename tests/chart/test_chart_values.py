@@ -479,3 +479,17 @@ def test_the_schema_refuses_a_provider_name_the_services_would_refuse(helm: Helm
     for name in ("Primary", "stand-by", ""):
         done = helm.lint({**BASE, "provider.named": [{"name": name, "kind": "http"}]})
         assert done.returncode != 0, name
+
+
+def test_otel_settings_reach_every_service_and_only_otel_names_are_accepted(helm: Helm) -> None:
+    endpoint = "http://otel-collector.monitoring:4318"
+    otel = {"tracing.otel.OTEL_EXPORTER_OTLP_ENDPOINT": endpoint,
+            "tracing.otel.OTEL_TRACES_SAMPLER": "always_on"}  # fmt: skip
+    data = config_data(helm.template(otel))
+    assert data["OTEL_EXPORTER_OTLP_ENDPOINT"] == endpoint
+    assert data["OTEL_TRACES_SAMPLER"] == "always_on"
+    # Unset (the default), nothing of OpenTelemetry is rendered: traces stay off.
+    assert not [name for name in config_data(helm.template()) if name.startswith("OTEL_")]
+    # The map is for OTEL_* only: a RESETGATE_ setting there would bypass config's checks.
+    error = helm.template_error({**BASE, "tracing.otel.RESETGATE_PARTITIONS": "1"})
+    assert "tracing.otel" in error

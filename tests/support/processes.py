@@ -1,11 +1,12 @@
 """Real service processes for end-to-end, Prometheus and chaos tests.
 
 Each service runs as ``python -m services.<name>`` on a free loopback port with exactly the
-environment given (no ``RESETGATE_*`` variable leaks in from the test's own environment),
-its stdout and stderr appended to ``<log_dir>/<name>.log``. ``url`` is the public listener
-(admission's API), ``ops_url`` the operational one (``RESETGATE_METRICS_PORT``: /healthz,
-/readyz, /metrics), each on its own free port. A test can wait for /readyz, scrape /metrics,
-SIGKILL a service mid-request and restart it with other settings:
+environment given (no ``RESETGATE_*`` or ``OTEL_*`` variable leaks in from the test's own
+environment), its stdout and stderr appended to ``<log_dir>/<name>.log``. ``url`` is the
+public listener (admission's API), ``ops_url`` the operational one
+(``RESETGATE_METRICS_PORT``: /healthz, /readyz, /metrics), each on its own free port. A
+test can wait for /readyz, scrape /metrics, SIGKILL a service mid-request and restart it
+with other settings:
 
     async with Processes(tmp_path, {"RESETGATE_REDIS_URL": url, ...}) as stack:
         sender = await stack.start("sender", RESETGATE_LEASE_SECONDS="5")
@@ -38,7 +39,8 @@ START_TIMEOUT = 60.0
 
 
 def child_env(base: dict[str, str]) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RESETGATE_")}
+    """The test's environment without its RESETGATE_* and OTEL_* settings, then ``base``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RESETGATE_", "OTEL_"))}
     env.update(base)
     return env
 

@@ -31,7 +31,7 @@ from services.admission.console.pages import (
     principal_of,
 )
 from services.admission.console.trail import for_operation as trail_for
-from shared import clock, control, operation_views, ownership
+from shared import clock, control, operation_views, ownership, tracing
 from shared.archive import ARCHIVE, HISTORY, NOT_CONFIGURED, UNAVAILABLE, ArchiveUnavailable
 from shared.archive import REDIS as IN_REDIS
 from shared.ids import valid_account_id
@@ -249,6 +249,16 @@ def _throttles(operation: Operation) -> str:
     return f"{operation.throttles} (not counted as attempts{tail})"
 
 
+def _trace(operation: Operation, trace_url: str) -> Markup | str:
+    """The admission's trace id, linked to the trace UI when one is configured."""
+    trace_id = tracing.trace_id_of(operation.traceparent)
+    if not trace_id:
+        return "not traced"
+    if not trace_url:
+        return Markup(f"<code>{trace_id}</code>")  # 32 hex digits: nothing to escape
+    return link(trace_url.replace("{trace_id}", trace_id), trace_id)
+
+
 def _operation_values(operation: Operation, max_attempts: int, now: int) -> dict[str, Any]:
     return {
         "operation_id": operation.operation_id,
@@ -313,6 +323,7 @@ async def operation_page(request: web.Request) -> web.Response:
         entry_points=_entry_points(operation),
         cases=_cases(await operation_views.operation_cases(client, operation)),
         trail=await trail_for(request, operation.operation_id),
+        trace=_trace(operation, settings.console_trace_url),
     )
     return page(request, "Recovery operation", Markup(READ_FROM[source] + body))
 

@@ -1,0 +1,127 @@
+"""One reset, one trace, on real processes (the sandbox, admission and a sender) exporting to
+a real OTLP/HTTP receiver (tests/support/otlp.py) at sampling 1.0: the game's click, the
+admission and the first attempt share a trace; the sandbox throttles that first attempt
+(its blackout: every send answers 429 with the remaining wait in Retry-After, then the
+bucket decides), and the retry that is accepted starts a trace of its own, linked to the
+admission. A contact form about the same account (the router) joins the admission's trace.
+No span names the player."""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from redis.asyncio import Redis
+
+from services.sender.traced import OUTCOME, STATUS
+from shared import tracing
+from shared.directory import Account, RedisDirectory
+from shared.keys import CONTACT_FORMS, PartitionKeys, partition_of
+from tests.e2e.conftest import BASELINE, CLUSTER, ROUTER_ENV, SENDER_ENV, poll, service_env
+from tests.support.otlp import OtlpReceiver, Span, personal
+from tests.support.processes import Processes
+from tests.support.sandbox import run_sandbox_process
+
+pytestmark = pytest.mark.skipif(CLUSTER, reason="one stack of its own, on a single Redis")
+
+GAME_TRACE = "5bf92f3577b34da6a3ce929d0e0e4737"
+GAME_SPAN = "10f067aa0ba902b8"
+ACCOUNT = Account("acct-traced", "traced.player@example.com", "en")
+LOGIN = "traced_login"
+BLACKOUT_SECONDS = 1.0
+TRACED = {"OTEL_TRACES_SAMPLER": "always_on", "OTEL_BSP_SCHEDULE_DELAY": "100"}
+
+
+@dataclass
+class Traced:
+    processes: Processes
+    redis: Redis
+    receiver: OtlpReceiver
+
+
+@pytest.fixture
+async def stack(redis_server: Any, redis: Redis) -> AsyncIterator[Traced]:
+    logs = Path(tempfile.mkdtemp(prefix="rg-traces-"))
+    sandbox = {**BASELINE, "send_blackout_seconds": BLACKOUT_SECONDS}
+    async with OtlpReceiver() as receiver, run_sandbox_process(**sandbox) as provider_url:
+        base = {**service_env(redis_server.url, provider_url), **TRACED,
+                "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
+                "RESETGATE_PUBLIC_RESPONSE_FLOOR_MS": "0"}  # fmt: skip
+        async with Processes(logs, base) as processes:
+            processes.add("admission")
+            processes.add("sender", **SENDER_ENV)
+            processes.add("router", **ROUTER_ENV)
+            await asyncio.gather(*(processes.start(n) for n in processes.services))
+            yield Traced(processes, redis, receiver)
+
+
+def where(spans: list[Span], name: str, **attributes: Any) -> list[Span]:
+    return [s for s in spans if s.name == name
+            and all(s.attributes.get(k) == v for k, v in attributes.items())]  # fmt: skip
+
+
+def accepted_send(spans: list[Span]) -> bool:
+    return bool(where(spans, "provider call", **{OUTCOME: "accepted"}))
+
+
+async def test_one_reset_is_one_trace_and_its_retry_a_linked_one(stack: Traced) -> None:
+    processes, redis, receiver = stack.processes, stack.redis, stack.receiver
+    await RedisDirectory(redis).add(LOGIN, ACCOUNT)
+    url = processes["admission"].url + "/v1/password-resets"
+    headers = {"traceparent": f"00-{GAME_TRACE}-{GAME_SPAN}-01"}
+    async with (
+        aiohttp.ClientSession() as http,
+        http.post(url, json={"login": LOGIN}, headers=headers) as response,
+    ):
+        assert response.status == 202
+    spans = await receiver.wait_for(accepted_send, timeout=60)
+
+    keys = PartitionKeys(partition_of(ACCOUNT.account_id, 4))
+    operation_id = await poll(lambda: redis.hget(keys.account(ACCOUNT.account_id), "last"))
+    (request,) = where(spans, "recovery request")
+    (script,) = where(spans, "admit script")
+    assert (request.trace_id, request.parent_span_id) == (GAME_TRACE, GAME_SPAN)
+    assert request.attributes[tracing.OPERATION_ID] == operation_id
+
+    attempts = where(spans, "send attempt", **{tracing.OPERATION_ID: operation_id})
+    first = [a for a in attempts if a.trace_id == GAME_TRACE]
+    retries = [a for a in attempts if a.trace_id != GAME_TRACE]
+    # The first attempt is the admission's child, and the sandbox throttled it.
+    assert len(first) == 1 and first[0].parent_span_id == script.span_id
+    assert first[0].attributes[tracing.PROVIDER] and tracing.PARTITION in first[0].attributes
+    (throttled,) = [
+        s for s in where(spans, "provider call") if s.parent_span_id == first[0].span_id
+    ]
+    assert throttled.attributes[STATUS] == 429 and throttled.attributes[OUTCOME] == "throttled"
+    # Each retry is a trace of its own (no trace spans the backoff), linked to the admission.
+    assert retries and all(not r.parent_span_id for r in retries)
+    assert all(r.links and r.links[0][:2] == (GAME_TRACE, script.span_id) for r in retries)
+    (accepted,) = where(spans, "provider call", **{OUTCOME: "accepted"})
+    assert accepted.trace_id in {r.trace_id for r in retries}
+
+    # The player writes in: the form's routing joins the operation's trace.
+    form = {
+        "event_id": "evt-traced",
+        "topic": "password_reset",
+        "login": LOGIN,
+        "submitted_at": "2026-01-01T00:00:00Z",
+        "message": "no email? " + ACCOUNT.email,
+    }
+    await redis.xadd(CONTACT_FORMS, form)  # type: ignore[arg-type]
+    spans = await receiver.wait_for(lambda got: bool(where(got, "form routed")))
+    (joined,) = where(spans, "form routed")
+    assert (joined.trace_id, joined.parent_span_id) == (GAME_TRACE, script.span_id)
+    assert joined.attributes[tracing.OPERATION_ID] == operation_id
+    (routing,) = where(spans, "contact form")
+    assert joined.links[0][:2] == (routing.trace_id, routing.span_id)
+
+    assert personal(spans, LOGIN, ACCOUNT.email) == []
+    sender_lines = processes["sender"].log_records()
+    finished = [line for line in sender_lines if line.get("msg") == "attempt finished"]
+    assert {line.get("trace_id") for line in finished} >= {GAME_TRACE}
