@@ -82,6 +82,9 @@ async def test_an_archiver_killed_mid_batch_loses_nothing_and_writes_nothing_twi
             assert await archived(archive_dsn) < OPERATIONS
             await processes["archiver"].start()
             await until(lambda: settled(redis, ops), timeout=120)
+            # Every email's delivery event (the sandbox sends one for each) is in before the
+            # stream is read as drained: one arriving later would reach Redis, not the archive.
+            await until(lambda: _observed(redis, ops), timeout=120)
             await until(lambda: streams_empty(redis), timeout=120)
             await until(lambda: _all(archive_dsn), timeout=60)
     assert await archived(archive_dsn) == OPERATIONS  # each once
@@ -95,6 +98,14 @@ async def test_an_archiver_killed_mid_batch_loses_nothing_and_writes_nothing_twi
             assert comparable(found.current_hash()) == comparable(raw), op
             assert found.ledger == await redis.lrange(keys.attempts(op), 0, -1), op
             assert await redis.pttl(keys.operation(op)) > 0  # archived: on its tail
+
+
+async def _observed(redis: Redis, ops: list[str]) -> bool:
+    for op in ops:
+        delivery = await redis.hget(PartitionKeys.of(op).operation(op), "delivery")
+        if delivery in (None, "", "unknown"):
+            return False
+    return True
 
 
 async def _some(dsn: str) -> bool:
