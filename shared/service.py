@@ -36,7 +36,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from shared import codec, metrics, tracing
 from shared import logging as jsonlog
 from shared.logging import event
-from shared.redis import RedisClient, connect
+from shared.redis import RedisClient, connect, ping
 from shared.settings import CommonSettings, ListenerSettings, load
 
 log = logging.getLogger(__name__)
@@ -45,6 +45,18 @@ Worker = Callable[[asyncio.Event], Coroutine[Any, Any, None]]
 ReadinessCheck = Callable[[], Awaitable[dict[str, bool]]]
 
 READINESS: web.AppKey[ReadinessCheck] = web.AppKey("readiness", ReadinessCheck)  # type: ignore[arg-type]
+
+
+def redis_readiness(service: str, client: RedisClient) -> ReadinessCheck:
+    """Ready while Redis answers (and ``resetgate_redis_up`` says so): the check of a
+    service whose only dependency is Redis."""
+
+    async def check() -> dict[str, bool]:
+        up = await ping(client)
+        metrics.redis_up.labels(service).set(int(up))
+        return {"redis": up}
+
+    return check
 
 
 async def sleep_or_stop(stop: asyncio.Event, seconds: float) -> None:

@@ -8,21 +8,12 @@ from contextlib import asynccontextmanager
 
 from services.archiver.settings import ArchiverSettings
 from services.archiver.worker import Archiver
-from shared import metrics, service
+from shared import service
 from shared.archive import open_pool
 from shared.loops import named_loop
-from shared.redis import RedisClient, ping, until_done
+from shared.redis import RedisClient, until_done
 
 SERVICE = "archiver"
-
-
-def readiness(client: RedisClient) -> service.ReadinessCheck:
-    async def check() -> dict[str, bool]:
-        up = await ping(client)
-        metrics.redis_up.labels(SERVICE).set(int(up))
-        return {"redis": up}
-
-    return check
 
 
 @asynccontextmanager
@@ -36,7 +27,7 @@ async def wire(settings: ArchiverSettings, client: RedisClient) -> AsyncIterator
             named_loop(SERVICE, "lag", archiver.lag_step),
             named_loop(SERVICE, "prune", archiver.prune_step),
         ]
-        yield service.Wiring(workers, readiness(client))
+        yield service.Wiring(workers, service.redis_readiness(SERVICE, client))
 
 
 def check(settings: ArchiverSettings) -> None:

@@ -7,11 +7,11 @@ from contextlib import asynccontextmanager
 
 from services.router.settings import RouterSettings
 from services.router.worker import Router, ensure_group
-from shared import metrics, service
+from shared import service
 from shared.admit import Admitter
 from shared.directory import Directory, open_directory
 from shared.loops import named_loop
-from shared.redis import RedisClient, ping, until_done
+from shared.redis import RedisClient, until_done
 from shared.tokens import parse_keys
 
 SERVICE = "router"
@@ -29,21 +29,12 @@ def workers(router: Router) -> list[service.Worker]:
     ]
 
 
-def readiness(client: RedisClient) -> service.ReadinessCheck:
-    async def check() -> dict[str, bool]:
-        up = await ping(client)
-        metrics.redis_up.labels(SERVICE).set(int(up))
-        return {"redis": up}
-
-    return check
-
-
 @asynccontextmanager
 async def wire(settings: RouterSettings, client: RedisClient) -> AsyncIterator[service.Wiring]:
     await until_done(lambda: ensure_group(client), "contact form group")
     async with open_directory(settings, client) as directory:
         router = build_router(settings, client, directory)
-        yield service.Wiring(workers(router), readiness(client))
+        yield service.Wiring(workers(router), service.redis_readiness(SERVICE, client))
 
 
 def main() -> None:
