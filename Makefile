@@ -125,6 +125,7 @@ test-slow: setup tools
 # Every benchmark the docs quote, and their tables in docs/performance.md and the README
 # rewritten from what they printed (benchmarks/bench.py); ONLY="name ..." runs some.
 bench: setup tools
+	@tools/ensure-wrk.sh
 	$(BIN)/python benchmarks/bench.py $(addprefix --only ,$(ONLY))
 
 clean:
