@@ -47,6 +47,7 @@ sys.path.insert(0, str(ROOT))
 
 import redis
 
+from benchmarks import figures
 from services.ctl.embedded import RedisServer, cleanup_directory, free_port
 from shared import keys
 
@@ -462,6 +463,14 @@ def report(
               f"p99 {rb['p99']:.2f} vs {ra['p99']:.2f} ms")  # fmt: skip
         return
     floor, admission = best[FLOOR], best[ADMISSION]
+    figures.emit(
+        {
+            "admission req/s (best round)": f"{admission['rps']:,.0f}",
+            "p50 / p99": f"{admission['p50']:.1f} ms / {admission['p99']:.1f} ms",
+            "share of bare aiohttp": f"{admission['rps'] / floor['rps']:.0%}",
+            "CPU per request": f"{cpu[ADMISSION]:.0f} µs",
+        }
+    )
     print(f"\nadmission / floor throughput: {admission['rps'] / floor['rps']:.0%} "
           f"(by server CPU per request: {cpu[FLOOR] / cpu[ADMISSION]:.0%}; target >= 70%); "
           f"admission p99 {admission['p99']:.2f} ms (target <= 15 ms)")  # fmt: skip

@@ -23,6 +23,7 @@ from datetime import UTC, datetime, timedelta
 
 import asyncpg
 
+from benchmarks import figures
 from services.ctl.embedded import free_port
 from services.ctl.localpg import LocalPostgres
 from shared import archive_schema as schema
@@ -92,6 +93,12 @@ def main() -> None:
         server.close()
     p99 = timings[int(len(timings) * 0.99) - 1]
     p50 = statistics.median(timings)
+    figures.emit(
+        {
+            "archived operations": f"{args.operations:,}",
+            "account history p50 / p99": f"{p50:.2f} ms / {p99:.2f} ms",
+        }
+    )
     print(f"account history, since 90 days, {args.queries} queries: p50 {p50:.2f} ms, "
           f"p99 {p99:.2f} ms, max {timings[-1]:.2f} ms")  # fmt: skip
 

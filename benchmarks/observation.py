@@ -40,6 +40,7 @@ from redis.asyncio import Redis
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks import figures
 from benchmarks import observation_push as push
 from services.ctl.embedded import RedisServer, cleanup_directory
 from services.poller.settings import PollerSettings
@@ -218,6 +219,13 @@ def report(rows: list[dict[str, Any]]) -> None:
               f"{row['observed']:>10}{row['seconds']:>9.1f}{row['polls']:>7}"
               f"{row['polls'] / minutes:>10.1f}{row['observed'] / row['seconds']:>10.0f}"
               f"{p50:>9}{p99:>9}{int(row['duplicates']):>5}")  # fmt: skip
+    figures.emit(
+        {
+            f"{row['run'].name}: events/s, lag p99": f"{row['observed'] / row['seconds']:.0f}/s"
+            + (f", {quantile(row['lags'], 99):.2f} s" if row["run"].mode == "live" else "")
+            for row in rows
+        }
+    )
     print("\nlive: the poller runs while the N emails are sent (lag = event occurred -> "
           "recorded); backlog: N events wait in the feed when it starts (catch-up).")
 

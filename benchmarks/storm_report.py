@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from benchmarks import figures
 from benchmarks import storm_audit as audit
 from services.sandbox.stalls import STALL_SECONDS
 from shared.settings import ProviderSettings
@@ -208,6 +209,23 @@ def report(run: Run) -> None:
         print(f"   note: {note}")
     for line in run.timeline + run.profile:
         print(f"   {line}")
+    figures.emit(headline(run))
+
+
+def headline(run: Run) -> dict[str, str]:
+    """What the performance page's table shows of a run (benchmarks/bench.py)."""
+    s = run.store
+    shown = {
+        "drain": f"{run.ratio:.3f} x ideal ({run.drain_s:.1f} s / {run.ideal_s:.1f} s)",
+        "429s": f"{run.throttled} ({100 * run.throttled / run.n:.2f} % of N)",
+        "sent twice / lost (provider; store)": f"{run.sandbox_duplicates} / {run.sandbox_lost}"
+        f" ({s.duplicates} / {s.lost})",
+        "sender CPU-s per 1,000 emails": f"{run.cpu_per_1000:.2f}",
+        "Redis per accepted operation": f"{run.accepted_memory.total:.0f} B",
+    }
+    if run.outage_throttled >= 0:
+        shown["429s during the outage"] = str(run.outage_throttled)
+    return shown
 
 
 def summary(runs: list[Run]) -> None:

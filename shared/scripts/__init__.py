@@ -1,20 +1,25 @@
 """Lua scripts, one per file, each called through a typed request.
 
-A script is sent by SHA (computed once, at its first use); on NOSCRIPT it is loaded and the
-call retried, which also covers a Redis restart or a failover to a replica without the
-script cache.
+Sending is redis-py's: each script is a ``redis.commands.core.AsyncScript`` (EVALSHA, and
+on NOSCRIPT a load and one retry; in a pipeline, the missing scripts loaded before the
+pipeline runs, never a batch run twice). What this package adds on top:
 
-A script's interface is stated once, by its :class:`Request` subclass (in a module of this
-package, beside the replies it decodes into): a keyword-only dataclass whose ``KEYS`` names
-the script's keys in order, and whose fields, in order, are its ARGV. A field typed as a
-dataclass stands for that dataclass's fields; an :func:`unsent` field is not sent (an id the
-keys are built from, or a whole whose :func:`part_of` fields are). Each key is built by its
-name, from the request's partition and ids (:data:`PARTITION_KEYS`: ``operation``,
-``ledger``, ``account``, ``operations...``; ``send``, ``due``, ... as shared.keys names
-them); a request whose keys are not the partition's overrides :meth:`Request.keys`. The
-script reads them as named Lua locals rendered from the request in place of its
-``-- @request`` line, and its header names them in the same order. ``decode`` turns the
-reply into a typed value (an enum code, a dataclass, a count).
+- **Rendering.** A script's ``-- @<name>`` lines are replaced by tables rendered from the
+  Python that owns them (:data:`PRELUDES`: states, ledger rows, names, delivery precedence),
+  so no script restates a table.
+- **One statement per call.** A script's interface is stated once, by its :class:`Request`
+  subclass (in a module of this package, beside the replies it decodes into): a
+  keyword-only dataclass whose ``KEYS`` names the script's keys in order, and whose fields,
+  in order, are its ARGV. A field typed as a dataclass stands for that dataclass's fields;
+  an :func:`unsent` field is not sent (an id the keys are built from, or a whole whose
+  :func:`part_of` fields are). Each key is built by its name, from the request's partition
+  and ids (:data:`PARTITION_KEYS`: ``operation``, ``ledger``, ``account``,
+  ``operations...``; ``send``, ``due``, ... as shared.keys names them); a request whose keys
+  are not the partition's overrides :meth:`Request.keys`. The script reads them as named
+  Lua locals rendered from the request in place of its ``-- @request`` line. ``decode``
+  turns the reply into a typed value (an enum code, a dataclass, a count).
+- **Batches on a Cluster**, whose pipelines refuse EVALSHA: concurrent calls instead.
+
 tests/core/test_script_contract.py checks every script against its request, discovering the
 requests by importing this package's modules.
 """
@@ -24,16 +29,14 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
-import hashlib
 import operator
-import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from enum import StrEnum
 from importlib import resources
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar, get_type_hints
 
 from redis.asyncio import RedisCluster
-from redis.exceptions import NoScriptError
+from redis.commands.core import AsyncScript
 
 from shared.delivery import DEFINITIVE_RANK, PRECEDENCE, REMEMBERED_EVENTS
 from shared.keys import (
@@ -205,7 +208,8 @@ _CLUSTER_CONCURRENCY = 64
 
 
 class Script:
-    """One script file, rendered for (and bound to) its :class:`Request` class."""
+    """One script file, rendered for (and bound to) its :class:`Request` class, sent as
+    redis-py's :class:`AsyncScript`."""
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -214,7 +218,7 @@ class Script:
 
     def bind(self, request: type[Request[Any]]) -> None:
         self.request = request
-        for rendered in ("source", "sha"):  # @dataclass(slots=True) re-creates the class
+        for rendered in ("source", "sent"):  # @dataclass(slots=True) re-creates the class
             self.__dict__.pop(rendered, None)
 
     @functools.cached_property
@@ -222,39 +226,27 @@ class Script:
         return render(self.text, self.request)
 
     @functools.cached_property
-    def sha(self) -> str:
-        return hashlib.sha1(self.source.encode(), usedforsecurity=False).hexdigest()
+    def sent(self) -> AsyncScript:
+        # Given as bytes, redis-py needs no client to hash it; every call names its client.
+        return AsyncScript(None, self.source.encode())  # type: ignore[arg-type]
 
-    async def __call__(self, client: RedisClient, keys: list[str], args: list[Arg]) -> Any:
-        try:
-            return await client.evalsha(self.sha, len(keys), *keys, *args)
-        except NoScriptError:
-            await client.script_load(self.source)
-            return await client.evalsha(self.sha, len(keys), *keys, *args)
+    def __call__(self, client: RedisClient, keys: list[str], args: list[Arg]) -> Awaitable[Any]:
+        return self.sent(keys, args, client)
 
     async def many(self, client: RedisClient, calls: Sequence[Call]) -> list[Any]:
-        """Many calls: one pipelined round trip on a standalone Redis; on a Cluster (whose
-        pipelines refuse EVALSHA) concurrent calls, each routed by its keys.
-
-        On NOSCRIPT the script is loaded and the whole batch runs again: only for scripts
-        whose calls may safely run twice (a partly-run batch is not told apart)."""
+        """Many calls: one pipelined round trip on a standalone Redis (redis-py loads the
+        script first if the server lacks it); on a Cluster, concurrent calls, each routed by
+        its keys."""
         if isinstance(client, RedisCluster):
             results: list[Any] = []
             for start in range(0, len(calls), _CLUSTER_CONCURRENCY):
                 chunk = calls[start : start + _CLUSTER_CONCURRENCY]
                 results += await asyncio.gather(*(self(client, k, a) for k, a in chunk))
             return results
-        for attempt in range(2):
-            pipe = client.pipeline(transaction=False)
-            for keys, args in calls:
-                pipe.evalsha(self.sha, len(keys), *keys, *args)
-            try:
-                return list(await pipe.execute())
-            except NoScriptError:
-                if attempt:
-                    raise
-                await client.script_load(self.source)
-        raise AssertionError("unreachable")
+        pipe = client.pipeline(transaction=False)
+        for keys, args in calls:
+            await self.sent(keys, args, pipe)  # queued: the pipeline answers itself
+        return list(await pipe.execute())
 
 
 R = TypeVar("R")
@@ -335,9 +327,10 @@ def _partition_keys(owner: type[Any], names: tuple[str, ...]) -> Callable[[Any],
 # script name -> its request class (filled as the modules of this package define them)
 REQUESTS: dict[str, type[Request[Any]]] = {}
 
-_VARIADIC = "tuple[str,...]"
-# How a script reads each kind of argument into its local (Redis passes strings).
-_LUA_READ = {"str": "{}", "int": "tonumber({})", "float": "tonumber({})", "bool": '{} == "1"'}
+# How a script reads each kind of argument into its local (Redis passes strings); a
+# ``tuple[str, ...]`` is a trailing run, read by a loop (_Part.lua).
+_VARIADIC = "run"
+_LUA_READ = {str: "{}", int: "tonumber({})", float: "tonumber({})", bool: '{} == "1"'}
 _LUA_WORDS = frozenset(
     {
         *("and", "break", "do", "else", "elseif", "end", "false", "for"),
@@ -349,18 +342,19 @@ _LUA_WORDS = frozenset(
 
 def _flat(
     owner: type[Any], field: dataclasses.Field[Any], prefix: str = ""
-) -> list[tuple[str, str]]:
+) -> list[tuple[str, Any]]:
     """(attribute path, kind) of one field; a dataclass-typed field stands for its fields,
     a :func:`part_of` field is read from its whole."""
-    kind = str(field.type).replace(" ", "")
+    kind = get_type_hints(owner)[field.name]
     whole = field.metadata.get(_PART_OF)
     path = prefix + (f"{whole}." if whole else "") + field.name
-    if kind == _VARIADIC or kind in _LUA_READ:
+    if kind == tuple[str, ...]:
+        return [(path, _VARIADIC)]
+    if kind in _LUA_READ:
         return [(path, kind)]
-    nested = vars(sys.modules[owner.__module__]).get(kind)
-    if not dataclasses.is_dataclass(nested) or not isinstance(nested, type):
+    if not (dataclasses.is_dataclass(kind) and isinstance(kind, type)):
         raise TypeError(f"a script argument is str, int, float, bool, tuple or a dataclass: {kind}")
-    return [pair for sub in dataclasses.fields(nested) for pair in _flat(nested, sub, path + ".")]
+    return [pair for sub in dataclasses.fields(kind) for pair in _flat(kind, sub, path + ".")]
 
 
 def _getter(paths: tuple[str, ...]) -> Callable[[object], tuple[Any, ...]]:
@@ -379,13 +373,13 @@ class _Part:
     """How one side (KEYS or ARGV) of a request is read: by position, in field order."""
 
     names: tuple[str, ...]  # the Lua locals, as the script's header lists them
-    kinds: tuple[str, ...]
+    kinds: tuple[Any, ...]  # a type of _LUA_READ, or _VARIADIC
     bools: tuple[int, ...]  # positions sent as "1" / "0"
     variadic: bool  # the last field is a tuple, spread into KEYS[n..] / ARGV[n..]
     get: Callable[[Any], Any]  # ARGV: the values, as read() sends them; KEYS: the keys built
 
     @classmethod
-    def of(cls, flat: list[tuple[str, str]], get: Callable[[Any], Any] | None = None) -> _Part:
+    def of(cls, flat: list[tuple[str, Any]], get: Callable[[Any], Any] | None = None) -> _Part:
         """From (attribute path, kind) pairs, read by ``get`` (else by their paths)."""
         paths = tuple(path for path, _ in flat)
         kinds = tuple(kind for _, kind in flat)
@@ -394,7 +388,7 @@ class _Part:
             raise TypeError("only the last field may be variadic")
         if len(set(names)) < len(names) or _LUA_WORDS & set(names):
             raise TypeError(f"a script's names are distinct and not Lua's words: {names}")
-        bools = tuple(i for i, kind in enumerate(kinds) if kind == "bool")
+        bools = tuple(i for i, kind in enumerate(kinds) if kind is bool)
         variadic = bool(kinds) and kinds[-1] == _VARIADIC
         return cls(names, kinds, bools, variadic, get or _getter(paths))
 
@@ -403,7 +397,7 @@ class _Part:
         """The KEYS that ``owner.KEYS`` names (``name...``: a trailing run), built by name
         from the partition's keys unless ``owner`` builds its own (overrides keys())."""
         flat = [
-            (name.removesuffix("..."), _VARIADIC if name.endswith("...") else "str")
+            (name.removesuffix("..."), _VARIADIC if name.endswith("...") else str)
             for name in owner.KEYS
         ]
         if owner.keys is Request.keys:

@@ -134,6 +134,18 @@ async def test_scripts_reload_after_script_flush(fast: FastRedis, redis: Redis) 
     assert replies == [[1, 0]] * 20
 
 
+async def test_a_batch_after_script_flush_runs_each_call_once(
+    fast: FastRedis, redis: Redis
+) -> None:
+    """redis-py loads a missing script before the pipeline runs: no call of a batch runs twice
+    (a burst of 1 allows each key once, so a second run would answer "limited")."""
+    gcra = Gcra.SCRIPT
+    await redis.script_flush()
+    calls = [([f"once{i}"], [60_000, 1]) for i in range(20)]
+    assert await gcra.many(fast, calls) == [[1, 0]] * 20
+    assert (await gcra.many(fast, calls))[0][0] == 0  # the same keys again: limited
+
+
 async def test_bad_arguments_are_data_errors_like_redis_py(fast: FastRedis) -> None:
     with pytest.raises(DataError):
         await fast.set("k", None)  # type: ignore[arg-type]

@@ -24,7 +24,10 @@ CLASSES: tuple[type[BaseSettings], ...] = (
     AdmissionSettings, SenderSettings, PollerSettings, RouterSettings, ConsoleSettings,
 )  # fmt: skip
 # Settings documented on their service's page rather than in the table (the table says so).
-PAGES = ("poller-router.md", "providers.md", "console.md", "api.md")
+PAGES = (
+    "poller-router.md", "providers.md", "console.md", "api.md",
+    "delivery-events.md", "provider-refusals.md", "switching.md",
+)  # fmt: skip
 
 
 def table_rows() -> list[tuple[list[str], str]]:

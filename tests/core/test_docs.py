@@ -88,3 +88,64 @@ README_LIMIT = 20 * 1024  # the user's guide stays short; detail belongs in docs
 def test_the_readme_stays_under_its_size_limit() -> None:
     size = len((ROOT / "README.md").read_bytes())
     assert size < README_LIMIT, f"README.md is {size} bytes; move detail to docs/"
+
+
+# Code names a page quotes: a dotted path into the project's packages, a snake_case or
+# CamelCase name, a `RESETGATE_*` setting, a `resetgate_*` metric.
+DOTTED = re.compile(r"^(?:shared|services|benchmarks|tests|tools)(?:\.\w+)+$")
+SNAKE = re.compile(r"^[a-z][a-z0-9]*(?:_[a-z0-9]+)+$")
+CAMEL = re.compile(r"^[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+$")
+SETTING = re.compile(r"^RESETGATE_[A-Z0-9_]+$")
+# Prometheus adds these to a metric's name; the code names the metric without them.
+METRIC_SUFFIXES = ("_total", "_bucket", "_count", "_sum")
+# Quoted, but not ours to define: other projects' names, and a setting the page says is not
+# offered.
+NOT_OURS = {
+    "ChangeMessageVisibility", "SigningCertURL",  # Amazon SQS and SNS
+    "ks_2samp",  # SciPy
+    "large_client_header_buffers",  # nginx
+    "parentbased_always_on",  # an OTEL_TRACES_SAMPLER value
+    "RESETGATE_WAIT_AOF",  # reliability.md: "therefore not offered"
+}  # fmt: skip
+SOURCES = (".py", ".lua", ".yaml", ".yml", ".sh", ".toml", ".tpl", ".json", ".html", ".txt")
+
+
+@functools.cache
+def code_words() -> frozenset[str]:
+    """Every name the code, scripts, chart and build files spell, and every file's stem."""
+    words: set[str] = set()
+    for top, directories, files in os.walk(ROOT):
+        directories[:] = [d for d in directories if d not in NOT_THE_PROJECT | {"docs"}]
+        for name in files:
+            path = Path(top) / name
+            words.add(path.stem)
+            if path.suffix in SOURCES or name in ("Makefile", "Dockerfile"):
+                words.update(re.findall(r"\w+", path.read_text(errors="ignore")))
+    return frozenset(words)
+
+
+def quoted_names(name: str) -> list[str]:
+    """The names a code span stands for, if it quotes code at all."""
+    name = name.removesuffix("()")
+    if name in NOT_OURS:
+        return []
+    if DOTTED.match(name):
+        return name.split(".")
+    if SETTING.match(name):  # a settings field, or spelled out where no field declares it
+        return [] if name in code_words() else [name.removeprefix("RESETGATE_").lower()]
+    if name.startswith("resetgate_"):
+        for suffix in METRIC_SUFFIXES:
+            name = name.removesuffix(suffix)
+    return [name] if SNAKE.match(name) or CAMEL.match(name) else []
+
+
+def test_every_code_name_the_docs_quote_exists() -> None:
+    """A page that names a function, class, module, setting or metric names one the code
+    has: a rename that leaves a page behind fails here, not in a reader's search."""
+    stale = [
+        f"{doc.relative_to(ROOT)}: `{span}`"
+        for doc in DOCS
+        for span in re.findall(r"`([^`\n]+)`", doc.read_text())
+        if any(name not in code_words() for name in quoted_names(span.strip()))
+    ]
+    assert not stale, "names the code does not have:\n" + "\n".join(stale)
