@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime
 
 
 def to_ms(seconds: float) -> int:
@@ -10,6 +11,16 @@ def to_ms(seconds: float) -> int:
     one conversion, so an int setting keeps its exact value and a float one loses only what
     a millisecond cannot hold."""
     return int(seconds * 1000)
+
+
+def to_seconds(ms: float) -> float:
+    """The store's milliseconds as seconds: a sleep, a metric, an age a person reads."""
+    return ms / 1000
+
+
+def to_datetime(ms: float) -> datetime:
+    """The store's milliseconds as a UTC datetime."""
+    return datetime.fromtimestamp(to_seconds(ms), UTC)
 
 
 def now_ms() -> int:

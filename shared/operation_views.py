@@ -16,6 +16,7 @@ from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
 
+from shared.clock import to_seconds
 from shared.keys import SUPPORT_CASES, PartitionKeys, partition_of, partition_of_operation
 from shared.logging import event
 from shared.model import Attempt, Operation, State
@@ -103,7 +104,7 @@ def _row(operation: Operation, max_attempts: int, now_ms: int) -> dict[str, Any]
         "partition": operation.partition,
         "state": str(operation.state),
         "created_at": operation.created_at,
-        "age_seconds": round(max(0, now_ms - operation.created_at) / 1000, 3),
+        "age_seconds": round(to_seconds(max(0, now_ms - operation.created_at)), 3),
         "horizon_at": operation.horizon_at,
         "attempts": operation.attempts,
         "remaining_attempts": remaining_attempts(operation, max_attempts),

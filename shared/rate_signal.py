@@ -12,6 +12,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from shared.clock import to_seconds
 from shared.retry_after import MAX_DELAY_MS
 
 # X-RateLimit-Reset is an epoch (SendGrid) on some APIs and a delay in seconds on others:
@@ -31,7 +32,7 @@ class RateSignal:
 # A window never holds more requests than this: a larger count only means "plenty".
 MAX_COUNT = 1e9
 # The latest instant a reset may name, as Retry-After is bounded (shared.retry_after).
-MAX_RESET_SECONDS = MAX_DELAY_MS / 1000
+MAX_RESET_SECONDS = to_seconds(MAX_DELAY_MS)
 
 
 def number(value: str | None, maximum: float) -> float | None:

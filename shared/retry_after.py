@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 
+from shared.clock import to_ms
+
 
 class Source(StrEnum):
     DELTA = "delta"
@@ -44,7 +46,7 @@ _RFC850 = re.compile(rf"{_LONG_DAY}, (\d{{2}})-{_MON}-(\d{{2}}) {_TIME} GMT", re
 _ASCTIME = re.compile(rf"{_DAY} {_MON} ([ \d]\d) {_TIME} (\d{{4}})", re.ASCII)
 _DELTA = re.compile(r"\d+", re.ASCII)
 # Delays beyond this are treated as "longer than any horizon"; keeps arithmetic bounded.
-MAX_DELAY_MS = 400 * 24 * 3600 * 1000
+MAX_DELAY_MS = to_ms(400 * 24 * 3600)
 
 
 def parse_http_date(value: str, now: datetime) -> datetime | None:
@@ -81,10 +83,10 @@ def parse(value: str | None, now: datetime, server_date: str | None = None) -> R
         return RetryAfter(Source.ABSENT, None)
     text = value.strip()
     if _DELTA.fullmatch(text):
-        return RetryAfter(Source.DELTA, min(int(text) * 1000, MAX_DELAY_MS))
+        return RetryAfter(Source.DELTA, min(to_ms(int(text)), MAX_DELAY_MS))
     when = parse_http_date(text, now)
     if when is None:
         return RetryAfter(Source.INVALID, None)
     reference = parse_http_date(server_date.strip(), now) if server_date else None
     delay = (when - (reference or now)).total_seconds()
-    return RetryAfter(Source.DATE, min(max(0, int(delay * 1000)), MAX_DELAY_MS))
+    return RetryAfter(Source.DATE, min(max(0, to_ms(delay)), MAX_DELAY_MS))

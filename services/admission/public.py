@@ -21,6 +21,7 @@ from services.admission.http import read_body
 from services.admission.ratelimit import request_client
 from services.admission.schemas import PASSWORD_RESET
 from shared import codec, metrics, tracing
+from shared.clock import to_seconds
 from shared.logging import event
 from shared.model import EntryPoint
 from shared.service import json_error
@@ -58,7 +59,7 @@ async def _password_reset(request: web.Request) -> web.Response:
             "too many requests from this network; retry later",
             **{"Retry-After": str(decision.retry_after_seconds)},
         )
-    deadline = asyncio.get_running_loop().time() + settings.public_response_floor_ms / 1000
+    deadline = asyncio.get_running_loop().time() + to_seconds(settings.public_response_floor_ms)
     try:
         result = await _admit(app, body["login"])
     except Exception:

@@ -26,6 +26,7 @@ from services.router.routing import Facts, case_fields, route
 from services.router.settings import RouterSettings
 from shared import clock, ids, metrics, tracing
 from shared.admit import AdmissionConflict, Admitter
+from shared.clock import to_seconds
 from shared.consumer import RawFields, StreamConsumer, decode_fields
 from shared.directory import Directory, DirectoryError
 from shared.keys import (
@@ -184,7 +185,7 @@ class Router:
         entry = await cases.write_case(self.client, fields, self.settings.support_cases_maxlen)
         await cases.mark_written(self.client, form.event_id, entry, self.ttl_ms)
         metrics.support_cases.labels(where.queue, where.priority).inc()
-        metrics.routing_latency.observe(max(0, now - form.submitted_ms) / 1000)
+        metrics.routing_latency.observe(to_seconds(max(0, now - form.submitted_ms)))
         await self._ack(form, "case written", case_id=claim.case_id, queue=where.queue,
                         priority=where.priority, state=facts.state or None)  # fmt: skip
 

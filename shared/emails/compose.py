@@ -8,11 +8,11 @@ metric, not a template variable of its own.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
+from shared.clock import to_datetime
 from shared.directory import Account
 from shared.emails import locales
 from shared.emails.files import Templates
@@ -73,7 +73,7 @@ def expiry(expires_at_ms: int, now_ms: int) -> tuple[str, int]:
     a 60-minute link sent a few milliseconds after it was made said "59 minutes" where the
     preview said 60; to the nearest, the figure is off by under 30 s either way, and the
     exact time stands beside it."""
-    at = datetime.fromtimestamp(expires_at_ms / 1000, UTC).strftime("%Y-%m-%d %H:%M UTC")
+    at = to_datetime(expires_at_ms).strftime("%Y-%m-%d %H:%M UTC")
     return at, max(1, (expires_at_ms - now_ms + 30_000) // 60_000)
 
 

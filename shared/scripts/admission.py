@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from shared.clock import to_seconds
 from shared.keys import PartitionKeys
 from shared.scripts import Request, Script, unsent
 
@@ -114,4 +115,4 @@ class Gcra(Request[Decision]):
         allowed, wait_ms = raw
         if allowed:
             return ALLOWED
-        return Decision(False, max(1, math.ceil(int(wait_ms) / 1000)))
+        return Decision(False, max(1, math.ceil(to_seconds(int(wait_ms)))))

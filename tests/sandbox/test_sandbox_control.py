@@ -123,7 +123,7 @@ async def test_process_logs_json_without_addresses_or_bodies(tmp_path):
         child = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "services.sandbox", cwd=ROOT, env=env, stderr=log_file
         )
-        port = await _port_from_log(log_path)
+        port = await _port_from_log(log_path, child)
         base_url = f"http://127.0.0.1:{port}"
         async with aiohttp.ClientSession() as session:
             for i in range(3):
@@ -135,7 +135,7 @@ async def test_process_logs_json_without_addresses_or_bodies(tmp_path):
                 except aiohttp.ClientConnectionError:
                     pass
         child.send_signal(signal.SIGTERM)
-        assert await asyncio.wait_for(child.wait(), 10) == 0
+        assert await asyncio.wait_for(child.wait(), 60) == 0  # a bound against a hang only
     lines = log_path.read_text().splitlines()
     events = [json.loads(line)["msg"] for line in lines]
     assert events[0] == "sandbox.listening"
@@ -146,12 +146,14 @@ async def test_process_logs_json_without_addresses_or_bodies(tmp_path):
     assert "SECRET" not in text
 
 
-async def _port_from_log(path: Path) -> int:
-    for _ in range(200):
-        text = await asyncio.to_thread(path.read_text)
-        for line in text.splitlines():
+async def _port_from_log(path: Path, child: asyncio.subprocess.Process) -> int:
+    """The port the sandbox logs once it listens: waits for that line (a start-up on a busy
+    machine takes what it takes) or for the process to end without it."""
+    deadline = asyncio.get_running_loop().time() + 120  # only a hang ends here
+    while child.returncode is None and asyncio.get_running_loop().time() < deadline:
+        for line in (await asyncio.to_thread(path.read_text)).splitlines():
             record = json.loads(line)
             if record.get("msg") == "sandbox.listening":
                 return int(record["port"])
         await asyncio.sleep(0.05)
-    raise TimeoutError("sandbox never logged sandbox.listening")
+    raise TimeoutError(f"sandbox never logged sandbox.listening (exit {child.returncode})")
