@@ -16,7 +16,7 @@ from services.ctl.embedded import RedisServer
 from shared import archive as evidence
 from shared.keys import PartitionKeys
 from shared.model import TERMINAL
-from tests.archive.helpers import until
+from tests.archive.helpers import comparable, until
 from tests.e2e.conftest import BASELINE, E2E, POLLER_ENV, SENDER_ENV, service_env
 from tests.support.processes import Processes
 from tests.support.sandbox import run_sandbox_process
@@ -26,8 +26,6 @@ ARCHIVER_ENV = {
     "RESETGATE_ARCHIVE_BATCH": "5", "RESETGATE_ARCHIVE_POLL_SECONDS": "0.05",
     "RESETGATE_ARCHIVE_CLAIM_IDLE_SECONDS": "1",
 }  # fmt: skip
-# Fields that may change after the archive's snapshot: its own mark, the event dedupe slots.
-AFTER_SNAPSHOT = ("archived_at", "evt:", "observation_closed_at")
 
 
 async def settled(redis: Redis, ops: list[str]) -> bool:
@@ -49,10 +47,6 @@ async def archived(dsn: str) -> int:
         return int(await conn.fetchval("SELECT count(*) FROM operations"))
     finally:
         await conn.close()
-
-
-def comparable(raw: dict[str, str]) -> dict[str, str]:
-    return {k: v for k, v in raw.items() if not k.startswith(AFTER_SNAPSHOT)}
 
 
 async def test_an_archiver_killed_mid_batch_loses_nothing_and_writes_nothing_twice(
