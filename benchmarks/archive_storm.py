@@ -8,7 +8,7 @@ Real processes (benchmarks/storm.py's pieces, its default scenario ceiling-1.5 a
 a redis-server, a PostgreSQL (services/ctl/localpg.py, migrated), the sandbox provider, 2
 admission, the poller, 2 senders and the archiver, every service with RESETGATE_ARCHIVE_ENABLED
 and the DSN. ``--pg-outage S`` stops PostgreSQL for S seconds once a quarter of N is archived
-(mid-storm); ``--kill-archiver`` SIGKILLs the archiver mid-batch (halfway through the outage,
+(mid-storm); ``--kill-archiver`` SIGKILLs the archiver mid-batch (early in the outage,
 holding the batch it read and could not write; with no outage, once half is archived) and
 starts it again; ``--prometheus`` runs a real
 Prometheus scraping the archiver every second and evaluating the chart's ArchiveLagHigh rule
@@ -226,21 +226,24 @@ async def disrupt(
     plan: Plan, outcome: Outcome, watch: Watch, stack: Processes, postgres: LocalPostgres
 ) -> None:
     """PostgreSQL stopped once a quarter is archived, and started again after the outage;
-    the archiver SIGKILLed halfway through the outage, holding the batch it could not write
-    (mid-batch: read, not acknowledged), and started again at once. Without an outage it is
-    killed once half is archived."""
+    the archiver SIGKILLed as soon as it holds a batch it could not write (mid-batch: read,
+    not acknowledged) and started again at once, so its successor is the one behind for the
+    rest of the outage. Without an outage it is killed once half is archived."""
     if plan.outage_s and await watch.until_archived(plan.n // 4, plan.timeout):
         stopped = time.monotonic()
         outcome.outage = (stopped, 0.0)
         await asyncio.to_thread(postgres.stop)
-        await asyncio.sleep(plan.outage_s / 2)
-        if plan.kill:
+        if plan.kill and await wait_until(lambda: _holding(watch.client), plan.outage_s):
             await kill_archiver(stack, watch.client, outcome)
-        await asyncio.sleep(plan.outage_s - (time.monotonic() - stopped))
+        await asyncio.sleep(max(0.0, plan.outage_s - (time.monotonic() - stopped)))
         await asyncio.to_thread(postgres.start)
         outcome.outage = (stopped, time.monotonic())
     elif plan.kill and await watch.until_archived(plan.n // 2, plan.timeout):
         await kill_archiver(stack, watch.client, outcome)
+
+
+async def _holding(client: Redis) -> bool:
+    return await pending(client) > 0
 
 
 async def kill_archiver(stack: Processes, client: Redis, outcome: Outcome) -> None:
@@ -409,12 +412,12 @@ async def _cleared(outcome: Outcome) -> bool:
 async def prometheus_for(
     plan: Plan, outcome: Outcome, archiver: ServiceProcess
 ) -> AsyncIterator[PrometheusServer | None]:
-    """A real Prometheus scraping the archiver with the scaled ArchiveLagHigh rule: a third
-    of the outage behind, held for a sixth of it (at least 2 s and 1 s)."""
+    """A real Prometheus scraping the archiver with the scaled ArchiveLagHigh rule: a quarter
+    of the outage behind, held for a tenth of it (at least 2 s and 1 s)."""
     if not plan.prometheus:
         yield None
         return
-    threshold, hold = max(2, round(plan.outage_s / 3)), max(1, round(plan.outage_s / 6))
+    threshold, hold = max(2, round(plan.outage_s / 4)), max(1, round(plan.outage_s / 10))
     directory = Path(tempfile.mkdtemp(prefix="rg-archive-rules-"))
     rules = scaled_rule(directory, threshold, hold)
     outcome.alert_rule = f"{ALERT} threshold {threshold} s, for {hold} s"
@@ -525,7 +528,7 @@ def main() -> None:
     parser.add_argument(
         "--kill-archiver",
         action="store_true",
-        help="SIGKILL the archiver mid-batch (halfway through the outage), then start it",
+        help="SIGKILL the archiver mid-batch (early in the outage), then start it",
     )
     parser.add_argument(
         "--prometheus",

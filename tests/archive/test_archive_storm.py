@@ -4,7 +4,7 @@ a real Prometheus evaluating the chart's ArchiveLagHigh rule (threshold and ``fo
 to the outage) on the archiver's scraped lag gauge. Every operation reaches the archive once,
 as Redis held it; the alert is quiet before the outage, fires during it and clears after.
 
-The fast suite stops PostgreSQL for 12 s with the provider slow enough (5 sends/s) that
+The fast suite stops PostgreSQL for 20 s with the provider slow enough (5 sends/s) that
 operations keep settling through the outage; the slow suite for 60 s in a 2,000 storm."""
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ async def test_postgres_stopped_and_an_archiver_killed_mid_storm_lose_nothing_an
         n=60,
         rate=5,
         tail_s=3600,
-        outage_s=12,
+        outage_s=20,
         kill=True,
         prometheus=True,
         memory=False,
