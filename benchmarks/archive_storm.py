@@ -10,10 +10,10 @@ admission, the poller, 2 senders and the archiver, every service with RESETGATE_
 and the DSN. ``--pg-outage S`` stops PostgreSQL for S seconds once a quarter of N is archived
 (mid-storm); ``--kill-archiver`` SIGKILLs the archiver mid-batch (early in the outage,
 holding the batch it read and could not write; with no outage, once half is archived) and
-starts it again; ``--prometheus`` runs a real
-Prometheus scraping the archiver every second and evaluating the chart's ArchiveLagHigh rule
-(its expression as shipped, its threshold and ``for`` scaled to the outage: it must fire
-during the outage and clear after it).
+starts it again; ``--prometheus`` runs a real Prometheus scraping the archiver every second
+and evaluating the chart's ArchiveLagHigh rule (its expression as shipped, its threshold and
+``for`` scaled to the outage: it must fire during the outage, which then lasts until it has,
+and clear after it).
 
 Once the storm is drained, every delivery observed and the settled streams empty, each
 operation is read back through the archive's reader (shared/archive.py) and compared with
@@ -225,7 +225,8 @@ class Watch:
 async def disrupt(
     plan: Plan, outcome: Outcome, watch: Watch, stack: Processes, postgres: LocalPostgres
 ) -> None:
-    """PostgreSQL stopped once a quarter is archived, and started again after the outage;
+    """PostgreSQL stopped once a quarter is archived, and started again after the outage
+    (with Prometheus, not before the alert fired);
     the archiver SIGKILLed as soon as it holds a batch it could not write (mid-batch: read,
     not acknowledged) and started again at once, so its successor is the one behind for the
     rest of the outage. Without an outage it is killed once half is archived."""
@@ -236,10 +237,16 @@ async def disrupt(
         if plan.kill and await wait_until(lambda: _holding(watch.client), plan.outage_s):
             await kill_archiver(stack, watch.client, outcome)
         await asyncio.sleep(max(0.0, plan.outage_s - (time.monotonic() - stopped)))
+        if plan.prometheus:  # a loaded machine may restart the archiver late: wait for it
+            await wait_until(lambda: _fired(outcome), plan.timeout, step=SAMPLE_SECONDS)
         await asyncio.to_thread(postgres.start)
         outcome.outage = (stopped, time.monotonic())
     elif plan.kill and await watch.until_archived(plan.n // 2, plan.timeout):
         await kill_archiver(stack, watch.client, outcome)
+
+
+async def _fired(outcome: Outcome) -> bool:
+    return outcome.alert_fired_s is not None
 
 
 async def _holding(client: Redis) -> bool:
@@ -477,7 +484,11 @@ def report(out: Outcome) -> None:
             "acknowledged, started again"
         )
     if plan.outage_s:
-        print(f"   PostgreSQL stopped for {plan.outage_s:g} s once {plan.n // 4} were archived")
+        stopped, started = out.outage
+        print(
+            f"   PostgreSQL stopped for {started - stopped:.1f} s (--pg-outage {plan.outage_s:g})"
+            f" once {plan.n // 4} were archived"
+        )
     if out.alert_rule:
         fired = (
             "never" if out.alert_fired_s is None else f"{out.alert_fired_s:.1f} s after the stop"
