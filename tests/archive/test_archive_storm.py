@@ -32,36 +32,19 @@ def assert_whole_and_alerted(outcome: Outcome) -> None:
     assert outcome.whole
 
 
+def outage(n: int, rate: float, seconds: float, timeout: float) -> Plan:
+    """A storm of ``n`` at ``rate`` sends/s, PostgreSQL stopped ``seconds`` in its middle,
+    the archiver killed mid-batch, Prometheus watching; every operation kept in Redis."""
+    return Plan(n=n, rate=rate, tail_s=3600, outage_s=seconds, kill=True, prometheus=True,
+                memory=False, archiver_env=ARCHIVER_ENV, timeout=timeout)  # fmt: skip
+
+
 @pytest.mark.timeout(300)
 async def test_postgres_stopped_and_an_archiver_killed_mid_storm_lose_nothing_and_alert() -> None:
-    plan = Plan(
-        n=60,
-        rate=5,
-        tail_s=3600,
-        outage_s=20,
-        kill=True,
-        prometheus=True,
-        memory=False,
-        archiver_env=ARCHIVER_ENV,
-        timeout=120,
-    )
-    assert_whole_and_alerted(await storm(plan))
+    assert_whole_and_alerted(await storm(outage(60, rate=5, seconds=20, timeout=120)))
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(1200)
-async def test_a_60_s_postgres_outage_mid_storm_loses_nothing_and_the_alert_fires_and_clears() -> (
-    None
-):
-    plan = Plan(
-        n=2000,
-        rate=20,
-        tail_s=3600,
-        outage_s=60,
-        kill=True,
-        prometheus=True,
-        memory=False,
-        archiver_env=ARCHIVER_ENV,
-        timeout=600,
-    )
-    assert_whole_and_alerted(await storm(plan))
+async def test_a_60_s_postgres_outage_in_a_2000_storm_loses_nothing_and_alerts() -> None:
+    assert_whole_and_alerted(await storm(outage(2000, rate=20, seconds=60, timeout=600)))
