@@ -27,8 +27,10 @@ from shared.operation_views import (
 from shared.redis import RedisClient
 from shared.settings import ArchiveSettings
 
-# What a read of the archive may raise besides a query error: the server gone or too slow.
-ARCHIVE_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError)
+# What a read of the archive may raise besides a query error: the server gone or too slow
+# (InternalClientError: a pooled connection the server dropped in the middle of a query).
+ARCHIVE_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError,
+                  OSError, TimeoutError)  # fmt: skip
 
 
 class ArchiveUnavailable(Exception):

@@ -17,7 +17,7 @@ from services.ctl.localpg import LocalPostgres
 from shared import archive_schema as schema
 from shared import clock
 from shared.admit import Admitter
-from shared.keys import PartitionKeys
+from shared.keys import JOB_FIELD, PartitionKeys
 from shared.scripts.attempts import BeginAttempt, BeginCode, Finalisation, FinaliseAttempt
 from shared.tokens import parse_keys
 from tests.conftest import TEST_TOKEN_KEYS, make_settings
@@ -85,12 +85,13 @@ class Settler:
         accepted (with a provider message id), failed (a permanent refusal), or expired
         (its begin comes after the token expired)."""
         operation_id = await self.admit(account_id)
+        entry_id = await self.send_entry(operation_id)
         now = clock.now_ms()
         if outcome == "expired":
             now += self.settings.token_ttl_ms + 1
         begun = await BeginAttempt(
             operation_id=operation_id, attempt_id=f"at-{operation_id}", now=now, lease_ms=60_000,
-            max_attempts=6, consumer="test", entry_id="",
+            max_attempts=6, consumer="test", entry_id=entry_id,
             retention_ms=self.settings.settled_retention_ms,
         ).run(self.redis)  # fmt: skip
         if outcome == "expired":
@@ -104,10 +105,18 @@ class Settler:
                               reason="recipient_refused")
         )  # fmt: skip
         await FinaliseAttempt(
-            operation_id=operation_id, attempt_id=f"at-{operation_id}", now=now, entry_id="",
-            result=result, retention_ms=self.settings.settled_retention_ms,
+            operation_id=operation_id, attempt_id=f"at-{operation_id}", now=now,
+            entry_id=entry_id, result=result, retention_ms=self.settings.settled_retention_ms,
         ).run(self.redis)  # fmt: skip
         return operation_id
+
+    async def send_entry(self, operation_id: str) -> str:
+        """The send stream entry admission added for ``operation_id`` (the newest): the
+        scripts acknowledge and delete it as the sender's do."""
+        send = PartitionKeys.of(operation_id).send
+        entries = await self.redis.xrevrange(send, count=1)
+        assert entries and entries[0][1].get(JOB_FIELD) == operation_id, entries
+        return str(entries[0][0])
 
     async def held(self, operation_id: str) -> tuple[dict[str, str], list[str]]:
         """The operation's hash and ledger rows as Redis holds them now."""

@@ -14,6 +14,15 @@ from shared.archive import open_pool
 from shared.keys import PartitionKeys
 from tests.archive.conftest import Settler, archiver_settings
 
+# Fields that may change after the archive's snapshot: its own mark, the event dedupe slots.
+AFTER_SNAPSHOT = ("archived_at", "evt:", "observation_closed_at")
+
+
+def comparable(raw: dict[str, str]) -> dict[str, str]:
+    """An operation hash without what may change after the archive's snapshot: what the
+    archive and Redis must hold alike."""
+    return {k: v for k, v in raw.items() if not k.startswith(AFTER_SNAPSHOT)}
+
 
 @asynccontextmanager
 async def archiver(settler: Settler, dsn: str, **overrides: Any) -> AsyncIterator[Archiver]:

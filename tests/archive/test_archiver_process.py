@@ -16,9 +16,9 @@ from services.ctl.embedded import RedisServer
 from shared import archive as evidence
 from shared.keys import PartitionKeys
 from shared.model import TERMINAL
-from tests.archive.helpers import until
+from tests.archive.helpers import comparable, until
 from tests.e2e.conftest import BASELINE, E2E, POLLER_ENV, SENDER_ENV, service_env
-from tests.support.processes import Processes
+from tests.support.processes import Processes, ServiceProcess
 from tests.support.sandbox import run_sandbox_process
 
 OPERATIONS = 40
@@ -26,8 +26,6 @@ ARCHIVER_ENV = {
     "RESETGATE_ARCHIVE_BATCH": "5", "RESETGATE_ARCHIVE_POLL_SECONDS": "0.05",
     "RESETGATE_ARCHIVE_CLAIM_IDLE_SECONDS": "1",
 }  # fmt: skip
-# Fields that may change after the archive's snapshot: its own mark, the event dedupe slots.
-AFTER_SNAPSHOT = ("archived_at", "evt:", "observation_closed_at")
 
 
 async def settled(redis: Redis, ops: list[str]) -> bool:
@@ -49,10 +47,6 @@ async def archived(dsn: str) -> int:
         return int(await conn.fetchval("SELECT count(*) FROM operations"))
     finally:
         await conn.close()
-
-
-def comparable(raw: dict[str, str]) -> dict[str, str]:
-    return {k: v for k, v in raw.items() if not k.startswith(AFTER_SNAPSHOT)}
 
 
 async def test_an_archiver_killed_mid_batch_loses_nothing_and_writes_nothing_twice(
@@ -87,6 +81,7 @@ async def test_an_archiver_killed_mid_batch_loses_nothing_and_writes_nothing_twi
             await until(lambda: _observed(redis, ops), timeout=120)
             await until(lambda: streams_empty(redis), timeout=120)
             await until(lambda: _all(archive_dsn), timeout=60)
+            assert configured_archive(processes["admission"]) == "postgresql"
     assert await archived(archive_dsn) == OPERATIONS  # each once
     pool_settings = evidence.ArchiveSettings(archive_dsn=archive_dsn)  # type: ignore[arg-type]
     async with evidence.open_pool(pool_settings) as pool:
@@ -114,3 +109,19 @@ async def _some(dsn: str) -> bool:
 
 async def _all(dsn: str) -> bool:
     return await archived(dsn) >= OPERATIONS
+
+
+def configured_archive(admission: ServiceProcess) -> str:
+    """What admission's start-up line says of the archive."""
+    records = [r for r in admission.log_records() if r.get("msg") == "admission configured"]
+    return str(records[-1]["archive"])
+
+
+async def test_without_a_dsn_admission_says_at_start_that_retention_is_redis_only(
+    redis_server: RedisServer,
+) -> None:
+    logs = Path(tempfile.mkdtemp(prefix="rg-archive-"))
+    env = service_env(redis_server.url, "http://127.0.0.1:9")  # never called: nothing admitted
+    async with Processes(logs, env) as processes:
+        admission = await processes.start("admission")
+    assert configured_archive(admission) == "none: retention is Redis-only"
