@@ -46,6 +46,7 @@ from redis.asyncio import Redis
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks import figures
 from benchmarks.archive_memory import key_shapes, per_operation, used_memory
 from benchmarks.storm import (
     PARTITIONS,
@@ -516,6 +517,15 @@ def report(out: Outcome) -> None:
     for note in out.notes:
         print(f"   note: {note}")
     print(f"   {'WHOLE' if out.whole else 'NOT WHOLE'}")
+    shown = {
+        "archived / differ from Redis": f"{out.distinct:,} / {len(out.mismatched)}",
+        "archive lag p99": f"{p99:.0f} ms",
+    }
+    if plan.memory:
+        shown["Redis per operation after the tail"] = f"{out.after_memory[0]:.0f} B"
+    if out.alert_rule:
+        shown["lag alert"] = f"fired {fired}, cleared {cleared}"
+    figures.emit(shown)
 
 
 def main() -> None:

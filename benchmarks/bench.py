@@ -72,6 +72,13 @@ BENCHES = (
           ".venv/bin/python benchmarks/observation.py"),
     Bench("archive-history", "account history from the archive, 1,000,000 operations",
           ".venv/bin/python benchmarks/archive_history.py", readme=True),
+    Bench("archive-storm", "storm with the archiver on, N = 10,000, 300 s tail",
+          ".venv/bin/python benchmarks/archive_storm.py --tail 300"),
+    Bench("archive-outage", "PostgreSQL stopped 60 s mid-storm, the archiver SIGKILLed",
+          ".venv/bin/python benchmarks/archive_storm.py --pg-outage 60 --kill-archiver "
+          "--prometheus --no-memory"),
+    Bench("archive-memory", "Redis per settled operation, archive off and on",
+          ".venv/bin/python benchmarks/archive_memory.py --operations 3000"),
 )  # fmt: skip
 
 
