@@ -34,6 +34,7 @@ class Row:
     cut_age: float  # seconds since the last cut (-1: none yet)
     live: int  # operations not yet terminal
     load: float
+    late_ms: float = 0.0  # how late the sandbox's own loop ran so far, in all (stalls.py)
 
 
 @dataclass
@@ -58,6 +59,7 @@ class Timeline:
                 cut_age=(now_ms - cut_at) / 1000 if cut_at else -1.0,
                 live=live,
                 load=load,
+                late_ms=float(stats.get("stalled_ms_total", 0)),
             )
         )
 
@@ -75,14 +77,15 @@ class Timeline:
                 await asyncio.wait_for(stop.wait(), 1.0)
 
     def lines(self) -> list[str]:
-        lines = ["timeline:   t  sends/s  429s  pacing rate  since cut  live  load"]
+        lines = ["timeline:   t  sends/s  429s  pacing rate  since cut  live  load  sandbox late ms"]
         previous = Row(0.0, 0, 0, 0.0, -1.0, 0, 0.0)
         for row in self.rows:
             span = max(row.t - previous.t, 1e-3)
             lines.append(
                 f"{row.t:>12.1f} {(row.sends - previous.sends) / span:>8.0f} "
                 f"{row.throttled - previous.throttled:>5} {row.rate:>12.1f} "
-                f"{row.cut_age:>10.1f} {row.live:>5} {row.load:>5.1f}"
+                f"{row.cut_age:>10.1f} {row.live:>5} {row.load:>5.1f} "
+                f"{row.late_ms - previous.late_ms:>16.0f}"
             )
             previous = row
         return lines
