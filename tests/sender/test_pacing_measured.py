@@ -356,3 +356,16 @@ def test_429s_in_quick_succession_get_no_way_back(redis_server: RedisServer) -> 
     first, second, later = run(redis_server, steps)
     assert second == pytest.approx(first * TUNING.cut, rel=0.02)
     assert later <= second * (1 + TUNING.growth * TUNING.recover_ms / 1000) + 1e-6
+
+
+def test_below_the_slot_rate_a_cut_gets_no_way_back(redis_server: RedisServer) -> None:
+    """At 50/s (below slot_rate) a calm spell's cut climbs per slot as before: a provider
+    of a few sends a second with a burst of 1 refuses every send above its rate."""
+
+    async def steps(client: Redis) -> tuple[float, float]:
+        at, _ = await _calm_at(client, 50.0, 2000)
+        cut = (await _throttled(client, at, at - 1.0, accepted=5)).rate
+        return cut, (await _at(client, at + TUNING.recover_ms, 50.0, accepted=5)).rate
+
+    cut, later = run(redis_server, steps)
+    assert later <= cut * (1 + TUNING.growth * TUNING.recover_ms / 1000)
