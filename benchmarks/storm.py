@@ -525,6 +525,8 @@ async def _storm(
                 run.notes.append(await audit.reconciliations(stack["poller"]))
                 if timeline:
                     run.timeline = work.timeline.lines()
+                    if not scenario.schedule and not scenario.blackout:
+                        run.timeline.append(work.timeline.losses(run.rate))
     finally:
         await client.aclose()
         server.stop()

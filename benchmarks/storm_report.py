@@ -187,8 +187,8 @@ def report(run: Run) -> None:
     print(
         f"   429s answered while the sandbox itself ran late: {run.throttled_after_stall} "
         f"(its loop stalled >= {STALL_SECONDS * 1000:.0f} ms {run.sandbox_stalls[0]} times, "
-        f"longest {run.sandbox_stalls[1]:.0f} ms, {run.sandbox_stalls[2] / 1000:.1f} s late in all: "
-        "the machine's load, not the pacing)"
+        f"longest {run.sandbox_stalls[1]:.0f} ms, {run.sandbox_stalls[2] / 1000:.1f} s late in "
+        "all: the machine's load, not the pacing)"
     )
     print(
         f"   duplicates: sandbox {run.sandbox_duplicates}, store {s.duplicates}; "

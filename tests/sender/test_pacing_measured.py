@@ -346,7 +346,7 @@ def test_429s_in_quick_succession_get_no_way_back(redis_server: RedisServer) -> 
     never carries the rate into the 429s it is leaving."""
 
     async def steps(client: Redis) -> tuple[float, float, float]:
-        at, before = await _calm_at(client, 200.0, 2000)
+        at, _ = await _calm_at(client, 200.0, 2000)
         first = (await _throttled(client, at, at - 1.0, accepted=20)).rate
         at += 2 * TUNING.horizon_ms
         second = (await _throttled(client, at, at - 1.0, accepted=30)).rate
