@@ -86,6 +86,7 @@ MAILGUN_DOMAIN = "storm.mailgun.test"  # the sandbox's Mailgun mode takes any do
 # machine) is retried after its Retry-After, as a client would; at most this many times.
 ADMISSION_RETRIES = 5
 FIRST_SEND_POLL_SECONDS = 0.02
+SANDBOX_NICE = -20  # the highest priority: the provider is not on our machine
 
 
 class SenderFleet:
@@ -173,6 +174,25 @@ async def webhook_listener(kind: str, port: int, provider_url: str) -> dict[str,
     if not port:
         return {}
     return {"RESETGATE_WEBHOOK_PORT": str(port), **await poller_credentials(kind, provider_url)}
+
+
+def first_claim_on_the_cpu(module: str) -> str:
+    """Run our child ``python -m module`` (the provider's stand-in) ahead of every other
+    process: a real provider does not share our cores, and one that is not scheduled reads
+    on-time requests late and refuses them. Needs CAP_SYS_NICE (root); says what it did."""
+    for entry in Path("/proc").iterdir():
+        try:
+            stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            command = (entry / "cmdline").read_bytes().split(b"\0")
+        except (OSError, IndexError):
+            continue
+        if int(stat[1]) == os.getpid() and module.encode() in command:
+            try:
+                os.setpriority(os.PRIO_PROCESS, int(entry.name), SANDBOX_NICE)
+            except PermissionError:
+                return f"{module} at the benchmark's own priority (nice {os.nice(0)})"
+            return f"{module} at nice {SANDBOX_NICE}, the others at {os.nice(0)}"
+    return f"{module}: not found among this process's children (priority unchanged)"
 
 
 def send_route(kind: str) -> str:
@@ -383,7 +403,8 @@ class Storm:
         run.throttled = stats["send_throttled_total"]
         # Older sandboxes (another checkout's) do not count their own stalls.
         run.throttled_after_stall = stats.get("send_throttled_after_stall_total", 0)
-        run.sandbox_stalls = (stats.get("loop_stalls_total", 0), stats.get("longest_stall_ms", 0))
+        run.sandbox_stalls = (stats.get("loop_stalls_total", 0), stats.get("longest_stall_ms", 0),
+                              stats.get("stalled_ms_total", 0))
         run.dropped = stats["dropped_connections_total"]
         run.emails = stats["emails_sent_total"]
         if pushes_events(run.provider):
@@ -427,6 +448,7 @@ async def provider_endpoint(run: Run, sandbox: dict[str, Any]) -> AsyncIterator[
     """The sandbox in the run's provider mode, or moto for SES (whose quota is the rate)."""
     if run.provider != "ses":
         async with run_sandbox_process(STARTUP_SECONDS, **sandbox, log_level="WARNING") as url:
+            run.notes.append(first_claim_on_the_cpu("services.sandbox"))
             yield url
         return
     async with storm_moto.moto_server(STARTUP_SECONDS) as url:
@@ -503,6 +525,8 @@ async def _storm(
                 run.notes.append(await audit.reconciliations(stack["poller"]))
                 if timeline:
                     run.timeline = work.timeline.lines()
+                    if not scenario.schedule and not scenario.blackout:
+                        run.timeline.append(work.timeline.losses(run.rate))
     finally:
         await client.aclose()
         server.stop()

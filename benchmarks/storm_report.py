@@ -106,7 +106,8 @@ class Run:
     throttled: int = 0
     throttled_after_stall: int = 0  # of them, answered while the sandbox itself ran late
     outage_throttled: int = -1  # of them, answered during the blackout (-1: none, or unread)
-    sandbox_stalls: tuple[int, float] = (0, 0.0)  # its loop's stalls, the longest (ms)
+    # its loop's stalls, the longest and all of them together (ms)
+    sandbox_stalls: tuple[int, float, float] = (0, 0.0, 0.0)
     dropped: int = 0  # sends the sandbox accepted, then dropped the connection of
     sandbox_duplicates: int = 0
     sandbox_lost: int = 0
@@ -187,7 +188,8 @@ def report(run: Run) -> None:
     print(
         f"   429s answered while the sandbox itself ran late: {run.throttled_after_stall} "
         f"(its loop stalled >= {STALL_SECONDS * 1000:.0f} ms {run.sandbox_stalls[0]} times, "
-        f"longest {run.sandbox_stalls[1]:.0f} ms: the machine's load, not the pacing)"
+        f"longest {run.sandbox_stalls[1]:.0f} ms, {run.sandbox_stalls[2] / 1000:.1f} s late in "
+        "all: the machine's load, not the pacing)"
     )
     print(
         f"   duplicates: sandbox {run.sandbox_duplicates}, store {s.duplicates}; "

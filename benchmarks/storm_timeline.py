@@ -21,6 +21,9 @@ from redis.asyncio import Redis
 from shared.keys import provider_pacing
 from tests.support.sandbox import sandbox_stats
 
+STARTUP_S = 5.0  # the start and the discovery of the provider's rate
+BURST_429S = 3  # this many 429s in one second are a burst, not a probe
+LOSS_KINDS = ("start", "sandbox late", "429 burst", "steady")
 # An id no operation has: the sandbox then answers its counters without the 10,000-entry maps.
 _LIGHT = {"operation_id": "storm-timeline"}
 
@@ -34,6 +37,7 @@ class Row:
     cut_age: float  # seconds since the last cut (-1: none yet)
     live: int  # operations not yet terminal
     load: float
+    late_ms: float = 0.0  # how late the sandbox's own loop ran so far, in all (stalls.py)
 
 
 @dataclass
@@ -58,6 +62,7 @@ class Timeline:
                 cut_age=(now_ms - cut_at) / 1000 if cut_at else -1.0,
                 live=live,
                 load=load,
+                late_ms=float(stats.get("stalled_ms_total", 0)),
             )
         )
 
@@ -74,15 +79,41 @@ class Timeline:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), 1.0)
 
+    def losses(self, rate: float, startup_s: float = STARTUP_S) -> str:
+        """Where the drain lost time against a provider at ``rate``: the sends each second
+        fell short of it, summed by what that second was (the first seconds: the start and
+        the discovery of the rate; a second the sandbox ran late in; one with a burst of
+        429s; the rest), in seconds of the provider's rate. The last, partial second is
+        left out."""
+        lost = dict.fromkeys(LOSS_KINDS, 0.0)
+        previous = Row(0.0, 0, 0, 0.0, -1.0, 0, 0.0)
+        for row in self.rows[:-1]:
+            span = row.t - previous.t
+            short = max(0.0, rate * span - (row.sends - previous.sends)) / rate
+            if row.t <= startup_s:
+                kind = "start"
+            elif row.late_ms > previous.late_ms:
+                kind = "sandbox late"
+            elif row.throttled - previous.throttled >= BURST_429S:
+                kind = "429 burst"
+            else:
+                kind = "steady"
+            lost[kind] += short
+            previous = row
+        parts = ", ".join(f"{kind} {seconds:.1f} s" for kind, seconds in lost.items())
+        return f"time lost against {rate:g}/s: {parts} (sum {sum(lost.values()):.1f} s)"
+
     def lines(self) -> list[str]:
-        lines = ["timeline:   t  sends/s  429s  pacing rate  since cut  live  load"]
+        lines = ["timeline:   t  sends/s  429s  pacing rate  since cut  live  load  "
+                 "sandbox late ms"]
         previous = Row(0.0, 0, 0, 0.0, -1.0, 0, 0.0)
         for row in self.rows:
             span = max(row.t - previous.t, 1e-3)
             lines.append(
                 f"{row.t:>12.1f} {(row.sends - previous.sends) / span:>8.0f} "
                 f"{row.throttled - previous.throttled:>5} {row.rate:>12.1f} "
-                f"{row.cut_age:>10.1f} {row.live:>5} {row.load:>5.1f}"
+                f"{row.cut_age:>10.1f} {row.live:>5} {row.load:>5.1f} "
+                f"{row.late_ms - previous.late_ms:>16.0f}"
             )
             previous = row
         return lines

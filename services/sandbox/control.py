@@ -66,6 +66,7 @@ async def get_stats(request: web.Request) -> web.Response:
         in_flight=len(store.in_flight),
         loop_stalls_total=sandbox.stalls.stalls,
         longest_stall_ms=round(sandbox.stalls.longest * 1000, 1),
+        stalled_ms_total=round(sandbox.stalls.late * 1000),
     )
     return json_response(body)
 

@@ -29,6 +29,7 @@ class StallWatch:
         self._clock = clock
         self.stalls = 0
         self.longest = 0.0
+        self.late = 0.0  # seconds the loop ran late in all, over its stalls
         self._tick = clock()
         self._resumed = -1e9
 
@@ -39,6 +40,7 @@ class StallWatch:
         if late >= STALL_SECONDS:
             self.stalls += 1
             self.longest = max(self.longest, late)
+            self.late += late
             self._resumed = now
 
     def stalled_recently(self) -> bool:

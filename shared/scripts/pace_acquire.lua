@@ -28,7 +28,8 @@
 --   base, cut_at (ms): the rate set by the last cut and when; tat (ms); rate (last given);
 --   blocked_until (ms); hint, hint_until (ms): a cap from X-RateLimit-Remaining / -Reset;
 --   good: the settled rate; since (ms), accepted, refused: sends accepted and refused
---   since the last cut (pace_feedback measures the provider's rate from them)
+--   since the last cut (pace_feedback measures the provider's rate from them); peak: the
+--   rate the last cut left after a calm spell (0: none to return to)
 -- arg now: ms
 -- arg ceiling: sends/s
 -- arg burst: slots
@@ -41,13 +42,14 @@
 -- arg slot_rate: sends/s below which the climb runs per slot
 -- arg start_rate: sends/s of a fresh schedule, before any send was accepted (0: the
 --   ceiling at once)
+-- arg recover_ms: how long the way back to `peak` takes (none below slot_rate)
 --
 -- Returns {count, first (µs), rate*1000, blocked_until (ms), wait (ms)}:
 --   count >= 1: slots at first, first + 1/rate, ... (times before now mean "now");
 --   count = 0: no slot within the horizon, ask again in wait ms (then half a horizon is free).
 -- @request
 local f = redis.call("HMGET", pacing, "base", "cut_at", "tat", "blocked_until", "hint",
-  "hint_until", "good", "accepted", "rate")
+  "hint_until", "good", "accepted", "rate", "peak")
 local base, cut = tonumber(f[1] or ceiling), tonumber(f[2] or "0")
 local tat, blocked = tonumber(f[3] or now), tonumber(f[4] or "0")
 if not f[3] then redis.call("HSET", pacing, "since", now) end
@@ -66,6 +68,20 @@ end
 local good, since_cut = tonumber(f[7] or "0"), math.max(0, now - cut) / 1000
 local scale = math.min(1, math.max(good, base) / slot_rate)
 local rate = base * (1 + climb(since_cut * scale))
+-- After a cut near the provider's rate that followed a calm spell (`peak`: the rate cut
+-- from), back to it within recover_ms, fast at first and flat as it nears it (as TCP's
+-- CUBIC does), then the climb and probe beyond it. Not below slot_rate: a provider at
+-- 1/s with a burst of 1 refuses every send above its rate, and there the climb stays per
+-- slot.
+local peak = tonumber(f[10] or "0")
+if peak > base and recover_ms > 0 and scale >= 1 then
+  local back = recover_ms / 1000
+  if since_cut < back then
+    rate = math.max(rate, peak - (peak - base) * (1 - since_cut / back) ^ 3)
+  else
+    rate = math.max(rate, peak * (1 + climb(since_cut - back)))
+  end
+end
 -- Back to the settled rate at full speed once a send got through since the last cut (the
 -- provider is taking sends again); while none has, a probe per slot at the cut rate.
 local taken = tonumber(f[8] or "0") + accepted

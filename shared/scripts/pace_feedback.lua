@@ -43,6 +43,8 @@
 -- arg empty_cut: factor when nothing was accepted since the last cut (0..1)
 -- arg outage_share: the longest gap between probes, as a share of the time refused
 -- arg probe_gap_ms: probes never closer than this while the outage bound applies
+-- arg recover_ms: a cut near the provider's rate at least this long after the last one
+--   keeps the rate it cut from (`peak`), for pace_acquire's way back to it
 --
 -- Returns {rate*1000, blocked_until (ms), cut (1|0)}.
 -- @request
@@ -70,20 +72,22 @@ local function probing()
 end
 
 local function measured()
-  local new, good = rate * cut, nil
+  local new, good, peak = rate * cut, nil, 0
+  if recover_ms > 0 and now - cut_at >= recover_ms then peak = rate end
   if accepted_since <= 0 then
-    new = probing()
+    new, peak = probing(), 0
   elseif refused >= accepted_since then
+    peak = 0
     local seconds = (now - tonumber(f[5] or now)) / 1000
     new = math.min(new, settle * accepted_since / math.max(seconds, 1))
     -- Within a second of the last cut a count says little (one send taken in 0.2 s at
     -- 12/s): no more than halve; the first cut of a fresh schedule may go all the way.
     if cut_at > 0 and seconds < 1 then new = math.max(new, rate * empty_cut) end
   end
-  if advised_rate > 0 then new = math.min(new, settle * advised_rate) end
+  if advised_rate > 0 then new, peak = math.min(new, settle * advised_rate), 0 end
   new = math.max(floor, new)
   if accepted_since > 0 then good = new end
-  return new, good
+  return new, good, peak
 end
 
 if throttled then
@@ -92,10 +96,10 @@ if throttled then
   if stated and advised_rate <= 0 then
     -- a pause until the stated instant, not a cut
   elseif slot_ms >= cut_at + horizon_ms and rate > 0 then
-    local good
-    rate, good = measured()
+    local good, peak
+    rate, good, peak = measured()
     redis.call("HSET", pacing, "base", rate, "cut_at", now, "rate", rate, "since", now,
-      "accepted", 0, "refused", 0)
+      "accepted", 0, "refused", 0, "peak", peak)
     if good then redis.call("HSET", pacing, "good", good) end
     accepted_since, refused, did_cut = 0, 0, 1
   end

@@ -43,6 +43,10 @@ class Tuning:
     # 20 s, found a 90 s one up to 20 s late), at about 25 probes per e-fold of its length.
     outage_share: float = 0.04
     probe_gap_ms: int = 1000
+    # A cut near the provider's rate after a calm spell (no cut for this long) climbs back to
+    # the rate it was cut from within this time, fast at first and flat near it, then probes
+    # beyond it as before (0: no way back but the climb).
+    recover_ms: int = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +122,7 @@ class PaceAcquire(_Schedule, Request[Slots]):
     accepted: int = 0
     slot_rate: float = part_of("tuning")
     start_rate: float = part_of("tuning")
+    recover_ms: int = part_of("tuning")
 
     def decode(self, raw: Any) -> Slots:
         count, first_us, rate_milli, blocked, wait = (int(x) for x in raw)
@@ -138,6 +143,7 @@ class PaceFeedback(_Schedule, Request[Adjusted]):
     empty_cut: float = part_of("tuning")
     outage_share: float = part_of("tuning")
     probe_gap_ms: int = part_of("tuning")
+    recover_ms: int = part_of("tuning")
 
     def decode(self, raw: Any) -> Adjusted:
         return Adjusted(int(raw[0]) / 1000, int(raw[1]), bool(int(raw[2])))

@@ -20,7 +20,7 @@ def test_an_on_time_loop_has_no_stall() -> None:
     for _ in range(50):
         clock.now += TICK_SECONDS + 0.002  # a little late, as every timer is
         watch.tick()
-    assert (watch.stalls, watch.stalled_recently()) == (0, False)
+    assert (watch.stalls, watch.stalled_recently(), watch.late) == (0, False, 0.0)
 
 
 def test_a_late_tick_is_a_stall_and_the_requests_read_after_it_count_apart() -> None:
@@ -39,3 +39,15 @@ def test_a_late_tick_is_a_stall_and_the_requests_read_after_it_count_apart() -> 
         watch.tick()
     assert not watch.stalled_recently()
     assert watch.stalls == 1
+
+
+def test_the_time_late_adds_up_over_stalls_only() -> None:
+    """What the storm reports as "late in all": each stall's lateness, not the few ms every
+    on-time tick is behind."""
+    clock = FakeClock()
+    watch = StallWatch(clock)
+    for late in (STALL_SECONDS + 0.01, 0.002, STALL_SECONDS + 0.03):
+        clock.now += TICK_SECONDS + late
+        watch.tick()
+    assert watch.stalls == 2
+    assert abs(watch.late - (2 * STALL_SECONDS + 0.04)) < 1e-9

@@ -297,3 +297,75 @@ def test_one_429_among_many_accepted_sends_is_an_ordinary_cut(redis_server: Redi
 
     rate, after = run(redis_server, steps)
     assert after == pytest.approx(rate * TUNING.cut, rel=0.01)
+
+
+async def _calm_at(client: Redis, ceiling: float, calm_ms: int) -> tuple[int, float]:
+    """The slow start to ``ceiling``, every send taken, then ``calm_ms`` at it without a
+    429: (now, the rate given last)."""
+    at = NOW
+    for _ in range(8):
+        slots = await PaceAcquire(provider="prop", now=at, ceiling=ceiling, burst=5, want=1,
+                                  tuning=TUNING, accepted=1).run(client)  # fmt: skip
+        at += 10
+    for _ in range(calm_ms // 100):
+        slots = await _at(client, at, ceiling, accepted=int(ceiling / 10))
+        at += 100
+    return at, slots.rate
+
+
+async def _at(client: Redis, at: int, ceiling: float, accepted: int = 0) -> Slots:
+    return await PaceAcquire(provider="prop", now=at, ceiling=ceiling, burst=5, want=1,
+                             tuning=TUNING, accepted=accepted).run(client)  # fmt: skip
+
+
+def test_a_cut_after_a_calm_spell_is_back_at_the_rate_it_left_within_recover_ms(
+    redis_server: RedisServer,
+) -> None:
+    """At 200/s for two seconds, one 429 (a probe, or sends that reached the provider
+    bunched): the cut is a tenth, as before, but the rate is back at the 200/s it left
+    within recover_ms, fast at first (nearly half the way in a fifth of the time), where
+    the climb of 5 %/s took two seconds and more 429s pulled it lower each time."""
+
+    async def steps(client: Redis) -> tuple[float, float, float, float]:
+        at, before = await _calm_at(client, 200.0, 2000)
+        cut = (await _throttled(client, at, at - 1.0, accepted=20)).rate
+        early = (await _at(client, at + TUNING.recover_ms // 5, 200.0, accepted=1)).rate
+        back = (await _at(client, at + TUNING.recover_ms, 200.0, accepted=40)).rate
+        return before, cut, early, back
+
+    before, cut, early, back = run(redis_server, steps)
+    assert cut == pytest.approx(before * TUNING.cut, rel=0.01)
+    assert cut + 0.45 * (before - cut) < early < before
+    assert back == pytest.approx(before, rel=0.01)
+
+
+def test_429s_in_quick_succession_get_no_way_back(redis_server: RedisServer) -> None:
+    """The opposite failure: a provider far below the rate answers 429 again and again
+    (each one a horizon after the last cut). Only a cut after a calm spell keeps the rate
+    it left; here every cut stands and the rate climbs from it as before, so the way back
+    never carries the rate into the 429s it is leaving."""
+
+    async def steps(client: Redis) -> tuple[float, float, float]:
+        at, _ = await _calm_at(client, 200.0, 2000)
+        first = (await _throttled(client, at, at - 1.0, accepted=20)).rate
+        at += 2 * TUNING.horizon_ms
+        second = (await _throttled(client, at, at - 1.0, accepted=30)).rate
+        later = (await _at(client, at + TUNING.recover_ms, 200.0, accepted=1)).rate
+        return first, second, later
+
+    first, second, later = run(redis_server, steps)
+    assert second == pytest.approx(first * TUNING.cut, rel=0.02)
+    assert later <= second * (1 + TUNING.growth * TUNING.recover_ms / 1000) + 1e-6
+
+
+def test_below_the_slot_rate_a_cut_gets_no_way_back(redis_server: RedisServer) -> None:
+    """At 50/s (below slot_rate) a calm spell's cut climbs per slot as before: a provider
+    of a few sends a second with a burst of 1 refuses every send above its rate."""
+
+    async def steps(client: Redis) -> tuple[float, float]:
+        at, _ = await _calm_at(client, 50.0, 2000)
+        cut = (await _throttled(client, at, at - 1.0, accepted=5)).rate
+        return cut, (await _at(client, at + TUNING.recover_ms, 50.0, accepted=5)).rate
+
+    cut, later = run(redis_server, steps)
+    assert later <= cut * (1 + TUNING.growth * TUNING.recover_ms / 1000)

@@ -17,6 +17,7 @@ from benchmarks.storm_report import (
     ideal_seconds,
     sandbox_overrides,
 )
+from benchmarks.storm_timeline import Row, Timeline
 
 MEMORY_TARGET = 1.2 * 1024  # bytes per accepted operation with a one-attempt ledger
 
@@ -123,3 +124,22 @@ def test_one_key_retention_reaches_the_sandbox_and_the_services_only_when_set() 
     assert default.key_retention == KEY_RETENTION
     assert "idempotency_window_seconds" not in sandbox_overrides(drop, 100)
     assert retention_env(default) == {}
+
+
+def test_the_timeline_puts_each_short_second_where_it_belongs() -> None:
+    """A second short of the provider's rate is counted once, by what it was: the start, a
+    second the sandbox ran late in (even with 429s in it), a burst of 429s, or steady; a
+    second at the rate, and the last (partial) one, cost nothing."""
+    rows = [
+        Row(1.0, 100, 5, 300.0, 0.1, 1000, 1.0),  # start: 100 short
+        Row(6.0, 1100, 5, 200.0, 4.0, 900, 1.0),  # at the rate through t = 6
+        Row(7.0, 1240, 9, 180.0, 0.1, 800, 1.0, late_ms=80.0),  # late: 60 short
+        Row(8.0, 1360, 13, 170.0, 0.5, 700, 1.0, late_ms=80.0),  # a burst: 80 short
+        Row(9.0, 1540, 14, 190.0, 0.9, 600, 1.0, late_ms=80.0),  # steady: 20 short
+        Row(9.5, 1550, 14, 190.0, 1.4, 0, 1.0, late_ms=80.0),  # the partial last second
+    ]
+    timeline = Timeline(None, "", "http", "POST /email/send", rows)  # type: ignore[arg-type]
+    assert timeline.losses(200.0) == (
+        "time lost against 200/s: start 0.5 s, sandbox late 0.3 s, 429 burst 0.4 s, "
+        "steady 0.1 s (sum 1.3 s)"
+    )
