@@ -66,7 +66,7 @@ from shared.providers.base import (
     undocumented_refusal,
     undocumented_success,
 )
-from shared.providers.sendgrid import retry_in
+from shared.rate_signal import retry_in
 from shared.retry_after import Source
 
 SUCCESS = frozenset({200})

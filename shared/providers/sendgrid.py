@@ -27,14 +27,13 @@ a paid add-on with delayed indexing): an ambiguous send waits for the event wind
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import replace
 from typing import Any
 
 import aiohttp
 
-from shared import codec, rate_signal
+from shared import codec
 from shared.from_address import parse as parse_from
 from shared.model import Outcome
 from shared.providers.base import (
@@ -56,6 +55,7 @@ from shared.providers.base import (
     undocumented_refusal,
     undocumented_success,
 )
+from shared.rate_signal import retry_in
 
 SUCCESS = frozenset({202})
 CAPABILITIES = Capabilities(
@@ -96,13 +96,6 @@ def body(operation_id: str, message: Message) -> dict[str, Any]:
     if message.get("html"):
         content.append({"type": "text/html", "value": message["html"]})
     return {**shaped, "subject": message["subject"], "content": content}
-
-
-def retry_in(reset: str | None, now: float) -> str | None:
-    """X-RateLimit-Reset (epoch seconds) as a Retry-After delay, or None when unusable
-    (parsed as every provider number is: "-inf", "nan" or "1e308" never raise)."""
-    at = rate_signal.number(reset, now + rate_signal.MAX_RESET_SECONDS)
-    return None if at is None else str(max(0, math.ceil(at - now)))
 
 
 def send_result(answer: Answer, now: float) -> SendResult:
