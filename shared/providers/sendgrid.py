@@ -55,6 +55,7 @@ from shared.providers.base import (
     undocumented_refusal,
     undocumented_success,
 )
+from shared.providers.kind import Kind, ProviderConfig
 from shared.rate_signal import retry_in
 
 SUCCESS = frozenset({202})
@@ -191,3 +192,18 @@ class SendGridProvider:
 
     async def max_send_rate(self) -> float | None:
         return None
+
+
+def _adapter(config: ProviderConfig, session: aiohttp.ClientSession) -> SendGridProvider:
+    return SendGridProvider(session, config.url, config.api_key, name=config.name,
+                            **config.timeouts)  # fmt: skip
+
+
+KIND = Kind(
+    "sendgrid", _adapter, lambda _: CAPABILITIES,
+    settings=("sendgrid_webhook_public_key",),
+    event_credential="SENDGRID_WEBHOOK_PUBLIC_KEY",
+    sandbox_dialect="services.sandbox.dialects.sendgrid",
+    inbound_decoder="services.poller.inbound.sendgrid",
+    vendor="Twilio SendGrid",
+)  # fmt: skip
