@@ -23,9 +23,9 @@ def found_in(package: ModuleType) -> dict[str, Kind]:
     found: dict[str, Kind] = {}
     for module in pkgutil.iter_modules(package.__path__):
         loaded = importlib.import_module(f"{package.__name__}.{module.name}")
-        entry = getattr(loaded, "KIND", None)
-        if isinstance(entry, Kind):
-            found[entry.name] = entry
+        declared = getattr(loaded, "KIND", None)
+        if isinstance(declared, Kind):
+            found[declared.name] = declared
     return found
 
 
