@@ -69,7 +69,7 @@ from benchmarks.storm_timeline import Timeline
 from services.ctl.embedded import RedisServer, free_port
 from services.sandbox.dialects import DIALECTS
 from shared import keys
-from shared.providers.factory import keyless
+from shared.providers.registry import keyless
 from shared.settings import KINDS, PolicySettings
 from tests.support.otlp import OtlpReceiver
 from tests.support.processes import Processes, ServiceProcess

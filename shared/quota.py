@@ -17,11 +17,10 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from shared import codec, keys
+from shared.providers.base import QUOTA_EXCEEDED as QUOTA_EXCEEDED
 from shared.redis import RedisClient
 from shared.scripts.pacing import QuotaTake, Taken
 
-# The reason of a throttle that says the daily quota is used up (not the send rate).
-QUOTA_EXCEEDED = "daily_quota_exceeded"
 RECHECK_MS = 600_000  # AWS: wait "up to 10 minutes", then retry
 SLICES = 96  # a window counted in 96 slices: 15 minutes of a day
 

@@ -56,6 +56,14 @@ def reset_epoch(value: str | None, now: float) -> float | None:
     return reset
 
 
+def retry_in(reset: str | None, now: float) -> str | None:
+    """An epoch ``X-RateLimit-Reset`` (SendGrid, Mailgun) as a Retry-After delay in whole
+    seconds, or None when unusable (parsed as every provider number is: "-inf", "nan" or
+    "1e308" never raise)."""
+    at = number(reset, now + MAX_RESET_SECONDS)
+    return None if at is None else str(max(0, math.ceil(at - now)))
+
+
 def from_headers(headers: Mapping[str, str], now: float) -> RateSignal | None:
     """The ``X-RateLimit-*`` headers of one answer, or None when it carries none usable."""
     limit = number(headers.get("X-RateLimit-Limit"), MAX_COUNT)

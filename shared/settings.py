@@ -11,6 +11,7 @@ import os
 import re
 import socket
 import sys
+from collections.abc import Mapping
 from typing import Any, Literal, TypeVar, cast, get_args
 from urllib.parse import urlsplit
 
@@ -339,6 +340,11 @@ KEY_KINDS = frozenset({"http", "sendgrid", "postmark", "mailgun"})
 PROVIDERS_VARIABLE = f"{ENV_PREFIX}PROVIDERS"
 
 
+def providers_listed(environ: Mapping[str, str] | None = None) -> str:
+    """``RESETGATE_PROVIDERS`` as set ("": one provider, the single-provider settings)."""
+    return (os.environ if environ is None else environ).get(PROVIDERS_VARIABLE, "").strip()
+
+
 def provider_prefix(name: str) -> str:
     """The prefix of a configured name's own variables (``RESETGATE_PROVIDER_PRIMARY_``)."""
     return f"{ENV_PREFIX}PROVIDER_{name.upper()}_"
@@ -401,9 +407,21 @@ class ProviderAccount(_Env):
             return SANDBOX_URL
         return value
 
+    @classmethod
+    def declared_kind(cls) -> str:
+        """The kind as set, read without checking the rest of the account (on-call's views
+        show the kind of an account that does not load)."""
+        default = str(cls.model_fields["provider_kind"].default)
+        return os.environ.get(cls.variable("provider_kind"), default)
+
+    @property
+    def ses_region(self) -> str:
+        """The region the AWS SDKs read: AWS_REGION, else AWS_DEFAULT_REGION ("": neither)."""
+        return os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or ""
+
     @model_validator(mode="after")
     def _account_complete(self) -> ProviderAccount:
-        if not self.listed() and os.environ.get(PROVIDERS_VARIABLE, "").strip():
+        if not self.listed() and providers_listed():
             return self  # several named providers: each name's own account is checked
         missing = self._missing()
         if missing:
@@ -419,29 +437,17 @@ class ProviderAccount(_Env):
             return f"{variable('provider_api_key')}: required for kind {kind}"
         if kind == "mailgun" and not self.mailgun_domain:
             return f"{variable('mailgun_domain')}: required for kind mailgun"
-        if kind == "ses" and not (
-            os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
-        ):
+        if kind == "ses" and not self.ses_region:
             return "AWS_REGION: required for kind ses (or AWS_DEFAULT_REGION)"
         if not self.provider_url and kind != "ses":  # SES alone has a default endpoint
             return f"{variable('provider_url')}: required for kind {kind}"
         return ""
 
 
-# The variable that turns each kind's pushed events on (the poller's InboundSettings; the
-# preflight asks whether it is set).
-EVENT_CREDENTIAL = {
-    "sendgrid": "SENDGRID_WEBHOOK_PUBLIC_KEY",
-    "mailgun": "MAILGUN_WEBHOOK_SIGNING_KEY",
-    "postmark": "POSTMARK_WEBHOOK_PASSWORD",
-    "ses": "SES_QUEUE_URL",
-}
-
-
 class ProviderSettings(CommonSettings, ProviderAccount):
     """The provider settings of a process (the sender, the poller): the single provider's
     account (``RESETGATE_PROVIDERS`` names more, ``shared.providers.named``) and what every
-    provider it talks to shares. ``shared.providers.factory.ProviderConfig`` is what an
+    provider it talks to shares. ``shared.providers.kind.ProviderConfig`` is what an
     adapter is built from.
     """
 

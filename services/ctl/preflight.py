@@ -18,11 +18,11 @@ import aiohttp
 
 from shared.preflight import Check, failing
 from shared.preflight.run import run
-from shared.providers.factory import open_provider
-from shared.providers.named import NamedProvider, load_or_exit, provider_names
+from shared.providers.kind import ProviderConfig
+from shared.providers.named import load_or_exit, provider_names
+from shared.providers.registry import EVENT_CREDENTIAL, open_provider
 from shared.settings import (
     ENV_PREFIX,
-    EVENT_CREDENTIAL,
     EmailSettings,
     ProviderSettings,
     load,
@@ -46,7 +46,7 @@ def check_command(args: argparse.Namespace) -> int:
     settings = load(PreflightSettings)
     configured = load_or_exit(settings)
     if args.provider:
-        configured = [p for p in configured if p.config.name == args.provider]
+        configured = [p for p in configured if p.name == args.provider]
         if not configured:
             print(f"no configured provider {args.provider!r}", file=sys.stderr)
             return 2
@@ -60,16 +60,16 @@ def check_command(args: argparse.Namespace) -> int:
 
 
 async def check_all(
-    settings: PreflightSettings, configured: Sequence[NamedProvider]
+    settings: PreflightSettings, configured: Sequence[ProviderConfig]
 ) -> list[Check]:
     found: list[Check] = []
     several = bool(provider_names())
     timeout = aiohttp.ClientTimeout(total=settings.total_timeout_seconds * 4)
     async with aiohttp.ClientSession(timeout=timeout) as session:
-        for named in configured:
-            events = _events(named.config.name, several)
-            async with open_provider(named.config, session) as provider:
-                found += await run(named.config, provider, session, settings, events)
+        for config in configured:
+            events = _events(config.name, several)
+            async with open_provider(config, session) as provider:
+                found += await run(config, provider, session, settings, events)
     return found
 
 

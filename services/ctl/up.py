@@ -33,7 +33,7 @@ from services.ctl.ports import (
     port_layout,
     requested_port,
 )
-from shared.providers.factory import keyless
+from shared.providers.registry import keyless
 
 SERVICES = ("admission", "sender", "poller", "router")
 # Provider kinds the local sandbox can stand in for (SES has moto; see docs/providers.md).

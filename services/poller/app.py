@@ -31,8 +31,9 @@ from shared import metrics, service
 from shared.logging import event
 from shared.loops import ERRORS, named, named_loop, resilient
 from shared.providers.base import Provider
-from shared.providers.factory import open_provider
-from shared.providers.named import NamedProvider, ProviderConfigError, load_or_exit
+from shared.providers.kind import ProviderConfig
+from shared.providers.named import ProviderConfigError, load_or_exit
+from shared.providers.registry import open_provider
 from shared.redis import RedisClient, ping
 from shared.scripts.observation import Lease
 
@@ -124,7 +125,7 @@ class Poller:
 
 def build_poller(
     settings: PollerSettings, client: RedisClient, providers: Sequence[Provider],
-    configured: Sequence[NamedProvider],
+    configured: Sequence[ProviderConfig],
 ) -> Poller:  # fmt: skip
     """One :class:`PolledProvider` per provider in ``providers`` (the first listed first).
     ``configured``: their settings, for the pushed-event sources of each name
@@ -212,13 +213,13 @@ async def wire(settings: PollerSettings, client: RedisClient) -> AsyncIterator[s
 
 async def open_all(
     stack: contextlib.AsyncExitStack, session: aiohttp.ClientSession,
-    configured: Sequence[NamedProvider],
+    configured: Sequence[ProviderConfig],
 ) -> list[Provider]:  # fmt: skip
     """Every configured provider's adapter, the first listed first; ``stack`` closes them."""
-    return [await stack.enter_async_context(open_provider(n.config, session)) for n in configured]
+    return [await stack.enter_async_context(open_provider(c, session)) for c in configured]
 
 
-def check(settings: PollerSettings) -> list[NamedProvider]:
+def check(settings: PollerSettings) -> list[ProviderConfig]:
     """The configured providers and their pushed-event sources, or exit naming the variable."""
     configured = load_or_exit(settings)
     try:

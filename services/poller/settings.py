@@ -11,8 +11,8 @@ from cryptography.hazmat.primitives.serialization import load_der_public_key
 from pydantic import Field, SecretStr, field_validator
 
 from shared.clock import to_ms
+from shared.providers.registry import EVENT_CREDENTIAL
 from shared.settings import (
-    EVENT_CREDENTIAL,
     METRICS_PORTS,
     ConsumerSettings,
     PolicySettings,
@@ -56,20 +56,20 @@ class InboundSettings(_Env):
 
     def credentials(self) -> dict[str, str]:
         """kind -> the variable (without prefix) that configures it, for each kind set."""
-        found = {
-            "sendgrid": self.sendgrid_webhook_public_key,
-            "mailgun": self.mailgun_webhook_signing_key.get_secret_value(),
-            "postmark": self.postmark_webhook_password.get_secret_value(),
-            "ses": self.ses_queue_url,
-        }
-        return {kind: CREDENTIAL[kind] for kind, value in found.items() if value}
+        return {kind: variable for kind, variable in CREDENTIAL.items()
+                if _set(getattr(self, variable.lower()))}  # fmt: skip
 
     def fields(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in InboundSettings.model_fields}
 
 
-# The variable that turns each kind's source on (the others refine it).
+# The variable that turns each kind's source on (the others refine it): each kind's
+# registry entry names it, a field of InboundSettings.
 CREDENTIAL = EVENT_CREDENTIAL
+
+
+def _set(value: str | SecretStr) -> bool:
+    return bool(value.get_secret_value() if isinstance(value, SecretStr) else value)
 
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network

@@ -24,8 +24,9 @@ from shared.emails.compose import Hosted, Mailer, hosted_problem
 from shared.fastredis import fast_client
 from shared.loops import named
 from shared.providers.base import Provider
-from shared.providers.factory import ProviderConfig, open_provider
-from shared.providers.named import NamedProvider, load_or_exit, provider_names, variable
+from shared.providers.kind import ProviderConfig
+from shared.providers.named import load_or_exit, provider_names, variable
+from shared.providers.registry import open_provider
 from shared.quota import HasDailyQuota, publish, quota_for
 from shared.redis import RedisClient, ping, until_done
 from shared.redis_policy import (
@@ -42,9 +43,9 @@ SERVICE = "sender"
 
 @dataclass(frozen=True, slots=True)
 class Opened:
-    """One named provider with its adapter open (``RESETGATE_PROVIDERS``)."""
+    """One configured provider with its adapter open (``RESETGATE_PROVIDERS``)."""
 
-    named: NamedProvider
+    config: ProviderConfig
     provider: Provider
     provider_rate: float | None  # the account's maximum send rate, where the provider says
     daily_quota: float | None = None  # sends per 24 h, where the provider says (SES)
@@ -69,10 +70,10 @@ def build_sender(
     runners = [
         AttemptRunner(
             settings, client, o.provider, directory, keys,
-            _pacer(settings, client, o.named.config.name, o.named.max_rate, o.provider_rate),
-            mailer, name=o.named.config.name, api_key=o.named.config.api_key,
-            hosted=hosted(o.named.config, settings.default_locale), replicas=replicas,
-            quota=quota_for(o.named.config.name, o.daily_quota, settings.provider_daily_quota,
+            _pacer(settings, client, o.config.name, o.config.max_rate, o.provider_rate),
+            mailer, name=o.config.name, api_key=o.config.api_key,
+            hosted=hosted(o.config, settings.default_locale), replicas=replicas,
+            quota=quota_for(o.config.name, o.daily_quota, settings.provider_daily_quota,
                             settings.quota_window_ms),
         )
         for o in opened
@@ -152,7 +153,7 @@ async def wire(settings: SenderSettings, client: RedisClient) -> AsyncIterator[s
         await until_done(lambda: publish_quotas(client, sender), "daily quotas")
         loops = workers(sender)
         if settings.provider_check_interval_seconds:
-            checked = [(o.named.config, o.provider) for o in opened]
+            checked = [(o.config, o.provider) for o in opened]
             loops.append(preflight_loop(client, session, settings, checked,
                                         settings.provider_check_interval_seconds))  # fmt: skip
         yield service.Wiring(loops, readiness(sender, client))
@@ -167,12 +168,12 @@ async def publish_quotas(client: RedisClient, sender: Sender) -> None:
 async def open_all(
     stack: contextlib.AsyncExitStack,
     session: aiohttp.ClientSession,
-    providers: Sequence[NamedProvider],
+    providers: Sequence[ProviderConfig],
 ) -> list[Opened]:
     """Open every configured provider's adapter; ``stack`` closes them."""
     opened = []
     for configured in providers:
-        provider = await stack.enter_async_context(open_provider(configured.config, session))
+        provider = await stack.enter_async_context(open_provider(configured, session))
         daily = await provider.daily_quota() if isinstance(provider, HasDailyQuota) else None
         opened.append(Opened(configured, provider, await provider.max_send_rate(), daily))
     return opened
@@ -182,7 +183,7 @@ async def durable_enough_or_exit(
     client: RedisClient, opened: Sequence[Opened], settings: SenderSettings
 ) -> None:
     """Stop with one line when Redis may lose the attempt a keyless provider relies on."""
-    keyless = {o.named.config.name: o.named.config.kind for o in opened
+    keyless = {o.config.name: o.config.kind for o in opened
                if not o.provider.capabilities.native_key}  # fmt: skip
     try:
         await check_keyless_durability(client, keyless, settings.keyless_require_fsync_always)
@@ -200,11 +201,10 @@ def checked(settings: SenderSettings) -> None:
     check.load_or_exit(settings)
 
 
-def hosted_or_exit(providers: Sequence[NamedProvider]) -> None:
+def hosted_or_exit(providers: Sequence[ProviderConfig]) -> None:
     """Stop with one line when a provider-hosted template setting cannot work."""
     several = bool(provider_names())
-    for configured in providers:
-        config = configured.config
+    for config in providers:
         name = variable(config.name, "TEMPLATE") if several else f"{ENV_PREFIX}PROVIDER_TEMPLATE"
         problem = hosted_problem(config.kind, config.template, name) if config.template else ""
         if problem:

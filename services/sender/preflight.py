@@ -21,7 +21,7 @@ from shared.preflight import failing
 from shared.preflight.run import run
 from shared.preflight.store import publish, save
 from shared.providers.base import Provider
-from shared.providers.factory import ProviderConfig
+from shared.providers.kind import ProviderConfig
 from shared.redis import RedisClient
 from shared.service import Worker
 from shared.settings import EmailSettings

@@ -5,8 +5,8 @@ Limits, from the providers' documentation:
 - subject: Postmark takes at most 2,000 UTF-16 code units
   (https://postmarkapp.com/support/article/subject-line-and-from-address-character-limits),
   the smallest of the four; one line (a line break would end the header).
-- HTML part: the smallest message size any adapter declares (``Capabilities``; Postmark's
-  10 MB, https://postmarkapp.com/developer/api/email-api).
+- HTML part: the smallest message size any provider's documentation declares (each kind's
+  ``Capabilities``; Postmark's 10 MB, https://postmarkapp.com/developer/api/email-api).
 """
 
 from __future__ import annotations
@@ -18,13 +18,11 @@ from html import escape
 from shared.emails.compose import Mailer, reset_link, templates_for
 from shared.emails.files import Choice, TemplateError
 from shared.from_address import FromError, settings_problems
-from shared.providers import mailgun, postmark, sendgrid, ses
+from shared.providers.registry import KINDS
 from shared.settings import EmailSettings
 
 SUBJECT_MAX_UTF16 = 2000
-HTML_MAX_BYTES = min(c.max_message_bytes for c in (
-    sendgrid.CAPABILITIES, postmark.capabilities(0), mailgun.capabilities(0), ses.CAPABILITIES,
-))  # fmt: skip
+HTML_MAX_BYTES = min(k.max_message_bytes for k in KINDS.values() if k.vendor)
 SAMPLE_OPERATION = "op-0-01SAMPLE0000000000000000"
 SAMPLE_TOKEN = "SAMPLEtoken0123456789abcdef"  # noqa: S105  # not a secret: no key signs it
 _HOUR_MS = 3_600_000

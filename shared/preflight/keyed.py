@@ -25,7 +25,7 @@ from shared import codec
 from shared.from_address import FromAddress
 from shared.preflight import Check, Status
 from shared.providers.base import Answer, Http, ProviderUnavailable
-from shared.providers.factory import ProviderConfig
+from shared.providers.kind import ProviderConfig
 
 MAILGUN_REGIONS = {"us": "https://api.mailgun.net", "eu": "https://api.eu.mailgun.net"}
 

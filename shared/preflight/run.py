@@ -10,7 +10,7 @@ from shared.from_address import FromAddress, FromError, configured, parse
 from shared.preflight import Check, Status, keyed
 from shared.preflight import ses as ses_checks
 from shared.providers.base import Http, Provider
-from shared.providers.factory import ProviderConfig
+from shared.providers.kind import ProviderConfig
 from shared.providers.ses import SesProvider
 from shared.settings import EmailSettings
 

@@ -26,6 +26,9 @@ from shared.model import Outcome
 from shared.rate_signal import RateSignal, from_headers
 
 MAX_BODY = 64 * 1024
+# The reason of a throttle that says the daily quota is used up (not the send rate): the
+# sender waits the window out (shared.quota). Here, so an adapter needs no Redis client.
+QUOTA_EXCEEDED = "daily_quota_exceeded"
 # The generic message the sender renders; each adapter maps it onto its provider's shape.
 Message = dict[str, Any]
 

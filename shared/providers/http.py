@@ -35,6 +35,7 @@ from shared.providers.base import (
     undocumented_refusal,
     undocumented_success,
 )
+from shared.providers.kind import Kind, ProviderConfig
 
 # docs/provider-contract.md: 422 refuses the recipient; 400, 404, 413 our request or endpoint.
 _RECIPIENT = 422
@@ -163,3 +164,17 @@ class HttpProvider:
 
     async def max_send_rate(self) -> float | None:
         return None  # the contract has no account-quota route
+
+
+def _adapter(config: ProviderConfig, session: aiohttp.ClientSession) -> HttpProvider:
+    return HttpProvider(session, config.url, config.api_key, name=config.name,
+                        key_retention_seconds=config.key_retention_seconds,
+                        **config.timeouts)  # fmt: skip
+
+
+# The sandbox's own routes speak the contract (services/sandbox/provider.py) and the poller
+# reads its feed (services/poller/feed.py): no dialect, no pushed events.
+KIND = Kind(
+    "http", _adapter, lambda config: capabilities(config.key_retention_seconds),
+    settings=("idempotency_window_seconds",),
+)

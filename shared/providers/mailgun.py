@@ -66,7 +66,8 @@ from shared.providers.base import (
     undocumented_refusal,
     undocumented_success,
 )
-from shared.providers.sendgrid import retry_in
+from shared.providers.kind import Kind, ProviderConfig
+from shared.rate_signal import retry_in
 from shared.retry_after import Source
 
 SUCCESS = frozenset({200})
@@ -308,3 +309,24 @@ class MailgunProvider:
 
     async def max_send_rate(self) -> float | None:
         return None
+
+
+def _settle(config: ProviderConfig) -> float:
+    # Mailgun's events are complete only after their documented delay.
+    return max(config.settle_seconds, config.mailgun_events_delay_seconds)
+
+
+def _adapter(config: ProviderConfig, session: aiohttp.ClientSession) -> MailgunProvider:
+    return MailgunProvider(session, config.url, config.api_key, config.mailgun_domain,
+                           name=config.name, settle_seconds=_settle(config),
+                           **config.timeouts)  # fmt: skip
+
+
+KIND = Kind(
+    "mailgun", _adapter, lambda config: capabilities(_settle(config)),
+    settings=("mailgun_domain", "mailgun_events_delay_seconds", "mailgun_webhook_signing_key"),
+    event_credential="MAILGUN_WEBHOOK_SIGNING_KEY",
+    sandbox_dialect="services.sandbox.dialects.mailgun",
+    inbound_decoder="services.poller.inbound.mailgun",
+    vendor="Mailgun",
+)  # fmt: skip

@@ -12,19 +12,18 @@ Timeouts and the lookup settle time stay process-wide.
 
 from __future__ import annotations
 
-import os
 import re
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
 
-from shared.providers.factory import ProviderConfig
+from shared.providers.kind import ProviderConfig
 from shared.settings import (
     PROVIDER_NAME,
     PROVIDERS_VARIABLE,
     ProviderAccount,
     ProviderSettings,
     provider_prefix,
+    providers_listed,
 )
 
 LIST_VARIABLE = PROVIDERS_VARIABLE
@@ -38,20 +37,13 @@ class ProviderConfigError(ValueError):
     """One line naming the variable that is wrong and what to do about it."""
 
 
-@dataclass(frozen=True, slots=True)
-class NamedProvider:
-    config: ProviderConfig
-    max_rate: float | None  # sends/s ceiling; None: the process-wide RESETGATE_PROVIDER_MAX_RATE
-
-
 def variable(name: str, suffix: str) -> str:
     return f"{provider_prefix(name)}{suffix}"
 
 
 def provider_names(environ: Mapping[str, str] | None = None, fallback: str = "") -> list[str]:
     """The configured names in order (the first serves every partition by default)."""
-    env = os.environ if environ is None else environ
-    raw = env.get(LIST_VARIABLE, "").strip()
+    raw = providers_listed(environ)
     if not raw:
         return [fallback] if fallback else []
     names = [n.strip() for n in raw.split(",")]
@@ -69,10 +61,8 @@ def provider_kinds(fallback: str) -> dict[str, str]:
     """Each configured name and its kind, for on-call's views: a name whose account does not
     load says so instead of a kind (the services refuse to start on it)."""
     names = provider_names(fallback=fallback)
-    if not os.environ.get(LIST_VARIABLE, "").strip():
-        variable_name = ProviderAccount.variable("provider_kind")
-        default = str(ProviderAccount.model_fields["provider_kind"].default)
-        return {name: os.environ.get(variable_name, default) for name in names}
+    if not providers_listed():
+        return dict.fromkeys(names, ProviderAccount.declared_kind())
     kinds = {}
     for name in names:
         try:
@@ -82,16 +72,16 @@ def provider_kinds(fallback: str) -> dict[str, str]:
     return kinds
 
 
-def load_providers(settings: ProviderSettings) -> list[NamedProvider]:
+def load_providers(settings: ProviderSettings) -> list[ProviderConfig]:
     """Every configured provider, the default one first: each listed name's account, or the
     single provider's (``settings``, checked when it was loaded)."""
     names = provider_names()
     if not names:
-        return [NamedProvider(ProviderConfig.of(settings.provider_name, settings, settings), None)]
+        return [ProviderConfig.of(settings.provider_name, settings, settings)]
     return [_named(name, settings) for name in names]
 
 
-def load_or_exit(settings: ProviderSettings) -> list[NamedProvider]:
+def load_or_exit(settings: ProviderSettings) -> list[ProviderConfig]:
     """The configured providers, or stop the process with one line naming the variable."""
     try:
         return load_providers(settings)
@@ -100,7 +90,7 @@ def load_or_exit(settings: ProviderSettings) -> list[NamedProvider]:
         raise SystemExit(2) from None
 
 
-def _named(name: str, settings: ProviderSettings) -> NamedProvider:
+def _named(name: str, settings: ProviderSettings) -> ProviderConfig:
     try:
         account = ProviderAccount.of(name)
     except ValueError as error:
@@ -110,4 +100,4 @@ def _named(name: str, settings: ProviderSettings) -> NamedProvider:
         update={field: getattr(settings, field) for field in INHERITED if field not in given}
     )
     rate = account.provider_max_rate if "provider_max_rate" in given else None
-    return NamedProvider(ProviderConfig.of(name, account, settings), rate)
+    return ProviderConfig.of(name, account, settings, rate)

@@ -61,6 +61,7 @@ from shared.providers.base import (
     undocumented_refusal,
     undocumented_success,
 )
+from shared.providers.kind import Kind, ProviderConfig
 
 SUCCESS = frozenset({200})
 RETENTION_SECONDS = 45 * 86400
@@ -249,3 +250,19 @@ class PostmarkProvider:
 
     async def max_send_rate(self) -> float | None:
         return None
+
+
+def _adapter(config: ProviderConfig, session: aiohttp.ClientSession) -> PostmarkProvider:
+    return PostmarkProvider(session, config.url, config.api_key, name=config.name,
+                            settle_seconds=config.settle_seconds, **config.timeouts)  # fmt: skip
+
+
+KIND = Kind(
+    "postmark", _adapter, lambda config: capabilities(config.settle_seconds),
+    settings=("postmark_webhook_username", "postmark_webhook_password",
+              "postmark_webhook_networks"),
+    event_credential="POSTMARK_WEBHOOK_PASSWORD",
+    sandbox_dialect="services.sandbox.dialects.postmark",
+    inbound_decoder="services.poller.inbound.postmark",
+    vendor="Postmark",
+)  # fmt: skip

@@ -27,14 +27,13 @@ a paid add-on with delayed indexing): an ambiguous send waits for the event wind
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import replace
 from typing import Any
 
 import aiohttp
 
-from shared import codec, rate_signal
+from shared import codec
 from shared.from_address import parse as parse_from
 from shared.model import Outcome
 from shared.providers.base import (
@@ -56,6 +55,8 @@ from shared.providers.base import (
     undocumented_refusal,
     undocumented_success,
 )
+from shared.providers.kind import Kind, ProviderConfig
+from shared.rate_signal import retry_in
 
 SUCCESS = frozenset({202})
 CAPABILITIES = Capabilities(
@@ -96,13 +97,6 @@ def body(operation_id: str, message: Message) -> dict[str, Any]:
     if message.get("html"):
         content.append({"type": "text/html", "value": message["html"]})
     return {**shaped, "subject": message["subject"], "content": content}
-
-
-def retry_in(reset: str | None, now: float) -> str | None:
-    """X-RateLimit-Reset (epoch seconds) as a Retry-After delay, or None when unusable
-    (parsed as every provider number is: "-inf", "nan" or "1e308" never raise)."""
-    at = rate_signal.number(reset, now + rate_signal.MAX_RESET_SECONDS)
-    return None if at is None else str(max(0, math.ceil(at - now)))
 
 
 def send_result(answer: Answer, now: float) -> SendResult:
@@ -198,3 +192,18 @@ class SendGridProvider:
 
     async def max_send_rate(self) -> float | None:
         return None
+
+
+def _adapter(config: ProviderConfig, session: aiohttp.ClientSession) -> SendGridProvider:
+    return SendGridProvider(session, config.url, config.api_key, name=config.name,
+                            **config.timeouts)  # fmt: skip
+
+
+KIND = Kind(
+    "sendgrid", _adapter, lambda _: CAPABILITIES,
+    settings=("sendgrid_webhook_public_key",),
+    event_credential="SENDGRID_WEBHOOK_PUBLIC_KEY",
+    sandbox_dialect="services.sandbox.dialects.sendgrid",
+    inbound_decoder="services.poller.inbound.sendgrid",
+    vendor="Twilio SendGrid",
+)  # fmt: skip

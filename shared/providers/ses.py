@@ -54,6 +54,7 @@ from shared.from_address import parse as parse_from
 from shared.logging import event
 from shared.model import Outcome
 from shared.providers.base import (
+    QUOTA_EXCEEDED,
     Capabilities,
     EventModel,
     LookupResult,
@@ -65,7 +66,8 @@ from shared.providers.base import (
     recipient_refused,
     undocumented_refusal,
 )
-from shared.quota import QUOTA_EXCEEDED
+from shared.providers.kind import Kind, ProviderConfig
+from shared.settings import SANDBOX_URL
 
 log = logging.getLogger(__name__)
 CAPABILITIES = Capabilities(
@@ -299,3 +301,22 @@ class SesProvider:
                 if math.isfinite(value) and value > 0:
                     return value
         return None
+
+
+def _adapter(config: ProviderConfig, _session: object) -> SesProvider:
+    # The http default points at the local sandbox, which SES never is.
+    endpoint = "" if config.url.rstrip("/") == SANDBOX_URL else config.url
+    return SesProvider(config.ses_region, endpoint, name=config.name,
+                       configuration_set=config.ses_configuration_set,
+                       **config.timeouts)  # fmt: skip
+
+
+# The sandbox has no SES dialect: tests run moto's server (tests/support/moto_server.py).
+# Events arrive on a queue (SNS -> SQS), decoded by the poller's SES module.
+KIND = Kind(
+    "ses", _adapter, lambda _: CAPABILITIES,
+    settings=("ses_configuration_set", "ses_region", "ses_queue_url"),
+    event_credential="SES_QUEUE_URL",
+    inbound_decoder="services.poller.inbound.ses",
+    vendor="Amazon SES",
+)

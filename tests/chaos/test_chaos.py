@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.providers.factory import keyless
+from shared.providers.registry import keyless
 from tests.chaos import run
 from tests.chaos.crashable_redis import Crash, volatile_cache
 from tests.chaos.stack import PROVIDER_KIND

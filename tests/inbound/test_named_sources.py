@@ -26,7 +26,8 @@ from shared import codec
 from shared.keys import PartitionKeys
 from shared.model import Delivery
 from shared.operations import load_operation
-from shared.providers.named import NamedProvider, ProviderConfigError, load_providers
+from shared.providers.kind import ProviderConfig
+from shared.providers.named import ProviderConfigError, load_providers
 from tests.inbound.providers import SendGridSigner, sendgrid_event
 from tests.inbound.test_ingest import operation
 
@@ -43,7 +44,7 @@ def named_env(**extra: str) -> dict[str, str]:
 
 
 @pytest.fixture
-def two_accounts(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[NamedProvider]]:
+def two_accounts(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[ProviderConfig]]:
     env = named_env(**{f"RESETGATE_PROVIDER_{n.upper()}_SENDGRID_WEBHOOK_PUBLIC_KEY": s.public_key
                        for n, s in SIGNERS.items()})  # fmt: skip
     for variable, value in env.items():
@@ -53,7 +54,7 @@ def two_accounts(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[NamedProvider
 
 @asynccontextmanager
 async def listener(
-    redis: Redis, settings: PollerSettings, configured: list[NamedProvider]
+    redis: Redis, settings: PollerSettings, configured: list[ProviderConfig]
 ) -> AsyncIterator[TestServer]:
     webhooks = Webhooks(settings, redis, Ingest(redis, settings), sources(settings, configured))
     server = TestServer(webhooks.app())
@@ -86,7 +87,7 @@ def poller_settings() -> PollerSettings:
 
 
 async def test_each_account_has_its_own_path_and_key(
-    redis: Redis, two_accounts: list[NamedProvider]
+    redis: Redis, two_accounts: list[ProviderConfig]
 ) -> None:
     settings = poller_settings()
     routes = {s.route: s.providers for s in sources(settings, two_accounts)}
@@ -102,7 +103,7 @@ async def test_each_account_has_its_own_path_and_key(
 
 
 async def test_an_event_is_joined_only_to_an_operation_its_provider_holds(
-    redis: Redis, two_accounts: list[NamedProvider]
+    redis: Redis, two_accounts: list[ProviderConfig]
 ) -> None:
     settings = poller_settings()
     at_standby = await held_by(redis, "standby")

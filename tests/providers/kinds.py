@@ -9,7 +9,8 @@ import aiohttp
 import orjson
 
 from shared.providers.base import Provider
-from shared.providers.factory import ProviderConfig, build
+from shared.providers.kind import ProviderConfig
+from shared.providers.registry import build
 
 KINDS = ("sendgrid", "postmark", "mailgun")
 DOMAIN = "mg.game.example"

@@ -21,7 +21,7 @@ from prometheus_client import REGISTRY
 from redis.asyncio import Redis
 
 from services.ctl.embedded import RedisServer
-from shared.providers.factory import keyless
+from shared.providers.registry import keyless
 from shared.redis_policy import StoreNotDurable, check_keyless_durability
 from tests.conftest import TEST_TOKEN_KEYS
 from tests.support.redis_acl import url_without_config

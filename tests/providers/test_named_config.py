@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
+from shared.providers.kind import ProviderConfig
 from shared.providers.named import (
     NAME,
-    NamedProvider,
     ProviderConfigError,
     load_providers,
     provider_names,
@@ -34,7 +34,7 @@ TWO = {
 }
 
 
-def configured(monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> list[NamedProvider]:
+def configured(monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> list[ProviderConfig]:
     """The providers of a process whose environment holds ``env``, as a deployment sets it."""
     for variable, value in env.items():
         monkeypatch.setenv(variable, value)
@@ -45,17 +45,17 @@ def test_each_name_gets_its_own_kind_url_key_and_rate_in_listed_order(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     primary, standby = configured(monkeypatch, TWO)
-    assert (primary.config.name, primary.config.kind, primary.config.url) == (
+    assert (primary.name, primary.kind, primary.url) == (
         "primary", "sendgrid", "http://127.0.0.1:1",
     )  # fmt: skip
-    assert primary.config.api_key == "sg-key" and primary.max_rate == 40.0
-    assert (standby.config.name, standby.config.kind) == ("standby", "mailgun")
-    assert standby.config.mailgun_domain == "mg.game.example" and standby.max_rate is None
+    assert primary.api_key == "sg-key" and primary.max_rate == 40.0
+    assert (standby.name, standby.kind) == ("standby", "mailgun")
+    assert standby.mailgun_domain == "mg.game.example" and standby.max_rate is None
 
 
 def test_without_the_list_the_single_provider_settings_define_one_provider() -> None:
     [only] = load_providers(base(provider_name="legacy"))
-    assert (only.config.name, only.config.kind, only.max_rate) == ("legacy", "http", None)
+    assert (only.name, only.kind, only.max_rate) == ("legacy", "http", None)
     assert provider_names({}, fallback="legacy") == ["legacy"]
 
 
@@ -97,8 +97,8 @@ def test_a_name_without_its_own_rate_or_events_delay_takes_the_process_wide_one(
     primary, standby = configured(
         monkeypatch, {**TWO, "RESETGATE_PROVIDER_PRIMARY_MAILGUN_EVENTS_DELAY_SECONDS": "5"}
     )
-    assert primary.config.mailgun_events_delay_seconds == 5.0 and primary.max_rate == 40.0
-    assert standby.config.mailgun_events_delay_seconds == 60.0 and standby.max_rate is None
+    assert primary.mailgun_events_delay_seconds == 5.0 and primary.max_rate == 40.0
+    assert standby.mailgun_events_delay_seconds == 60.0 and standby.max_rate is None
 
 
 def test_each_prefix_reads_only_its_own_variables(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -107,6 +107,6 @@ def test_each_prefix_reads_only_its_own_variables(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("RESETGATE_KIND", "sendgrid")
     monkeypatch.setenv("RESETGATE_PROVIDER_PRIMARY_PROVIDER_URL", "http://127.0.0.1:9")
     [only] = load_providers(base())
-    assert only.config.kind == "http"
+    assert only.kind == "http"
     primary, _ = configured(monkeypatch, TWO)
-    assert primary.config.url == "http://127.0.0.1:1"
+    assert primary.url == "http://127.0.0.1:1"

@@ -24,7 +24,8 @@ from shared.preflight import Check, Status
 from shared.preflight.run import run
 from shared.preflight.ses import _account
 from shared.providers import ses
-from shared.providers.factory import ProviderConfig, open_provider
+from shared.providers.kind import ProviderConfig
+from shared.providers.registry import open_provider
 from shared.settings import EmailSettings
 from tests.providers.kinds import DOMAIN, KINDS, config
 from tests.providers.moto_patient import moto_url, patient_moto  # noqa: F401
@@ -115,7 +116,8 @@ async def test_an_unreadable_from_fails_naming_its_setting() -> None:
 
 # -- SES on moto -----------------------------------------------------------------------------
 def _ses(url: str, configuration_set: str = "resets") -> ProviderConfig:
-    return config("ses", url, name="ses", ses_configuration_set=configuration_set)
+    return config("ses", url, name="ses", ses_configuration_set=configuration_set,
+                  ses_region=REGION)  # fmt: skip
 
 
 async def _ses_account(url: str) -> None:

@@ -13,7 +13,7 @@ from services.ctl.embedded import RedisServer
 from services.sender.preflight import check_once
 from shared import metrics
 from shared.preflight.store import read
-from shared.providers.factory import open_provider
+from shared.providers.registry import open_provider
 from shared.settings import EmailSettings
 from tests.console.helpers import console, console_settings, get_text, sign_in
 from tests.ctl.test_ops import ops, ops_json

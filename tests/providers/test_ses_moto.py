@@ -27,7 +27,7 @@ from shared import clock, codec, control
 from shared.control import read as read_control
 from shared.model import Outcome, State
 from shared.operations import load_operation
-from shared.providers.factory import build
+from shared.providers.registry import build
 from shared.providers.ses import ERROR_CODES, SesProvider, classify_error
 from shared.quota import QUOTA_EXCEEDED
 from tests.providers.moto_patient import moto
@@ -257,7 +257,7 @@ async def _build(build_poller: Any, settings: Any) -> None:
     redis = Redis.from_url("redis://127.0.0.1:1")  # never connected: building reads nothing
     configured = configured_providers(settings)
     async with aiohttp.ClientSession() as session:
-        build_poller(settings, redis, [build(c.config, session) for c in configured], configured)
+        build_poller(settings, redis, [build(c, session) for c in configured], configured)
     await redis.aclose()
 
 

@@ -27,7 +27,8 @@ from shared.model import State
 from shared.operations import load_operation
 from shared.providers.base import Provider
 from shared.providers.http import HttpProvider
-from shared.providers.named import NamedProvider, load_providers
+from shared.providers.kind import ProviderConfig
+from shared.providers.named import load_providers
 from shared.replication import Replicas
 from shared.scripts.attempts import BeginAttempt, Begun
 from shared.settings import ProviderSettings
@@ -62,7 +63,7 @@ def sender_settings(redis_url: str, provider_url: str, **overrides: Any) -> Send
 
 def configured_providers(
     settings: ProviderSettings, named: dict[str, str] | None = None
-) -> list[NamedProvider]:
+) -> list[ProviderConfig]:
     """The providers a process with ``settings`` and, when given, the RESETGATE_PROVIDERS
     variables ``named`` in its environment configures."""
     with mock.patch.dict(os.environ, named or {}):

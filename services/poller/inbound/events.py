@@ -10,10 +10,13 @@ Nothing here keeps an address: parsers read only the fields named below.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
+
+from aiohttp import web
 
 from shared.clock import to_ms
 from shared.delivery import MAX_ID_LENGTH
@@ -147,3 +150,15 @@ def check_fresh(
     newest, oldest = to_ms(max_age_seconds), to_ms(max(max_age_seconds, retry_horizon_seconds))
     if signed - now_ms > newest or now_ms - signed > oldest:
         raise unauthorized("the signed timestamp is too old or in the future")
+
+
+@dataclass(frozen=True, slots=True)
+class Receipt:
+    parsed: Parsed
+    replay_key: str = ""  # remembered before applying; forgotten again if applying fails
+
+
+# One source's check of a request and its body: each webhook kind's module has a
+# ``receiver(settings, client)`` that makes it (inbound/webhooks.py finds it through the
+# kind's registry entry).
+Receive = Callable[[web.Request, bytes], Awaitable[Receipt]]

@@ -16,20 +16,28 @@ import hmac
 from dataclasses import dataclass
 from typing import Any
 
+from aiohttp import web
+
 from services.poller.inbound.events import (
     OPERATION_ID_FIELD,
     Acceptance,
     Drop,
     Meaning,
     Parsed,
+    Receipt,
+    Receive,
+    Rejected,
     add_event,
     bad_request,
+    check_fresh,
     epoch_ms,
     unauthorized,
 )
-from shared import codec
+from services.poller.settings import PollerSettings
+from shared import clock, codec, keys
 from shared.model import Delivery
 from shared.providers.mailgun import bare
+from shared.redis import RedisClient
 
 NAME = "mailgun"
 # documentation.mailgun.com/docs/mailgun/user-manual/webhooks/webhook-retries: a POST not
@@ -121,3 +129,23 @@ def parse(event: dict[str, Any]) -> Parsed:
     ids = (operation_id, message_id(event))
     add_event(parsed, NAME, kind, TABLE[kind], ids, epoch_ms(event.get("timestamp")))
     return parsed
+
+
+def receiver(settings: PollerSettings, client: RedisClient) -> Receive:
+    key = settings.mailgun_webhook_signing_key.get_secret_value().encode()
+    # Outlives every timestamp still accepted: a token is refused for as long as its
+    # signature would otherwise be believed.
+    ttl = max(settings.webhook_max_age_seconds, RETRY_HORIZON_SECONDS) * 2
+
+    async def receive(_: web.Request, body: bytes) -> Receipt:
+        signed = decode(body)
+        verify(key, signed)
+        check_fresh(signed.timestamp, settings.webhook_max_age_seconds, clock.now_ms(),
+                    RETRY_HORIZON_SECONDS)  # fmt: skip
+        replay_key = keys.webhook_token(NAME, token_digest(signed))
+        if not await client.set(replay_key, "1", nx=True, ex=ttl):
+            # Mailgun does not retry a 406: a replayed token is refused for good.
+            raise Rejected(406, "replayed", "this signature token was already used")
+        return Receipt(parse(signed.event), replay_key)
+
+    return receive

@@ -18,20 +18,25 @@ import hmac
 import ipaddress
 from collections.abc import Sequence
 
+from aiohttp import web
+
 from services.poller.inbound.events import (
     OPERATION_ID_FIELD,
     Drop,
     Meaning,
     Parsed,
+    Receipt,
+    Receive,
     Rejected,
     add_event,
     bad_request,
     iso_ms,
     unauthorized,
 )
-from services.poller.settings import Network
+from services.poller.settings import Network, PollerSettings, postmark_networks
 from shared import codec
 from shared.model import Delivery
+from shared.redis import RedisClient
 
 NAME = "postmark"
 
@@ -110,3 +115,16 @@ def parse(body: bytes) -> Parsed:
     occurred = iso_ms(record.get(WHEN.get(str(record.get("RecordType")), "")))
     add_event(parsed, NAME, kind, TABLE[kind], (operation_id, record.get("MessageID")), occurred)
     return parsed
+
+
+def receiver(settings: PollerSettings, _client: RedisClient) -> Receive:
+    user = settings.postmark_webhook_username.get_secret_value()
+    expected = f"{user}:{settings.postmark_webhook_password.get_secret_value()}".encode()
+    allowed = postmark_networks(settings.postmark_webhook_networks)
+
+    async def receive(request: web.Request, body: bytes) -> Receipt:
+        check_source(request.remote, allowed)
+        check_credentials(request.headers.get("Authorization"), expected)
+        return Receipt(parse(body))
+
+    return receive

@@ -16,6 +16,7 @@ import base64
 import binascii
 from typing import Any
 
+from aiohttp import web
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -26,13 +27,18 @@ from services.poller.inbound.events import (
     Drop,
     Meaning,
     Parsed,
+    Receipt,
+    Receive,
     add_event,
     bad_request,
+    check_fresh,
     epoch_ms,
     unauthorized,
 )
-from shared import codec
+from services.poller.settings import PollerSettings, sendgrid_public_key
+from shared import clock, codec
 from shared.model import Delivery
+from shared.redis import RedisClient
 
 NAME = "sendgrid"
 SIGNATURE_HEADER = "X-Twilio-Email-Event-Webhook-Signature"
@@ -99,3 +105,15 @@ def _one(parsed: Parsed, row: Any) -> None:
         return
     ids = (row.get(OPERATION_ID_FIELD), message_id(row.get("sg_message_id")))
     add_event(parsed, NAME, kind, TABLE[kind], ids, epoch_ms(row.get("timestamp")))
+
+
+def receiver(settings: PollerSettings, _client: RedisClient) -> Receive:
+    key = sendgrid_public_key(settings.sendgrid_webhook_public_key)
+
+    async def receive(request: web.Request, body: bytes) -> Receipt:
+        timestamp = request.headers.get(TIMESTAMP_HEADER)
+        verify(key, request.headers.get(SIGNATURE_HEADER), timestamp, body)
+        check_fresh(timestamp, settings.webhook_max_age_seconds, clock.now_ms())
+        return Receipt(parse(body))
+
+    return receive

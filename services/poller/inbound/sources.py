@@ -19,7 +19,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from services.poller.settings import CREDENTIAL, InboundSettings, PollerSettings, for_provider
-from shared.providers.named import NamedProvider, ProviderConfigError, variable
+from shared.providers.base import EventModel
+from shared.providers.kind import ProviderConfig
+from shared.providers.named import ProviderConfigError, variable
+from shared.providers.registry import entry
 from shared.settings import ENV_PREFIX
 
 
@@ -32,7 +35,7 @@ class Source:
     settings: PollerSettings  # the poller's, with this source's credentials
 
 
-def sources(settings: PollerSettings, configured: Sequence[NamedProvider] = ()) -> list[Source]:
+def sources(settings: PollerSettings, configured: Sequence[ProviderConfig] = ()) -> list[Source]:
     """Every source the configuration turns on; raises ProviderConfigError naming a clash."""
     found = [s for p in configured if (s := _named(settings, p)) is not None]
     own = {s.route for s in found}
@@ -46,8 +49,8 @@ def sources(settings: PollerSettings, configured: Sequence[NamedProvider] = ()) 
     return found
 
 
-def _named(settings: PollerSettings, provider: NamedProvider) -> Source | None:
-    name, kind = provider.config.name, provider.config.kind
+def _named(settings: PollerSettings, provider: ProviderConfig) -> Source | None:
+    name, kind = provider.name, provider.kind
     try:
         inbound = for_provider(name)
     except ValueError as error:
@@ -68,9 +71,9 @@ def _with(settings: PollerSettings, inbound: InboundSettings) -> PollerSettings:
 
 
 def _kind_providers(
-    kind: str, configured: Sequence[NamedProvider], own: set[str]
+    kind: str, configured: Sequence[ProviderConfig], own: set[str]
 ) -> frozenset[str] | None:
-    of_kind = {p.config.name for p in configured if p.config.kind == kind}
+    of_kind = {p.name for p in configured if p.kind == kind}
     if not of_kind or len(configured) == 1:
         # One provider in all: nobody's events to confuse with it, and an operation whose
         # attempt names another provider (RESETGATE_PROVIDER_NAME changed since) still gets
@@ -80,8 +83,8 @@ def _kind_providers(
 
 
 def webhook_sources(found: Sequence[Source]) -> list[Source]:
-    return [s for s in found if s.kind != "ses"]
+    return [s for s in found if entry(s.kind).events is EventModel.WEBHOOK]
 
 
 def queue_sources(found: Sequence[Source]) -> list[Source]:
-    return [s for s in found if s.kind == "ses"]
+    return [s for s in found if entry(s.kind).events is EventModel.QUEUE]

@@ -1,32 +1,34 @@
 """The webhook listener: ``POST /webhooks/<route>`` on the poller's own webhook port, one
 route per source (a configured provider name, or a provider kind: inbound/sources.py).
 
-Each provider is a :class:`Receiver` that authenticates the request (signature, token,
-basic auth) before anything is parsed or applied: a forged, missing or stale credential is a
-401 and touches nothing. A body over the limit is a 413, one that is not the documented
-shape a 400; events the store cannot use (unknown type, unknown operation, absurd date) are
-counted and dropped with a 200, so the provider does not retry them forever. A store outage
-is a 503: the provider retries, and the dedupe makes the retry harmless.
+Each source has a receiver, made by its kind's decoder module, that authenticates the
+request (signature, token, basic auth) before anything is parsed or applied: a forged,
+missing or stale credential is a 401 and touches nothing. A body over the limit is a 413,
+one that is not the documented shape a 400; events the store cannot use (unknown type,
+unknown operation, absurd date) are counted and dropped with a 200, so the provider does not
+retry them forever. A store outage is a 503: the provider retries, and the dedupe makes the
+retry harmless.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from typing import cast
 
 from aiohttp import web
 
-from services.poller.inbound import mailgun, postmark, sendgrid
-from services.poller.inbound.events import Parsed, Rejected, check_fresh
+from services.poller.inbound.events import Receipt, Receive, Rejected
 from services.poller.inbound.ingest import Ingest
 from services.poller.inbound.sources import Source, sources, webhook_sources
-from services.poller.settings import PollerSettings, postmark_networks, sendgrid_public_key
-from shared import clock, keys, metrics, service
+from services.poller.settings import PollerSettings
+from shared import metrics, service
 from shared.logging import event
 from shared.loops import ERRORS
+from shared.providers.registry import entry
 from shared.redis import RedisClient
 
 log = logging.getLogger(__name__)
@@ -35,68 +37,14 @@ SERVICE = "poller-webhooks"
 BODY_TIMEOUT_SECONDS = 10.0
 
 
-@dataclass(frozen=True, slots=True)
-class Receipt:
-    parsed: Parsed
-    replay_key: str = ""  # remembered before applying; forgotten again if applying fails
-
-
-Receive = Callable[[web.Request, bytes], Awaitable[Receipt]]
 Handler = Callable[[web.Request], Awaitable[web.Response]]
 
 
-def sendgrid_receiver(settings: PollerSettings) -> Receive:
-    key = sendgrid_public_key(settings.sendgrid_webhook_public_key)
-
-    async def receive(request: web.Request, body: bytes) -> Receipt:
-        timestamp = request.headers.get(sendgrid.TIMESTAMP_HEADER)
-        sendgrid.verify(key, request.headers.get(sendgrid.SIGNATURE_HEADER), timestamp, body)
-        check_fresh(timestamp, settings.webhook_max_age_seconds, clock.now_ms())
-        return Receipt(sendgrid.parse(body))
-
-    return receive
-
-
-def mailgun_receiver(settings: PollerSettings, client: RedisClient) -> Receive:
-    key = settings.mailgun_webhook_signing_key.get_secret_value().encode()
-    # Outlives every timestamp still accepted: a token is refused for as long as its
-    # signature would otherwise be believed.
-    ttl = max(settings.webhook_max_age_seconds, mailgun.RETRY_HORIZON_SECONDS) * 2
-
-    async def receive(_: web.Request, body: bytes) -> Receipt:
-        signed = mailgun.decode(body)
-        mailgun.verify(key, signed)
-        check_fresh(signed.timestamp, settings.webhook_max_age_seconds, clock.now_ms(),
-                    mailgun.RETRY_HORIZON_SECONDS)  # fmt: skip
-        replay_key = keys.webhook_token(mailgun.NAME, mailgun.token_digest(signed))
-        if not await client.set(replay_key, "1", nx=True, ex=ttl):
-            # Mailgun does not retry a 406: a replayed token is refused for good.
-            raise Rejected(406, "replayed", "this signature token was already used")
-        return Receipt(mailgun.parse(signed.event), replay_key)
-
-    return receive
-
-
-def postmark_receiver(settings: PollerSettings) -> Receive:
-    user = settings.postmark_webhook_username.get_secret_value()
-    expected = f"{user}:{settings.postmark_webhook_password.get_secret_value()}".encode()
-    allowed = postmark_networks(settings.postmark_webhook_networks)
-
-    async def receive(request: web.Request, body: bytes) -> Receipt:
-        postmark.check_source(request.remote, allowed)
-        postmark.check_credentials(request.headers.get("Authorization"), expected)
-        return Receipt(postmark.parse(body))
-
-    return receive
-
-
 def receiver(source: Source, client: RedisClient) -> Receive:
-    """The check of one source's credential (each configured name has its own)."""
-    if source.kind == sendgrid.NAME:
-        return sendgrid_receiver(source.settings)
-    if source.kind == mailgun.NAME:
-        return mailgun_receiver(source.settings, client)
-    return postmark_receiver(source.settings)
+    """The check of one source's credential (each configured name has its own), made by
+    its kind's decoder module (the kind's registry entry names it)."""
+    decoder = importlib.import_module(entry(source.kind).inbound_decoder)
+    return cast(Receive, decoder.receiver(source.settings, client))
 
 
 def receivers(
