@@ -12,7 +12,10 @@ from dataclasses import dataclass
 import aiohttp
 
 from services.sender.attempt import AttemptRunner
+from services.sender.guard import RefusalGuard
+from services.sender.health import ProviderHealth
 from services.sender.intake import ensure_groups
+from services.sender.message import Messages
 from services.sender.pacer import Pacer
 from services.sender.preflight import preflight_loop
 from services.sender.settings import SenderSettings
@@ -68,16 +71,23 @@ def build_sender(
     mailer = mailer or check.load(settings)
     runners = [
         AttemptRunner(
-            settings, client, o.provider, directory, keys,
+            settings, client, o.provider, _health(settings, client, o),
+            Messages(client, directory, keys, mailer,
+                     hosted(o.named.config, settings.default_locale)),
             _pacer(settings, client, o.named.config.name, o.named.max_rate, o.provider_rate),
-            mailer, name=o.named.config.name, api_key=o.named.config.api_key,
-            hosted=hosted(o.named.config, settings.default_locale), replicas=replicas,
-            quota=quota_for(o.named.config.name, o.daily_quota, settings.provider_daily_quota,
-                            settings.quota_window_ms),
+            replicas,
         )
         for o in opened
     ]  # fmt: skip
     return Sender(settings, client, runners)
+
+
+def _health(settings: SenderSettings, client: RedisClient, opened: Opened) -> ProviderHealth:
+    config = opened.named.config
+    guard = RefusalGuard(settings.refusal_guard_operations, settings.refusal_guard_window_ms)
+    quota = quota_for(config.name, opened.daily_quota, settings.provider_daily_quota,
+                      settings.quota_window_ms)  # fmt: skip
+    return ProviderHealth(client, config.name, config.api_key, guard, quota)
 
 
 def hosted(config: ProviderConfig, default_locale: str) -> Hosted | None:
@@ -161,7 +171,7 @@ async def wire(settings: SenderSettings, client: RedisClient) -> AsyncIterator[s
 async def publish_quotas(client: RedisClient, sender: Sender) -> None:
     """The quota each provider is kept to, for admission's public budget."""
     for name, runner in sender.runners.items():
-        await publish(client, name, runner.quota)
+        await publish(client, name, runner.health.quota)
 
 
 async def open_all(

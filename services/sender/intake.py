@@ -19,8 +19,8 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
-from services.sender.attempt import Job
 from services.sender.capacity import Capacity
+from services.sender.job import Job
 from services.sender.settings import SenderSettings
 from shared import clock
 from shared.consumer import Entry, StreamConsumer
