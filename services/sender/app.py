@@ -25,7 +25,7 @@ from shared.directory import directory_for
 from shared.emails import check
 from shared.emails.compose import Hosted, Mailer, hosted_problem
 from shared.fastredis import fast_client
-from shared.loops import named
+from shared.loops import named_loop
 from shared.providers.base import Provider
 from shared.providers.factory import ProviderConfig, open_provider
 from shared.providers.named import NamedProvider, load_or_exit, provider_names, variable
@@ -119,10 +119,13 @@ def _pacer(
 
 def workers(sender: Sender) -> list[service.Worker]:
     intake = sender.intake
-    loops: list[service.Worker] = [sender.gauges, sender.promote, intake.renew]
+    loops = [named_loop(SERVICE, "gauges", sender.gauges_step),
+             named_loop(SERVICE, "promote", sender.promote_step),
+             named_loop(SERVICE, "renew", intake.renew_step)]  # fmt: skip
     for p in range(sender.settings.partitions):
-        loops.append(named(f"read_partition:{p}", functools.partial(intake.read_partition, p)))
-        loops.append(named(f"claim_partition:{p}", functools.partial(intake.claim_partition, p)))
+        read, claim = functools.partial(intake.reading, p), functools.partial(intake.claiming, p)
+        loops += [named_loop(SERVICE, f"read:{p}", opened=read),
+                  named_loop(SERVICE, f"claim:{p}", opened=claim)]  # fmt: skip
     loops.extend(sender.work for _ in range(sender.settings.concurrency))
     loops.append(intake.hand_back_on_stop)
     return loops

@@ -19,7 +19,7 @@ from services.sender.unserved import Unserved
 from shared import clock, control, metrics
 from shared.keys import SEND_GROUP, PartitionKeys
 from shared.logging import event
-from shared.loops import ERRORS, resilient
+from shared.loops import ERRORS
 from shared.operations import promote_due
 from shared.redis import RedisClient
 from shared.service import sleep_or_stop
@@ -43,6 +43,7 @@ class Sender:
         self.intake = Intake(settings, client, self.readable, self.paused)
         self._serving: dict[int, str] = {}  # partition -> provider, as last exported
         self.unserved = Unserved(settings.partitions)
+        self._gauge_ticks = 0  # control refreshes so far (partition gauges every GAUGE_TICKS)
 
     # -- control -------------------------------------------------------------------------
     def runner_for(self, partition: int) -> AttemptRunner | None:
@@ -140,14 +141,11 @@ class Sender:
         return await runner.run(job, slot, quota_at)
 
     # -- scheduling and gauges -------------------------------------------------------------
-    async def promote(self, stop: asyncio.Event) -> None:
-        async def step() -> float:
-            now = clock.now_ms()
-            for p in await self._due_partitions(now):
-                await promote_due(self.client, p, now)
-            return self.settings.promote_interval_seconds
-
-        await resilient(SERVICE, "promote", stop, step)
+    async def promote_step(self) -> float:
+        now = clock.now_ms()
+        for p in await self._due_partitions(now):
+            await promote_due(self.client, p, now)
+        return self.settings.promote_interval_seconds
 
     async def _due_partitions(self, now: int) -> list[int]:
         """Partitions with work due now: one pipelined look at every due set, so an idle
@@ -159,22 +157,16 @@ class Sender:
             firsts = await pipe.execute()
         return [p for p, first in zip(live, firsts, strict=True) if first]
 
-    async def gauges(self, stop: asyncio.Event) -> None:
-        tick = 0
-
-        async def step() -> float:
-            nonlocal tick
-            await self.refresh_control()
-            # Depths and ages are scraped every 15-30 s: every few seconds is plenty, and
-            # each costs a few round trips per partition.
-            if tick % GAUGE_TICKS == 0:
-                now = clock.now_ms()
-                for p in range(self.settings.partitions):
-                    await self._partition_gauges(p, now)
-            tick += 1
-            return 1.0
-
-        await resilient(SERVICE, "gauges", stop, step)
+    async def gauges_step(self) -> float:
+        await self.refresh_control()
+        # Depths and ages are scraped every 15-30 s: every few seconds is plenty, and
+        # each costs a few round trips per partition.
+        if self._gauge_ticks % GAUGE_TICKS == 0:
+            now = clock.now_ms()
+            for p in range(self.settings.partitions):
+                await self._partition_gauges(p, now)
+        self._gauge_ticks += 1
+        return 1.0
 
     async def _partition_gauges(self, partition: int, now: int) -> None:
         pk = PartitionKeys(partition)
