@@ -32,7 +32,6 @@ from shared.operations import hand_back, renew_entries
 from shared.redis import RedisClient
 
 log = logging.getLogger(__name__)
-SERVICE = "sender"
 # An idle stream is waited on this long per read; shutdown waits at most this for a read.
 READ_BLOCK_MS = 2000
 CLAIM_BATCH = 100  # entries a claim takes over at most per round
