@@ -39,8 +39,9 @@ DEFINITIVE_RANK = PRECEDENCE[Delivery.DELIVERED]
 REMEMBERED_EVENTS = 16
 EVENT_TYPES: frozenset[str] = frozenset(str(d) for d in Delivery if d is not Delivery.UNKNOWN)
 MAX_ID_LENGTH = 256
-# The window an event time must fall in to be believed: a provider's clock may run a little
-# ahead of ours; nothing we still hold is older than a year (retention is 30 days).
+# The window an event time must fall in to be believed, pulled or pushed: a provider's clock
+# may run a little ahead of ours (or behind, for a pushed event dated at the operation's
+# creation); nothing we still hold is older than a year (retention is 30 days).
 MAX_CLOCK_SKEW_MS = 10 * 60 * 1000
 MAX_EVENT_AGE_MS = 366 * 24 * 3600 * 1000
 
@@ -71,11 +72,13 @@ def parse_rfc3339_ms(value: str) -> int | None:
     return to_ms(when.timestamp())
 
 
-def plausible(occurred_ms: int, now_ms: int) -> bool:
+def plausible(occurred_ms: int, now_ms: int, created_ms: int | None = None) -> bool:
     """An event time a provider could mean: not beyond clock skew in the future, not older
     than anything we could still hold (year 9999 would outrank every later event; year 1
-    would never count)."""
-    return now_ms - MAX_EVENT_AGE_MS <= occurred_ms <= now_ms + MAX_CLOCK_SKEW_MS
+    would never count). ``created_ms``: the operation's creation, where the event names
+    it (a pushed event): nothing about it happened before then, less the skew."""
+    oldest = now_ms - MAX_EVENT_AGE_MS if created_ms is None else created_ms - MAX_CLOCK_SKEW_MS
+    return oldest <= occurred_ms <= now_ms + MAX_CLOCK_SKEW_MS
 
 
 def parse_event(raw: Any, now_ms: int) -> DeliveryEvent | None:
@@ -98,11 +101,3 @@ def parse_event(raw: Any, now_ms: int) -> DeliveryEvent | None:
         event_id[:MAX_ID_LENGTH] if isinstance(event_id, str) else "",
     )
 
-
-def supersedes(
-    new: Delivery, new_occurred_ms: int, current: Delivery, current_occurred_ms: int
-) -> bool:
-    """Whether ``new`` replaces ``current`` as the operation's delivery."""
-    if PRECEDENCE[new] != PRECEDENCE[current]:
-        return PRECEDENCE[new] > PRECEDENCE[current]
-    return new_occurred_ms > current_occurred_ms

@@ -1,12 +1,17 @@
 """Background loops that log and continue: a Redis blip or a provider outage costs a log
-line and a capped backoff, never a crashed worker. :func:`named_loop` turns a step into a
-worker for :func:`shared.service.serve`; its name is what a log says when a loop ends."""
+line and a capped backoff, never a crashed worker.
+
+Every background loop of every service is built one way, :func:`named_loop`: a step (which
+returns how long to wait before it runs again) becomes a worker for
+:func:`shared.service.serve`, under one name: the task's (what serve logs when a worker
+ends early) and the ``loop`` field of every line the loop logs."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, nullcontext
 from typing import Any
 
 from redis.exceptions import RedisError
@@ -21,6 +26,10 @@ log = logging.getLogger(__name__)
 ERRORS = (RedisError, ProviderUnavailable, *TRANSIENT_ERRORS)
 
 Step = Callable[[], Awaitable[float]]
+# The step of a loop that needs the shutdown event, or something held open while it runs (a
+# client, a count of running readers, a lease released once it ends): entered with the
+# event, it yields the step.
+Opened = Callable[[asyncio.Event], AbstractAsyncContextManager[Step]]
 
 
 def cap_advised_wait(seconds: float, maximum: float, loop: str) -> float:
@@ -34,7 +43,33 @@ def cap_advised_wait(seconds: float, maximum: float, loop: str) -> float:
     return maximum
 
 
-async def resilient(service: str, name: str, stop: asyncio.Event, step: Step) -> None:
+def named_loop(service: str, name: str, step: Step | None = None, *,
+               opened: Opened | None = None) -> Worker:  # fmt: skip
+    """A worker that runs ``step`` (or the one ``opened`` yields) until shutdown."""
+    if step is not None and opened is None:
+        enter = _holding(step)
+    elif opened is not None and step is None:
+        enter = opened
+    else:
+        raise TypeError("named_loop takes a step or opened, one of them")
+
+    async def loop(stop: asyncio.Event) -> None:
+        async with enter(stop) as each:
+            await _resilient(service, name, stop, each)
+
+    return named(name, loop)
+
+
+def _holding(step: Step) -> Opened:
+    """A plain step as a loop that holds nothing open."""
+
+    def enter(_stop: asyncio.Event) -> AbstractAsyncContextManager[Step]:
+        return nullcontext(step)
+
+    return enter
+
+
+async def _resilient(service: str, name: str, stop: asyncio.Event, step: Step) -> None:
     """Run ``step`` until ``stop``; it returns how long to wait before it runs again."""
     backoff = 0.1
     while not stop.is_set():
@@ -62,18 +97,10 @@ async def resilient(service: str, name: str, stop: asyncio.Event, step: Step) ->
             await sleep_or_stop(stop, delay)
 
 
-def named_loop(service: str, name: str, step: Step) -> Worker:
-    """A worker that runs ``step`` through :func:`resilient` until shutdown."""
-
-    async def loop(stop: asyncio.Event) -> None:
-        await resilient(service, name, stop, step)
-
-    return named(name, loop)
-
-
 def named(name: str, worker: Callable[[asyncio.Event], Awaitable[Any]]) -> Worker:
     """``worker`` under ``name``, the task name :func:`shared.service.serve` logs when a
-    worker ends before shutdown (a lambda or a partial would log as ``<lambda>``)."""
+    worker ends before shutdown (a lambda or a partial would log as ``<lambda>``): for a
+    worker that is not a loop of steps (a listener, the attempt workers)."""
 
     async def run(stop: asyncio.Event) -> None:
         await worker(stop)

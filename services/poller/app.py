@@ -29,7 +29,7 @@ from services.poller.reconciler import Reconciler
 from services.poller.settings import PollerSettings
 from shared import metrics, service
 from shared.logging import event
-from shared.loops import ERRORS, named, named_loop, resilient
+from shared.loops import ERRORS, Step, named, named_loop
 from shared.providers.base import Provider
 from shared.providers.kind import ProviderConfig
 from shared.providers.named import ProviderConfigError, load_or_exit
@@ -60,6 +60,13 @@ class Leadership:
         self.active = held
         metrics.redis_up.labels(SERVICE).set(1)
         return self.lease_ms / 3000
+
+    @asynccontextmanager
+    async def holding(self, _stop: asyncio.Event) -> AsyncIterator[Step]:
+        """The lease loop's step; the lease is released once the loop ends at shutdown."""
+        yield self.renew
+        with contextlib.suppress(*ERRORS):  # unreleased, it runs out by itself
+            await Lease(holder=self.holder, release=True).run(self.client)
 
     def gated(self, step: Callable[[], Awaitable[float]]) -> Callable[[], Awaitable[float]]:
         async def run() -> float:
@@ -169,12 +176,7 @@ def workers(poller: Poller) -> list[service.Worker]:
         loops[f"reconcile:{polled.name}"] = lead.gated(polled.reconciler.step)
     loops |= {"close": lead.gated(poller.close_step), "gc": lead.gated(poller.gc_step)}
 
-    async def lease(stop: asyncio.Event) -> None:
-        await resilient(SERVICE, "lease", stop, lead.renew)
-        with contextlib.suppress(*ERRORS):  # unreleased, it runs out by itself
-            await Lease(holder=lead.holder, release=True).run(poller.client)
-
-    result: list[service.Worker] = [named("lease", lease)]
+    result = [named_loop(SERVICE, "lease", opened=lead.holding)]
     result.extend(named_loop(SERVICE, name, step) for name, step in loops.items())
     # Pushed events are taken by every replica, not only the lease holder: the provider
     # spreads its requests (and SQS its messages) over them, and applying is idempotent.
@@ -182,7 +184,7 @@ def workers(poller: Poller) -> list[service.Worker]:
         result.append(named("webhooks", poller.webhooks.serve))
     for queue in poller.queues:
         name = "ses-queue" if queue.source.providers is None else f"ses-queue:{queue.source.route}"
-        result.append(named(name, queue.serve))
+        result.append(named_loop(SERVICE, name, opened=queue.receiving))
     return result
 
 

@@ -12,7 +12,10 @@ from dataclasses import dataclass
 import aiohttp
 
 from services.sender.attempt import AttemptRunner
+from services.sender.guard import RefusalGuard
+from services.sender.health import ProviderHealth
 from services.sender.intake import ensure_groups
+from services.sender.message import Messages
 from services.sender.pacer import Pacer
 from services.sender.preflight import preflight_loop
 from services.sender.settings import SenderSettings
@@ -22,7 +25,7 @@ from shared.directory import directory_for
 from shared.emails import check
 from shared.emails.compose import Hosted, Mailer, hosted_problem
 from shared.fastredis import fast_client
-from shared.loops import named
+from shared.loops import named_loop
 from shared.providers.base import Provider
 from shared.providers.kind import ProviderConfig
 from shared.providers.named import load_or_exit, provider_names, variable
@@ -69,16 +72,23 @@ def build_sender(
     mailer = mailer or check.load(settings)
     runners = [
         AttemptRunner(
-            settings, client, o.provider, directory, keys,
+            settings, client, o.provider, _health(settings, client, o),
+            Messages(client, directory, keys, mailer,
+                     hosted(o.config, settings.default_locale)),
             _pacer(settings, client, o.config.name, o.config.max_rate, o.provider_rate),
-            mailer, name=o.config.name, api_key=o.config.api_key,
-            hosted=hosted(o.config, settings.default_locale), replicas=replicas,
-            quota=quota_for(o.config.name, o.daily_quota, settings.provider_daily_quota,
-                            settings.quota_window_ms),
+            replicas,
         )
         for o in opened
     ]  # fmt: skip
     return Sender(settings, client, runners)
+
+
+def _health(settings: SenderSettings, client: RedisClient, opened: Opened) -> ProviderHealth:
+    config = opened.config
+    guard = RefusalGuard(settings.refusal_guard_operations, settings.refusal_guard_window_ms)
+    quota = quota_for(config.name, opened.daily_quota, settings.provider_daily_quota,
+                      settings.quota_window_ms)  # fmt: skip
+    return ProviderHealth(client, config.name, config.api_key, guard, quota)
 
 
 def hosted(config: ProviderConfig, default_locale: str) -> Hosted | None:
@@ -110,10 +120,13 @@ def _pacer(
 
 def workers(sender: Sender) -> list[service.Worker]:
     intake = sender.intake
-    loops: list[service.Worker] = [sender.gauges, sender.promote, intake.renew]
+    loops = [named_loop(SERVICE, "gauges", sender.gauges_step),
+             named_loop(SERVICE, "promote", sender.promote_step),
+             named_loop(SERVICE, "renew", intake.renew_step)]  # fmt: skip
     for p in range(sender.settings.partitions):
-        loops.append(named(f"read_partition:{p}", functools.partial(intake.read_partition, p)))
-        loops.append(named(f"claim_partition:{p}", functools.partial(intake.claim_partition, p)))
+        read, claim = functools.partial(intake.reading, p), functools.partial(intake.claiming, p)
+        loops += [named_loop(SERVICE, f"read:{p}", opened=read),
+                  named_loop(SERVICE, f"claim:{p}", opened=claim)]  # fmt: skip
     loops.extend(sender.work for _ in range(sender.settings.concurrency))
     loops.append(intake.hand_back_on_stop)
     return loops
@@ -162,7 +175,7 @@ async def wire(settings: SenderSettings, client: RedisClient) -> AsyncIterator[s
 async def publish_quotas(client: RedisClient, sender: Sender) -> None:
     """The quota each provider is kept to, for admission's public budget."""
     for name, runner in sender.runners.items():
-        await publish(client, name, runner.quota)
+        await publish(client, name, runner.health.quota)
 
 
 async def open_all(

@@ -23,6 +23,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from shared.model import Outcome
+from shared.providers.base import Refusal, SendResult
+
 
 @dataclass(frozen=True, slots=True)
 class Refused:
@@ -63,6 +66,11 @@ class RefusalGuard:
             return None
         tripped, self.streak = self.streak, []
         return Trip(reason, tripped)
+
+
+def undocumented(result: SendResult) -> bool:
+    """Whether ``result`` is a refusal no provider page documents: the only kind counted."""
+    return result.outcome is Outcome.PERMANENT and result.refusal is Refusal.UNDOCUMENTED
 
 
 def _distinct(older: Refused, newer: Refused) -> bool:

@@ -17,21 +17,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 
-from services.sender.attempt import Job
 from services.sender.capacity import Capacity
+from services.sender.job import Job
 from services.sender.settings import SenderSettings
 from shared import clock
 from shared.consumer import Entry, StreamConsumer
 from shared.keys import JOB_FIELD, SEND_GROUP, TRACE_FIELD, PartitionKeys
 from shared.logging import event
-from shared.loops import ERRORS, resilient
+from shared.loops import ERRORS, Step
 from shared.operations import hand_back, renew_entries
 from shared.redis import RedisClient
 
 log = logging.getLogger(__name__)
-SERVICE = "sender"
 # An idle stream is waited on this long per read; shutdown waits at most this for a read.
 READ_BLOCK_MS = 2000
 CLAIM_BATCH = 100  # entries a claim takes over at most per round
@@ -109,16 +109,19 @@ class Intake:
         event(log, logging.INFO, "unstarted jobs handed back", jobs=handed)
 
     # -- readers ---------------------------------------------------------------------------
-    async def read_partition(self, partition: int, stop: asyncio.Event) -> None:
+    @asynccontextmanager
+    async def reading(self, partition: int, stop: asyncio.Event) -> AsyncIterator[Step]:
+        """A reader loop of ``partition``, counted while it runs (shutdown waits for the
+        read in flight)."""
         self._readers += 1
         try:
-            await resilient(SERVICE, f"read:{partition}", stop, self._reader(partition, stop))
+            yield self._reader(partition, stop)
         finally:
             self._readers -= 1
             if not self._readers:
                 self.readers_done.set()
 
-    def _reader(self, partition: int, stop: asyncio.Event) -> Callable[[], Awaitable[float]]:
+    def _reader(self, partition: int, stop: asyncio.Event) -> Step:
         async def step() -> float:
             if not self._readable(partition):
                 return 0.5
@@ -149,8 +152,8 @@ class Intake:
             await self._enqueue(partition, entry)
         return len(entries)
 
-    async def claim_partition(self, partition: int, stop: asyncio.Event) -> None:
-        """Take over entries whose consumer went quiet for longer than a lease."""
+    def claiming(self, partition: int, stop: asyncio.Event) -> AbstractAsyncContextManager[Step]:
+        """A loop taking over entries whose consumer went quiet for longer than a lease."""
         lease_ms = self.settings.lease_ms
 
         async def step() -> float:
@@ -158,7 +161,7 @@ class Intake:
                 await self._claim(partition, lease_ms, stop)
             return lease_ms / 2000
 
-        await resilient(SERVICE, f"claim:{partition}", stop, step)
+        return nullcontext(step)
 
     async def _claim(self, partition: int, lease_ms: int, stop: asyncio.Event) -> None:
         places = await self.capacity.reserve(CLAIM_BATCH, stop)
@@ -217,25 +220,21 @@ class Intake:
         await self.capacity.release(len(jobs))
 
     # -- leases on taken jobs --------------------------------------------------------------
-    async def renew(self, stop: asyncio.Event) -> None:
+    async def renew_step(self) -> float:
         """Restart the idle time of every entry taken for a quarter lease, every quarter
         lease: behind a slow pace (SES: 1/s) a job waits its turn longer than a lease, and
         taken over as abandoned it would be queued twice, its second copy spending a pacing
         slot for nothing. Its own loop: a claim loop can wait long for places, this one must
         not."""
         quarter_ms = self.settings.lease_ms / 4
-
-        async def step() -> float:
-            since = clock.now_ms() - quarter_ms
-            old: dict[int, list[Job]] = {}
-            for job, at in self.taken.items():
-                if at <= since:
-                    old.setdefault(job.partition, []).append(job)
-            for partition, jobs in old.items():
-                await self._renew(partition, jobs)
-            return quarter_ms / 1000
-
-        await resilient(SERVICE, "renew", stop, step)
+        since = clock.now_ms() - quarter_ms
+        old: dict[int, list[Job]] = {}
+        for job, at in self.taken.items():
+            if at <= since:
+                old.setdefault(job.partition, []).append(job)
+        for partition, jobs in old.items():
+            await self._renew(partition, jobs)
+        return quarter_ms / 1000
 
     async def _renew(self, partition: int, jobs: list[Job]) -> None:
         entry_ids = [job.entry_id for job in jobs]

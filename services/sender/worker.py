@@ -11,14 +11,15 @@ import asyncio
 import logging
 from typing import Any
 
-from services.sender.attempt import AttemptRunner, Job
+from services.sender.attempt import AttemptRunner, Pinned
 from services.sender.intake import Intake
+from services.sender.job import Job
 from services.sender.settings import SenderSettings
 from services.sender.unserved import Unserved
 from shared import clock, control, metrics
 from shared.keys import SEND_GROUP, PartitionKeys
 from shared.logging import event
-from shared.loops import ERRORS, resilient
+from shared.loops import ERRORS
 from shared.operations import promote_due
 from shared.redis import RedisClient
 from shared.service import sleep_or_stop
@@ -42,6 +43,7 @@ class Sender:
         self.intake = Intake(settings, client, self.readable, self.paused)
         self._serving: dict[int, str] = {}  # partition -> provider, as last exported
         self.unserved = Unserved(settings.partitions)
+        self._gauge_ticks = 0  # control refreshes so far (partition gauges every GAUGE_TICKS)
 
     # -- control -------------------------------------------------------------------------
     def runner_for(self, partition: int) -> AttemptRunner | None:
@@ -59,14 +61,14 @@ class Sender:
         """For a partition: its provider is here and not paused by credentials; for the
         process (readiness): at least one of its providers can send."""
         if partition is None:
-            return any(not r.auth_paused for r in self.runners.values())
+            return any(not r.health.paused for r in self.runners.values())
         runner = self.runner_for(partition)
-        return runner is not None and not runner.auth_paused
+        return runner is not None and not runner.health.paused
 
     async def refresh_control(self) -> float:
         self.state = await control.read(self.client)
         for runner in self.runners.values():
-            await self._refresh_auth(runner)
+            await runner.health.refresh(self.state)
         for p in range(self.settings.partitions):
             metrics.partition_paused.labels(str(p)).set(int(p in self.state.paused))
             self._provider_gauge(p)
@@ -81,33 +83,6 @@ class Sender:
             metrics.partition_provider.remove(str(partition), old)
         self._serving[partition] = name
         metrics.partition_provider.labels(str(partition), name).set(1)
-
-    async def _refresh_auth(self, runner: AttemptRunner) -> None:
-        mine = self.state.auth_paused.get(runner.name)
-        kind = control.pause_kind(mine) if mine is not None else ""
-        if mine and control.pause_over(mine, clock.now_ms()):
-            # A quota's window rolled over: the pause lifts by itself.
-            await control.auth_resume(self.client, runner.name)
-            event(log, logging.INFO, "provider pause over; sending resumes",
-                  provider=runner.name, kind=kind)  # fmt: skip
-            mine, kind = None, ""
-        elif (
-            kind == control.PauseKind.CREDENTIALS
-            and mine
-            and mine.get("key") != control.key_fingerprint(runner.api_key)
-        ):
-            # A different key has been deployed since the rejection: try again with it. (An
-            # account or refusals pause is not about the key: only an operator lifts it.)
-            await control.auth_resume(self.client, runner.name)
-            event(log, logging.INFO, "new provider key deployed; auth pause lifted",
-                  provider=runner.name)  # fmt: skip
-            mine, kind = None, ""
-        runner.auth_paused = mine is not None
-        metrics.provider_auth_paused.labels(runner.name).set(
-            int(kind == control.PauseKind.CREDENTIALS)
-        )
-        for each in control.PauseKind:
-            metrics.provider_paused.labels(runner.name, str(each)).set(int(kind == each))
 
     # -- workers -------------------------------------------------------------------------
     async def work(self, stop: asyncio.Event) -> None:
@@ -127,13 +102,13 @@ class Sender:
                 break
             await sleep_or_stop(stop, 0.5)
         try:
-            owner = await self._attempt_at(self.runner_for(job.partition), job, stop)
-            if owner:
-                # Pinned to the provider that decided its replay (shared.ownership): sent
-                # there, never through the partition's provider. Rare: after a switch only.
+            pinned = await self._attempt_at(self.runner_for(job.partition), job, stop)
+            if pinned is not None:
+                # Sent through the provider that decided its replay, never through the
+                # partition's. Rare: after a switch only.
                 event(log, logging.INFO, "operation pinned to another provider",
-                      operation_id=job.operation_id, provider=owner)  # fmt: skip
-                if await self._attempt_at(self.runners.get(owner), job, stop):
+                      operation_id=job.operation_id, provider=pinned.provider)  # fmt: skip
+                if await self._attempt_at(self.runners.get(pinned.provider), job, stop) is not None:
                     await self.intake.hand_back([job])
         except ERRORS as error:
             event(
@@ -150,28 +125,27 @@ class Sender:
                 "attempt failed unexpectedly", extra={"fields": {"operation_id": job.operation_id}}
             )
 
-    async def _attempt_at(self, runner: AttemptRunner | None, job: Job, stop: asyncio.Event) -> str:
-        """One attempt through ``runner`` (None: handed back); "" or the provider it is
-        pinned to instead."""
+    async def _attempt_at(
+        self, runner: AttemptRunner | None, job: Job, stop: asyncio.Event
+    ) -> Pinned | None:
+        """One attempt through ``runner`` (None: handed back), unless its operation is
+        pinned to another provider."""
         # The pacing schedule lives in Redis too: a store error while waiting for a slot
         # must not escape, or this worker dies and takes the whole sender down with it.
-        allowed = runner is not None and not runner.auth_paused
+        allowed = runner is not None and not runner.health.paused
         slot = await runner.pacer.acquire(stop) if runner and allowed else None
-        quota_at = await runner.take_quota() if runner and slot is not None else None
+        quota_at = await runner.health.take_quota() if runner and slot is not None else None
         if runner is None or slot is None or quota_at is None:
             await self.intake.hand_back([job])
-            return ""
+            return None
         return await runner.run(job, slot, quota_at)
 
     # -- scheduling and gauges -------------------------------------------------------------
-    async def promote(self, stop: asyncio.Event) -> None:
-        async def step() -> float:
-            now = clock.now_ms()
-            for p in await self._due_partitions(now):
-                await promote_due(self.client, p, now)
-            return self.settings.promote_interval_seconds
-
-        await resilient(SERVICE, "promote", stop, step)
+    async def promote_step(self) -> float:
+        now = clock.now_ms()
+        for p in await self._due_partitions(now):
+            await promote_due(self.client, p, now)
+        return self.settings.promote_interval_seconds
 
     async def _due_partitions(self, now: int) -> list[int]:
         """Partitions with work due now: one pipelined look at every due set, so an idle
@@ -183,22 +157,16 @@ class Sender:
             firsts = await pipe.execute()
         return [p for p, first in zip(live, firsts, strict=True) if first]
 
-    async def gauges(self, stop: asyncio.Event) -> None:
-        tick = 0
-
-        async def step() -> float:
-            nonlocal tick
-            await self.refresh_control()
-            # Depths and ages are scraped every 15-30 s: every few seconds is plenty, and
-            # each costs a few round trips per partition.
-            if tick % GAUGE_TICKS == 0:
-                now = clock.now_ms()
-                for p in range(self.settings.partitions):
-                    await self._partition_gauges(p, now)
-            tick += 1
-            return 1.0
-
-        await resilient(SERVICE, "gauges", stop, step)
+    async def gauges_step(self) -> float:
+        await self.refresh_control()
+        # Depths and ages are scraped every 15-30 s: every few seconds is plenty, and
+        # each costs a few round trips per partition.
+        if self._gauge_ticks % GAUGE_TICKS == 0:
+            now = clock.now_ms()
+            for p in range(self.settings.partitions):
+                await self._partition_gauges(p, now)
+        self._gauge_ticks += 1
+        return 1.0
 
     async def _partition_gauges(self, partition: int, now: int) -> None:
         pk = PartitionKeys(partition)

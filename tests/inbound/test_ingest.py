@@ -14,8 +14,9 @@ from redis.asyncio import Redis
 
 from services.poller.inbound import sendgrid
 from services.poller.inbound.events import Acceptance, Drop, Parsed, ProviderEvent
-from services.poller.inbound.ingest import MAX_FUTURE_MS, Ingest
+from services.poller.inbound.ingest import Ingest
 from shared import clock, codec, ids
+from shared.delivery import MAX_CLOCK_SKEW_MS
 from shared.keys import PREFIX, PartitionKeys
 from shared.model import Delivery
 from shared.operations import load_operation
@@ -144,7 +145,7 @@ async def test_unknown_operations_and_absurd_dates_are_dropped(
                 event("op-9-NOPE", Delivery.DELIVERED),  # partition 9 of 4
                 event("not-an-id", Delivery.DELIVERED),
                 event(ids.operation_id(1), Delivery.DELIVERED),  # well formed, no such operation
-                event(op, Delivery.DELIVERED, at_ms=now + MAX_FUTURE_MS + 60_000),
+                event(op, Delivery.DELIVERED, at_ms=now + MAX_CLOCK_SKEW_MS + 60_000),
                 event(op, Delivery.DELIVERED, at_ms=0),  # 1970: before the operation existed
             ]
         ),

@@ -26,7 +26,7 @@ from services.poller.inbound.events import Drop, Parsed, ProviderEvent
 from services.poller.observation import Match
 from services.poller.observer import Tally, count
 from shared import clock, metrics, ownership
-from shared.delivery import DeliveryEvent
+from shared.delivery import DeliveryEvent, plausible
 from shared.ids import operation_created_ms
 from shared.keys import PartitionKeys, partition_of_operation
 from shared.logging import event as log_event
@@ -37,8 +37,6 @@ from shared.settings import PolicySettings
 
 log = logging.getLogger(__name__)
 
-# How far ahead of our clock a provider's event may be dated before it is refused.
-MAX_FUTURE_MS = 300_000
 SETTLED_REASON = "settled: a delivery event showed the provider had accepted it"
 
 
@@ -113,8 +111,7 @@ class Ingest:
             created = operation_created_ms(ev.operation_id)
         except ValueError:  # not an operation id: its date cannot even be read
             return Drop.UNKNOWN_OPERATION
-        # Our clock and the provider's disagree a little: allow that much either side.
-        if not created - MAX_FUTURE_MS <= ev.occurred_ms <= now + MAX_FUTURE_MS:
+        if not plausible(ev.occurred_ms, now, created):
             return Drop.OUT_OF_RANGE
         return None
 

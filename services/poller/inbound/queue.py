@@ -15,8 +15,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections import Counter
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,11 +32,10 @@ from services.poller.inbound.sources import Source
 from services.poller.settings import PollerSettings
 from shared import metrics
 from shared.logging import event
-from shared.loops import resilient
+from shared.loops import Step
 from shared.providers.base import ProviderUnavailable
 
 log = logging.getLogger(__name__)
-SERVICE = "poller"
 BATCH = 10  # the most SQS hands out per receive
 RELEASE_SECONDS = 2.0  # the most shutdown waits for SQS to take messages back
 
@@ -86,10 +88,11 @@ class SesQueue:
             endpoint_url=self.settings.aws_endpoint_url or None,
         )  # fmt: skip
 
-    async def serve(self, stop: asyncio.Event) -> None:
-        """A worker: receive, apply, delete, until shutdown."""
+    @asynccontextmanager
+    async def receiving(self, stop: asyncio.Event) -> AsyncIterator[Step]:
+        """The loop's step (receive, apply, delete), with the SQS client open while it runs."""
         async with self._client() as sqs:
-            await resilient(SERVICE, "ses-queue", stop, lambda: self._step(sqs, stop))
+            yield functools.partial(self._step, sqs, stop)
 
     async def _step(self, sqs: Any, stop: asyncio.Event) -> float:
         try:

@@ -1,0 +1,13 @@
+"""A send job: one entry of a partition's send stream, as the intake hands it to a worker."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    partition: int
+    entry_id: str
+    operation_id: str
+    traceparent: str = field(default="", compare=False)  # the admission's, on a first attempt
