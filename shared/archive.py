@@ -10,12 +10,13 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import asyncpg
 
 from shared import codec
+from shared.clock import to_datetime
 from shared.model import Operation
 from shared.operation_views import (
     OperationDetail,
@@ -52,7 +53,7 @@ async def open_pool(settings: ArchiveSettings) -> AsyncIterator[asyncpg.Pool]:
 
 
 def to_time(ms: int) -> datetime:
-    return datetime.fromtimestamp(ms / 1000, tz=UTC)
+    return to_datetime(ms)
 
 
 def to_ms(at: datetime) -> int:

@@ -42,8 +42,8 @@ MAX_ID_LENGTH = 256
 # The window an event time must fall in to be believed, pulled or pushed: a provider's clock
 # may run a little ahead of ours (or behind, for a pushed event dated at the operation's
 # creation); nothing we still hold is older than a year (retention is 30 days).
-MAX_CLOCK_SKEW_MS = 10 * 60 * 1000
-MAX_EVENT_AGE_MS = 366 * 24 * 3600 * 1000
+MAX_CLOCK_SKEW_MS = to_ms(10 * 60)
+MAX_EVENT_AGE_MS = to_ms(366 * 24 * 3600)
 
 
 @dataclass(frozen=True, slots=True)

@@ -96,7 +96,7 @@ class Archiver:
             pipe.xrange(consumer.stream, "-", "+", count=1)
         heads = await pipe.execute()
         oldest = min((int(str(h[0][0]).split("-")[0]) for h in heads if h), default=None)
-        lag = 0.0 if oldest is None else max(0.0, (clock.now_ms() - oldest) / 1000)
+        lag = 0.0 if oldest is None else max(0.0, clock.to_seconds(clock.now_ms() - oldest))
         metrics.archive_lag.set(lag)
         return LAG_INTERVAL_S
 

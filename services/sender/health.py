@@ -20,6 +20,7 @@ import logging
 
 from services.sender.guard import RefusalGuard, Refused, Trip, undocumented
 from shared import clock, control, metrics
+from shared.clock import to_seconds
 from shared.logging import event
 from shared.model import Outcome, State
 from shared.providers.base import SendResult
@@ -147,7 +148,7 @@ class ProviderHealth:
     async def _trip(self, trip: Trip) -> None:
         """Pause the provider (unless another sender or kind paused it first) and hold the
         streak's operations for a person."""
-        window = self.guard.window_ms / 1000
+        window = to_seconds(self.guard.window_ms)
         reason = (f"{len(trip.streak)} distinct operations, recipients and accounts refused "
                   f"alike within {window:g} s by an answer no provider page documents: "
                   f"{trip.reason}")  # fmt: skip

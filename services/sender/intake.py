@@ -24,6 +24,7 @@ from services.sender.capacity import Capacity
 from services.sender.job import Job
 from services.sender.settings import SenderSettings
 from shared import clock
+from shared.clock import to_seconds
 from shared.consumer import Entry, StreamConsumer
 from shared.keys import JOB_FIELD, SEND_GROUP, TRACE_FIELD, PartitionKeys
 from shared.logging import event
@@ -234,7 +235,7 @@ class Intake:
                 old.setdefault(job.partition, []).append(job)
         for partition, jobs in old.items():
             await self._renew(partition, jobs)
-        return quarter_ms / 1000
+        return to_seconds(quarter_ms)
 
     async def _renew(self, partition: int, jobs: list[Job]) -> None:
         entry_ids = [job.entry_id for job in jobs]

@@ -82,7 +82,7 @@ class Pacer:
                 if delay < -self.burst_ms:
                     continue  # its moment passed unused: spent now it would be a burst
                 if delay > 0:
-                    await sleep_or_stop(stop, delay / 1000)
+                    await sleep_or_stop(stop, clock.to_seconds(delay))
                 if epoch == self._epoch and not stop.is_set():
                     return slot
             return None
@@ -95,7 +95,7 @@ class Pacer:
             # only find the horizon taken. Ask when half a horizon of them is left.
             ahead = self._reserved_until - clock.now_ms() - self.tuning.horizon_ms / 2
             if ahead > 0:
-                await sleep_or_stop(stop, ahead / 1000)
+                await sleep_or_stop(stop, clock.to_seconds(ahead))
             if self._slots or stop.is_set():
                 return
             slots = await PaceAcquire(
@@ -112,9 +112,9 @@ class Pacer:
                 self._slots.extend(times := slots.times_ms())
                 self._reserved_until = times[-1]
             elif slots.wait_ms > self.tuning.horizon_ms:
-                await self._until_accepted(stop, min(slots.wait_ms, 1000) / 1000)
+                await self._until_accepted(stop, clock.to_seconds(min(slots.wait_ms, 1000)))
             else:
-                await sleep_or_stop(stop, slots.wait_ms / 1000)
+                await sleep_or_stop(stop, clock.to_seconds(slots.wait_ms))
 
     async def _until_accepted(self, stop: asyncio.Event, seconds: float) -> None:
         """A long wait for the next slot ends early when a send is accepted: reported at
@@ -168,7 +168,7 @@ class Pacer:
         """The provider-wide block lasts at most ``max_wait``: one absurd Retry-After must not
         stop every replica (the operation keeps its own advised retry time, bounded by its
         horizon)."""
-        wait_s = (seen.blocked_until - seen.now) / 1000
+        wait_s = clock.to_seconds(seen.blocked_until - seen.now)
         capped = cap_advised_wait(wait_s, self.max_wait, "sender")
         if capped == wait_s:
             return seen
@@ -177,5 +177,5 @@ class Pacer:
     def _publish(self, rate: float, blocked_until: int) -> None:
         self.rate = rate
         metrics.pacing_rate.labels(self.provider).set(rate)
-        blocked = blocked_until / 1000 if blocked_until > clock.now_ms() else 0
+        blocked = clock.to_seconds(blocked_until) if blocked_until > clock.now_ms() else 0
         metrics.pacing_blocked_until.labels(self.provider).set(blocked)

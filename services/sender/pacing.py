@@ -8,9 +8,7 @@ shares one rate. The arithmetic of the rate is in those scripts only.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
-from shared.clock import to_ms
+from shared.clock import to_datetime, to_ms, to_seconds
 from shared.model import Outcome
 from shared.providers.base import SendResult
 from shared.rate_signal import RateSignal
@@ -95,12 +93,12 @@ def advised_rate(result: SendResult, stated: int, now: int) -> float:
     rate: the window opens whole again. 0 when the answer advises no rate."""
     if not result.retry_after or result.retry_source == Source.RATE_RESET:
         return 0.0
-    wait = (stated - now) / 1000
+    wait = to_seconds(stated - now)
     return 1 / wait if 2 <= wait <= MAX_RATE_WAIT_S else 0.0
 
 
 def _date_instant(value: str, server_date: str | None, now: int) -> int:
-    today = datetime.fromtimestamp(now / 1000, UTC)
+    today = to_datetime(now)
     when = parse_http_date(value, today)
     if when is None:
         return 0

@@ -17,6 +17,7 @@ from services.sender.job import Job
 from services.sender.settings import SenderSettings
 from services.sender.unserved import Unserved
 from shared import clock, control, metrics
+from shared.clock import to_seconds
 from shared.keys import SEND_GROUP, PartitionKeys
 from shared.logging import event
 from shared.loops import ERRORS
@@ -189,7 +190,7 @@ class Sender:
             metrics.queue_depth.labels(label, queue).set(depth)
         oldest = await self._oldest_waiting_ms(pk, group, now)
         overdue = now - int(first_due[0][1]) if first_due else 0
-        metrics.oldest_eligible_age.labels(label).set(max(oldest, overdue, 0) / 1000)
+        metrics.oldest_eligible_age.labels(label).set(to_seconds(max(oldest, overdue, 0)))
 
     async def _oldest_waiting_ms(
         self, pk: PartitionKeys, group: dict[str, object], now: int
