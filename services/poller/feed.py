@@ -16,6 +16,7 @@ import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
+from services.poller import traced
 from services.poller.budget import Budget
 from services.poller.observer import Observer
 from services.poller.settings import PollerSettings
@@ -160,7 +161,8 @@ class Feed:
             return idle
         events, rows, next_cursor = page
         self.calls.succeeded()
-        tally = await self.observer.observe(events)
+        with traced.received(self.calls.name, "events", len(events)):
+            tally = await self.observer.observe(events)
         if next_cursor != cursor:
             await self.client.set(self.cursor_key, next_cursor)
         if rows:

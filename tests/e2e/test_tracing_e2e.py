@@ -1,10 +1,11 @@
-"""One reset, one trace, on real processes (the sandbox, admission and a sender) exporting to
-a real OTLP/HTTP receiver (tests/support/otlp.py) at sampling 1.0: the game's click, the
-admission and the first attempt share a trace; the sandbox throttles that first attempt
-(its blackout: every send answers 429 with the remaining wait in Retry-After, then the
-bucket decides), and the retry that is accepted starts a trace of its own, linked to the
-admission. A contact form about the same account (the router) joins the admission's trace.
-No span names the player."""
+"""One reset, one trace, on real processes (the sandbox, admission, a sender, the poller and
+the router) exporting to a real OTLP/HTTP receiver (tests/support/otlp.py) at sampling 1.0:
+the game's click, the admission and the first attempt share a trace; the sandbox throttles
+that first attempt (its blackout: every send answers 429 with the remaining wait in
+Retry-After, then the bucket decides), and the retry that is accepted starts a trace of its
+own, linked to the admission. The sandbox's delivery event, read from its feed by the
+poller, is a span linked to the admission too. A contact form about the same account (the
+router) joins the admission's trace. No span, its resource included, names the player."""
 
 from __future__ import annotations
 
@@ -17,13 +18,23 @@ from typing import Any
 
 import aiohttp
 import pytest
+from opentelemetry.proto.trace.v1.trace_pb2 import Span as SpanProto
 from redis.asyncio import Redis
 
+from services.poller.traced import EVENT_TYPE, EVENTS
 from services.sender.traced import OUTCOME, STATUS
 from shared import tracing
 from shared.directory import Account, RedisDirectory
 from shared.keys import CONTACT_FORMS, PartitionKeys, partition_of
-from tests.e2e.conftest import BASELINE, CLUSTER, ROUTER_ENV, SENDER_ENV, poll, service_env
+from tests.e2e.conftest import (
+    BASELINE,
+    CLUSTER,
+    POLLER_ENV,
+    ROUTER_ENV,
+    SENDER_ENV,
+    poll,
+    service_env,
+)
 from tests.support.otlp import OtlpReceiver, Span, personal
 from tests.support.processes import Processes
 from tests.support.sandbox import run_sandbox_process
@@ -36,6 +47,8 @@ ACCOUNT = Account("acct-traced", "traced.player@example.com", "en")
 LOGIN = "traced_login"
 BLACKOUT_SECONDS = 1.0
 TRACED = {"OTEL_TRACES_SAMPLER": "always_on", "OTEL_BSP_SCHEDULE_DELAY": "100"}
+SERVER, CLIENT = SpanProto.SPAN_KIND_SERVER, SpanProto.SPAN_KIND_CLIENT
+CONSUMER = SpanProto.SPAN_KIND_CONSUMER
 
 
 @dataclass
@@ -57,6 +70,7 @@ async def stack(redis_server: Any, redis: Redis) -> AsyncIterator[Traced]:
             processes.add("admission")
             processes.add("sender", **SENDER_ENV)
             processes.add("router", **ROUTER_ENV)
+            processes.add("poller", **POLLER_ENV)
             await asyncio.gather(*(processes.start(n) for n in processes.services))
             yield Traced(processes, redis, receiver)
 
@@ -66,8 +80,14 @@ def where(spans: list[Span], name: str, **attributes: Any) -> list[Span]:
             and all(s.attributes.get(k) == v for k, v in attributes.items())]  # fmt: skip
 
 
-def accepted_send(spans: list[Span]) -> bool:
-    return bool(where(spans, "provider call", **{OUTCOME: "accepted"}))
+def accepted_and_delivered(spans: list[Span]) -> bool:
+    return bool(where(spans, "provider call", **{OUTCOME: "accepted"})) and bool(
+        where(spans, "delivery event", **{EVENT_TYPE: "delivered"})
+    )
+
+
+def children(spans: list[Span], parent: Span) -> list[Span]:
+    return [s for s in spans if s.parent_span_id == parent.span_id]
 
 
 async def test_one_reset_is_one_trace_and_its_retry_a_linked_one(stack: Traced) -> None:
@@ -80,13 +100,17 @@ async def test_one_reset_is_one_trace_and_its_retry_a_linked_one(stack: Traced) 
         http.post(url, json={"login": LOGIN}, headers=headers) as response,
     ):
         assert response.status == 202
-    spans = await receiver.wait_for(accepted_send, timeout=60)
+    spans = await receiver.wait_for(accepted_and_delivered, timeout=60)
 
     keys = PartitionKeys(partition_of(ACCOUNT.account_id, 4))
     operation_id = await poll(lambda: redis.hget(keys.account(ACCOUNT.account_id), "last"))
+    # The HTTP server span (the aiohttp instrumentation's) continues the game's trace.
+    (served,) = where(spans, "POST /v1/password-resets")
+    assert (served.trace_id, served.parent_span_id) == (GAME_TRACE, GAME_SPAN)
+    assert served.kind == SERVER and served.attributes[STATUS] == 202
     (request,) = where(spans, "recovery request")
     (script,) = where(spans, "admit script")
-    assert (request.trace_id, request.parent_span_id) == (GAME_TRACE, GAME_SPAN)
+    assert (request.trace_id, request.parent_span_id) == (GAME_TRACE, served.span_id)
     assert request.attributes[tracing.OPERATION_ID] == operation_id
 
     attempts = where(spans, "send attempt", **{tracing.OPERATION_ID: operation_id})
@@ -99,11 +123,23 @@ async def test_one_reset_is_one_trace_and_its_retry_a_linked_one(stack: Traced) 
         s for s in where(spans, "provider call") if s.parent_span_id == first[0].span_id
     ]
     assert throttled.attributes[STATUS] == 429 and throttled.attributes[OUTCOME] == "throttled"
+    # The HTTP client span (the aiohttp instrumentation's) is the provider call's child.
+    (http_call,) = children(spans, throttled)
+    assert http_call.kind == CLIENT and http_call.attributes[STATUS] == 429
     # Each retry is a trace of its own (no trace spans the backoff), linked to the admission.
     assert retries and all(not r.parent_span_id for r in retries)
     assert all(r.links and r.links[0][:2] == (GAME_TRACE, script.span_id) for r in retries)
     (accepted,) = where(spans, "provider call", **{OUTCOME: "accepted"})
     assert accepted.trace_id in {r.trace_id for r in retries}
+
+    # The delivery event the poller read is a span of its page's, linked to the admission.
+    (delivered,) = where(spans, "delivery event", **{tracing.OPERATION_ID: operation_id})
+    assert delivered.attributes[EVENT_TYPE] == "delivered"
+    assert delivered.trace_id != GAME_TRACE
+    assert delivered.links[0][:2] == (GAME_TRACE, script.span_id)
+    (page,) = [s for s in where(spans, "delivery events") if s.span_id == delivered.parent_span_id]
+    assert page.kind == CONSUMER and page.attributes[EVENTS] >= 1
+    assert page.service == "resetgate-poller"
 
     # The player writes in: the form's routing joins the operation's trace.
     form = {
