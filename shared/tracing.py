@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import weakref
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
@@ -63,6 +64,7 @@ SEMCONV = "OTEL_SEMCONV_STABILITY_OPT_IN"
 # nothing it put there can reach our spans or our streams.
 _W3C = TraceContextTextMapPropagator()
 _installed = False  # set once setup() has installed the SDK's provider
+_redis_traced: weakref.WeakSet[object] = weakref.WeakSet()  # clients with command spans
 
 
 def tracer(name: str) -> trace.Tracer:
@@ -137,14 +139,16 @@ def _nothing() -> None:
     return None
 
 
-def redis_commands(client: RedisClient) -> None:
+def redis_commands(client: RedisClient, like: RedisClient | None = None) -> None:
     """A span per Redis command of ``client`` (its name, never its arguments: the
-    instrumentation writes ``EVALSHA ? ? ?``), when traces are on."""
-    if not _installed:
+    instrumentation writes ``EVALSHA ? ? ?``), when traces are on; with ``like``, only if
+    that client has them (a client built on another, shared/fastredis.py)."""
+    if not _installed or (like is not None and like not in _redis_traced):
         return
     from opentelemetry.instrumentation.redis import RedisInstrumentor
 
     RedisInstrumentor.instrument_client(client)
+    _redis_traced.add(client)
 
 
 def without_query(url: URL) -> str:
