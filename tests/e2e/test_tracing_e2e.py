@@ -25,7 +25,7 @@ from services.poller.traced import EVENT_TYPE, EVENTS
 from services.sender.traced import OUTCOME, STATUS
 from shared import tracing
 from shared.directory import Account, RedisDirectory
-from shared.keys import CONTACT_FORMS, PartitionKeys, partition_of
+from shared.keys import CONTACT_FORMS, TRACE_FIELD, PartitionKeys, partition_of
 from tests.e2e.conftest import (
     BASELINE,
     CLUSTER,
@@ -37,7 +37,7 @@ from tests.e2e.conftest import (
 )
 from tests.support.otlp import OtlpReceiver, Span, personal
 from tests.support.processes import Processes
-from tests.support.sandbox import run_sandbox_process
+from tests.support.sandbox import configure, run_sandbox_process
 
 pytestmark = pytest.mark.skipif(CLUSTER, reason="one stack of its own, on a single Redis")
 
@@ -56,6 +56,7 @@ class Traced:
     processes: Processes
     redis: Redis
     receiver: OtlpReceiver
+    provider_url: str
 
 
 @pytest.fixture
@@ -72,7 +73,7 @@ async def stack(redis_server: Any, redis: Redis) -> AsyncIterator[Traced]:
             processes.add("router", **ROUTER_ENV)
             processes.add("poller", **POLLER_ENV)
             await asyncio.gather(*(processes.start(n) for n in processes.services))
-            yield Traced(processes, redis, receiver)
+            yield Traced(processes, redis, receiver, provider_url)
 
 
 def where(spans: list[Span], name: str, **attributes: Any) -> list[Span]:
@@ -158,6 +159,39 @@ async def test_one_reset_is_one_trace_and_its_retry_a_linked_one(stack: Traced) 
     assert joined.links[0][:2] == (routing.trace_id, routing.span_id)
 
     assert personal(spans, LOGIN, ACCOUNT.email) == []
+    # Log lines name the span they were logged in: the trace leads to them and back.
     sender_lines = processes["sender"].log_records()
     finished = [line for line in sender_lines if line.get("msg") == "attempt finished"]
-    assert {line.get("trace_id") for line in finished} >= {GAME_TRACE}
+    first_ids = {s.span_id for s in spans if s.trace_id == GAME_TRACE}
+    assert [line["span_id"] in first_ids for line in finished
+            if line.get("trace_id") == GAME_TRACE] == [True]  # fmt: skip
+
+
+async def test_a_lookup_that_settles_an_ambiguous_attempt_is_linked_to_its_admission(
+    stack: Traced,
+) -> None:
+    """The sandbox drops the connection after sending (an ambiguous attempt); the poller's
+    lookup by idempotency key finds the message, and its span links to the admission."""
+    processes, redis, receiver = stack.processes, stack.redis, stack.receiver
+    await RedisDirectory(redis).add(LOGIN, ACCOUNT)
+    await configure(stack.provider_url, drop_every=1)
+    url = processes["admission"].url + "/v1/password-resets"
+    async with aiohttp.ClientSession() as http, http.post(url, json={"login": LOGIN}) as answer:
+        assert answer.status == 202
+    ambiguous = {OUTCOME: "ambiguous"}
+    await receiver.wait_for(lambda got: bool(where(got, "provider call", **ambiguous)), timeout=60)
+    await configure(stack.provider_url, drop_every=0)
+    keys = PartitionKeys(partition_of(ACCOUNT.account_id, 4))
+    operation_id = str(await redis.hget(keys.account(ACCOUNT.account_id), "last"))
+    kept = str(await redis.hget(keys.operation(operation_id), TRACE_FIELD))
+
+    def found(got: list[Span]) -> bool:
+        return bool(where(got, "provider lookup", **{tracing.RESULT: "found"}))
+
+    spans = await receiver.wait_for(found, timeout=60)
+    (lookup,) = where(spans, "provider lookup", **{tracing.RESULT: "found"})
+    assert lookup.attributes[tracing.OPERATION_ID] == operation_id
+    assert lookup.attributes[STATUS] == 200 and lookup.kind == CLIENT
+    assert lookup.service == "resetgate-poller"
+    assert lookup.links[0][:2] == (tracing.trace_id_of(kept), kept.split("-")[2])
+    assert personal(spans, LOGIN, ACCOUNT.email) == []
