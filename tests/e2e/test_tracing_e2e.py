@@ -83,7 +83,7 @@ def where(spans: list[Span], name: str, **attributes: Any) -> list[Span]:
 
 def accepted_and_delivered(spans: list[Span]) -> bool:
     return bool(where(spans, "provider call", **{OUTCOME: "accepted"})) and bool(
-        where(spans, "delivery event", **{EVENT_TYPE: "delivered"})
+        where(spans, "delivery event", **{EVENT_TYPE: "delivered", tracing.RESULT: "applied"})
     )
 
 
@@ -134,8 +134,8 @@ async def test_one_reset_is_one_trace_and_its_retry_a_linked_one(stack: Traced) 
     assert accepted.trace_id in {r.trace_id for r in retries}
 
     # The delivery event the poller read is a span of its page's, linked to the admission.
-    (delivered,) = where(spans, "delivery event", **{tracing.OPERATION_ID: operation_id})
-    assert delivered.attributes[EVENT_TYPE] == "delivered"
+    applied = {tracing.OPERATION_ID: operation_id, tracing.RESULT: "applied"}
+    (delivered,) = where(spans, "delivery event", **applied, **{EVENT_TYPE: "delivered"})
     assert delivered.trace_id != GAME_TRACE
     assert delivered.links[0][:2] == (GAME_TRACE, script.span_id)
     (page,) = [s for s in where(spans, "delivery events") if s.span_id == delivered.parent_span_id]
