@@ -178,6 +178,17 @@ def redis_commands(client: RedisClient, like: RedisClient | None = None) -> None
     _redis_traced.add(client)
 
 
+def unrecorded_http() -> AbstractContextManager[object]:
+    """No HTTP client span inside: the poller's periodic polls (of a feed, of a queue), a
+    trace of their own every few seconds, would outnumber the resets' traces. A page that
+    brings events has its own span (services/poller/traced.py)."""
+    if not _installed:
+        return _NOT_RECORDED
+    from opentelemetry.instrumentation.utils import suppress_http_instrumentation
+
+    return suppress_http_instrumentation()
+
+
 def without_query(url: URL) -> str:
     """A client span's URL: no query string (it may hold a login), no credentials."""
     return str(url.with_query(None).with_user(None))

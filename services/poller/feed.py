@@ -20,7 +20,7 @@ from services.poller import traced
 from services.poller.budget import Budget
 from services.poller.observer import Observer
 from services.poller.settings import PollerSettings
-from shared import clock, metrics, retry_after
+from shared import clock, metrics, retry_after, tracing
 from shared.delivery import DeliveryEvent, parse_event
 from shared.keys import POLLER_CURSOR, poller_cursor
 from shared.logging import event
@@ -142,9 +142,10 @@ class Feed:
             return LOOKUP_YIELD_SECONDS
         cursor = await self._cursor()
         try:
-            answer = await self.calls.call(
-                "events", lambda: feed.events(cursor, self.settings.poll_batch)
-            )
+            with tracing.unrecorded_http():
+                answer = await self.calls.call(
+                    "events", lambda: feed.events(cursor, self.settings.poll_batch)
+                )
         except ProviderUnavailable as error:
             event(log, logging.WARNING, "events feed unreachable", provider=self.calls.name,
                   error=str(error))  # fmt: skip

@@ -141,6 +141,8 @@ async def test_one_reset_is_one_trace_and_its_retry_a_linked_one(stack: Traced) 
     (page,) = [s for s in where(spans, "delivery events") if s.span_id == delivered.parent_span_id]
     assert page.kind == CONSUMER and page.attributes[EVENTS] >= 1
     assert page.service == "resetgate-poller"
+    # The feed's polls (every 0.2 s here) make no trace of their own.
+    assert not [s for s in spans if s.service == page.service and s.kind == CLIENT]
 
     # The player writes in: the form's routing joins the operation's trace.
     form = {
@@ -194,4 +196,6 @@ async def test_a_lookup_that_settles_an_ambiguous_attempt_is_linked_to_its_admis
     assert lookup.attributes[STATUS] == 200 and lookup.kind == CLIENT
     assert lookup.service == "resetgate-poller"
     assert lookup.links[0][:2] == (tracing.trace_id_of(kept), kept.split("-")[2])
+    (http_lookup,) = children(spans, lookup)  # the opposite failure: a lookup is traced
+    assert http_lookup.kind == CLIENT and http_lookup.attributes[STATUS] == 200
     assert personal(spans, LOGIN, ACCOUNT.email) == []
