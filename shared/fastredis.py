@@ -53,6 +53,7 @@ from redis.exceptions import DataError, RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.typing import KeyT
 
+from shared import tracing
 from shared.logging import event
 
 log = logging.getLogger(__name__)
@@ -388,4 +389,6 @@ def fast_client(client: Any, enabled: bool = True) -> Any:
         return client
     if client.connection_pool.connection_class not in (Connection, UnixDomainSocketConnection):
         return client
-    return FastRedis(client)
+    fast = FastRedis(client)
+    tracing.redis_commands(fast, like=client)  # command spans, if the inner client has them
+    return fast

@@ -22,6 +22,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from shared import tracing
 from shared.logging import event
 from shared.redis_policy import check_eviction_policy
 from shared.settings import RedisSettings, redis_url_problem, sentinel_addresses
@@ -134,6 +135,8 @@ async def connect(settings: RedisSettings, attempts: int = 30) -> RedisClient:
         target=describe(settings),
     )
     await check_eviction_policy(client)
+    if settings.trace_redis_commands:
+        tracing.redis_commands(client)
     return client
 
 

@@ -64,6 +64,9 @@ class RedisSettings(_Env):
     redis_cluster: bool = False
     redis_timeout_seconds: float = Field(default=5.0, gt=0)
     redis_max_connections: int = Field(default=64, ge=2, le=10000)
+    # A span per Redis command when traces are on (shared/tracing.py): many, so only on
+    # request; each names its command, never its arguments.
+    trace_redis_commands: bool = False
     partitions: int = Field(default=16, ge=1, le=1024)
     redis_sentinels: str = Field(
         default="",

@@ -9,8 +9,15 @@ settings (``OTEL_TRACES_SAMPLER`` and its argument, ``OTEL_SERVICE_NAME``,
 ``OTEL_RESOURCE_ATTRIBUTES``, ``OTEL_EXPORTER_OTLP_HEADERS``, ``OTEL_BSP_*``).
 ``OTEL_SDK_DISABLED=true`` turns it off whatever else is set.
 
+On, the OpenTelemetry aiohttp instrumentations add the HTTP client and server spans (the
+provider's answer, the webhook a provider posts, each request admission serves), and Redis
+command spans are added when ``RESETGATE_TRACE_REDIS_COMMANDS`` asks (they are many): the
+command's name only, never its arguments. Propagation is W3C trace context only, in and out.
+
 Span attributes name the work (operation id, partition, attempt, provider), never a person:
-no email address, login, token or reset URL is ever given to a span.
+no email address, login, token or reset URL is ever given to a span. A client span's URL
+keeps no query string (the account directory is asked ``?login=``), and the pages whose
+query string holds a secret (the local reset page's token) get no server span.
 """
 
 from __future__ import annotations
@@ -18,13 +25,23 @@ from __future__ import annotations
 import logging
 import os
 import re
-from collections.abc import Callable, Mapping
+import weakref
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from typing import TYPE_CHECKING
 
 from opentelemetry import trace
 from opentelemetry.context import Context
+from opentelemetry.trace import SpanKind
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from shared.logging import event
+
+if TYPE_CHECKING:
+    from opentelemetry.util.types import Attributes
+    from yarl import URL
+
+    from shared.redis import RedisClient
 
 log = logging.getLogger(__name__)
 
@@ -39,15 +56,47 @@ PARTITION = "resetgate.partition"
 ATTEMPT = "resetgate.attempt"
 PROVIDER = "resetgate.provider"
 RESULT = "resetgate.result"
+# Request paths (regular expressions, as OTEL_PYTHON_AIOHTTP_SERVER_EXCLUDED_URLS takes them)
+# that get no server span: the local reset page, whose query string is the reset link (its
+# token), and the operational listener's probes and scrapes, which say nothing every few
+# seconds. Added to whatever that standard setting excludes.
+UNTRACED_PATHS = ("^/reset-password$", "^/(healthz|readyz|metrics)$")
+SERVER_EXCLUDED = "OTEL_PYTHON_AIOHTTP_SERVER_EXCLUDED_URLS"
+SEMCONV = "OTEL_SEMCONV_STABILITY_OPT_IN"
 # W3C trace context only (traceparent, tracestate): a caller's baggage is never read, so
 # nothing it put there can reach our spans or our streams.
 _W3C = TraceContextTextMapPropagator()
 _installed = False  # set once setup() has installed the SDK's provider
+_redis_traced: weakref.WeakSet[object] = weakref.WeakSet()  # clients with command spans
 
 
-def tracer(name: str) -> trace.Tracer:
-    """The tracer for module ``name``: the no-op one until :func:`setup` installs the SDK."""
-    return trace.get_tracer(name)
+class Tracer:
+    """A module's tracer. Off, a span is a ``nullcontext`` holding the invalid span: one
+    flag test, where the API's no-op tracer still attaches a context per span (about 2 % of
+    the sender's CPU in a storm, four spans an email)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._tracer: trace.Tracer | None = None  # the SDK's, once installed
+
+    def start_as_current_span(
+        self, name: str, context: Context | None = None, kind: SpanKind = SpanKind.INTERNAL,
+        attributes: Attributes = None, links: Sequence[trace.Link] | None = None,
+    ) -> AbstractContextManager[trace.Span]:  # fmt: skip
+        if not _installed:
+            return _NOT_RECORDED
+        if self._tracer is None:
+            self._tracer = trace.get_tracer(self.name)
+        return self._tracer.start_as_current_span(name, context, kind, attributes, links)
+
+
+_NOT_RECORDED = nullcontext(trace.INVALID_SPAN)  # reusable: nullcontext keeps no state
+
+
+def tracer(name: str) -> Tracer:
+    """The tracer for module ``name``: it records nothing until :func:`setup` installs the
+    SDK."""
+    return Tracer(name)
 
 
 def traceparent() -> str:
@@ -110,17 +159,61 @@ def setup(service: str, environ: Mapping[str, str] = os.environ) -> Callable[[],
               exporter=exporter)  # fmt: skip
     if not wanted(environ):
         return _nothing
-    return _install(service)
+    return _install(service, environ)
 
 
 def _nothing() -> None:
     return None
 
 
-def _install(service: str) -> Callable[[], None]:
+def redis_commands(client: RedisClient, like: RedisClient | None = None) -> None:
+    """A span per Redis command of ``client`` (its name, never its arguments: the
+    instrumentation writes ``EVALSHA ? ? ?``), when traces are on; with ``like``, only if
+    that client has them (a client built on another, shared/fastredis.py)."""
+    if not _installed or (like is not None and like not in _redis_traced):
+        return
+    from opentelemetry.instrumentation.redis import RedisInstrumentor
+
+    RedisInstrumentor.instrument_client(client)
+    _redis_traced.add(client)
+
+
+def unrecorded_http() -> AbstractContextManager[object]:
+    """No HTTP client span inside: the poller's periodic polls (of a feed, of a queue), a
+    trace of their own every few seconds, would outnumber the resets' traces. A page that
+    brings events has its own span (services/poller/traced.py)."""
+    if not _installed:
+        return _NOT_RECORDED
+    from opentelemetry.instrumentation.utils import suppress_http_instrumentation
+
+    return suppress_http_instrumentation()
+
+
+def without_query(url: URL) -> str:
+    """A client span's URL: no query string (it may hold a login), no credentials."""
+    return str(url.with_query(None).with_user(None))
+
+
+def _instrument_http(environ: Mapping[str, str]) -> None:
+    """The instrumentation packages' HTTP client and server spans, for every session and
+    application made from now on (tracing is set up before a service builds either)."""
+    from opentelemetry.instrumentation.aiohttp_client import AioHttpClientInstrumentor
+    from opentelemetry.instrumentation.aiohttp_server import AioHttpServerInstrumentor
+
+    theirs = environ.get(SERVER_EXCLUDED) or environ.get("OTEL_PYTHON_EXCLUDED_URLS", "")
+    # The instrumentations read their settings from the environment alone: the exclusions,
+    # and the stable HTTP attribute names (``http.response.status_code``, as the sender's
+    # own spans write it) unless the deployment chose otherwise.
+    os.environ[SERVER_EXCLUDED] = ",".join(filter(None, (*UNTRACED_PATHS, theirs)))
+    os.environ.setdefault(SEMCONV, environ.get(SEMCONV, "http"))
+    AioHttpServerInstrumentor().instrument()
+    AioHttpClientInstrumentor().instrument(url_filter=without_query)
+
+
+def _install(service: str, environ: Mapping[str, str]) -> Callable[[], None]:
     global _installed
     # Imported here so a process with tracing off never loads the SDK or the exporter.
-    from opentelemetry import trace
+    from opentelemetry import propagate, trace
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.resources import SERVICE_NAME, Resource
     from opentelemetry.sdk.trace import TracerProvider
@@ -132,6 +225,9 @@ def _install(service: str) -> Callable[[], None]:
     provider = TracerProvider(resource=resource)
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
     trace.set_tracer_provider(provider)
+    # What the instrumentations read and write: trace context, never a caller's baggage.
+    propagate.set_global_textmap(_W3C)
+    _instrument_http(environ)
     _installed = True
     event(log, logging.INFO, INSTALLED,
           service_name=str(resource.attributes.get(SERVICE_NAME)))  # fmt: skip

@@ -14,7 +14,7 @@ import logging
 from typing import Any
 
 from aiohttp import web
-from opentelemetry.trace import SpanKind, get_current_span
+from opentelemetry.trace import get_current_span
 
 from services.admission.context import BUDGET, DIRECTORY, GATE, LIMITER, SETTINGS
 from services.admission.http import read_body
@@ -39,9 +39,9 @@ def received() -> web.Response:
 
 
 async def password_reset(request: web.Request) -> web.Response:
-    """One span per request, continuing the game's trace when it sends a ``traceparent``."""
-    parent = tracing.continued(request.headers)
-    with TRACER.start_as_current_span("recovery request", parent, SpanKind.SERVER):
+    """One span per request, a child of the HTTP server span (the aiohttp instrumentation's),
+    which continues the game's trace when it sends a ``traceparent``."""
+    with TRACER.start_as_current_span("recovery request"):
         return await _password_reset(request)
 
 

@@ -30,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
+from services.poller import traced
 from shared import clock, metrics
 from shared.keys import PartitionKeys
 from shared.logging import event
@@ -154,13 +155,17 @@ async def situation(
 
 
 async def lookup(
-    provider: Provider, operation_id: str, permit: Callable[[], float] = no_wait
-) -> str:
-    """The provider's message id for this operation, or "" if it has none."""
+    provider: Provider, operation_id: str, permit: Callable[[], float] = no_wait,
+    traceparent: str = "",
+) -> str:  # fmt: skip
+    """The provider's message id for this operation, or "" if it has none. ``traceparent``:
+    the operation's, which the lookup's span links to."""
     wait = permit()
     if wait:
         raise BudgetWait(wait)
-    result = await provider.lookup(operation_id)
+    with traced.lookup(provider.name, operation_id, traceparent) as span:
+        result = await provider.lookup(operation_id)
+        traced.looked_up(span, result.status, result.message_id)
     metrics.poll_requests.labels(provider.name, "lookup", str(result.status)).inc()
     if result.status == 429:
         metrics.poll_throttled.labels(provider.name, "lookup").inc()
@@ -195,7 +200,8 @@ async def decide(
         return _NOT_ASKED[step]
     message_id = ""
     if step is not Step.REPLAY:
-        message_id = await lookup(provider, operation.operation_id, asking.permit)
+        message_id = await lookup(provider, operation.operation_id, asking.permit,
+                                  operation.traceparent)  # fmt: skip
     if message_id:
         return Resolution.ACCEPTED, message_id, "reconciled: provider had accepted it", ""
     if step in _NOT_FOUND:

@@ -16,10 +16,11 @@ import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
+from services.poller import traced
 from services.poller.budget import Budget
 from services.poller.observer import Observer
 from services.poller.settings import PollerSettings
-from shared import clock, metrics, retry_after
+from shared import clock, metrics, retry_after, tracing
 from shared.delivery import DeliveryEvent, parse_event
 from shared.keys import POLLER_CURSOR, poller_cursor
 from shared.logging import event
@@ -141,9 +142,10 @@ class Feed:
             return LOOKUP_YIELD_SECONDS
         cursor = await self._cursor()
         try:
-            answer = await self.calls.call(
-                "events", lambda: feed.events(cursor, self.settings.poll_batch)
-            )
+            with tracing.unrecorded_http():
+                answer = await self.calls.call(
+                    "events", lambda: feed.events(cursor, self.settings.poll_batch)
+                )
         except ProviderUnavailable as error:
             event(log, logging.WARNING, "events feed unreachable", provider=self.calls.name,
                   error=str(error))  # fmt: skip
@@ -160,7 +162,8 @@ class Feed:
             return idle
         events, rows, next_cursor = page
         self.calls.succeeded()
-        tally = await self.observer.observe(events)
+        with traced.received(self.calls.name, "events", len(events)):
+            tally = await self.observer.observe(events)
         if next_cursor != cursor:
             await self.client.set(self.cursor_key, next_cursor)
         if rows:

@@ -30,6 +30,7 @@ class AppliedEvent:
     result: Applied
     delivery: str
     state: str = ""  # the operation's state as the event found it ("" when missing)
+    traceparent: str = ""  # the one the operation's admission kept ("" when none)
 
 
 async def operations_for(

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from services.poller import observation
+from services.poller import observation, traced
 from services.poller.observation import AppliedEvent, Match
 from services.poller.settings import PollerSettings
 from shared import clock, metrics
@@ -42,8 +42,9 @@ class Tally:
 
 
 def count(outcomes: Sequence[AppliedEvent], now: int) -> Tally:
-    """Tally applied events and export them (types, duplicates, lag): the pull feed and the
-    pushed events count alike."""
+    """Tally applied events and export them (types, duplicates, lag; with traces on, a span
+    per event matched to an operation): the pull feed and the pushed events count alike."""
+    traced.matched(outcomes)
     tally = Tally()
     for outcome in outcomes:
         tally.add(outcome)

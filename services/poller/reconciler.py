@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import time
 
+from services.poller import traced
 from services.poller.ambiguity import (
     Asking,
     BudgetWait,
@@ -223,7 +224,8 @@ class Reconciler:
             now = clock.now_ms()
             parsed = (parse_event(row, now) for row in (rows if isinstance(rows, list) else []))
             events = [ev for ev in parsed if ev is not None]
-            await self.observer.observe(events)
+            with traced.received(self.calls.name, "message", len(events)):
+                await self.observer.observe(events)
             self.to_read.pop(operation_id, None)
             return 0.0
         tries = self.to_read.get(operation_id, 0) + 1

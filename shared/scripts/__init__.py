@@ -138,7 +138,8 @@ def settle_prelude() -> str:
     """What a script that ends an operation gets in place of ``-- @settle``: ``settle``,
     which keeps the finished operation for ``retention_ms`` (the archive off), or, with the
     archive on (``retention_ms`` 0), keeps it without an expiry and hands its id to the
-    archiver's stream; the archiver alone gives it one, after its commit (archive.lua)."""
+    archiver's stream (with the operation's ``traceparent``, when it kept one); the archiver
+    alone gives it one, after its commit (archive.lua)."""
     return f"""-- settling (rendered from shared/scripts/__init__.py)
 local function settle(operation, ledger, settled, operation_id, retention_ms, now)
   if retention_ms > 0 then
@@ -150,7 +151,13 @@ local function settle(operation, ledger, settled, operation_id, retention_ms, no
   redis.call("PERSIST", ledger)
   redis.call("HSET", operation, "settled_at", now)
   redis.call("HDEL", operation, "archived_at")
-  redis.call("XADD", settled, "*", "{JOB_FIELD}", operation_id)
+  -- The entry carries the operation's trace context (if it kept one), as every entry does.
+  local traceparent = redis.call("HGET", operation, "{TRACE_FIELD}")
+  if traceparent then
+    redis.call("XADD", settled, "*", "{JOB_FIELD}", operation_id, "{TRACE_FIELD}", traceparent)
+  else
+    redis.call("XADD", settled, "*", "{JOB_FIELD}", operation_id)
+  end
 end
 """
 

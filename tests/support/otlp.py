@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -44,6 +45,8 @@ class Span:
     attributes: dict[str, Any]
     events: list[dict[str, Any]] = field(default_factory=list)
     links: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
+    resource: dict[str, Any] = field(default_factory=dict)  # the process's, as exported
+    status: str = ""  # the status message, if any
 
 
 def _value(any_value: Any) -> Any:
@@ -62,7 +65,8 @@ def _attributes(pairs: Any) -> dict[str, Any]:
 def _spans(request: ExportTraceServiceRequest) -> list[Span]:
     found = []
     for resource_spans in request.resource_spans:
-        service = str(_attributes(resource_spans.resource.attributes).get("service.name", ""))
+        resource = _attributes(resource_spans.resource.attributes)
+        service = str(resource.get("service.name", ""))
         for scope_spans in resource_spans.scope_spans:
             for span in scope_spans.spans:
                 found.append(Span(
@@ -71,6 +75,7 @@ def _spans(request: ExportTraceServiceRequest) -> list[Span]:
                     [{"name": e.name, **_attributes(e.attributes)} for e in span.events],
                     [(link.trace_id.hex(), link.span_id.hex(), _attributes(link.attributes))
                      for link in span.links],
+                    resource, span.status.message,
                 ))  # fmt: skip
     return found
 
@@ -127,7 +132,8 @@ class OtlpReceiver:
 
 
 def _texts(span: Span) -> list[str]:
-    values: list[Any] = [span.name, *span.attributes.values()]
+    values: list[Any] = [span.name, span.status, *span.attributes.values()]
+    values.extend(span.resource.values())
     for span_event in span.events:
         values.extend(span_event.values())
     for *_, attributes in span.links:
@@ -135,13 +141,29 @@ def _texts(span: Span) -> list[str]:
     return [str(value) for value in values]
 
 
+# An HTTP span's own URL (the instrumentations' ``http.url``): a URL is allowed there, but
+# only with no query string and not the reset page's (whose link holds the token).
+_HTTP_URL = re.compile(r"https?://([^\s?#]*)")
+RESET_PAGE = "reset-password"
+
+
+def _leaks(text: str, literals: tuple[str, ...]) -> bool:
+    if any(literal in text for literal in literals):
+        return True
+    url = _HTTP_URL.fullmatch(text)
+    if url is not None:
+        return RESET_PAGE in text or scrub(url.group(1)) != url.group(1)
+    return scrub(text) != text
+
+
 def personal(spans: list[Span], *literals: str) -> list[tuple[str, str]]:
-    """(span name, text) for every span name, attribute, event or link attribute that holds
-    what the logs may never hold (an address, a URL, a token: shared.logging.scrub's
-    patterns, so both say the same) or one of ``literals`` (a login, an account's address)."""
+    """(span name, text) for every span name, status, attribute, event, link attribute or
+    resource attribute that holds what the logs may never hold (an address, a URL, a token:
+    shared.logging.scrub's patterns, so both say the same; an HTTP span's URL without a
+    query string is no leak) or one of ``literals`` (a login, an account's address)."""
     found = []
     for span in spans:
         for text in _texts(span):
-            if scrub(text) != text or any(literal in text for literal in literals):
+            if _leaks(text, literals):
                 found.append((span.name, text))
     return found

@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from services.poller import observation
+from services.poller import observation, traced
 from services.poller.ambiguity import Resolution
 from services.poller.inbound.events import Drop, Parsed, ProviderEvent
 from services.poller.observation import Match
@@ -71,6 +71,12 @@ class Ingest:
     ) -> Result:
         """``provider``: the source (metrics label); ``senders``: the configured providers
         it speaks for (None: any), an event about an operation another one holds is dropped."""
+        with traced.received(provider, "pushed", len(parsed.events)):
+            return await self._apply(provider, parsed, senders)
+
+    async def _apply(
+        self, provider: str, parsed: Parsed, senders: frozenset[str] | None
+    ) -> Result:
         result = Result(dropped=Counter(parsed.dropped))
         for ev in parsed.events:
             metrics.inbound_events.labels(provider, ev.kind).inc()

@@ -30,7 +30,7 @@ from services.poller.inbound.events import Parsed
 from services.poller.inbound.ingest import Ingest
 from services.poller.inbound.sources import Source
 from services.poller.settings import PollerSettings
-from shared import metrics
+from shared import metrics, tracing
 from shared.logging import event
 from shared.loops import Step
 from shared.providers.base import ProviderUnavailable
@@ -106,10 +106,11 @@ class SesQueue:
 
     async def _receive(self, sqs: Any, stop: asyncio.Event) -> list[dict[str, Any]]:
         """One long poll, abandoned at shutdown (what it would have returned stays queued)."""
-        receive = asyncio.ensure_future(sqs.receive_message(
-            QueueUrl=self.settings.ses_queue_url, MaxNumberOfMessages=BATCH,
-            WaitTimeSeconds=self.settings.ses_wait_seconds,
-        ))  # fmt: skip
+        with tracing.unrecorded_http():  # the task copies the context: its call is not traced
+            receive = asyncio.ensure_future(sqs.receive_message(
+                QueueUrl=self.settings.ses_queue_url, MaxNumberOfMessages=BATCH,
+                WaitTimeSeconds=self.settings.ses_wait_seconds,
+            ))  # fmt: skip
         stopping = asyncio.ensure_future(stop.wait())
         await asyncio.wait([receive, stopping], return_when=asyncio.FIRST_COMPLETED)
         stopping.cancel()
