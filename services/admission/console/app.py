@@ -18,7 +18,16 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 from redis.exceptions import RedisError
 
-from services.admission.console import find, forms, oncall, overview, provider_forms, trail, views
+from services.admission.console import (
+    charts,
+    find,
+    forms,
+    oncall,
+    overview,
+    provider_forms,
+    trail,
+    views,
+)
 from services.admission.console.auth import check_csrf, csrf_key, identify
 from services.admission.console.context import (
     CSRF_KEY,
@@ -168,7 +177,9 @@ def console_worker(
         await site.start()
         event(log, logging.INFO, "console listening", port=settings.console_port)
         try:
-            await _keep_trail(client, settings.audit_retention_days, stop)
+            async with asyncio.TaskGroup() as loops:
+                loops.create_task(_keep_trail(client, settings.audit_retention_days, stop))
+                loops.create_task(charts.keep_sampling(client, settings, stop))
         finally:
             await runner.cleanup()
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from aiohttp import web
 
+from services.admission.console.charts import horizon_share
 from services.admission.console.checks import failing_checks
 from services.admission.console.context import REDIS, SETTINGS
 from services.admission.console.html import (
@@ -35,10 +36,9 @@ AUDIT_SHOWN = 20  # the newest operator actions on the providers page; the trail
 
 def _share_of_horizon(r: dict[str, Any]) -> str:
     """How much of the time from creation to the delivery horizon is already spent."""
-    span = r["horizon_at"] - r["created_at"]
-    if span <= 0:
+    if (spent := horizon_share(r)) is None:
         return "-"
-    share = min(999.0, 100 * r["age_seconds"] * 1000 / span)
+    share = min(999.0, 100 * spent)
     return f"{share:.1f} %" if share < 10 else f"{share:.0f} %"
 
 
