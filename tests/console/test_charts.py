@@ -119,9 +119,9 @@ async def test_the_home_page_draws_each_providers_hour(
         live = await get_text(http, "/console/overview/live", headers)
     primary = live.split('<tr data-chart="primary">')[1].split("</tr>")[0]
     standby = live.split('<tr data-chart="standby">')[1].split("</tr>")[0]
-    assert "12 accepted in the last hour, 12 this minute" in primary
-    assert "3 429s in the last hour, 3 this minute" in primary
+    # (What "this minute" holds depends on whether a minute turned since the samples.)
+    assert "12 accepted in the last hour" in primary and "3 429s in the last hour" in primary
     assert '<rect class="accepted"' in primary and '<rect class="throttled"' in primary
     assert "no eligible operation in the last hour" in primary
-    assert "now 0% of its horizon" in standby and '<circle class="oldest"' in standby
+    assert "of its horizon, at most 0.0 %" in standby and '<circle class="oldest"' in standby
     assert "0 accepted in the last hour" in standby

@@ -44,6 +44,14 @@ def horizon_share(r: dict[str, Any]) -> float | None:
     return r["age_seconds"] * 1000 / span if span > 0 else None
 
 
+def percent(share: float | None) -> str:
+    """A share as a person reads it: 0.4 %, 37 %; capped at 999 %."""
+    if share is None:
+        return "-"
+    value = min(999.0, 100 * share)
+    return f"{value:.1f} %" if value < 10 else f"{value:.0f} %"
+
+
 # -- sampling -------------------------------------------------------------------------------
 async def sample(client: RedisClient, settings: AdmissionSettings, now: int) -> None:
     """One sample of every configured provider."""
@@ -127,8 +135,8 @@ def _shares(values: list[float | None]) -> str:
     seen = [v for v in values if v is not None]
     if not seen:
         return "no eligible operation in the last hour"
-    now = f"{values[-1]:.0%}" if values[-1] is not None else "none eligible"
-    return f"now {now} of its horizon, at most {max(seen):.0%}"
+    now = percent(values[-1]) if values[-1] is not None else "none eligible"
+    return f"now {now} of its horizon, at most {percent(max(seen))}"
 
 
 def _chart(svg: Markup, figures: str) -> Markup:

@@ -8,7 +8,7 @@ from typing import Any
 
 from aiohttp import web
 
-from services.admission.console.charts import horizon_share
+from services.admission.console.charts import horizon_share, percent
 from services.admission.console.checks import failing_checks
 from services.admission.console.context import REDIS, SETTINGS
 from services.admission.console.html import (
@@ -36,10 +36,7 @@ AUDIT_SHOWN = 20  # the newest operator actions on the providers page; the trail
 
 def _share_of_horizon(r: dict[str, Any]) -> str:
     """How much of the time from creation to the delivery horizon is already spent."""
-    if (spent := horizon_share(r)) is None:
-        return "-"
-    share = min(999.0, 100 * spent)
-    return f"{share:.1f} %" if share < 10 else f"{share:.0f} %"
+    return percent(horizon_share(r))
 
 
 def operation_cells(r: dict[str, Any], now: int) -> list[object]:

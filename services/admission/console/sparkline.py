@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from services.admission.console.html import Markup, escape, join
 
-STEP = 3  # px per value
+STEP = 4  # px per value
 HEIGHT = 40
 
 
