@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-import time
+import re
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -38,6 +38,8 @@ STORM = 240  # operations admitted at once
 PARTITIONS = 4
 RATE = 12  # the sandbox's sends/s; the sender's ceiling (24/s) is twice that, so 429s come
 BOUNCE_DOMAIN = "bounce.example"
+# The home page's chart row once the storm's sends and 429s are both drawn.
+STORM_HOUR = re.compile(r"[1-9]\d* accepted in the last hour.*[1-9]\d* 429s in the last hour", re.S)
 pytestmark = pytest.mark.timeout(240)
 
 
@@ -168,14 +170,8 @@ class Pages:
         self.driver.save_screenshot(str(self.shots / f"{name}.png"))
 
     def wait_for(self, text: str, timeout: float = 20, reload: bool = True) -> None:
-        deadline = time.monotonic() + timeout
-        while text not in self.driver.page_source:
-            assert time.monotonic() < deadline, (
-                f"{text!r} never showed on {self.driver.current_url}"
-            )
-            time.sleep(0.3)
-            if reload:
-                self.driver.refresh()
+        chromium.wait_for(self.driver, lambda: self.driver.page_source,
+                          lambda page: text in page, timeout, reload)  # fmt: skip
         self.check()
 
 
@@ -274,13 +270,9 @@ async def test_console_in_chromium_during_a_storm(
 
     # The paused partition drains (attempts a sender had already taken finish), then stands.
     pages.open("/console/providers")
-    row = _partition_row(pages, partition)
-    deadline = time.monotonic() + 20
-    while "draining" in row:
-        assert time.monotonic() < deadline, row
-        await asyncio.sleep(0.3)
-        pages.open("/console/providers")
-        row = _partition_row(pages, partition)
+    chromium.wait_for(driver, lambda: _partition_row(pages, partition),
+                      lambda row: "draining" not in row, 20)  # fmt: skip
+    pages.check()
     pages.shot("providers")
     waiting = await _still_waiting(stack, partition)
 
@@ -343,5 +335,14 @@ async def test_console_in_chromium_during_a_storm(
     pages.open("/console/providers")
     throttled = driver.find_element(By.XPATH, "//section[1]//tbody/tr/td[7]").text
     assert int(throttled) > 0  # the storm's 429s, counted by the pacer
+    # The storm's last hour, drawn from what the sender's pacer counted: sends accepted and
+    # 429s per minute (sampled every 10 s: the figures follow without a reload).
     pages.open("/console/")
+    hour = "//section[h2[@id='hour-h']]//tbody/tr[1]"
+    chromium.wait_for(driver, lambda: pages.driver.find_element(By.XPATH, hour).text,
+                      lambda row: bool(STORM_HOUR.search(row)), 30, reload=False)  # fmt: skip
+    where = driver.find_element(By.XPATH, "//section[h2[@id='hour-h']]")
+    driver.execute_script("arguments[0].scrollIntoView()", where)
+    pages.shot("home-storm")
+    pages.check()
     assert pages.scanned >= 15

@@ -18,11 +18,7 @@ import aiohttp
 import pytest
 from redis.asyncio import Redis
 from selenium import webdriver
-from selenium.common.exceptions import (
-    NoSuchElementException,
-    StaleElementReferenceException,
-    WebDriverException,
-)
+from selenium.common.exceptions import WebDriverException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support.ui import Select, WebDriverWait
@@ -38,9 +34,6 @@ from tests.support.processes import Processes, ServiceProcess
 from tests.support.sandbox import SANDBOX_API_KEY, run_sandbox_process
 
 TOKEN = "browser-internal-token-0123456789"
-# Read while console.js swaps the live part of the page: an element may go between finding it
-# and reading it.
-LIVE = (NoSuchElementException, StaleElementReferenceException)
 PARTITIONS = 4
 pytestmark = pytest.mark.timeout(400)
 
@@ -135,21 +128,7 @@ class Browser:
     def wait_for(
         self, read: Any, condition: Any, timeout: float = 30, reload: bool = True
     ) -> str:
-        """``read()`` until ``condition`` holds on it (reloading between reads, or, with
-        ``reload`` False, letting console.js refresh the page's figures); the last value."""
-        seen: list[str] = []
-
-        def holds(driver: webdriver.Chrome) -> bool:
-            seen[:] = [str(read())]
-            if condition(seen[0]):
-                return True
-            if reload:
-                driver.refresh()
-            return False
-
-        wait = WebDriverWait(self.driver, timeout, poll_frequency=0.3, ignored_exceptions=LIVE)
-        wait.until(holds, message=f"last read: {seen}")
-        return seen[0]
+        return chromium.wait_for(self.driver, read, condition, timeout, reload)
 
     def find(self, query: str, by: str = "id") -> None:
         """The search every page carries in its header."""
