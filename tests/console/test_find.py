@@ -81,30 +81,31 @@ async def studio() -> AsyncIterator[str]:
         yield str(server.make_url(""))
 
 
+async def _through(redis_server: Any, url: str, *logins: str) -> list[tuple[int, str, str]]:
+    """Each login found through the studio's directory at ``url`` (over HTTP): the status,
+    where it leads and the page."""
+    settings = console_settings(redis_server.url, directory_url=url)
+    async with (
+        aiohttp.ClientSession() as session,
+        console(settings, HttpDirectory(session, url, timeout=1.0)) as http,
+    ):
+        headers = await sign_in(http)
+        replies = [await _find(http, headers, login, "login") for login in logins]
+        return [(r.status, r.headers.get("Location", ""), await r.text()) for r in replies]
+
+
 async def test_the_studios_directory_resolves_a_login_or_says_it_has_none(
     redis_server: Any, studio: str
 ) -> None:
-    settings = console_settings(redis_server.url, directory_url=studio)
-    async with aiohttp.ClientSession() as session:
-        directory = HttpDirectory(session, studio, timeout=2.0)
-        async with console(settings, directory) as http:
-            headers = await sign_in(http)
-            known = await _find(http, headers, STUDIO_LOGIN, "login")
-            unknown = await _find(http, headers, "else.player", "login")
-            text = await unknown.text()
-    assert known.headers["Location"] == "/console/accounts/acct-dir?result=by-login"
-    assert unknown.status == 404 and "The account directory has no account with this login." in text
+    known, unknown = await _through(redis_server, studio, STUDIO_LOGIN, "else.player")
+    assert known[1] == "/console/accounts/acct-dir?result=by-login"
+    status, _, text = unknown
+    assert status == 404 and "The account directory has no account with this login." in text
     assert "else.player" not in text
 
 
 async def test_a_directory_that_does_not_answer_is_said_so(redis_server: Any) -> None:
     closed = f"http://127.0.0.1:{free_port()}"  # a directory URL nobody listens on
-    settings = console_settings(redis_server.url, directory_url=closed)
-    async with aiohttp.ClientSession() as session:
-        directory = HttpDirectory(session, closed, timeout=1.0)
-        async with console(settings, directory) as http:
-            headers = await sign_in(http)
-            reply = await _find(http, headers, STUDIO_LOGIN, "login")
-            text = await reply.text()
-    assert reply.status == 503 and "The account directory did not answer" in text
+    [(status, _, text)] = await _through(redis_server, closed, STUDIO_LOGIN)
+    assert status == 503 and "The account directory did not answer" in text
     assert STUDIO_LOGIN not in text

@@ -91,7 +91,6 @@ async def keep_sampling(
 class Series:
     """One provider's last hour, a value per minute, oldest first (None: no sample)."""
 
-    first_minute: int  # ms / 60000 of the first value
     accepted: list[int | None]
     throttled: list[int | None]
     oldest: list[float | None]  # share of the horizon (1.0: reached)
@@ -111,7 +110,7 @@ def _series(raw: dict[Any, Any], now: int) -> Series:
         accepted.append(int(raw.get(f"a{slot}") or 0) if sampled else None)
         throttled.append(int(raw.get(f"t{slot}") or 0) if sampled else None)
         oldest.append(int(share) / 1000 if share is not None else None)
-    return Series(first, accepted, throttled, oldest)
+    return Series(accepted, throttled, oldest)
 
 
 async def read(client: RedisClient, providers: list[str], now: int) -> dict[str, Series]:
