@@ -14,6 +14,7 @@ from selenium import webdriver
 from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
 from tests.support.processes import PROJECT_ROOT
@@ -81,3 +82,26 @@ def wait_for(
     wait = WebDriverWait(driver, timeout, poll_frequency=0.3, ignored_exceptions=LIVE)
     wait.until(holds, message=f"on {driver.current_url}, last read: {seen}")
     return seen[0]
+
+
+def scroll_to(driver: webdriver.Chrome, xpath: str) -> None:
+    """Scroll the element at ``xpath`` into view (found again if console.js replaced it)."""
+
+    def scrolled(_: object) -> bool:
+        where = driver.find_element(By.XPATH, xpath)
+        driver.execute_script("arguments[0].scrollIntoView()", where)
+        return True
+
+    WebDriverWait(driver, 10, poll_frequency=0.1, ignored_exceptions=LIVE).until(scrolled)
+
+
+def text_of(driver: webdriver.Chrome, xpath: str) -> str:
+    """The element's text (read again if console.js replaced it while it was read)."""
+    got: list[str] = []
+
+    def read(_: object) -> bool:
+        got[:] = [str(driver.find_element(By.XPATH, xpath).text)]
+        return True
+
+    WebDriverWait(driver, 10, poll_frequency=0.1, ignored_exceptions=LIVE).until(read)
+    return got[0]

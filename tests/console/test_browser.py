@@ -1,6 +1,7 @@
 """The console in a real headless Chromium against real processes (sandbox provider under a
 storm, admission with its console listener, a sender, the poller and the router): find an
-operation, read its timeline while the storm runs, pause a partition, quarantine (find it
+operation, read its timeline while the storm runs (the sandbox slowed to a trickle until then,
+so the storm cannot end first on a loaded machine), pause a partition, quarantine (find it
 among the quarantined, follow its audit entry) and release one of its operations, watch the
 oldest page refresh itself, see a bounce as a bounce; every rendered page is scanned for a
 login, an address or a token. Screenshots go to ``RESETGATE_CONSOLE_SCREENSHOTS`` (the committed
@@ -27,20 +28,22 @@ from selenium.webdriver.support.ui import WebDriverWait
 from services.ctl.embedded import free_port
 from shared.directory import Account, RedisDirectory
 from shared.keys import CONTACT_FORMS, PartitionKeys
+from tests.archive.helpers import until
 from tests.conftest import TEST_TOKEN_KEYS
 from tests.console import browser as chromium
 from tests.console.helpers import forbidden_texts, scan
 from tests.support.processes import Processes
-from tests.support.sandbox import SANDBOX_API_KEY, run_sandbox_process, sandbox_stats
+from tests.support.sandbox import SANDBOX_API_KEY, configure, run_sandbox_process, sandbox_stats
 
 TOKEN = "browser-internal-token-0123456789"
 STORM = 240  # operations admitted at once
 PARTITIONS = 4
 RATE = 12  # the sandbox's sends/s; the sender's ceiling (24/s) is twice that, so 429s come
+TRICKLE = 0.5  # its sends/s while the first timeline is read
 BOUNCE_DOMAIN = "bounce.example"
 # The home page's chart row once the storm's sends and 429s are both drawn.
 STORM_HOUR = re.compile(r"[1-9]\d* accepted in the last hour.*[1-9]\d* 429s in the last hour", re.S)
-pytestmark = pytest.mark.timeout(240)
+pytestmark = pytest.mark.timeout(360)
 
 
 @pytest.fixture(scope="module")
@@ -71,20 +74,24 @@ class Stack:
             account = Account(f"acct-b{i:03d}", f"player{i:03d}@mail.example")
             await directory.add(f"login-b{i:03d}", account)
             self.accounts.append((f"login-b{i:03d}", account))
-        replies = await asyncio.gather(*(
-            self.internal("/internal/v1/recovery-operations",
-                          {"account_id": a.account_id, "entry_point": "agent", "actor": "t"})
-            for _, a in self.accounts
-        ))  # fmt: skip
+        # The first alone, then the rest at once: it is first in its partition's queue.
+        replies = [await self.admit(self.accounts[0][1])]
+        replies += await asyncio.gather(*(self.admit(a) for _, a in self.accounts[1:]))
         self.operations = [r["operation_id"] for r in replies]
+
+    async def admit(self, account: Account) -> Any:
+        body = {"account_id": account.account_id, "entry_point": "agent", "actor": "t"}
+        return await self.internal("/internal/v1/recovery-operations", body)
 
     async def bounce_me(self) -> str:
         """An account whose address bounces, reset through the internal API."""
         account = Account("acct-bounce", f"someone@{BOUNCE_DOMAIN}")
         await RedisDirectory(self.redis).add("login-bounce", account)
-        body = {"account_id": account.account_id, "entry_point": "agent", "actor": "t"}
-        await self.internal("/internal/v1/recovery-operations", body)
+        await self.admit(account)
         return account.account_id
+
+    async def accepted(self, operation_id: str) -> bool:
+        return await self.state(operation_id) == "accepted"
 
     async def state(self, operation_id: str) -> str:
         return str(
@@ -235,6 +242,11 @@ async def test_console_in_chromium_during_a_storm(
             "submitted_at": "2026-01-01T00:00:00Z",
         },
     )
+    # The provider slows to a trickle once the first email is through, until its timeline has
+    # been read (below): the storm is then still running, however slowly this machine drives
+    # the browser (at full rate it could end first under load).
+    await until(lambda: stack.accepted(first), 60)
+    await configure(stack.provider, send_rate_per_second=TRICKLE)
     shots = _shots() or tmp_path
     shots.mkdir(parents=True, exist_ok=True)
     forbidden = forbidden_texts(
@@ -267,6 +279,7 @@ async def test_console_in_chromium_during_a_storm(
     pages.wait_for("case-")  # the router's support case, attached
     text = driver.find_element(By.TAG_NAME, "main").text
     assert "public" in text and "contact_form" in text and "agent" in text
+    await configure(stack.provider, send_rate_per_second=RATE)
 
     # The paused partition drains (attempts a sender had already taken finish), then stands.
     pages.open("/console/providers")
@@ -311,7 +324,7 @@ async def test_console_in_chromium_during_a_storm(
     pages.open(f"/console/partitions/{partition}/resume")
     pages.submit()
     pages.open(f"/console/operations/{waiting}")
-    pages.wait_for("<td>accepted</td>", timeout=40)
+    pages.wait_for("<td>accepted</td>", timeout=90)
     sent = (await sandbox_stats(stack.provider, operation_id=waiting))["sent_by_operation"]
     assert sent[waiting] == 1
 
@@ -326,7 +339,7 @@ async def test_console_in_chromium_during_a_storm(
     # A bounce reads as a bounce on the account, never as a green "accepted".
     bounced = await stack.bounce_me()
     pages.open(f"/console/accounts/{bounced}")
-    pages.wait_for("accepted, then bounced", timeout=40)
+    pages.wait_for("accepted, then bounced", timeout=90)
     badge = driver.find_element(By.CSS_SELECTOR, "td .state-bounced")
     assert badge.text == "accepted, then bounced"
     assert badge.value_of_css_property("color") != driver.find_element(
@@ -341,8 +354,7 @@ async def test_console_in_chromium_during_a_storm(
     hour = "//section[h2[@id='hour-h']]//tbody/tr[1]"
     chromium.wait_for(driver, lambda: pages.driver.find_element(By.XPATH, hour).text,
                       lambda row: bool(STORM_HOUR.search(row)), 30, reload=False)  # fmt: skip
-    where = driver.find_element(By.XPATH, "//section[h2[@id='hour-h']]")
-    driver.execute_script("arguments[0].scrollIntoView()", where)
+    chromium.scroll_to(driver, "//section[h2[@id='hour-h']]")
     pages.shot("home-storm")
     pages.check()
     assert pages.scanned >= 15

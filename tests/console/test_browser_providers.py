@@ -117,7 +117,7 @@ class Browser:
         self.submit("main button[type=submit]")
 
     def text(self, xpath: str) -> str:
-        return str(self.driver.find_element(By.XPATH, xpath).text)
+        return chromium.text_of(self.driver, xpath)
 
     def line(self, provider: str) -> str:
         return self.text(f"//tr[@data-provider='{provider}']")
@@ -139,8 +139,7 @@ class Browser:
     def shot(self, name: str, xpath: str = "") -> None:
         """The window, scrolled to the element at ``xpath`` when one is named."""
         if xpath:
-            where = self.driver.find_element(By.XPATH, xpath)
-            self.driver.execute_script("arguments[0].scrollIntoView()", where)
+            chromium.scroll_to(self.driver, xpath)
         self.driver.save_screenshot(str(self.shots / f"{name}.png"))
 
 
