@@ -11,7 +11,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from selenium import webdriver
-from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
+from selenium.common.exceptions import (
+    NoSuchElementException,
+    StaleElementReferenceException,
+    TimeoutException,
+)
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
@@ -80,7 +84,10 @@ def wait_for(
         return False
 
     wait = WebDriverWait(driver, timeout, poll_frequency=0.3, ignored_exceptions=LIVE)
-    wait.until(holds, message=f"on {driver.current_url}, last read: {seen}")
+    try:
+        wait.until(holds)
+    except TimeoutException:
+        raise AssertionError(f"on {driver.current_url} after {timeout} s: {seen}") from None
     return seen[0]
 
 
