@@ -28,8 +28,7 @@
 --   base, cut_at (ms): the rate set by the last cut and when; tat (ms); rate (last given);
 --   blocked_until (ms); hint, hint_until (ms): a cap from X-RateLimit-Remaining / -Reset;
 --   good: the settled rate; since (ms), accepted, refused: sends accepted and refused
---   since the last cut (pace_feedback measures the provider's rate from them);
---   accepted_total: every send accepted since the store began (on-call's charts)
+--   since the last cut (pace_feedback measures the provider's rate from them)
 -- arg now: ms
 -- arg ceiling: sends/s
 -- arg burst: slots
@@ -54,6 +53,7 @@ local tat, blocked = tonumber(f[3] or now), tonumber(f[4] or "0")
 if not f[3] then redis.call("HSET", pacing, "since", now) end
 if accepted > 0 then
   redis.call("HINCRBY", pacing, "accepted", accepted)
+  -- every send accepted since the store began, for on-call's charts (chart_sample.lua)
   redis.call("HINCRBY", pacing, "accepted_total", accepted)
   redis.call("HDEL", pacing, "refusing_since")
 end
