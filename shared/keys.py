@@ -167,6 +167,12 @@ def provider_pacing(provider: str) -> str:
     return f"{PREFIX}:{{provider:{provider}}}:pacing"
 
 
+def provider_minutes(provider: str) -> str:
+    """Hash: the provider's last hour per minute for on-call's charts, a ring of 60 slots
+    (``shared/scripts/chart_sample.lua``); expires an hour and more after its last sample."""
+    return f"{PREFIX}:{{provider:{provider}}}:minutes"
+
+
 def provider_quota(provider: str) -> str:
     """Sends counted against the provider's daily quota, per slice of its window."""
     return f"{PREFIX}:{{provider:{provider}}}:quota"

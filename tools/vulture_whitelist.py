@@ -71,6 +71,8 @@ growth  # shared/scripts/pacing.py Tuning (its part_of fields, sent by PaceAcqui
 quiet_ms
 slot_rate
 stale_ms  # shared/scripts/router.py RouteClaim
+max_gap_ms  # shared/scripts/charts.py ChartSample
+keep_ms  # shared/scripts/charts.py ChartSample
 FENCED  # shared/scripts/attempts.py FinaliseCode
 STALE  # shared/scripts/attempts.py Settled
 tail_ms  # shared/scripts/archive.py MarkArchived

@@ -120,7 +120,7 @@ async def wire(settings: AdmissionSettings, client: RedisClient) -> AsyncIterato
             # The console (when configured): its own listener, and the plain client, so its
             # occasional scans never queue behind public requests on the pipelined link.
             workers = (
-                [console_worker(settings, client, archive)]
+                [console_worker(settings, client, archive, directory)]
                 if settings.console_port is not None
                 else []
             )

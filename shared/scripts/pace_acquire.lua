@@ -55,6 +55,8 @@ local tat, blocked = tonumber(f[3] or now), tonumber(f[4] or "0")
 if not f[3] then redis.call("HSET", pacing, "since", now) end
 if accepted > 0 then
   redis.call("HINCRBY", pacing, "accepted", accepted)
+  -- every send accepted since the store began, for on-call's charts (chart_sample.lua)
+  redis.call("HINCRBY", pacing, "accepted_total", accepted)
   redis.call("HDEL", pacing, "refusing_since")
 end
 local cap = ceiling

@@ -12,7 +12,8 @@
 -- bucket (no catch-up burst into a provider whose own bucket is empty): the next slot is
 -- one slot of the new rate away. A block holds every slot until the advised instant.
 -- A hint (X-RateLimit-Remaining over the time to -Reset) caps the rate until that reset.
--- Every 429 is also counted (throttled_total, last_throttled_at) for on-call's views.
+-- Every 429 is also counted (throttled_total, last_throttled_at) for on-call's views, and
+-- every accepted send reported here (accepted_total, as pace_acquire counts it).
 --
 -- A 429 that states when (`stated`: a reset epoch, an HTTP date, a date in the answer's
 -- text, a delay of 2 s or more) is the provider's schedule, not congestion: every slot
@@ -55,6 +56,7 @@ local cut_at, tat = tonumber(f[2] or "0"), tonumber(f[3] or "0")
 local blocked = math.max(tonumber(f[4] or "0"), blocked_until)
 local accepted_since = tonumber(f[6] or "0") + accepted
 if accepted_since > 0 then redis.call("HDEL", pacing, "refusing_since") end
+if accepted > 0 then redis.call("HINCRBY", pacing, "accepted_total", accepted) end
 -- Answers, not slots given: a slot's answer may still be on its way (at 200/s under load
 -- a second of them), and accepted sends are reported with the next reservation.
 local refused = tonumber(f[7] or "0")

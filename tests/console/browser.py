@@ -7,12 +7,19 @@ downloaded by Selenium: the driver path is given, so Selenium Manager never runs
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from selenium import webdriver
+from selenium.common.exceptions import (
+    NoSuchElementException,
+    StaleElementReferenceException,
+    TimeoutException,
+)
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import WebDriverWait
 
 from tests.support.processes import PROJECT_ROOT
 
@@ -50,3 +57,58 @@ def start(profile: Path) -> webdriver.Chrome:
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
     driver.set_page_load_timeout(20)
     return driver
+
+
+# Read while console.js swaps the live part of a page: an element may go between finding it
+# and reading it.
+LIVE = (NoSuchElementException, StaleElementReferenceException)
+
+
+def wait_for(
+    driver: webdriver.Chrome,
+    read: Callable[[], object],
+    condition: Callable[[str], bool],
+    timeout: float = 30,
+    reload: bool = True,
+) -> str:
+    """``read()`` until ``condition`` holds on it, reloading the page between reads (or,
+    with ``reload`` False, letting console.js refresh its figures); the value it held on."""
+    seen: list[str] = []
+
+    def holds(_: object) -> bool:
+        seen[:] = [str(read())]
+        if condition(seen[0]):
+            return True
+        if reload:
+            driver.refresh()
+        return False
+
+    wait = WebDriverWait(driver, timeout, poll_frequency=0.3, ignored_exceptions=LIVE)
+    try:
+        wait.until(holds)
+    except TimeoutException:
+        raise AssertionError(f"on {driver.current_url} after {timeout} s: {seen}") from None
+    return seen[0]
+
+
+def scroll_to(driver: webdriver.Chrome, xpath: str) -> None:
+    """Scroll the element at ``xpath`` into view (found again if console.js replaced it)."""
+
+    def scrolled(_: object) -> bool:
+        where = driver.find_element(By.XPATH, xpath)
+        driver.execute_script("arguments[0].scrollIntoView()", where)
+        return True
+
+    WebDriverWait(driver, 10, poll_frequency=0.1, ignored_exceptions=LIVE).until(scrolled)
+
+
+def text_of(driver: webdriver.Chrome, xpath: str) -> str:
+    """The element's text (read again if console.js replaced it while it was read)."""
+    got: list[str] = []
+
+    def read(_: object) -> bool:
+        got[:] = [str(driver.find_element(By.XPATH, xpath).text)]
+        return True
+
+    WebDriverWait(driver, 10, poll_frequency=0.1, ignored_exceptions=LIVE).until(read)
+    return got[0]

@@ -14,6 +14,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from services.admission.console.app import create_console_app
 from services.admission.console.auth import COOKIE
 from services.admission.settings import AdmissionSettings
+from shared.directory import Directory
 from shared.redis import create_client, ping
 from shared.tokens import TokenKeys
 from tests.admission.helpers import INTERNAL_TOKEN, admission_settings
@@ -30,11 +31,15 @@ def console_settings(redis_url: str, **overrides: Any) -> AdmissionSettings:
 
 
 @asynccontextmanager
-async def console(settings: AdmissionSettings) -> AsyncIterator[TestClient[Any, Any]]:
+async def console(
+    settings: AdmissionSettings, directory: Directory | None = None
+) -> AsyncIterator[TestClient[Any, Any]]:
+    """``directory``: the account directory (None: the Redis stand-in, as admission's)."""
     store = create_client(settings)
     await ping(store)
     try:
-        server = TestServer(create_console_app(settings, store), host="127.0.0.1")
+        app = create_console_app(settings, store, directory=directory)
+        server = TestServer(app, host="127.0.0.1")
         # No cookie jar: each test sends the session cookie it means to send.
         async with TestClient(server, cookie_jar=aiohttp.DummyCookieJar()) as http:
             yield http

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -22,12 +21,13 @@ from selenium import webdriver
 from selenium.common.exceptions import WebDriverException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webelement import WebElement
-from selenium.webdriver.support.ui import WebDriverWait
+from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from services.ctl.embedded import free_port
-from shared import control
+from shared import clock, control
 from shared.directory import Account, RedisDirectory
 from shared.keys import AUDIT, PartitionKeys
+from shared.scripts.pacing import Observation, PaceAcquire, PaceFeedback, Tuning
 from tests.conftest import TEST_TOKEN_KEYS
 from tests.console import browser as chromium
 from tests.support.processes import Processes, ServiceProcess
@@ -117,21 +117,29 @@ class Browser:
         self.submit("main button[type=submit]")
 
     def text(self, xpath: str) -> str:
-        return str(self.driver.find_element(By.XPATH, xpath).text)
+        return chromium.text_of(self.driver, xpath)
 
     def line(self, provider: str) -> str:
         return self.text(f"//tr[@data-provider='{provider}']")
 
-    def wait_for(self, read: Any, condition: Any, timeout: float = 30) -> str:
-        """``read()`` until ``condition`` holds on it, reloading; the last value."""
-        deadline = time.monotonic() + timeout
-        while not condition(value := read()):
-            assert time.monotonic() < deadline, value
-            time.sleep(0.3)
-            self.driver.refresh()
-        return str(value)
+    def chart(self, provider: str) -> str:
+        return self.text(f"//tr[@data-chart='{provider}']")
 
-    def shot(self, name: str) -> None:
+    def wait_for(
+        self, read: Any, condition: Any, timeout: float = 30, reload: bool = True
+    ) -> str:
+        return chromium.wait_for(self.driver, read, condition, timeout, reload)
+
+    def find(self, query: str, by: str = "id") -> None:
+        """The search every page carries in its header."""
+        Select(self.driver.find_element(By.ID, "nav-by")).select_by_value(by)
+        self.driver.find_element(By.ID, "nav-q").send_keys(query)
+        self.submit("form.find button[type=submit]")
+
+    def shot(self, name: str, xpath: str = "") -> None:
+        """The window, scrolled to the element at ``xpath`` when one is named."""
+        if xpath:
+            chromium.scroll_to(self.driver, xpath)
         self.driver.save_screenshot(str(self.shots / f"{name}.png"))
 
 
@@ -148,6 +156,17 @@ async def _admit(stack: Stack, count: int) -> list[str]:
             async with session.post(url, json=body) as response:
                 ids.append((await response.json())["operation_id"])
     return ids
+
+
+async def _report(stack: Stack, provider: str, accepted: int, throttled: int) -> None:
+    """What a sender tells the provider's shared schedule: its accepted sends with a
+    reservation, each 429 as feedback (the pacer's scripts, as services/sender/pacer.py)."""
+    now = clock.now_ms()
+    await PaceAcquire(provider=provider, now=now, ceiling=50, burst=5, want=1,
+                      accepted=accepted, tuning=Tuning()).run(stack.redis)  # fmt: skip
+    for _ in range(throttled):
+        seen = Observation(now, now, throttled=True)
+        await PaceFeedback(provider=provider, seen=seen, floor=1, tuning=Tuning()).run(stack.redis)
 
 
 async def _state(stack: Stack, operation_id: str) -> str:
@@ -177,18 +196,29 @@ async def test_two_providers_in_chromium(
     # stays as admitted.
     await control.pause_partitions(stack.redis, [2], "watching a bounce spike")
     ops = await _admit(stack, 12)
-    live = "//div[@data-count='live']//strong"
-    deadline = time.monotonic() + 60
-    while (shown := browser.text(live)) != "12":
-        assert time.monotonic() < deadline, shown
-        await asyncio.sleep(0.3)
+    browser.wait_for(lambda: browser.text("//div[@data-count='live']//strong"),
+                     lambda shown: shown == "12", timeout=60, reload=False)  # fmt: skip
     assert "Partition 2 paused" in browser.text("//section[h2[@id='pauses-h']]")
     oldest = browser.text("//section[h2[@id='oldest-h']]")
     waiting = [op for op in ops if await _state(stack, op) == "queued"]
     firsts = {PartitionKeys.of(op).partition: op for op in reversed(waiting)}
     assert firsts and all(op in oldest for op in firsts.values()), oldest
     assert "Nothing is held for review" in browser.text("//section[h2[@id='review-h']]")
+    assert "Nothing failed" in browser.text("//section[h2[@id='failed-h']]")
+    assert "No email bounced" in browser.text("//section[h2[@id='bounced-h']]")
+
+    # The last hour per provider, drawn: the console samples what the pacer counts (here the
+    # pacer's own scripts report what a sender saw) and the oldest eligible operation of the
+    # partitions each provider serves; the charts follow without a reload.
+    await _report(stack, "primary", accepted=9, throttled=2)
+    chart = browser.wait_for(
+        lambda: browser.chart("primary"), lambda t: "2 429s in the last hour" in t, 60, False
+    )
+    assert "9 accepted in the last hour" in chart and "of its horizon" in chart
+    assert "no eligible operation" in browser.chart("standby")  # it serves no partition
+    assert driver.find_elements(By.CSS_SELECTOR, "tr[data-chart=primary] svg rect.throttled")
     browser.shot("home")
+    browser.shot("home-charts", "//section[h2[@id='lines-h']]")
 
     # A pause of primary (as the sender writes it on an account refusal) shows on its line.
     await control.provider_pause(stack.redis, "primary", control.PauseKind.ACCOUNT,
@@ -197,6 +227,11 @@ async def test_two_providers_in_chromium(
     assert "paused: account" in line and "sending domain suspended" in line
     assert "Resume primary…" in line
     browser.shot("provider-paused")
+    # An operation it holds says what it waits for, with the resume beside it.
+    held = next(op for op in waiting if PartitionKeys.of(op).partition != 2)
+    browser.open(f"/console/operations/{held}")
+    assert "waiting for provider primary to resume" in browser.text("//main")
+    assert driver.find_elements(By.LINK_TEXT, "Resume primary…")
 
     # Support reads the pause but cannot resume it: no link, and the page itself refuses.
     support = Browser(driver, stack.support, shots)
@@ -204,6 +239,11 @@ async def test_two_providers_in_chromium(
     assert "paused: account" in support.line("primary") and "Resume" not in support.line("primary")
     support.open("/console/providers/primary/resume")
     assert support.text("//h1") == "Not allowed"
+    # Support finds a player by login from any page: the directory names the account.
+    support.open("/console/audit")
+    support.find("login-p000", by="login")
+    assert support.text("//h1") == "Account" and ops[0] in support.text("//main")
+    assert "Found by login" in support.text("//main")
     assert "primary" in (await control.read(stack.redis)).auth_paused
 
     # On-call resumes it from its line, behind a confirmation that names the effect.

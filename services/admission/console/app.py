@@ -18,10 +18,20 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 from redis.exceptions import RedisError
 
-from services.admission.console import forms, oncall, overview, provider_forms, trail, views
+from services.admission.console import (
+    charts,
+    find,
+    forms,
+    oncall,
+    overview,
+    provider_forms,
+    trail,
+    views,
+)
 from services.admission.console.auth import check_csrf, csrf_key, identify
 from services.admission.console.context import (
     CSRF_KEY,
+    DIRECTORY,
     EVIDENCE,
     PRINCIPAL,
     REDIS,
@@ -33,6 +43,7 @@ from services.admission.ratelimit import IpLimiter
 from services.admission.settings import AdmissionSettings
 from shared import actions, keys
 from shared.archive import Evidence
+from shared.directory import Directory, RedisDirectory
 from shared.logging import event
 from shared.redis import TRANSIENT_ERRORS, RedisClient
 from shared.service import Worker, http_limits
@@ -88,8 +99,13 @@ async def _static(request: web.Request) -> web.StreamResponse:
 
 
 def create_console_app(
-    settings: AdmissionSettings, client: RedisClient, archive: asyncpg.Pool | None = None
+    settings: AdmissionSettings,
+    client: RedisClient,
+    archive: asyncpg.Pool | None = None,
+    directory: Directory | None = None,
 ) -> web.Application:
+    """``directory``: the one admission asks (a login is resolved by it); None: the Redis
+    stand-in on ``client``, as admission has without ``RESETGATE_DIRECTORY_URL``."""
     # Outermost first: every answer gets the headers, errors become pages, then auth.
     app = web.Application(
         middlewares=[security_headers, html_errors, authenticate], client_max_size=MAX_FORM_BYTES
@@ -97,6 +113,9 @@ def create_console_app(
     app[SETTINGS] = settings
     app[REDIS] = client
     app[EVIDENCE] = Evidence(client, archive, settings.partitions)
+    if directory is None and settings.directory_url:
+        raise TypeError("the console resolves logins with admission's directory: pass it")
+    app[DIRECTORY] = directory if directory is not None else RedisDirectory(client)
     app[CSRF_KEY] = csrf_key(settings.internal_api_token.get_secret_value())
     # Token sign-in attempts per client address, counted before the token is looked at, so a
     # limited client learns nothing about the token it sent.
@@ -110,7 +129,7 @@ def create_console_app(
     router.add_get(PREFIX, overview.home)
     router.add_get("/console/overview/live", overview.live)
     router.add_get("/console/audit", trail.trail_page)
-    router.add_post("/console/find", views.find)
+    router.add_post("/console/find", find.find)
     router.add_get("/console/operations/{operation_id}", views.operation_page)
     router.add_get("/console/accounts/{account_id}", views.account_page)
     router.add_get("/console/oldest", oncall.oldest)
@@ -139,13 +158,16 @@ async def _keep_trail(client: RedisClient, retention_days: float, stop: asyncio.
 
 
 def console_worker(
-    settings: AdmissionSettings, client: RedisClient, archive: asyncpg.Pool | None = None
+    settings: AdmissionSettings,
+    client: RedisClient,
+    archive: asyncpg.Pool | None,
+    directory: Directory,
 ) -> Worker:
     """The console listener as a service worker: up with the service, down on SIGTERM."""
 
     async def console(stop: asyncio.Event) -> None:
         runner = web.AppRunner(
-            create_console_app(settings, client, archive),
+            create_console_app(settings, client, archive, directory),
             access_log=None,
             shutdown_timeout=5.0,
             **http_limits(settings),
@@ -155,7 +177,9 @@ def console_worker(
         await site.start()
         event(log, logging.INFO, "console listening", port=settings.console_port)
         try:
-            await _keep_trail(client, settings.audit_retention_days, stop)
+            async with asyncio.TaskGroup() as loops:
+                loops.create_task(_keep_trail(client, settings.audit_retention_days, stop))
+                loops.create_task(charts.keep_sampling(client, settings, stop))
         finally:
             await runner.cleanup()
 

@@ -9,6 +9,7 @@ from aiohttp import web
 from services.admission.ratelimit import IpLimiter
 from services.admission.settings import AdmissionSettings
 from shared.archive import Evidence
+from shared.directory import Directory
 from shared.redis import RedisClient
 
 SETTINGS: web.AppKey[AdmissionSettings] = web.AppKey("console_settings", AdmissionSettings)
@@ -17,6 +18,8 @@ CSRF_KEY: web.AppKey[bytes] = web.AppKey("console_csrf_key", bytes)
 SIGN_IN_LIMITER: web.AppKey[IpLimiter] = web.AppKey("console_sign_in_limiter", IpLimiter)
 # Operations read where they live: Redis, then the archive (when one is configured).
 EVIDENCE: web.AppKey[Evidence] = web.AppKey("console_evidence", Evidence)
+# The account directory admission asks (the studio's, or the Redis stand-in): login -> account.
+DIRECTORY: web.AppKey[Directory] = web.AppKey("console_directory")
 
 READ = "read"
 ACT = "act"

@@ -8,6 +8,7 @@ from typing import Any
 
 from aiohttp import web
 
+from services.admission.console.charts import horizon_share, percent
 from services.admission.console.checks import failing_checks
 from services.admission.console.context import REDIS, SETTINGS
 from services.admission.console.html import (
@@ -35,11 +36,7 @@ AUDIT_SHOWN = 20  # the newest operator actions on the providers page; the trail
 
 def _share_of_horizon(r: dict[str, Any]) -> str:
     """How much of the time from creation to the delivery horizon is already spent."""
-    span = r["horizon_at"] - r["created_at"]
-    if span <= 0:
-        return "-"
-    share = min(999.0, 100 * r["age_seconds"] * 1000 / span)
-    return f"{share:.1f} %" if share < 10 else f"{share:.0f} %"
+    return percent(horizon_share(r))
 
 
 def operation_cells(r: dict[str, Any], now: int) -> list[object]:

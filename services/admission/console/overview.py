@@ -1,8 +1,9 @@
-"""The home page: is anything wrong? Counts by state, each provider's line, the pauses and
-a switch in progress with what on-call can do about them, each partition's oldest eligible
-operation against its horizon, what is held for a person, and what failed, was exhausted
-or bounced in the last day (paged). The figures refresh
-every few seconds without a reload (``console.js``)."""
+"""The home page: is anything wrong? Counts by state, each provider's line and its last hour
+drawn small (accepted sends, 429s, the oldest eligible operation against its horizon), the
+pauses and a switch in progress with what on-call can do about them, each partition's oldest
+eligible operation against its horizon, what is held for a person, and what failed, was
+exhausted or bounced in the last day (paged). The figures refresh every few seconds without
+a reload (``console.js``)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from typing import Any
 
 from aiohttp import web
 
+from services.admission.console.charts import charts_table
+from services.admission.console.charts import read as read_charts
 from services.admission.console.context import REDIS, SETTINGS
 from services.admission.console.html import Markup, escape, join, link, render, row, when
 from services.admission.console.oncall import operation_cells
@@ -141,6 +144,7 @@ async def _live(request: web.Request) -> Markup:
             ]
         ),
         providers=lines_table(lines, can_act, now),
+        charts=charts_table(await read_charts(client, [line.name for line in lines], now)),
         actions=actions,
         pauses=_pauses(state, can_act, await switch.previous(client)),
         partitions=join(_partition_rows(per_partition, state, default, now)),

@@ -45,6 +45,7 @@ NOTICES = {
     "resumed": "Resumed. Senders take this partition's work again.",
     "provider-resumed": "Provider resumed. Senders send through it again within about a second.",
     "switched": "Switched. The partitions send through their new provider and are resumed.",
+    "by-login": "Found by login: the account directory names this account.",
     "signed-out": "Signed out.",
 }
 

@@ -68,24 +68,6 @@ def provider_text(name: str, configured: list[str]) -> str:
     return name if name in configured else f"{name} (not configured: nothing sends through it)"
 
 
-async def find(request: web.Request) -> web.StreamResponse:
-    """POST, so what was typed never lands in an address bar, a proxy log or history."""
-    form = await request.post()
-    query = str(form.get("q", "")).strip()
-    partitions = request.app[SETTINGS].partitions
-    if operation_views.operation_partition(query, partitions) is not None:
-        raise web.HTTPSeeOther(operation_href(query))
-    if "@" not in query and valid_account_id(query):
-        raise web.HTTPSeeOther(account_href(query))
-    # Not echoed: it may be an address or a login someone pasted.
-    return message(
-        request,
-        422,
-        "Find an operation",
-        "Enter an account id or an operation id (op-…); nothing else is searched.",
-    )
-
-
 # -- one operation -------------------------------------------------------------------------
 def _delivery(operation: Operation) -> Markup:
     if operation.delivery is Delivery.UNKNOWN:
