@@ -32,6 +32,7 @@ from enum import StrEnum
 
 from services.poller import traced
 from shared import clock, metrics
+from shared.clock import to_seconds
 from shared.keys import PartitionKeys
 from shared.logging import event
 from shared.model import Operation, Outcome, State
@@ -150,7 +151,7 @@ async def situation(
     maybe = [a.started_at for a in attempts if a.outcome not in _REFUSED] or [now]
     first = min(maybe)
     window = settings.observation_window_ms
-    return Situation(age=max(0, now - first) / 1000, window_closed=now >= first + window,
+    return Situation(age=to_seconds(max(0, now - first)), window_closed=now >= first + window,
                      asked_early=not early)  # fmt: skip
 
 
@@ -273,7 +274,7 @@ async def _record(
         await client.hget(PartitionKeys.of(operation_id).operation(operation_id), "ambiguous_at")
         or now
     )
-    metrics.reconciliation_lag.observe(max(0, now - ambiguous_at) / 1000)
+    metrics.reconciliation_lag.observe(to_seconds(max(0, now - ambiguous_at)))
     event(log, logging.INFO, "ambiguous attempt reconciled", operation_id=operation_id,
           provider=provider, decision=str(decision))  # fmt: skip
 

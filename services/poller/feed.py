@@ -21,6 +21,7 @@ from services.poller.budget import Budget
 from services.poller.observer import Observer
 from services.poller.settings import PollerSettings
 from shared import clock, metrics, retry_after, tracing
+from shared.clock import to_seconds
 from shared.delivery import DeliveryEvent, parse_event
 from shared.keys import POLLER_CURSOR, poller_cursor
 from shared.logging import event
@@ -86,7 +87,7 @@ class ProviderCalls:
 
     def throttled(self, header: str | None, server_date: str | None) -> float:
         advice = retry_after.parse(header, datetime.now(UTC), server_date)
-        delay = advice.delay_ms / 1000 if advice.delay_ms is not None else None
+        delay = to_seconds(advice.delay_ms) if advice.delay_ms is not None else None
         if delay is not None:
             # A read is cheap and lookups wait behind it: a 429 holds them no longer than
             # the poller's own backoff would, however long the provider asks for.

@@ -18,6 +18,7 @@ from services.poller import observation, traced
 from services.poller.observation import AppliedEvent, Match
 from services.poller.settings import PollerSettings
 from shared import clock, metrics
+from shared.clock import to_seconds
 from shared.delivery import DeliveryEvent
 from shared.logging import event
 from shared.redis import RedisClient
@@ -53,7 +54,7 @@ def count(outcomes: Sequence[AppliedEvent], now: int) -> Tally:
         elif outcome.result in (Applied.APPLIED, Applied.KEPT):
             ev = outcome.match.event
             metrics.delivery_events.labels(str(ev.type)).inc()
-            metrics.observation_lag.observe(max(0, now - ev.occurred_ms) / 1000)
+            metrics.observation_lag.observe(to_seconds(max(0, now - ev.occurred_ms)))
     return tally
 
 

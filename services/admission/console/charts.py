@@ -33,7 +33,7 @@ log = logging.getLogger("services.admission.console")
 SAMPLE_EVERY_SECONDS = 10.0
 MINUTE_MS = 60_000
 MINUTES = 60  # the ring: the last hour
-MAX_GAP_MS = 6 * int(SAMPLE_EVERY_SECONDS * 1000)  # longer without a sample: a new baseline
+MAX_GAP_MS = 6 * clock.to_ms(SAMPLE_EVERY_SECONDS)  # longer without a sample: a new baseline
 KEEP_MS = 2 * MINUTES * MINUTE_MS
 
 

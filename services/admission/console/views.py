@@ -34,6 +34,7 @@ from services.admission.console.trail import for_operation as trail_for
 from shared import clock, control, operation_views, ownership, tracing
 from shared.archive import ARCHIVE, HISTORY, NOT_CONFIGURED, UNAVAILABLE, ArchiveUnavailable
 from shared.archive import REDIS as IN_REDIS
+from shared.clock import to_seconds
 from shared.ids import valid_account_id
 from shared.model import CLOSABLE, LIVE, QUARANTINABLE, Attempt, Delivery, Operation, State
 from shared.providers.named import ProviderConfigError, provider_names
@@ -106,7 +107,7 @@ def _decision(attempt: Attempt) -> Markup:
 def _retry_after(attempt: Attempt) -> str:
     if not attempt.retry_at or not attempt.ended_at:
         return "-"
-    return seconds((attempt.retry_at - attempt.ended_at) / 1000)
+    return seconds(to_seconds(attempt.retry_at - attempt.ended_at))
 
 
 def _fencing(attempt: Attempt) -> Markup:
