@@ -20,7 +20,7 @@ from shared import actions, clock, codec, control, metrics, progressive, switch
 from shared.keys import CONTROL, PROGRESSIVE_LEASE
 from shared.logging import event
 from shared.progressive import Phase, Plan
-from shared.progressive_watch import StepWatch, oldest_ages_ms, throttled_total
+from shared.progressive_watch import StepWatch, eligible, oldest_ages_ms, throttled_total
 from shared.redis import RedisClient
 from shared.scripts.observation import Lease
 
@@ -152,11 +152,12 @@ class Driver:
         window = plan.limits.window_ms
         if throttled > plan.limits.max_throttled_share * (accepted + throttled):
             return await self._abort(plan, f"step {plan.step + 1} does not hold: {figures}")
-        if accepted == 0 and age_ms >= window:
+        waiting = await eligible(self.client, plan.moved, clock.now_ms())
+        if accepted == 0 and watch.eligible_at_start and waiting:
             return await self._abort(
                 plan,
                 f"step {plan.step + 1}: {plan.to} accepted nothing "
-                f"in {window // 1000} s ({figures})",
+                f"in {window / 1000:g} s while {waiting} waited ({figures})",
             )
         plan = await self.note(plan, f"step {plan.step + 1} holds: {figures}", plan.moved)
         if len(plan.moved) == len(plan.order):
@@ -171,7 +172,12 @@ class Driver:
         key = (plan.started_at, plan.step)
         if self._watch is None or self._watching != key:
             started = clock.now_ms()
-            self._watch = StepWatch(plan.to, started, await throttled_total(self.client, plan.to))
+            self._watch = StepWatch(
+                plan.to,
+                started,
+                await throttled_total(self.client, plan.to),
+                await eligible(self.client, plan.moved, started),
+            )
             await self._watch.sample(self.client, plan.moved)  # the first look: a baseline
             self._watching = key
         return self._watch

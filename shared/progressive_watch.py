@@ -57,6 +57,16 @@ async def throttled_total(client: RedisClient, provider: str) -> int:
         return 0
 
 
+async def eligible(client: RedisClient, partitions: list[int], now_ms: int) -> int:
+    """Operations of ``partitions`` a sender may send now: their send jobs (unread or read
+    and not finished) and those due by now (not those deferred until later)."""
+    async with client.pipeline(transaction=False) as pipe:
+        for p in partitions:
+            pipe.xlen(PartitionKeys(p).send)
+            pipe.zcount(PartitionKeys(p).due, "-inf", now_ms)
+        return int(sum(await pipe.execute()))
+
+
 async def oldest_ages_ms(client: RedisClient, partitions: int, now_ms: int) -> dict[int, int]:
     """Each partition's oldest eligible operation's age (ms), 0 where it has none: the
     same reading as on-call's views (shared.operation_views)."""
@@ -71,9 +81,9 @@ class StepWatch:
     to: str
     started_at: int
     throttled_at_start: int
+    eligible_at_start: int = 0  # operations of the moved partitions sendable then
     departures: Departures = field(default_factory=Departures)
     accepted: int = 0  # operations of the moved partitions the new provider accepted
-    waited: bool = False  # an eligible operation of theirs waited a whole window
 
     async def sample(self, client: RedisClient, moved: list[int]) -> None:
         found = await self.departures.accepted(client, moved)
