@@ -81,7 +81,7 @@ async def sent_once(stack: Stack, urls: dict[str, str], ops: list[str]) -> dict[
     return used
 
 
-async def test_a_progressive_switch_to_a_standby_that_refuses_every_send_rolls_its_first_partition_back(
+async def test_a_switch_to_a_standby_refusing_every_send_rolls_its_first_partition_back(
     stack: Stack,
 ) -> None:
     # The standby answers 401 to every call (a revoked key): its first partition's sends are

@@ -45,6 +45,9 @@ NOTICES = {
     "resumed": "Resumed. Senders take this partition's work again.",
     "provider-resumed": "Provider resumed. Senders send through it again within about a second.",
     "switched": "Switched. The partitions send through their new provider and are resumed.",
+    "progressive": "Progressive switch asked: the senders move one partition first; its "
+    "steps show below.",
+    "progressive-stop": "Asked to stop: the senders stop the switch within a second or two.",
     "signed-out": "Signed out.",
 }
 
