@@ -37,6 +37,15 @@ def provider(server: RedisServer, *args: str) -> subprocess.CompletedProcess[str
     )  # fmt: skip
 
 
+def progressive_switch(server: RedisServer, *args: str) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "services.ctl.main", "ops", "provider", "switch",
+               "--progressive", *args]  # fmt: skip
+    return subprocess.run(
+        command, env={**env(server), "RESETGATE_PROGRESSIVE_WINDOW_SECONDS": "0.2"},
+        capture_output=True, text=True, timeout=240, check=False,
+    )  # fmt: skip
+
+
 def show(server: RedisServer) -> Any:
     done = provider(server, "show", "--json")
     assert done.returncode == 0, done.stderr
@@ -245,11 +254,7 @@ async def test_a_progressive_switch_with_no_sender_is_driven_by_the_command_itse
     # No sender holds the driver's lease: the command drives the switch in the foreground,
     # printing each step, and ends with every partition at the target (nothing to send, so
     # each step holds).
-    command = [sys.executable, "-m", "services.ctl.main", "ops", "provider", "switch", "--to",
-               "standby", "--progressive", "--reason", "drill"]  # fmt: skip
-    done = subprocess.run(command, env={**env(redis_server),
-                          "RESETGATE_PROGRESSIVE_WINDOW_SECONDS": "0.2"}, capture_output=True,
-                          text=True, timeout=240, check=False)  # fmt: skip
+    done = progressive_switch(redis_server, "--to", "standby", "--reason", "drill")
     assert done.returncode == 0, done.stderr
     steps = [line for line in done.stdout.splitlines() if "holds:" in line]
     assert len(steps) == 3, done.stdout  # 1, 2, then the last 1 of 4 partitions
