@@ -444,8 +444,8 @@ def test_the_chart_stores_each_named_providers_key_when_it_creates_the_secret(
 
 
 def test_the_failover_policy_reaches_the_senders_only_where_set(helm: Helm) -> None:
-    named = [{**NAMED["provider.named"][0], "failoverTo": "standby"},  # type: ignore[index]
-             *NAMED["provider.named"][1:]]  # type: ignore[index]
+    listed: list[dict[str, Any]] = NAMED["provider.named"]  # type: ignore[assignment]
+    named = [{**listed[0], "failoverTo": "standby"}, *listed[1:]]
     data = config_data(helm.template({**NAMED, "provider.named": named,
                                       "config.failoverAfterSeconds": 600}))  # fmt: skip
     assert data["RESETGATE_FAILOVER_PRIMARY"] == "standby"
