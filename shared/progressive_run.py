@@ -243,12 +243,9 @@ class Driver:
         note = (await control.read(self.client)).auth_paused.get(plan.to)
         for operation_id in control.held_for_probe(note):
             if int(operation_id.split("-", 2)[1]) in plan.moved:
-                await actions.release(self.client, operation_id, self.actor(plan))
+                await actions.release(self.client, operation_id, plan.actor)
 
     # -- record ----------------------------------------------------------------------------
-    def actor(self, plan: Plan) -> str:
-        return plan.actor
-
     async def note(self, plan: Plan, text: str, partitions: list[int] | None = None) -> Plan:
         """One step line: in the plan's log, the audit trail and the log."""
         await actions.record(
