@@ -15,7 +15,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from shared import clock, control, switch
+from shared import clock, control, progressive, switch
 from shared.control import pause_partitions, resume_partitions
 from shared.keys import AUDIT
 from shared.logging import cut, event, printable, scrub
@@ -215,7 +215,9 @@ async def provider_switch(
 ) -> switch.Outcome:  # fmt: skip
     """Move ``targets``' partitions (shared.switch), recorded with the providers they leave."""
     before = await _assignment(client, targets, configured)
-    outcome = await switch.run(client, targets, configured, wait_seconds)
+    outcome = await _unless_progressive(client) or await switch.run(
+        client, targets, configured, wait_seconds
+    )
     await _record_switch(client, "provider-switch", actor, targets, before, outcome, reason)
     return outcome
 
@@ -225,9 +227,48 @@ async def provider_rollback(
 ) -> switch.Outcome:
     targets = await switch.rollback_targets(client)
     before = await _assignment(client, targets, configured)
-    outcome = await switch.rollback(client, configured, wait_seconds)
+    outcome = await _unless_progressive(client) or await switch.rollback(
+        client, configured, wait_seconds
+    )
     await _record_switch(client, "provider-rollback", actor, targets, before, outcome, reason)
     return outcome
+
+
+async def _unless_progressive(client: RedisClient) -> switch.Outcome | None:
+    """A manual switch or rollback waits for the progressive switch under way: its driver
+    owns the partitions it moves until it ends (``stop --rollback`` undoes it)."""
+    plan = await progressive.running(client)
+    if plan is None:
+        return None
+    return switch.Outcome(False, f"refused: {plan.describe()}; `{progressive.STOP_COMMAND}` "
+                          f"stops it, `{progressive.ROLLBACK_COMMAND}` undoes it")  # fmt: skip
+
+
+async def progressive_switch(client: RedisClient, plan: progressive.Plan) -> str:
+    """Hand ``plan`` to the driver (shared.progressive_run); "" or why it was refused."""
+    refused = ""
+    try:
+        await progressive.request(client, plan)
+    except progressive.Refused as error:
+        refused = str(error)
+    await record(client, plan.actor, "progressive-switch", f"provider:{plan.to}",
+                 f"refused: {refused}"[:MAX_REASON] if refused else "requested",
+                 clean_reason(plan.reason), partitions=plan.order,
+                 providers=sorted({plan.source, plan.to}))  # fmt: skip
+    return refused
+
+
+async def progressive_stop(
+    client: RedisClient, actor: str, rollback: bool
+) -> progressive.Plan | None:
+    """Ask the driver to stop the progressive switch under way (and roll it back); the
+    switch it stops, or None when none is under way."""
+    plan = await progressive.ask_stop(client, actor, rollback)
+    what = "stop and roll back" if rollback else "stop"
+    await record(client, actor, "progressive-stop", f"provider:{plan.to}" if plan else "-",
+                 f"asked: {what}" if plan else "refused: none under way",
+                 partitions=plan.moved if plan else None)  # fmt: skip
+    return plan
 
 
 async def _assignment(

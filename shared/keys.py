@@ -58,6 +58,10 @@ CONSOLE_SESSION_PREFIX = f"{PREFIX}:console:session:"
 CONSOLE_SIGN_IN_LIMIT_PREFIX = f"{PREFIX}:console:sign-in-limit:"
 # hash: provider name -> JSON {"checked_at": ms, "checks": [...]}, the sender's latest preflight
 PROVIDER_CHECKS = f"{PREFIX}:provider-checks"
+# hash: "plan" -> the progressive switch (JSON, shared/progressive.py), "stop" -> a person's
+# request to stop it (JSON: actor, rollback, at); its driver holds PROGRESSIVE_LEASE.
+PROGRESSIVE = f"{PREFIX}:progressive"
+PROGRESSIVE_LEASE = f"{PREFIX}:progressive:lease"
 
 
 def poller_cursor(provider: str) -> str:

@@ -236,6 +236,12 @@ archived_operations = Counter(
 archive_partitions_dropped = Counter(
     "resetgate_archive_partitions_dropped", "Archive partitions dropped past retention."
 )
+failover_partitions = Gauge(
+    "resetgate_failover_partitions",
+    "Partitions the failover policy has moved from provider to standby (the progressive "
+    "switch it started; exported by the sender driving it, 0 once rolled back).",
+    ["provider", "standby", "reason"],
+)
 
 # Families every service exports: its HTTP latency and what it sees of Redis.
 COMMON: tuple[MetricWrapperBase, ...] = (http_request_duration, redis_up, redis_maxmemory_policy)
@@ -248,7 +254,7 @@ OWNERS: dict[str, tuple[MetricWrapperBase, ...]] = {
         provider_auth_paused, provider_paused, oldest_eligible_age, queue_depth,
         partition_paused, token_ttl,
         advised_wait_capped, pacing_cuts, provider_redirects, partition_provider,
-        send_twice_exposure, partition_unserved, provider_check,
+        send_twice_exposure, partition_unserved, provider_check, failover_partitions,
     ),
     "poller": (
         delivery_events, delivery_events_duplicate, observation_lag, observation_pending,

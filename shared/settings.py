@@ -183,6 +183,36 @@ class CommonSettings(RedisSettings, ListenerSettings):
     provider_name: str = Field(default=DEFAULT_PROVIDER, pattern=PROVIDER_NAME)
 
 
+class ProgressiveSettings(_Env):
+    """The progressive provider switch (shared/progressive.py): how it widens and when it
+    rolls back. A switch keeps the values of the process that asked for it (the CLI, the
+    console or the sender whose failover policy started it)."""
+
+    progressive_first: int = Field(default=1, ge=1, le=1024,
+                                   description="partitions the first step moves")
+    progressive_growth: float = Field(default=2.0, ge=1.0, le=16.0,
+                                      description="each step moves this many times the last")
+    progressive_window_seconds: float = Field(
+        default=60.0, gt=0, le=3600,
+        description="how long each step is watched before the switch widens",
+    )
+    progressive_max_throttled_share: float = Field(
+        default=0.5, gt=0, le=1,
+        description="429s at the new provider, as a share of its answers in a step's window, "
+        "that roll the switch back",
+    )
+    progressive_abort_age_seconds: float = Field(
+        default=1800.0, ge=0,
+        description="a moved partition's oldest eligible operation older than this rolls the "
+        "switch back (0: off); about half the default delivery horizon",
+    )
+    progressive_settle_seconds: float = Field(
+        default=300.0, gt=0,
+        description="how long a step waits for its partitions' in-flight sends before it "
+        "rolls back",
+    )  # fmt: skip
+
+
 class PublicLimitSettings(_Env):
     """The public endpoint's per-client-address limit (admission; `resetgate up` states it)."""
 

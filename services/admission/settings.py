@@ -14,6 +14,7 @@ from shared.settings import (
     ArchiveSettings,
     DirectorySettings,
     PolicySettings,
+    ProgressiveSettings,
     PublicLimitSettings,
     ReplicationSettings,
     _Env,
@@ -98,6 +99,7 @@ class AdmissionSettings(
     ReplicationSettings,
     PublicLimitSettings,
     ArchiveSettings,
+    ProgressiveSettings,
 ):
     http_port: int = Field(default=8080, ge=0, le=65535)  # the API; nothing operational
     metrics_port: int = Field(default=METRICS_PORTS["admission"], ge=0, le=65535)

@@ -22,7 +22,13 @@ from shared import actions, clock, control, operation_views
 from shared.archive import ArchiveUnavailable, Evidence, maybe_pool
 from shared.preflight.store import Checked
 from shared.redis import RedisClient
-from shared.settings import ArchiveSettings, CommonSettings, RetentionSettings, load
+from shared.settings import (
+    ArchiveSettings,
+    CommonSettings,
+    ProgressiveSettings,
+    RetentionSettings,
+    load,
+)
 from shared.status import (
     ProviderLine,
     describe_auth,
@@ -34,7 +40,7 @@ from shared.status import (
 )
 
 
-class OpsSettings(CommonSettings, RetentionSettings, ArchiveSettings):
+class OpsSettings(CommonSettings, RetentionSettings, ArchiveSettings, ProgressiveSettings):
     max_attempts: int = Field(default=6, ge=1)
 
 

@@ -11,8 +11,9 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from services.ctl import progressive_cli
 from services.ctl.output import print_view as _print
-from shared import actions, clock, control, operation_views, ownership, switch
+from shared import actions, clock, control, operation_views, ownership, progressive, switch
 from shared.keys import PartitionKeys
 from shared.providers.named import ProviderConfigError, provider_kinds, provider_names
 from shared.redis import RedisClient
@@ -50,6 +51,7 @@ async def show(client: RedisClient, settings: Any, args: argparse.Namespace) -> 
         ],
         "switch_in_progress": state.switch,
         "previous": {str(p): n for p, n in (await switch.previous(client)).items()},
+        "progressive": plan.record() if (plan := await progressive.read(client)) else None,
     }  # fmt: skip
     lines = [f"{'PROVIDER':<16} {'PARTITIONS':<24} {'QUEUE AGE s':>11} {'AMBIG':>5} CREDENTIALS"]
     lines += [
@@ -62,6 +64,7 @@ async def show(client: RedisClient, settings: Any, args: argparse.Namespace) -> 
     if state.switch:
         lines.append("switch in progress (run the same switch again to finish it): "
                      + str(state.switch.get("targets")))  # fmt: skip
+    lines += progressive_cli.lines(plan)
     _print(args, view, lines)
     return 0
 
@@ -107,12 +110,24 @@ async def _rows(
 
 
 async def switch_to(client: RedisClient, settings: Any, args: argparse.Namespace) -> int:
+    if args.partitions is None and not args.progressive:
+        print("--partitions is required (or --progressive: every partition, one first)",
+              file=sys.stderr)  # fmt: skip
+        return 2
     try:
-        partitions = switch.parse_partitions(args.partitions, settings.partitions)
+        partitions = (switch.parse_partitions(args.partitions, settings.partitions)
+                      if args.partitions else list(range(settings.partitions)))  # fmt: skip
     except ValueError as error:
         print(str(error), file=sys.stderr)
         return 2
+    if args.progressive:
+        return await progressive_cli.start(client, settings, args, partitions,
+                                           configured(settings))  # fmt: skip
     return await _switch(client, {p: args.to for p in partitions}, settings, args)
+
+
+async def stop(client: RedisClient, settings: Any, args: argparse.Namespace) -> int:
+    return await progressive_cli.stop(client, settings, args, configured(settings))
 
 
 async def rollback(client: RedisClient, settings: Any, args: argparse.Namespace) -> int:
@@ -151,11 +166,15 @@ def register(
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=run(show))
     p = pcmds.add_parser("switch", help="move partitions to another provider, never sending twice")
-    p.add_argument("--partitions", required=True, help="e.g. 0-1 or 0,3,5-7")
+    p.add_argument("--partitions", help="e.g. 0-1 or 0,3,5-7 (--progressive: default all)")
     p.add_argument("--to", required=True, help="a name from RESETGATE_PROVIDERS")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for in-flight")
     p.add_argument("--reason", default="", help="why, for the audit trail")
+    progressive_cli.register_switch(p)
     p.set_defaults(handler=run(switch_to))
+    p = pcmds.add_parser("stop", help="stop the progressive switch under way")
+    progressive_cli.register_stop(p)
+    p.set_defaults(handler=run(stop))
     p = pcmds.add_parser("rollback", help="go back to the assignment before the last switch")
     p.add_argument("--timeout", type=float, default=60.0)
     p.add_argument("--reason", default="", help="why, for the audit trail")

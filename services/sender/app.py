@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import aiohttp
 
+from services.sender import failover
 from services.sender.attempt import AttemptRunner
 from services.sender.guard import RefusalGuard
 from services.sender.health import ProviderHealth
@@ -26,9 +27,13 @@ from shared.emails import check
 from shared.emails.compose import Hosted, Mailer, hosted_problem
 from shared.fastredis import fast_client
 from shared.loops import named_loop
+from shared.preflight import Check
+from shared.preflight.run import run as preflight_run
+from shared.progressive import Limits
+from shared.progressive_run import Driver
 from shared.providers.base import Provider
 from shared.providers.kind import ProviderConfig
-from shared.providers.named import load_or_exit, provider_names, variable
+from shared.providers.named import ProviderConfigError, load_or_exit, provider_names, variable
 from shared.providers.registry import open_provider
 from shared.quota import HasDailyQuota, publish, quota_for
 from shared.redis import RedisClient, ping, until_done
@@ -165,11 +170,35 @@ async def wire(settings: SenderSettings, client: RedisClient) -> AsyncIterator[s
         await until_done(sender.refresh_control, "control state")
         await until_done(lambda: publish_quotas(client, sender), "daily quotas")
         loops = workers(sender)
+        checked = [(o.config, o.provider) for o in opened]
         if settings.provider_check_interval_seconds:
-            checked = [(o.config, o.provider) for o in opened]
             loops.append(preflight_loop(client, session, settings, checked,
                                         settings.provider_check_interval_seconds))  # fmt: skip
+        loops.append(failover_loop(settings, client, session, checked))
         yield service.Wiring(loops, readiness(sender, client))
+
+
+def failover_loop(
+    settings: SenderSettings, client: RedisClient, session: aiohttp.ClientSession,
+    providers: Sequence[tuple[ProviderConfig, Provider]],
+) -> service.Worker:  # fmt: skip
+    """Drive a progressive switch while holding its lease; with RESETGATE_FAILOVER_<NAME>
+    set, start one by the policy (services/sender/failover.py)."""
+    names = [config.name for config, _ in providers]
+    by_name = {config.name: (config, provider) for config, provider in providers}
+
+    async def run(name: str) -> list[Check]:
+        return await preflight_run(*by_name[name], session, settings)
+
+    checker = failover.Checker(client, run)
+    driver = Driver(client, names, settings.partitions, settings.consumer_name)
+    targets = failover.standbys(names)  # checked at start (``checked``)
+    policy = failover.Policy(
+        client, names, settings.partitions, targets,
+        failover.after_ms(settings, settings.failover_after_seconds),
+        Limits.of(settings), checker, settings.consumer_name,
+    ) if targets else None  # fmt: skip
+    return failover.worker(driver, policy, checker)
 
 
 async def publish_quotas(client: RedisClient, sender: Sender) -> None:
@@ -210,8 +239,14 @@ async def durable_enough_or_exit(
 
 def checked(settings: SenderSettings) -> None:
     """A bad provider setting or template stops the process before anything starts."""
-    hosted_or_exit(load_or_exit(settings))
+    configured = load_or_exit(settings)
+    hosted_or_exit(configured)
     check.load_or_exit(settings)
+    try:
+        failover.standbys([c.name for c in configured])
+    except ProviderConfigError as error:
+        print(f"invalid configuration: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 def hosted_or_exit(providers: Sequence[ProviderConfig]) -> None:

@@ -56,6 +56,11 @@ class Pacer:
         self._accepted_seen = asyncio.Event()
 
     @property
+    def waiting(self) -> int:
+        """Workers waiting in :meth:`acquire` for a slot."""
+        return self._waiting
+
+    @property
     def limit(self) -> float:
         """The configured ceiling, lowered to the provider's declared rate when it has one."""
         return min(self.ceiling, self.declared) if self.declared else self.ceiling

@@ -11,6 +11,7 @@ from shared.settings import (
     DirectorySettings,
     EmailSettings,
     PolicySettings,
+    ProgressiveSettings,
     ProviderSettings,
     ReplicationSettings,
 )
@@ -23,6 +24,7 @@ class SenderSettings(
     ConsumerSettings,
     ReplicationSettings,
     EmailSettings,
+    ProgressiveSettings,
 ):
     metrics_port: int = Field(default=METRICS_PORTS["sender"], ge=0, le=65535)
     provider_min_rate: float = Field(
@@ -70,6 +72,12 @@ class SenderSettings(
         default=300.0, ge=0, le=86400,
         description="how often the sender asks each provider what a send would hit "
         "(resetgate providers check; read-only calls); 0: never",
+    )  # fmt: skip
+    failover_after_seconds: float = Field(
+        default=0.0, ge=0,
+        description="the failover policy (RESETGATE_FAILOVER_<NAME>): how long a partition "
+        "waits with nothing accepted, its oldest eligible operation older than this, before "
+        "it fails over; 0: a quarter of the delivery horizon",
     )  # fmt: skip
 
     @property

@@ -23,11 +23,11 @@ from shared.logging import event
 from shared.loops import ERRORS
 from shared.operations import promote_due
 from shared.redis import RedisClient
-from shared.service import sleep_or_stop
 
 log = logging.getLogger(__name__)
 SERVICE = "sender"
 GAUGE_TICKS = 3  # partition gauges every third control refresh (seconds)
+CROWD_SECONDS, CROWD_MIN = 5.0, 2
 
 
 class Sender:
@@ -45,6 +45,8 @@ class Sender:
         self._serving: dict[int, str] = {}  # partition -> provider, as last exported
         self.unserved = Unserved(settings.partitions)
         self._gauge_ticks = 0  # control refreshes so far (partition gauges every GAUGE_TICKS)
+        # partition -> its jobs' waits for a send slot, ended when the partition is paused
+        self._slot_waits: dict[int, set[asyncio.Future[float | None]]] = {}
 
     # -- control -------------------------------------------------------------------------
     def runner_for(self, partition: int) -> AttemptRunner | None:
@@ -55,8 +57,19 @@ class Sender:
         return partition in self.state.paused
 
     def readable(self, partition: int) -> bool:
-        """Whether the partition's new jobs may be read: not paused, and sendable here."""
-        return not self.paused(partition) and self.sending_allowed(partition)
+        """Whether the partition's new jobs may be read: not paused, sendable here, and its
+        provider not crowded."""
+        return (not self.paused(partition) and self.sending_allowed(partition)
+                and not self.crowded(partition))  # fmt: skip
+
+    def crowded(self, partition: int) -> bool:
+        """The partition's provider has more workers waiting for a slot than it gives in
+        CROWD_SECONDS: reading more of its jobs would only hold the workers that partitions
+        of another provider need (a provider refusing every send, during a switch away)."""
+        runner = self.runner_for(partition)
+        if runner is None or len(self.runners) == 1:
+            return False
+        return runner.pacer.waiting >= max(CROWD_MIN, runner.pacer.rate * CROWD_SECONDS)
 
     def sending_allowed(self, partition: int | None = None) -> bool:
         """For a partition: its provider is here and not paused by credentials; for the
@@ -68,6 +81,7 @@ class Sender:
 
     async def refresh_control(self) -> float:
         self.state = await control.read(self.client)
+        self._end_paused_waits()
         for runner in self.runners.values():
             await runner.health.refresh(self.state)
         for p in range(self.settings.partitions):
@@ -97,11 +111,13 @@ class Sender:
 
     async def _run_one(self, job: Job, stop: asyncio.Event) -> None:
         # A paused partition's job is handed back rather than kept waiting here: a provider
-        # switch waits until nothing of the partition is in flight.
-        while not self.sending_allowed(job.partition) and not stop.is_set():
-            if self.paused(job.partition):
-                break
-            await sleep_or_stop(stop, 0.5)
+        # switch waits until nothing of the partition is in flight. So is one whose provider
+        # cannot send: held here, it would keep a worker from the partitions that can, and
+        # its partition from a switch away (the reader leaves it until sending resumes); and
+        # one whose provider is crowded, for the same reason.
+        if not self.paused(job.partition) and not self.readable(job.partition):
+            await self.intake.hand_back([job])
+            return
         try:
             pinned = await self._attempt_at(self.runner_for(job.partition), job, stop)
             if pinned is not None:
@@ -134,12 +150,33 @@ class Sender:
         # The pacing schedule lives in Redis too: a store error while waiting for a slot
         # must not escape, or this worker dies and takes the whole sender down with it.
         allowed = runner is not None and not runner.health.paused
-        slot = await runner.pacer.acquire(stop) if runner and allowed else None
+        slot = await self._slot(runner, job, stop) if runner and allowed else None
         quota_at = await runner.health.take_quota() if runner and slot is not None else None
         if runner is None or slot is None or quota_at is None:
             await self.intake.hand_back([job])
             return None
         return await runner.run(job, slot, quota_at)
+
+    async def _slot(self, runner: AttemptRunner, job: Job, stop: asyncio.Event) -> float | None:
+        """A send slot; None at shutdown, or once the job's partition is paused while it
+        waits (``refresh_control`` ends the wait): a throttled provider's next slot may be
+        minutes away, and a switch of the partition waits until nothing of it is in flight."""
+        waiting = asyncio.ensure_future(runner.pacer.acquire(stop))
+        self._slot_waits.setdefault(job.partition, set()).add(waiting)
+        try:
+            return await waiting
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                raise  # this worker is being cancelled, not only its wait
+            return None
+        finally:
+            self._slot_waits[job.partition].discard(waiting)
+
+    def _end_paused_waits(self) -> None:
+        for partition in self.state.paused:
+            for waiting in self._slot_waits.get(partition, ()):
+                waiting.cancel()
 
     # -- scheduling and gauges -------------------------------------------------------------
     async def promote_step(self) -> float:

@@ -1,5 +1,5 @@
 -- lease: take or renew a single-holder lease (one active poller among replicas, so the
--- provider sees one polling budget, not one per pod).
+-- provider sees one polling budget, not one per pod; one driver of a progressive switch).
 --
 -- key lease: key (a global key, used on its own)
 -- arg holder: name

@@ -3,6 +3,7 @@ closed, and the single-poller lease."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -52,8 +53,9 @@ class CloseObservation(Request[int]):
 
 @dataclass(slots=True, kw_only=True)
 class Lease(Request[bool]):
-    """Take or renew the single-poller lease (True while ``holder`` has it), or give it up
-    (``release``)."""
+    """Take or renew a single-holder lease (True while ``holder`` has it), or give it up
+    (``release``): the single poller's (the default ``key``), the progressive switch's
+    driver's (keys.PROGRESSIVE_LEASE)."""
 
     SCRIPT = Script("lease")
     KEYS = ("lease",)
@@ -61,9 +63,10 @@ class Lease(Request[bool]):
     holder: str
     lease_ms: int = 0
     release: bool = False
+    key: str = dataclasses.field(default=POLLER_LEASE, metadata=unsent().metadata)
 
     def keys(self) -> list[str]:
-        return [POLLER_LEASE]
+        return [self.key]
 
     def decode(self, raw: Any) -> bool:
         return bool(int(raw))  # True while holder has the lease

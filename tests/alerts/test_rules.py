@@ -38,6 +38,7 @@ PAGES = {
     "PartitionProviderNotConfigured",
     "ProviderCredentialsRejected",
     "ProviderPaused",
+    "ProviderFailoverStarted",
     "AmbiguousAttemptsRising",
     # the silent failures: nothing would page on player harm because nothing is measured
     "SendersGone",

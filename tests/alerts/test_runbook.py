@@ -26,6 +26,8 @@ COMMANDS = [
     r"resetgate ops provider show",
     r"resetgate ops provider switch --partitions [\d,-]+ --to [a-z0-9]+",
     r"resetgate ops provider rollback",
+    r"resetgate ops provider switch --to [a-z0-9]+ --progressive",
+    r"resetgate ops provider stop( --rollback| \[--rollback\])?",
     r"resetgate providers check( --provider [a-z0-9]+| --provider NAME)?",
     r"resetgate archive migrate",
 ]

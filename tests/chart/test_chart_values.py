@@ -443,6 +443,18 @@ def test_the_chart_stores_each_named_providers_key_when_it_creates_the_secret(
     assert "provider-aws-api-key" not in secret["data"]
 
 
+def test_the_failover_policy_reaches_the_senders_only_where_set(helm: Helm) -> None:
+    listed: list[dict[str, Any]] = NAMED["provider.named"]  # type: ignore[assignment]
+    named = [{**listed[0], "failoverTo": "standby"}, *listed[1:]]
+    data = config_data(helm.template({**NAMED, "provider.named": named,
+                                      "config.failoverAfterSeconds": 600}))  # fmt: skip
+    assert data["RESETGATE_FAILOVER_PRIMARY"] == "standby"
+    assert data["RESETGATE_FAILOVER_AFTER_SECONDS"] == "600"
+    assert "RESETGATE_FAILOVER_STANDBY" not in data and "RESETGATE_FAILOVER_AWS" not in data
+    plain = config_data(helm.template(NAMED))  # off unless asked
+    assert not [k for k in plain if k.startswith("RESETGATE_FAILOVER_")]
+
+
 def test_named_providers_default_to_the_in_chart_sandbox(helm: Helm) -> None:
     named = [{"name": "a", "kind": "http"}, {"name": "b", "kind": "http"}]
     values = {"provider.url": "", "sandbox.enabled": True, "provider.named": named}
@@ -457,6 +469,10 @@ def test_named_providers_default_to_the_in_chart_sandbox(helm: Helm) -> None:
         ([{"name": "a", "kind": "http", "url": "https://x"}] * 2, "lists a twice"),
         ([{"name": "m", "kind": "mailgun", "url": "https://x"}], "m (mailgun) needs mailgunDomain"),
         ([{"name": "h", "kind": "http"}], "h has no url"),
+        ([{"name": "a", "kind": "http", "url": "https://x", "failoverTo": "b"}],
+         "a fails over to \"b\": name another provider.named entry"),
+        ([{"name": "a", "kind": "http", "url": "https://x", "failoverTo": "a"}],
+         "a fails over to \"a\""),
     ],
 )
 def test_named_providers_are_refused_with_a_clear_message(

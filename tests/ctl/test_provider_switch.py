@@ -14,7 +14,7 @@ import pytest
 from redis.asyncio import Redis
 
 from services.ctl.embedded import RedisServer
-from shared import codec, control, ownership, switch
+from shared import codec, control, ownership, progressive, switch
 from shared.admit import Admitter
 from shared.keys import JOB_FIELD, SEND_GROUP, PartitionKeys
 from shared.operations import load_operation
@@ -34,6 +34,15 @@ def provider(server: RedisServer, *args: str) -> subprocess.CompletedProcess[str
     return subprocess.run(
         [sys.executable, "-m", "services.ctl.main", "ops", "provider", *args],
         env=env(server), capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+
+
+def progressive_switch(server: RedisServer, *args: str) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "services.ctl.main", "ops", "provider", "switch",
+               "--progressive", *args]  # fmt: skip
+    return subprocess.run(
+        command, env={**env(server), "RESETGATE_PROGRESSIVE_WINDOW_SECONDS": "0.2"},
+        capture_output=True, text=True, timeout=240, check=False,
     )  # fmt: skip
 
 
@@ -236,3 +245,35 @@ async def test_a_target_paused_by_credentials_while_the_switch_waits_refuses_and
         await switch.finish(redis, plan, names)
     state = await control.read(redis)
     assert state.providers == {} and not state.paused and state.switch is None
+
+
+@pytest.mark.timeout(300)  # three steps of real processes on a loaded machine
+async def test_a_progressive_switch_with_no_sender_is_driven_by_the_command_itself(
+    redis: Redis, redis_server: RedisServer
+) -> None:
+    # No sender holds the driver's lease: the command drives the switch in the foreground,
+    # printing each step, and ends with every partition at the target (nothing to send, so
+    # each step holds).
+    done = progressive_switch(redis_server, "--to", "standby", "--reason", "drill")
+    assert done.returncode == 0, done.stderr
+    steps = [line for line in done.stdout.splitlines() if "holds:" in line]
+    assert len(steps) == 3, done.stdout  # 1, 2, then the last 1 of 4 partitions
+    assert "done: partitions" in done.stdout
+    state = await control.read(redis)
+    assert state.providers == dict.fromkeys(range(4), "standby") and not state.paused
+    assert "progressive switch primary -> standby: done" in provider(redis_server, "show").stdout
+    # Ended, it is history: nothing to stop; the manual rollback undoes the whole of it.
+    stopped = provider(redis_server, "stop")
+    assert stopped.returncode == 1 and "no progressive switch" in stopped.stderr
+    assert provider(redis_server, "rollback").returncode == 0
+    assert (await control.read(redis)).providers == dict.fromkeys(range(4), "primary")
+
+
+async def test_a_progressive_switch_to_an_unknown_provider_is_refused(
+    redis: Redis, redis_server: RedisServer
+) -> None:
+    done = provider(redis_server, "switch", "--to", "backup", "--progressive")
+    assert done.returncode == 1 and "'backup' is not configured" in done.stderr
+    assert await progressive.read(redis) is None
+    missing = provider(redis_server, "switch", "--to", "standby")  # not progressive
+    assert missing.returncode == 2 and "--partitions is required" in missing.stderr

@@ -111,6 +111,9 @@ resetgate: provider.named {{ $p.name }} has no url. Set it, or sandbox.enabled=t
 {{- if and (ne $p.kind "ses") (not $.Values.secrets.existingSecret) (not (get $.Values.secrets.namedProviderApiKeys $p.name)) -}}
 resetgate: provider.named {{ $p.name }} has no API key: set secrets.namedProviderApiKeys.{{ $p.name }}, or put {{ include "resetgate.namedProviderKey" $p.name | quote }} in secrets.existingSecret.
 {{ end -}}
+{{- if and $p.failoverTo (or (eq $p.failoverTo $p.name) (not (has $p.failoverTo (splitList "," (include "resetgate.providerNames" $))))) -}}
+resetgate: provider.named {{ $p.name }} fails over to {{ $p.failoverTo | quote }}: name another provider.named entry (RESETGATE_FAILOVER_{{ upper $p.name }}).
+{{ end -}}
 {{- end -}}
 {{- end -}}
 

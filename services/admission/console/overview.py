@@ -22,10 +22,11 @@ from services.admission.console.provider_lines import lines_table, pause_text, r
 from services.admission.console.provider_lines import resume_link as provider_resume_link
 from services.admission.console.recent_lists import counters as recent_counters
 from services.admission.console.recent_lists import page_number, query, section
-from shared import clock, control, operation_views, switch
+from shared import clock, control, operation_views, progressive, switch
 from shared.status import partitions_status, recent_counts
 
 PAGE = 20  # rows of a list shown at once
+STOP = "/console/providers/progressive/stop"
 COUNTERS = (
     ("live", "Live", "admitted, not finished"),
     ("send", "Queued to send", "in the send streams"),
@@ -48,7 +49,24 @@ def _counters(rows: list[dict[str, Any]], paused: int) -> Markup:
     return join(items)
 
 
-def _pauses(state: control.ControlState, can_act: bool, previous: dict[int, str]) -> Markup:
+def _progressive(plan: progressive.Plan | None, can_act: bool) -> list[Markup]:
+    """The progressive switch under way (or the last one), its last steps, how to stop it."""
+    if plan is None:
+        return []
+    actions = ""
+    if can_act and not plan.ended:
+        actions = join([link(STOP, "Stop…"), link(STOP + "?rollback=1", "Stop and roll back…")],
+                       " ")  # fmt: skip
+    steps = join(Markup(f"<li>{escape(line)}</li>") for line in plan.log[-6:])
+    why = f" (failover: {plan.reason})" if plan.policy else ""
+    return [Markup(f"<li><strong>{escape(plan.describe() + why)}</strong> {actions}"
+                   f"<ul>{steps}</ul></li>")]  # fmt: skip
+
+
+def _pauses(
+    state: control.ControlState, can_act: bool, previous: dict[int, str],
+    plan: progressive.Plan | None = None,
+) -> Markup:  # fmt: skip
     items = [
         Markup(f"<li>Provider <strong>{escape(name)}</strong>: {pause_text(note)}"
                f"{provider_resume_link(name, can_act)}</li>")
@@ -70,6 +88,7 @@ def _pauses(state: control.ControlState, can_act: bool, previous: dict[int, str]
         items.append(Markup(f"<li>Last switch moved partitions {escape(_list(previous))} away "
                             f"from {escape(', '.join(sorted(set(previous.values()))))} "
                             f"{action}</li>"))  # fmt: skip
+    items += _progressive(plan, can_act)
     if not items:
         return notice("No provider or partition is paused; no switch is in progress.")
     return Markup(f"<ul>{join(items)}</ul>")
@@ -146,7 +165,9 @@ async def _live(request: web.Request) -> Markup:
         providers=lines_table(lines, can_act, now),
         charts=charts_table(await read_charts(client, [line.name for line in lines], now)),
         actions=actions,
-        pauses=_pauses(state, can_act, await switch.previous(client)),
+        pauses=_pauses(
+            state, can_act, await switch.previous(client), await progressive.read(client)
+        ),
         partitions=join(_partition_rows(per_partition, state, default, now)),
         review=_review(
             request, await operation_views.held_for_review(client, settings.partitions), can_act

@@ -46,6 +46,9 @@ NOTICES = {
     "provider-resumed": "Provider resumed. Senders send through it again within about a second.",
     "switched": "Switched. The partitions send through their new provider and are resumed.",
     "by-login": "Found by login: the account directory names this account.",
+    "progressive": "Progressive switch asked: the senders move one partition first; its "
+    "steps show below.",
+    "progressive-stop": "Asked to stop: the senders stop the switch within a second or two.",
     "signed-out": "Signed out.",
 }
 

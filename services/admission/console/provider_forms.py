@@ -12,7 +12,7 @@ from services.admission.console.forms import REASON_FIELD, _actor, _confirm, _re
 from services.admission.console.html import Markup, escape, join
 from services.admission.console.pages import message
 from services.admission.console.provider_lines import configured_kinds
-from shared import actions, control, switch
+from shared import actions, control, progressive, switch
 
 BACK = "/console/"
 # A console request waits this long for in-flight sends; the switch then stays paused and
@@ -64,7 +64,9 @@ def _switch_fields(request: web.Request) -> Markup:
         '</span></label><input id="partitions" name="partitions" type="text" required '
         'maxlength="200">'
         f'<label for="to">To provider</label><select id="to" name="to">{options}</select>'
-        + REASON_FIELD
+        '<label><input type="checkbox" name="progressive" value="1"> Progressively: one '
+        "partition first, watched, then wider while the provider holds; rolled back when it "
+        "does not (docs/failover.md)</label>" + REASON_FIELD
     )
 
 
@@ -97,11 +99,58 @@ async def do_switch(request: web.Request) -> web.Response:
         )
     except ValueError as error:
         return message(request, 422, "Switch provider", str(error).replace("--", ""), request.path)
+    if form.get("progressive"):
+        return await _progressive(request, chosen, to, principal.actor, reason)
     outcome = await actions.provider_switch(
         request.app[REDIS], dict.fromkeys(chosen, to), _configured(request),
         CONSOLE_WAIT_SECONDS, principal.actor, reason,
     )  # fmt: skip
     return await _done(request, "Switch provider", outcome)
+
+
+async def _progressive(
+    request: web.Request, chosen: list[int], to: str, actor: str, reason: str
+) -> web.Response:
+    """Hand the switch to the senders' driver (shared.progressive_run); the home page
+    shows its steps."""
+    client, configured = request.app[REDIS], _configured(request)
+    try:
+        if to not in configured:
+            raise progressive.Refused(f"provider {to!r} is not configured")
+        plan = progressive.plan_for(await control.read(client), to, chosen, configured,
+                                    progressive.Limits.of(request.app[SETTINGS]), actor,
+                                    reason)  # fmt: skip
+        refused = await actions.progressive_switch(client, plan)
+    except progressive.Refused as error:
+        refused = str(error)
+    if refused:
+        return message(request, 409, "Switch provider", f"Refused: {refused}", BACK)
+    raise web.HTTPSeeOther("/console/?result=progressive")
+
+
+async def confirm_stop(request: web.Request) -> web.Response:
+    _actor(request)
+    plan = await progressive.running(request.app[REDIS])
+    if plan is None:
+        return message(request, 409, "Stop the switch", "No progressive switch is under way.",
+                       BACK)  # fmt: skip
+    rollback = request.query.get("rollback") == "1"
+    then = ("every partition it moved goes back where it was" if rollback else
+            "the partitions it moved stay where they are")  # fmt: skip
+    field = Markup('<input type="hidden" name="rollback" value="1">') if rollback else Markup("")
+    return _confirm(request, "Stop the switch", f"Stop {plan.describe()}? No further step; "
+                    f"{then}.", "Stop", BACK, field)  # fmt: skip
+
+
+async def stop(request: web.Request) -> web.Response:
+    principal = _actor(request)
+    form = await request.post()
+    plan = await actions.progressive_stop(request.app[REDIS], principal.actor,
+                                          form.get("rollback") == "1")  # fmt: skip
+    if plan is None:
+        return message(request, 409, "Stop the switch", "No progressive switch is under way.",
+                       BACK)  # fmt: skip
+    raise web.HTTPSeeOther("/console/?result=progressive-stop")
 
 
 async def confirm_finish(request: web.Request) -> web.Response:
@@ -158,6 +207,8 @@ def add_routes(app: web.Application) -> None:
     router.add_post("/console/providers/switch", do_switch)
     router.add_get("/console/providers/switch/finish", confirm_finish)
     router.add_post("/console/providers/switch/finish", finish)
+    router.add_get("/console/providers/progressive/stop", confirm_stop)
+    router.add_post("/console/providers/progressive/stop", stop)
     router.add_get("/console/providers/rollback", confirm_rollback)
     router.add_post("/console/providers/rollback", rollback)
     router.add_get("/console/providers/{provider}/resume", confirm_resume)
