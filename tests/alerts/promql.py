@@ -20,6 +20,8 @@ from prometheus_client.metrics import MetricWrapperBase
 ROOT = Path(__file__).resolve().parents[2]
 RULES_FILE = ROOT / "charts" / "resetgate" / "files" / "alerts.rules.yml"
 RUNBOOK = ROOT / "docs" / "runbook.md"
+# What on-call types, in order (the branches, switching, rollback): the runbook's other page.
+PROCEDURES = ROOT / "docs" / "procedures.md"
 DASHBOARD = ROOT / "charts" / "resetgate" / "files" / "dashboard.json"
 INSTALLER = ROOT / "tools" / "install-prometheus.sh"
 UNIT_TESTS = sorted((ROOT / "tests" / "alerts").glob("*.test.yml"))

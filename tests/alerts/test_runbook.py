@@ -1,11 +1,13 @@
-"""The runbook: the three branches, the procedures, links that resolve, and only the
-`resetgate` commands that exist."""
+"""The runbook and its procedures page: the three branches, the procedures, links that
+resolve, and only the `resetgate` commands that exist."""
 
 from __future__ import annotations
 
 import re
 
-from tests.alerts.promql import RUNBOOK, github_anchors
+from tests.alerts.promql import PROCEDURES, RUNBOOK, github_anchors
+
+PAGES = (RUNBOOK, PROCEDURES)
 
 # The operator CLI, exactly as it is built (services/ctl). A step that names anything else
 # would send a responder to a command that does not exist.
@@ -42,20 +44,25 @@ SECTIONS = [
 
 
 def test_branches_and_procedures_have_sections() -> None:
-    anchors = github_anchors(RUNBOOK.read_text())
+    anchors = github_anchors(PROCEDURES.read_text())
     assert not set(SECTIONS) - anchors
 
 
 def test_internal_links_resolve() -> None:
-    text = RUNBOOK.read_text()
-    anchors = github_anchors(text)
-    links = re.findall(r"\]\(#([^)]+)\)", text)
+    """Within a page (#anchor) and from one page to the other (runbook.md#anchor)."""
+    links = []
+    for page in PAGES:
+        text = page.read_text()
+        links += [(page, anchor) for anchor in re.findall(r"\]\(#([^)]+)\)", text)]
+        links += [(other, anchor) for other in PAGES
+                  for anchor in re.findall(rf"\]\({other.name}#([^)]+)\)", text)]  # fmt: skip
     assert links
-    assert not set(links) - anchors
+    unresolved = [(p.name, a) for p, a in links if a not in github_anchors(p.read_text())]
+    assert not unresolved
 
 
 def test_every_command_named_exists() -> None:
-    named = re.findall(r"`(resetgate [^`]*)`", RUNBOOK.read_text())
+    named = [c for page in PAGES for c in re.findall(r"`(resetgate [^`]*)`", page.read_text())]
     assert named
     unknown = [
         command
@@ -70,7 +77,7 @@ def test_every_numbered_step_names_a_command() -> None:
     # A step without a command is a step a tired responder has to improvise. Steps that are
     # not resetgate actions (helm, the provider console, pods) must say so, so nobody hunts
     # for a command that does not exist.
-    for step in numbered_steps(RUNBOOK.read_text()):
+    for step in (s for page in PAGES for s in numbered_steps(page.read_text())):
         assert "`resetgate " in step or "not a `resetgate` command" in step, step
 
 
