@@ -33,10 +33,11 @@ from services.ctl.embedded import free_port
 from shared import codec
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
-# How long a service may take to become ready. Generous on purpose: under `make test`'s
-# parallel workers on a shared 2-core machine, starting a Python process alone can take
-# seconds; a healthy service is ready long before, so only a failure waits this long.
-START_TIMEOUT = 60.0
+# How long a service (or the sandbox, or moto) may take to become ready. Generous on purpose:
+# a Python start-up costs 1.5-1.8 CPU-s of imports, and on a 2-core machine shared with other
+# suites (load average 35) the sandbox took 113 s to answer; a healthy service is ready long
+# before on a quiet machine, so only a failure waits this long.
+START_TIMEOUT = 120.0
 LISTEN = "0A"  # /proc/net/tcp's code for the state
 
 

@@ -29,7 +29,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 from services.ctl.embedded import free_port
 from services.sandbox.server import start
 from services.sandbox.settings import SandboxSettings
-from tests.support.processes import listens
+from tests.support.processes import START_TIMEOUT, listens
 
 SANDBOX_API_KEY = "sandbox-key"
 _PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -99,7 +99,7 @@ async def _wait_healthy(base_url: str, child: asyncio.subprocess.Process) -> Non
 
 @asynccontextmanager
 async def run_sandbox_process(
-    startup_timeout: float = 60.0,  # generous: parallel test workers on a loaded machine
+    startup_timeout: float = START_TIMEOUT,
     **overrides: Any,
 ) -> AsyncIterator[str]:
     """Run ``python -m services.sandbox`` as a child; yields its base URL; SIGTERM on exit."""
