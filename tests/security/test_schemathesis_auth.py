@@ -36,12 +36,8 @@ async def test_without_the_bearer_every_internal_answer_is_401_and_nothing_break
     admission = await stack.start("admission")  # IP limit off: a 429 is not what is tested
     # One worker: with threads, hypothesis's ast.parse on CPython 3.11 now and then raises a
     # spurious "AST constructor recursion depth mismatch" (python/cpython#106905).
-    # Ten examples an operation: an internal route answers from the Authorization header
-    # alone (the middleware runs before any handler reads the request), so more examples
-    # repeat the same 401; the public routes are fuzzed with 50 in tests/admission/
-    # test_process.py, and malformed bearers in test_internal_auth.py and test_hostile_http.py.
     command = [str(SCHEMATHESIS), "run", f"{admission.url}/openapi.json", "--checks", "all",
-               "--max-examples", "10", "--workers", "1", "--request-timeout", "5",
+               "--max-examples", "30", "--workers", "1", "--request-timeout", "5",
                "--report", "ndjson", "--report-dir", str(tmp_path)]  # fmt: skip
     if authorization is not None:
         command += ["--header", f"Authorization: {authorization}"]
