@@ -19,7 +19,7 @@ TEST_WORKERS ?= 4
 unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: setup setup-run tools run test lint typecheck deadcode chart-lint chart-readme chart-package chromium \
-        unit unit-parallel unit-serial test-cluster test-slow test-repeat bench clean
+        unit unit-parallel unit-serial test-cluster test-slow test-repeat test-durations bench clean
 
 # The virtualenv gets uv first: it resolves and installs the same versions as pip (checked
 # with `pip freeze` on both) in about 6 s where pip takes about 50 s. Where uv cannot be
@@ -113,6 +113,11 @@ chart-readme:
 # The end-to-end suite and the sender suite again, on a 3-master Redis Cluster.
 test-cluster: setup
 	RESETGATE_TEST_REDIS=cluster $(PYTEST) -q -n 2 --dist loadgroup tests/e2e tests/sender
+
+# tests/durations.json: each test's seconds in a parallel pass, by which the next passes start
+# the longest work first (tests/support/durations.py). Run it on a quiet machine and commit it.
+test-durations: setup tools
+	$(PYTEST) -q -n $(TEST_WORKERS) --dist loadgroup -m "not slow and not serial" --record-durations
 
 # Chosen tests N times, optionally beside a CPU hog, to find what fails on timing:
 # make test-repeat TESTS="tests/x.py::test_y" N=20 LOAD=1 [WORKERS=4]  (tools/test-repeat.sh)

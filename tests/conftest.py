@@ -12,6 +12,7 @@ from redis.asyncio import Redis, RedisCluster
 from services.ctl.embedded import RedisServer
 from shared.settings import PolicySettings
 from shared.tokens import parse_keys
+from tests.support import durations
 from tests.support.redis_cluster import RedisClusterServers
 
 TEST_TOKEN_KEYS = "k2:second-secret-0123456789abcdef,k1:first-secret-0123456789abcdef"
@@ -80,16 +81,34 @@ def token_keys() -> Any:
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups (its hook has no order)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Parallel runs (`make test`: pytest-xdist, ``--dist loadgroup``): tests that share a
     package- or module-scoped fixture (one service stack, one admission process) go to one
     worker, so the fixture starts once; every other test is balanced on its own. Derived from
     the fixtures each test uses, so a new test or module needs nothing extra. Session
-    fixtures (the redis-server) exist once per worker."""
+    fixtures (the redis-server) exist once per worker. The units then run longest first, by
+    tests/durations.json (tests/support/durations.py). Without xdist (``-p no:xdist``) the
+    mark is unknown, and nothing needs it."""
+    if not config.pluginmanager.has_plugin("xdist"):
+        return
+    groups: dict[str, str] = {}
     for item in items:
         group = _shared_fixture_group(item)
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
+            groups[item.nodeid] = group
+    if hasattr(config, "workerinput"):  # an xdist worker: each sorts alike, as xdist checks
+        durations.order(items, groups, durations.load())
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(durations.OPTION, action="store_true",
+                     help=f"write each test's seconds to {durations.FILE.name}")  # fmt: skip
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption(durations.OPTION) and not hasattr(config, "workerinput"):
+        config.pluginmanager.register(durations.Recorder(), "record-durations")
 
 
 def _shared_fixture_group(item: pytest.Item) -> str | None:

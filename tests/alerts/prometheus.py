@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -27,6 +26,7 @@ from typing import Any
 import aiohttp
 import yaml
 
+from services.ctl.embedded import free_port
 from tests.alerts.promql import RULES_FILE, ensure_binary
 
 _READY_TIMEOUT = 30.0
@@ -81,7 +81,7 @@ class PrometheusServer:
         # The free port is found by binding and releasing it; another process can take it
         # in between, so a start that dies early is retried on a new port.
         for _ in range(3):
-            self.port = _free_port()
+            self.port = free_port()  # below the ephemeral range: see free_port
             config = workdir / "prometheus.yml"
             config.write_text(yaml.safe_dump(self._config()))
             log = (workdir / "prometheus.log").open("wb")
@@ -222,8 +222,3 @@ def _matches(alert: dict[str, Any], name: str, state: str, labels: dict[str, str
     )
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port

@@ -10,7 +10,7 @@ from redis.asyncio import Redis
 from services.ctl.embedded import RedisServer
 from shared.admit import Admitter
 from shared.directory import Account, RedisDirectory
-from shared.keys import PartitionKeys
+from shared.keys import CONTROL, PartitionKeys
 from shared.tokens import parse_keys
 from tests.alerts.prometheus import PrometheusServer
 from tests.conftest import TEST_TOKEN_KEYS, make_settings
@@ -57,7 +57,7 @@ async def test_a_partition_whose_provider_no_sender_has_is_loud_on_real_processe
     """Partitions left assigned to `primary` after a two-provider run: the sender logs it,
     exports it, Prometheus raises the page (pending: its `for` is 5 minutes), and the
     operation admitted there waits with 0 attempts while partition 1 sends."""
-    await redis.hset("rg:control", "provider:0", "primary")
+    await redis.hset(CONTROL, "provider:0", "primary")
     async with run_sandbox() as provider_url:
         env = {
             "RESETGATE_REDIS_URL": redis_server.url,

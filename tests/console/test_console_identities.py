@@ -11,6 +11,8 @@ from multidict import CIMultiDict
 from pydantic import ValidationError
 from redis.asyncio import Redis
 
+from shared import control
+from shared.keys import AUDIT
 from tests.admission.helpers import INTERNAL_TOKEN
 from tests.console.helpers import console, console_settings, csrf_from
 
@@ -79,7 +81,7 @@ async def test_proxy_identities_are_matched_whole(
             refused = await http.post(pause, data={"reason": "x", "csrf": own},
                                       headers={USER: other})  # fmt: skip
             assert refused.status == 403, other
-        assert not await redis.exists("rg:{1}:paused") and not await redis.xlen("rg:audit")
+        assert 1 not in (await control.read(redis)).paused and not await redis.xlen(AUDIT)
 
 
 @pytest.mark.parametrize("sent", ["marie\u0301", "ma\u200bria", "\u202eairam", "maria one"])

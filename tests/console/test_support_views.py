@@ -10,7 +10,7 @@ from typing import Any
 from redis.asyncio import Redis
 
 from shared import actions, control
-from shared.keys import PartitionKeys
+from shared.keys import CONTROL, PartitionKeys
 from tests.admission.helpers import seed_directory
 from tests.console.helpers import console, console_settings, get_text, sign_in
 from tests.console.test_console_http import _admit
@@ -73,7 +73,7 @@ async def test_a_provider_name_that_is_not_configured_is_flagged(
     op = await _admit(redis, redis_server.url, "acct-alice")
     partition = PartitionKeys.of(op).partition
     await redis.hset(_op_key(op), "provider", "primary")
-    await redis.hset("rg:control", f"provider:{partition}", "primary")
+    await redis.hset(CONTROL, f"provider:{partition}", "primary")
     async with console(console_settings(redis_server.url)) as http:
         headers = await sign_in(http)
         operation = await get_text(http, f"/console/operations/{op}", headers)

@@ -49,3 +49,16 @@ def built() -> set[str]:
 
 def test_the_design_key_table_is_the_keys_module() -> None:
     assert documented() == built()
+
+
+def test_no_test_spells_a_key_itself() -> None:
+    """Tests build keys with shared.keys (or tests/support/keys.py for patterns) as the code
+    does: a literal ``"rg:…"`` goes on passing after the key it names was renamed, checking
+    a key nothing writes any more."""
+    tests = Path(__file__).resolve().parents[1]
+    literal = re.compile(r"""(?<![\w.])[fbr]?["']rg(dir)?:""")
+    spelled = [f"{path.relative_to(tests)}:{number}: {line.strip()}"
+               for path in sorted(tests.rglob("*.py")) if path != Path(__file__).resolve()
+               for number, line in enumerate(path.read_text().splitlines(), 1)
+               if literal.search(line.split("#")[0])]  # fmt: skip
+    assert not spelled, "\n".join(spelled)

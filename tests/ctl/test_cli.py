@@ -18,6 +18,7 @@ from shared.admit import Admitter
 from shared.ids import operation_id
 from shared.settings import PolicySettings
 from shared.tokens import TokenKeys
+from tests.support.processes import START_TIMEOUT
 
 # A well-formed id: an ill-formed one is refused before Redis is asked.
 VALID_ID = operation_id(1, 0)
@@ -30,7 +31,8 @@ def resetgate(
     return subprocess.run(
         [sys.executable, "-m", "services.ctl.main", *args],
         cwd=cwd, env={**base, **(env or {})}, capture_output=stdout is None, stdout=stdout,
-        stderr=subprocess.PIPE if stdout is not None else None, text=True, timeout=60,
+        stderr=subprocess.PIPE if stdout is not None else None, text=True,
+        timeout=START_TIMEOUT,  # a Python start-up on a loaded machine: only a hang waits it
         check=False,
     )  # fmt: skip
 

@@ -15,7 +15,7 @@ from services.ctl.embedded import RedisServer
 from shared import codec
 from shared.admit import Admitter
 from shared.control import read as read_control
-from shared.keys import AUDIT, PartitionKeys
+from shared.keys import AUDIT, CONTROL, PartitionKeys
 from shared.operations import load_operation
 from shared.settings import PolicySettings
 from shared.tokens import TokenKeys
@@ -148,7 +148,7 @@ async def test_status_flags_a_partition_whose_provider_is_not_configured(
     redis: Redis, redis_server: RedisServer
 ) -> None:
     """Two operations sat queued with 0 attempts and status showed them as not paused."""
-    await redis.hset("rg:control", "provider:1", "primary")  # a run with two providers did it
+    await redis.hset(CONTROL, "provider:1", "primary")  # a run with two providers did it
     done = ops(redis_server, "status")
     assert done.returncode == 0, done.stderr
     row = next(line for line in done.stdout.splitlines() if line.split()[0] == "1")
@@ -193,7 +193,7 @@ async def test_status_names_every_configured_provider_and_no_other(
     from shared import control
     from shared.keys import provider_pacing
 
-    await redis.hset("rg:control", "provider:3", "standby")
+    await redis.hset(CONTROL, "provider:3", "standby")
     await redis.zadd(PartitionKeys(3).ambiguous, {"op-x": 1})
     await control.provider_pause(redis, "primary", control.PauseKind.ACCOUNT, "domain suspended")
     await redis.hset(provider_pacing("standby"), mapping={"throttled_total": 7, "rate": 4.5})
@@ -216,7 +216,8 @@ async def test_status_names_every_configured_provider_and_no_other(
 async def test_provider_resume_switch_and_rollback_are_in_the_audit_trail(
     redis: Redis, redis_server: RedisServer
 ) -> None:
-    """rg:audit stayed empty after three switches and a rollback while a pause was recorded."""
+    """The audit stream stayed empty after three switches and a rollback while a pause was
+    recorded."""
     from shared import control
 
     await control.provider_pause(redis, "primary", control.PauseKind.REFUSALS, "refused alike")

@@ -25,7 +25,7 @@ from services.ctl.embedded import RedisServer, free_port
 from tests.e2e.conftest import BASELINE, E2E, POLLER_ENV, SENDER_ENV, service_env
 from tests.inbound.providers import SendGridSigner
 from tests.support.moto_server import AWS_ENV, moto_server, ses_event_queue
-from tests.support.processes import Processes
+from tests.support.processes import Processes, ServiceProcess
 from tests.support.sandbox import run_sandbox_process
 from tests.support.webhooks import MAILGUN_KEY, POSTMARK_PASSWORD, POSTMARK_USER
 
@@ -58,8 +58,13 @@ class Inbound(E2E):
         self.signer = signer
         self.aws = aws
 
-    async def post(self, provider: str, body: bytes, headers: dict[str, str]) -> tuple[int, Any]:
-        url = f"{self.webhook_url}/webhooks/{provider}"
+    async def post(
+        self, provider: str, body: bytes, headers: dict[str, str],
+        poller: ServiceProcess | None = None,
+    ) -> tuple[int, Any]:  # fmt: skip
+        """POSTed to the package's poller, or to ``poller``'s webhook listener."""
+        base = webhook_url(poller) if poller is not None else self.webhook_url
+        url = f"{base}/webhooks/{provider}"
         async with (
             aiohttp.ClientSession() as session,
             session.post(url, data=body, headers=headers) as response,
@@ -72,6 +77,10 @@ class Inbound(E2E):
         op = await self.admit(account_id)
         view = await self.until(op, lambda v: v["state"] == "accepted")
         return op, str(view["provider_message_id"])
+
+
+def webhook_url(poller: ServiceProcess) -> str:
+    return f"http://127.0.0.1:{poller.env['RESETGATE_WEBHOOK_PORT']}"
 
 
 @pytest.fixture(scope="package")
@@ -121,7 +130,7 @@ async def inbound(inbound_redis: RedisServer) -> AsyncIterator[Inbound]:
                 processes,
                 redis,
                 provider_url,
-                webhook_url=f"http://127.0.0.1:{webhook_port}",
+                webhook_url=webhook_url(processes["poller"]),
                 signer=signer,
                 aws=Aws(aws, topic, queue, dead),
             )

@@ -18,6 +18,7 @@ from redis.asyncio.connection import SSLConnection
 from redis.asyncio.sentinel import SentinelManagedSSLConnection
 
 from shared.fastredis import FastRedis, fast_client
+from shared.keys import PREFIX
 from shared.redis import RedisClient, SentinelRedis, create_client, ping
 from shared.redis_policy import StoreNotDurable, check_keyless_replication
 from shared.replication import Replicas
@@ -26,6 +27,7 @@ from tests.ctl.test_cli import resetgate
 from tests.support.redis_sentinel import MASTER, SentinelDeployment
 
 KEYLESS = {"postmark": "postmark"}
+ACKED = f"{PREFIX}:test:acked"  # a key of the test's own, under the store's prefix
 
 
 @pytest.fixture
@@ -47,8 +49,8 @@ async def test_the_client_follows_a_failover_and_readiness_says_not_ready_meanwh
     client = create_client(settings)
     try:
         replicas = Replicas(client, settings, count=1, timeout_ms=2000)
-        async with replicas.connection("rg:test:acked") as connection:
-            await connection.set("rg:test:acked", "1")
+        async with replicas.connection(ACKED) as connection:
+            await connection.set(ACKED, "1")
             await replicas.wait(connection)  # the replica has it before the primary dies
         killed = time.monotonic()
         sentinels.primary.stop(kill=True)
@@ -61,8 +63,8 @@ async def test_the_client_follows_a_failover_and_readiness_says_not_ready_meanwh
         recovered = time.monotonic() - killed
         assert False in answers  # readiness said "not ready" while there was no primary
         assert sentinels.primary_port() == sentinels.replica.port
-        assert await client.get("rg:test:acked") == "1"  # the WAITed write survived
-        assert await client.set("rg:test:after", "1")
+        assert await client.get(ACKED) == "1"  # the WAITed write survived
+        assert await client.set(f"{PREFIX}:test:after", "1")
         print(f"sentinel failover: writes back after {recovered:.1f} s")
     finally:
         await client.aclose()

@@ -19,7 +19,7 @@ import aiohttp
 from aiobotocore.session import get_session
 
 from services.ctl.embedded import free_port
-from tests.support.processes import PROJECT_ROOT
+from tests.support.processes import PROJECT_ROOT, START_TIMEOUT, listens
 
 REGION = "us-east-1"
 # moto accepts any credentials; these keep botocore from looking for real ones.
@@ -51,11 +51,12 @@ async def moto_server(log_dir: Path) -> AsyncIterator[str]:
 
 
 async def _wait_ready(endpoint: str, process: asyncio.subprocess.Process) -> None:
-    async with aiohttp.ClientSession() as session, asyncio.timeout(30):
+    async with aiohttp.ClientSession() as session, asyncio.timeout(START_TIMEOUT):
         while process.returncode is None:
             with contextlib.suppress(aiohttp.ClientError):
                 async with session.get(endpoint + "/moto-api/") as response:
-                    if response.status == 200:
+                    # Only its answer counts (another process may have taken the port first).
+                    if response.status == 200 and listens(process.pid, response.url.port or 0):
                         return
             await asyncio.sleep(0.1)
     raise RuntimeError(f"moto server exited with {process.returncode}")

@@ -18,6 +18,7 @@ with other settings:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import sys
@@ -32,10 +33,12 @@ from services.ctl.embedded import free_port
 from shared import codec
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
-# How long a service may take to become ready. Generous on purpose: under `make test`'s
-# parallel workers on a shared 2-core machine, starting a Python process alone can take
-# seconds; a healthy service is ready long before, so only a failure waits this long.
-START_TIMEOUT = 60.0
+# How long a service (or the sandbox, or moto) may take to become ready. Generous on purpose:
+# a Python start-up costs 1.5-1.8 CPU-s of imports, and on a 2-core machine shared with other
+# suites (load average 35) the sandbox took 113 s to answer; a healthy service is ready long
+# before on a quiet machine, so only a failure waits this long.
+START_TIMEOUT = 120.0
+LISTEN = "0A"  # /proc/net/tcp's code for the state
 
 
 def child_env(base: dict[str, str]) -> dict[str, str]:
@@ -43,6 +46,26 @@ def child_env(base: dict[str, str]) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RESETGATE_", "OTEL_"))}
     env.update(base)
     return env
+
+
+def listens(pid: int, port: int) -> bool:
+    """Whether process ``pid`` holds the socket listening on TCP ``port`` (Linux /proc)."""
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False
+    owned = set()
+    for fd in fds:
+        with contextlib.suppress(OSError):  # closed meanwhile
+            owned.add(os.readlink(f"/proc/{pid}/fd/{fd}"))
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError), open(table) as rows:
+            for row in list(rows)[1:]:
+                fields = row.split()  # local address, ..., state, ..., inode
+                if (fields[3] == LISTEN and int(fields[1].rsplit(":", 1)[1], 16) == port
+                        and f"socket:[{fields[9]}]" in owned):  # fmt: skip
+                    return True
+    return False
 
 
 class ServiceProcess:
@@ -136,9 +159,12 @@ class ServiceProcess:
             raise RuntimeError(f"{self.name} exited with {code}:\n{self.tail()}")
         try:
             async with session.get(self.ops_url + self.ready_path) as response:
-                return response.status == 200
+                ready = response.status == 200
         except aiohttp.ClientError:
             return False
+        # Only this process's answer counts: on a restart its ports were free until it bound
+        # them, and another process that took one meanwhile may answer /readyz itself.
+        return ready and listens(self.process.pid, self.metrics_port)
 
     async def stop(self, timeout: float = 25.0) -> int | None:
         """SIGTERM (graceful: in-flight work finishes), SIGKILL after ``timeout``."""

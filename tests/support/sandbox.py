@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -27,8 +26,10 @@ import aiohttp
 from pydantic import SecretStr
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 
+from services.ctl.embedded import free_port
 from services.sandbox.server import start
 from services.sandbox.settings import SandboxSettings
+from tests.support.processes import START_TIMEOUT, listens
 
 SANDBOX_API_KEY = "sandbox-key"
 _PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -67,12 +68,6 @@ async def run_sandbox(**overrides: Any) -> AsyncIterator[str]:
         await runner.cleanup()
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _child_env(settings: SandboxSettings) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(_ENV_PREFIX)}
     for name, value in settings.model_dump(mode="json").items():
@@ -93,7 +88,9 @@ async def _wait_healthy(base_url: str, child: asyncio.subprocess.Process) -> Non
                 raise RuntimeError(f"sandbox exited early with code {child.returncode}")
             try:
                 async with session.get(f"{base_url}/healthz") as response:
-                    if response.status == 200:
+                    # Only the child's answer counts: another process may have taken the
+                    # port between its pick and the child's bind.
+                    if response.status == 200 and listens(child.pid, response.url.port or 0):
                         return
             except aiohttp.ClientConnectionError:
                 pass
@@ -102,11 +99,11 @@ async def _wait_healthy(base_url: str, child: asyncio.subprocess.Process) -> Non
 
 @asynccontextmanager
 async def run_sandbox_process(
-    startup_timeout: float = 60.0,  # generous: parallel test workers on a loaded machine
+    startup_timeout: float = START_TIMEOUT,
     **overrides: Any,
 ) -> AsyncIterator[str]:
     """Run ``python -m services.sandbox`` as a child; yields its base URL; SIGTERM on exit."""
-    settings = sandbox_settings(**{"port": _free_port(), **overrides})
+    settings = sandbox_settings(**{"port": free_port(), **overrides})
     child = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "services.sandbox", cwd=_PROJECT_ROOT, env=_child_env(settings)
     )
