@@ -20,6 +20,7 @@ from opentelemetry.trace import Span, SpanKind
 
 from services.poller.observation import AppliedEvent
 from shared import tracing
+from shared.ids import valid_operation_id
 from shared.keys import partition_of_operation
 from shared.scripts.observation import Applied
 
@@ -64,9 +65,11 @@ def matched(outcomes: Sequence[AppliedEvent]) -> None:
 def lookup(provider: str, operation_id: str, traceparent: str) -> Iterator[Span]:
     """The span of one lookup of an ambiguous attempt by its idempotency key."""
     attributes: dict[str, str | int] = {
-        tracing.OPERATION_ID: operation_id, tracing.PROVIDER: provider,
-        tracing.PARTITION: partition_of_operation(operation_id),
-    }  # fmt: skip
+        tracing.OPERATION_ID: operation_id,
+        tracing.PROVIDER: provider,
+    }
+    if valid_operation_id(operation_id):  # a lookup's id is the provider's echo: never trusted
+        attributes[tracing.PARTITION] = partition_of_operation(operation_id)
     with TRACER.start_as_current_span("provider lookup", kind=SpanKind.CLIENT,
                                       links=tracing.links(traceparent),
                                       attributes=attributes) as span:  # fmt: skip

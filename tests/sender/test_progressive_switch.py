@@ -43,7 +43,7 @@ async def driving(
             providers = {o.config.name: o.provider for o in opened}
         else:
             providers = {name: r.provider for name, r in sender.runners.items()}
-        checked = [(n.config, providers[n.config.name]) for n in configured]
+        checked = [(n, providers[n.name]) for n in configured]
         with mock.patch.dict(os.environ, named):
             loop = app.failover_loop(settings, stack.redis, session, checked)
         stop = asyncio.Event()
