@@ -264,9 +264,11 @@ class Monitor:
 
 def post(base: str, login: str, ip: str) -> None:
     request = urllib.request.Request(
-        f"{base}/v1/password-resets", data=f'{{"login":"{login}"}}'.encode(), method="POST",
+        f"{base}/v1/password-resets",
+        data=f'{{"login":"{login}"}}'.encode(),
+        method="POST",
         headers={"Content-Type": "application/json", "X-Forwarded-For": ip},
-    )  # fmt: skip
+    )
     with urllib.request.urlopen(request) as response:
         assert response.status == 202
 
@@ -317,9 +319,13 @@ REFERENCE = "reference: floor + 5 GETs"
 
 
 def measure(
-    url: str, pid: int, script: Path, args: argparse.Namespace, client: redis.Redis,
+    url: str,
+    pid: int,
+    script: Path,
+    args: argparse.Namespace,
+    client: redis.Redis,
     load_cpus: set[int] | None,
-) -> dict[str, float]:  # fmt: skip
+) -> dict[str, float]:
     commands, cpu = commands_processed(client), cpu_seconds(pid)
     result = wrk(url, script, args.duration, args.connections, load_cpus)
     result["redis_cmds"] = (commands_processed(client) - commands) / result["requests"]
@@ -429,16 +435,25 @@ def median(values: list[float]) -> float:
 
 
 def report(
-    runs: dict[str, list[dict[str, float]]], args: argparse.Namespace,
-    server_cpus: set[int] | None, load_cpus: set[int] | None,
-) -> None:  # fmt: skip
-    layout = (f"server on CPU {sorted(server_cpus)}, wrk + redis-server on CPU {sorted(load_cpus)}"
-              if server_cpus and load_cpus else f"unpinned on {os.cpu_count()} CPUs")  # fmt: skip
-    print(f"\n{args.connections} connections, {args.duration}s per run, {args.rounds} rounds, "
-          f"wrk -t2, one server process each (uvloop); Redis AOF everysec; {layout}; "
-          "admission's response floor off (RESETGATE_PUBLIC_RESPONSE_FLOOR_MS=0)")  # fmt: skip
-    print("\neach round (busy: the server's CPU time / wall time; a CPU-bound floor well under "
-          "~95% means other work took its CPU):")  # fmt: skip
+    runs: dict[str, list[dict[str, float]]],
+    args: argparse.Namespace,
+    server_cpus: set[int] | None,
+    load_cpus: set[int] | None,
+) -> None:
+    layout = (
+        f"server on CPU {sorted(server_cpus)}, wrk + redis-server on CPU {sorted(load_cpus)}"
+        if server_cpus and load_cpus
+        else f"unpinned on {os.cpu_count()} CPUs"
+    )
+    print(
+        f"\n{args.connections} connections, {args.duration}s per run, {args.rounds} rounds, "
+        f"wrk -t2, one server process each (uvloop); Redis AOF everysec; {layout}; "
+        "admission's response floor off (RESETGATE_PUBLIC_RESPONSE_FLOOR_MS=0)"
+    )
+    print(
+        "\neach round (busy: the server's CPU time / wall time; a CPU-bound floor well under "
+        "~95% means other work took its CPU):"
+    )
     for index in range(args.rounds):
         line = "  ".join(
             f"{label(name)} {(r := runs[name][index])['rps']:>6.0f} req/s "
@@ -450,17 +465,23 @@ def report(
     # closest to what it can do; CPU per request hardly depends on it (median).
     best = {name: max(rs, key=lambda r: r["rps"]) for name, rs in runs.items()}
     cpu = {name: median([r["cpu_us"] for r in rs]) for name, rs in runs.items()}
-    print(f"\nbest round of each:\n{'target':<38}{'req/s':>9}{'p50 ms':>8}{'p99 ms':>8}"
-          f"{'non-2xx':>8}{'CPU µs/req (median)':>21}{'redis cmds/req*':>16}")  # fmt: skip
+    print(
+        f"\nbest round of each:\n{'target':<38}{'req/s':>9}{'p50 ms':>8}{'p99 ms':>8}"
+        f"{'non-2xx':>8}{'CPU µs/req (median)':>21}{'redis cmds/req*':>16}"
+    )
     for name, r in best.items():
-        print(f"{name:<38}{r['rps']:>9.0f}{r['p50']:>8.2f}{r['p99']:>8.2f}{r['non2xx']:>8.0f}"
-              f"{cpu[name]:>21.1f}{r['redis_cmds']:>16.2f}")  # fmt: skip
+        print(
+            f"{name:<38}{r['rps']:>9.0f}{r['p50']:>8.2f}{r['p99']:>8.2f}{r['non2xx']:>8.0f}"
+            f"{cpu[name]:>21.1f}{r['redis_cmds']:>16.2f}"
+        )
     print("* every command Redis ran, including those inside the Lua scripts")
     if FLOOR not in best:  # --variant: the two admissions, side by side
         (a, ra), (b, rb) = best.items()
-        print(f"\n{b.split()[-1]} / default: throughput {rb['rps'] / ra['rps']:.0%} "
-              f"(best rounds), CPU per request {cpu[b] / cpu[a]:.0%} (medians), "
-              f"p99 {rb['p99']:.2f} vs {ra['p99']:.2f} ms")  # fmt: skip
+        print(
+            f"\n{b.split()[-1]} / default: throughput {rb['rps'] / ra['rps']:.0%} "
+            f"(best rounds), CPU per request {cpu[b] / cpu[a]:.0%} (medians), "
+            f"p99 {rb['p99']:.2f} vs {ra['p99']:.2f} ms"
+        )
         return
     floor, admission = best[FLOOR], best[ADMISSION]
     figures.emit(
@@ -471,9 +492,11 @@ def report(
             "CPU per request": f"{cpu[ADMISSION]:.0f} µs",
         }
     )
-    print(f"\nadmission / floor throughput: {admission['rps'] / floor['rps']:.0%} "
-          f"(by server CPU per request: {cpu[FLOOR] / cpu[ADMISSION]:.0%}; target >= 70%); "
-          f"admission p99 {admission['p99']:.2f} ms (target <= 15 ms)")  # fmt: skip
+    print(
+        f"\nadmission / floor throughput: {admission['rps'] / floor['rps']:.0%} "
+        f"(by server CPU per request: {cpu[FLOOR] / cpu[ADMISSION]:.0%}; target >= 70%); "
+        f"admission p99 {admission['p99']:.2f} ms (target <= 15 ms)"
+    )
 
 
 if __name__ == "__main__":

@@ -86,8 +86,10 @@ def main() -> None:
     server = LocalPostgres(free_port()).start()
     try:
         loaded = asyncio.run(load(server.dsn, args.operations, args.accounts, args.months, now))
-        print(f"loaded {args.operations:,} operations ({args.accounts:,} accounts, "
-              f"{args.months} monthly partitions) in {loaded:.0f} s")  # fmt: skip
+        print(
+            f"loaded {args.operations:,} operations ({args.accounts:,} accounts, "
+            f"{args.months} monthly partitions) in {loaded:.0f} s"
+        )
         timings = sorted(asyncio.run(query(server.dsn, args.accounts, args.queries, now)))
     finally:
         server.close()
@@ -99,8 +101,10 @@ def main() -> None:
             "account history p50 / p99": f"{p50:.2f} ms / {p99:.2f} ms",
         }
     )
-    print(f"account history, since 90 days, {args.queries} queries: p50 {p50:.2f} ms, "
-          f"p99 {p99:.2f} ms, max {timings[-1]:.2f} ms")  # fmt: skip
+    print(
+        f"account history, since 90 days, {args.queries} queries: p50 {p50:.2f} ms, "
+        f"p99 {p99:.2f} ms, max {timings[-1]:.2f} ms"
+    )
 
 
 if __name__ == "__main__":

@@ -38,8 +38,16 @@ from tests.archive.helpers import archiver, drain, until
 
 WARM_UP = 20
 # MEMORY STATS entries that do not grow with the operations kept.
-FIXED = ("startup.allocated", "replication.backlog", "clients.slaves", "clients.normal",
-         "cluster.links", "aof.buffer", "lua.caches", "functions.caches")  # fmt: skip
+FIXED = (
+    "startup.allocated",
+    "replication.backlog",
+    "clients.slaves",
+    "clients.normal",
+    "cluster.links",
+    "aof.buffer",
+    "lua.caches",
+    "functions.caches",
+)
 
 
 async def used_memory(redis: Redis) -> tuple[int, int]:
@@ -137,9 +145,11 @@ def main() -> None:
         (on, on_keys), left = asyncio.run(one_pass(args.operations, postgres.dsn, True))
     finally:
         postgres.close()
-    print(f"{args.operations} settled operations, used_memory per operation (keyspace part): "
-          f"archive off {off:.0f} B ({off_keys:.0f} B); archive on, after the tail {on:.0f} B "
-          f"({on_keys:.0f} B): {on / off:.1%} ({on_keys / off_keys:.1%})")  # fmt: skip
+    print(
+        f"{args.operations} settled operations, used_memory per operation (keyspace part): "
+        f"archive off {off:.0f} B ({off_keys:.0f} B); archive on, after the tail {on:.0f} B "
+        f"({on_keys:.0f} B): {on / off:.1%} ({on_keys / off_keys:.1%})"
+    )
     for line in left:
         print(f"  left: {line}")
     figures.emit(

@@ -46,8 +46,10 @@ async def observed_at(redis: Redis, ops: list[str]) -> dict[str, tuple[int, int]
         chunk = ops[start : start + 5000]
         async with redis.pipeline(transaction=False) as pipe:
             for op in chunk:
-                pipe.hmget(PartitionKeys.of(op).operation(op),
-                           ["delivery_event_at", "delivery_observed_at"])  # fmt: skip
+                pipe.hmget(
+                    PartitionKeys.of(op).operation(op),
+                    ["delivery_event_at", "delivery_observed_at"],
+                )
             for op, (event_at, seen) in zip(chunk, await pipe.execute(), strict=True):
                 if event_at and seen:
                     found[op] = (int(event_at), int(seen))
@@ -77,10 +79,18 @@ def signed_batches(
     """Every batch's body, built before the clock starts: the driver's own work per POST is
     then one signature (over a fresh timestamp) and the POST itself."""
     now = time.time()
-    return [(ops[start : start + batch],
-             codec.dumps([sendgrid_event(op, f"bench-{op}", "delivered", now)
-                          for op in ops[start : start + batch]]))
-            for start in range(0, len(ops), batch)]  # fmt: skip
+    return [
+        (
+            ops[start : start + batch],
+            codec.dumps(
+                [
+                    sendgrid_event(op, f"bench-{op}", "delivered", now)
+                    for op in ops[start : start + batch]
+                ]
+            ),
+        )
+        for start in range(0, len(ops), batch)
+    ]
 
 
 def profile(pid: int, seconds: float, out: Path) -> subprocess.Popen[bytes] | None:
@@ -95,22 +105,35 @@ def profile(pid: int, seconds: float, out: Path) -> subprocess.Popen[bytes] | No
 
 
 async def webhook_run(
-    redis: Redis, ops: list[str], env: dict[str, str], logs: Path, rate: float, batch: int,
+    redis: Redis,
+    ops: list[str],
+    env: dict[str, str],
+    logs: Path,
+    rate: float,
+    batch: int,
     profile_dir: Path | None = None,
-) -> dict[str, Any]:  # fmt: skip
+) -> dict[str, Any]:
     signer = SendGridSigner.generate()
     port = free_port()
-    service = ServiceProcess("poller", {**env, "RESETGATE_WEBHOOK_PORT": str(port),
-                                        "RESETGATE_SENDGRID_WEBHOOK_PUBLIC_KEY": signer.public_key},
-                             logs)  # fmt: skip
+    service = ServiceProcess(
+        "poller",
+        {
+            **env,
+            "RESETGATE_WEBHOOK_PORT": str(port),
+            "RESETGATE_SENDGRID_WEBHOOK_PUBLIC_KEY": signer.public_key,
+        },
+        logs,
+    )
     await service.start()
     batches = signed_batches(ops, batch, signer)
     spies = []
     if profile_dir is not None:
         assert service.process is not None
         seconds = len(ops) / rate
-        spies = [profile(service.process.pid, seconds, profile_dir / "poller.svg"),
-                 profile(os.getpid(), seconds, profile_dir / "driver.svg")]  # fmt: skip
+        spies = [
+            profile(service.process.pid, seconds, profile_dir / "poller.svg"),
+            profile(os.getpid(), seconds, profile_dir / "driver.svg"),
+        ]
     cpu0 = cpu_seconds(service)
     posted: dict[str, float] = {}
     url = f"http://127.0.0.1:{port}/webhooks/sendgrid"
@@ -137,8 +160,13 @@ async def webhook_run(
         if spy is not None:
             await asyncio.to_thread(spy.wait)
     lags = [(seen_ms / 1000 - posted[op]) for op, (_, seen_ms) in seen.items()]
-    return {"lags": lags, "observed": len(seen), "send_seconds": sent, "failures": failures,
-            "cpu": cpu}  # fmt: skip
+    return {
+        "lags": lags,
+        "observed": len(seen),
+        "send_seconds": sent,
+        "failures": failures,
+        "cpu": cpu,
+    }
 
 
 async def queue_run(
@@ -146,18 +174,32 @@ async def queue_run(
 ) -> dict[str, Any]:
     async with moto_server(logs) as aws:
         topic, queue, dead = await ses_event_queue(aws)
-        service = ServiceProcess("poller", {**env, **AWS_ENV, "RESETGATE_SES_QUEUE_URL": queue,
-                                            "RESETGATE_SES_DEAD_LETTER_QUEUE_URL": dead,
-                                            "RESETGATE_SES_WAIT_SECONDS": str(wait),
-                                            "RESETGATE_AWS_ENDPOINT_URL": aws}, logs)  # fmt: skip
+        service = ServiceProcess(
+            "poller",
+            {
+                **env,
+                **AWS_ENV,
+                "RESETGATE_SES_QUEUE_URL": queue,
+                "RESETGATE_SES_DEAD_LETTER_QUEUE_URL": dead,
+                "RESETGATE_SES_WAIT_SECONDS": str(wait),
+                "RESETGATE_AWS_ENDPOINT_URL": aws,
+            },
+            logs,
+        )
         await service.start()
         cpu0 = cpu_seconds(service)
         async with aws_client("sns", aws) as sns:
 
             async def send(start: int, stop: int) -> None:
-                entries = [{"Id": str(i), "Message": codec.dumps_str(ses_event(
-                    op, f"bench-{op}", "Delivery", iso(time.time())))}
-                    for i, op in enumerate(ops[start:stop])]  # fmt: skip
+                entries = [
+                    {
+                        "Id": str(i),
+                        "Message": codec.dumps_str(
+                            ses_event(op, f"bench-{op}", "Delivery", iso(time.time()))
+                        ),
+                    }
+                    for i, op in enumerate(ops[start:stop])
+                ]
                 await sns.publish_batch(TopicArn=topic, PublishBatchRequestEntries=entries)
 
             began = time.monotonic()

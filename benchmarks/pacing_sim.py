@@ -112,9 +112,14 @@ class Storm:
             return self.ask_at(replica, replica.stalled_until)
         accepted, replica.accepted = replica.accepted, 0
         slots = await PaceAcquire(
-            provider=PROVIDER, tuning=self.tuning, now=int(self.now), ceiling=self.args.ceiling,
-            burst=BURST, want=max(1, len(replica.waiting)), accepted=accepted,
-        ).run(self.client)  # fmt: skip
+            provider=PROVIDER,
+            tuning=self.tuning,
+            now=int(self.now),
+            ceiling=self.args.ceiling,
+            burst=BURST,
+            want=max(1, len(replica.waiting)),
+            accepted=accepted,
+        ).run(self.client)
         replica.rate = slots.rate
         replica.long_wait = False
         if not slots.count:
@@ -171,9 +176,11 @@ class Storm:
             replica.reserved_until = 0.0
         accepted, replica.accepted = replica.accepted, 0
         adjusted = await PaceFeedback(
-            provider=PROVIDER, tuning=self.tuning, seen=replace(seen, accepted=accepted),
+            provider=PROVIDER,
+            tuning=self.tuning,
+            seen=replace(seen, accepted=accepted),
             floor=FLOOR,
-        ).run(self.client)  # fmt: skip
+        ).run(self.client)
         replica.rate = adjusted.rate or replica.rate
 
     async def stall(self) -> None:
@@ -205,9 +212,11 @@ async def main(args: argparse.Namespace) -> None:
     stalls = "no stalls"
     if args.stall_every:
         stalls = f"a stall of ~{args.stall:g} ms every ~{args.stall_every:g} ms"
-    print(f"N={args.n} at {args.rate:g}/s (bucket {args.depth}), ceiling {args.ceiling:g}/s, "
-          f"{args.replicas} senders x {args.workers} workers, recover_ms {tuning.recover_ms}, "
-          f"{stalls}")  # fmt: skip
+    print(
+        f"N={args.n} at {args.rate:g}/s (bucket {args.depth}), ceiling {args.ceiling:g}/s, "
+        f"{args.replicas} senders x {args.workers} workers, recover_ms {tuning.recover_ms}, "
+        f"{stalls}"
+    )
     ratios, refusals = [], []
     try:
         for seed in range(args.seed, args.seed + args.seeds):
@@ -216,16 +225,20 @@ async def main(args: argparse.Namespace) -> None:
             drain = await storm.run()
             ratios.append(drain / ideal)
             refusals.append(storm.refused)
-            print(f"seed {seed}: drain {drain:.1f} s, {drain / ideal:.3f} x ideal, "
-                  f"{storm.refused} 429s ({100 * storm.refused / args.n:.2f} % of N)")
+            print(
+                f"seed {seed}: drain {drain:.1f} s, {drain / ideal:.3f} x ideal, "
+                f"{storm.refused} 429s ({100 * storm.refused / args.n:.2f} % of N)"
+            )
             if args.timeline:
                 for second, (taken, refused) in sorted(storm.per_second.items()):
                     print(f"   {second:>4} s  {taken:>5} taken  {refused:>3} 429s")
     finally:
         await client.aclose()
         server.stop()
-    print(f"mean {sum(ratios) / len(ratios):.3f} x ideal, "
-          f"{sum(refusals) / len(refusals):.0f} 429s per run")
+    print(
+        f"mean {sum(ratios) / len(ratios):.3f} x ideal, "
+        f"{sum(refusals) / len(refusals):.0f} 429s per run"
+    )
 
 
 def parse() -> argparse.Namespace:
@@ -236,8 +249,14 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--ceiling", type=float, default=300.0, help="PROVIDER_MAX_RATE (300)")
     parser.add_argument("--replicas", type=int, default=2, help="sender processes (2)")
     parser.add_argument("--workers", type=int, default=WORKERS, help="per sender")
-    parser.add_argument("--latency", type=float, nargs=2, default=(1.0, 5.0),
-                        metavar=("MIN", "MAX"), help="ms from slot to provider")  # fmt: skip
+    parser.add_argument(
+        "--latency",
+        type=float,
+        nargs=2,
+        default=(1.0, 5.0),
+        metavar=("MIN", "MAX"),
+        help="ms from slot to provider",
+    )
     parser.add_argument("--rtt", type=float, default=10.0, help="ms to the answer (5-10)")
     parser.add_argument("--work", type=float, default=1.0, help="ms between answer and ask")
     parser.add_argument("--stall", type=float, default=60.0, help="ms a stall lasts (~60)")

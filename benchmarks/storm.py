@@ -279,9 +279,13 @@ async def queued_sample(client: Redis, ops: list[str], limit: int = 500) -> list
 
 class Storm:
     def __init__(
-        self, run: Run, client: Redis, timeout: float, provider_url: str,
+        self,
+        run: Run,
+        client: Redis,
+        timeout: float,
+        provider_url: str,
         profiler: Profiler | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.run = run
         self.profiler = profiler
         self.client = client
@@ -403,8 +407,11 @@ class Storm:
         run.throttled = stats["send_throttled_total"]
         # Older sandboxes (another checkout's) do not count their own stalls.
         run.throttled_after_stall = stats.get("send_throttled_after_stall_total", 0)
-        run.sandbox_stalls = (stats.get("loop_stalls_total", 0), stats.get("longest_stall_ms", 0),
-                              stats.get("stalled_ms_total", 0))
+        run.sandbox_stalls = (
+            stats.get("loop_stalls_total", 0),
+            stats.get("longest_stall_ms", 0),
+            stats.get("stalled_ms_total", 0),
+        )
         run.dropped = stats["dropped_connections_total"]
         run.emails = stats["emails_sent_total"]
         if pushes_events(run.provider):
@@ -463,17 +470,22 @@ async def provider_endpoint(run: Run, sandbox: dict[str, Any]) -> AsyncIterator[
 
 
 async def storm(
-    run: Run, timeout: float, timeline: bool = False, profile: Path | None = None,
+    run: Run,
+    timeout: float,
+    timeline: bool = False,
+    profile: Path | None = None,
     traces: bool = False,
-) -> Run:  # fmt: skip
+) -> Run:
     """``traces``: every service exports its spans at sampling 1.0 to an OTLP/HTTP receiver
     the benchmark runs (tests/support/otlp.py), to measure what tracing costs."""
     async with AsyncExitStack() as exits:
         otel: dict[str, str] = {}
         if traces:
             receiver = await exits.enter_async_context(OtlpReceiver())
-            otel = {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
-                    "OTEL_TRACES_SAMPLER": "always_on"}  # fmt: skip
+            otel = {
+                "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
+                "OTEL_TRACES_SAMPLER": "always_on",
+            }
             run.notes.append("traces on: OTLP/HTTP export at sampling 1.0")
         return await _storm(run, timeout, timeline, otel, profile)
 
@@ -485,8 +497,11 @@ async def _storm(
     sandbox = {**sandbox_overrides(scenario, run.rate, run.key_retention), "mode": run.provider}
     if run.search_delay:
         sandbox["search_delay_seconds"] = run.search_delay
-    run.settings = {**ceiling(scenario, run.rate), **retention_env(run),
-                    **{f"sandbox {k}": str(v) for k, v in sandbox.items()}}  # fmt: skip
+    run.settings = {
+        **ceiling(scenario, run.rate),
+        **retention_env(run),
+        **{f"sandbox {k}": str(v) for k, v in sandbox.items()},
+    }
     # Wiring, not a behaviour setting (so not printed): where the sandbox pushes its events.
     hook_port = free_port() if pushes_events(run.provider) else 0
     if hook_port:
@@ -499,8 +514,12 @@ async def _storm(
         await seed_directory(client, run.n)
         async with provider_endpoint(run, sandbox) as provider_url:
             sender_env = ceiling(scenario, run.rate)
-            env = {**service_env(server.url, provider_url, run.provider), **retention_env(run),
-                   **quota_env(run), **otel}  # fmt: skip
+            env = {
+                **service_env(server.url, provider_url, run.provider),
+                **retention_env(run),
+                **quota_env(run),
+                **otel,
+            }
             logs = Path(tempfile.mkdtemp(prefix=f"rg-storm-{scenario.name}-"))
             run.notes.append(f"service logs in {logs}")
             async with Processes(logs, env) as stack:
@@ -536,8 +555,9 @@ async def _storm(
 def run_scenario(name: str, args: argparse.Namespace) -> Run | None:
     scenario = SCENARIOS[name]
     if name == "incident" and args.outage is not None:
-        scenario = replace(scenario, blackout=args.outage,
-                           what=scenario.what.replace("S s", f"{args.outage:g} s"))  # fmt: skip
+        scenario = replace(
+            scenario, blackout=args.outage, what=scenario.what.replace("S s", f"{args.outage:g} s")
+        )
     run = Run(
         scenario,
         args.n,

@@ -52,9 +52,17 @@ async def moto_server(startup_seconds: float) -> AsyncIterator[str]:
     """moto.server on a free loopback port, the sender's domain verified; its URL."""
     port = free_port()
     child = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port),
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, **AWS_ENV},
-    )  # fmt: skip
+        sys.executable,
+        "-m",
+        "moto.server",
+        "-H",
+        "127.0.0.1",
+        "-p",
+        str(port),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, **AWS_ENV},
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         await _wait_up(url, startup_seconds)
@@ -81,10 +89,12 @@ async def _wait_up(url: str, timeout: float) -> None:
 
 async def _call(url: str, call: str, **kwargs: Any) -> dict[str, Any]:
     async with get_session().create_client(
-        "ses", region_name=REGION, endpoint_url=url,
+        "ses",
+        region_name=REGION,
+        endpoint_url=url,
         aws_access_key_id=AWS_ENV["AWS_ACCESS_KEY_ID"],
         aws_secret_access_key=AWS_ENV["AWS_SECRET_ACCESS_KEY"],
-    ) as client:  # fmt: skip
+    ) as client:
         result: dict[str, Any] = await getattr(client, call)(**kwargs)
         return result
 

@@ -43,10 +43,23 @@ class Profiler:
         self.out.mkdir(parents=True, exist_ok=True)
         for pid in pids:
             path = self.out / f"sender-{pid}.txt"
-            argv = [spy, "record", "-p", str(pid), "-r", str(RATE), "--format", "raw",
-                    "--nolineno", "--nonblocking", "-o", str(path)]  # fmt: skip
-            self.spies.append(subprocess.Popen(argv, stdout=subprocess.DEVNULL,
-                                               stderr=subprocess.DEVNULL))  # fmt: skip
+            argv = [
+                spy,
+                "record",
+                "-p",
+                str(pid),
+                "-r",
+                str(RATE),
+                "--format",
+                "raw",
+                "--nolineno",
+                "--nonblocking",
+                "-o",
+                str(path),
+            ]
+            self.spies.append(
+                subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            )
             self.files.append(path)
 
     def stop(self) -> list[str]:
@@ -82,8 +95,10 @@ def summary(files: list[Path]) -> list[str]:
                 anywhere[name] += int(count)
     if not samples:
         return ["profile: no samples (py-spy could not attach?)"]
-    lines = [f"profile: {samples} samples at {RATE}/s over {len(files)} senders "
-             f"({samples / RATE:.1f} CPU-s sampled); raw stacks in {files[0].parent}"]  # fmt: skip
+    lines = [
+        f"profile: {samples} samples at {RATE}/s over {len(files)} senders "
+        f"({samples / RATE:.1f} CPU-s sampled); raw stacks in {files[0].parent}"
+    ]
     for title, counts in (("self", own), ("total", anywhere)):
         lines.append(f"  top {TOP} by {title} (% of samples):")
         lines += [f"    {100 * n / samples:5.1f} %  {name}" for name, n in counts.most_common(TOP)]

@@ -47,17 +47,36 @@ SCENARIOS = {
         Scenario("restart", "senders restarted one by one during the storm", 1.0, restart=True),
         Scenario("drop", "2% of sends accepted, then the connection dropped", 1.0, drop=0.02),
         # A ceiling share of 0 leaves RESETGATE_PROVIDER_MAX_RATE at its default (50/s).
-        Scenario("slow-1", "1 send/s, burst 1 (a new SES account), default ceiling", 0.0,
-                 rate=1.0, burst=1),
+        Scenario(
+            "slow-1",
+            "1 send/s, burst 1 (a new SES account), default ceiling",
+            0.0,
+            rate=1.0,
+            burst=1,
+        ),
         Scenario("slow-0.2", "0.2 send/s, burst 1, default ceiling", 0.0, rate=0.2, burst=1),
-        Scenario("blackout", "429 without a wait to every send for 600 s, then 10/s",
-                 0.0, rate=10.0, blackout=600.0),
-        Scenario("incident", "429 without a wait to every send for S s (--outage, 90), then "
-                 "20/s", 0.0, rate=20.0, blackout=90.0),
-        Scenario("quota", "SES on moto: 1/s and a daily quota (200) below N, its window "
-                 "shortened to 300 s", 0.0, quota_window=300.0),
+        Scenario(
+            "blackout",
+            "429 without a wait to every send for 600 s, then 10/s",
+            0.0,
+            rate=10.0,
+            blackout=600.0,
+        ),
+        Scenario(
+            "incident",
+            "429 without a wait to every send for S s (--outage, 90), then 20/s",
+            0.0,
+            rate=20.0,
+            blackout=90.0,
+        ),
+        Scenario(
+            "quota",
+            "SES on moto: 1/s and a daily quota (200) below N, its window shortened to 300 s",
+            0.0,
+            quota_window=300.0,
+        ),
     )
-}  # fmt: skip
+}
 
 
 def quota_ideal(n: int, rate: float, quota: int, window: float) -> float:

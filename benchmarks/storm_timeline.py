@@ -104,8 +104,9 @@ class Timeline:
         return f"time lost against {rate:g}/s: {parts} (sum {sum(lost.values()):.1f} s)"
 
     def lines(self) -> list[str]:
-        lines = ["timeline:   t  sends/s  429s  pacing rate  since cut  live  load  "
-                 "sandbox late ms"]
+        lines = [
+            "timeline:   t  sends/s  429s  pacing rate  since cut  live  load  sandbox late ms"
+        ]
         previous = Row(0.0, 0, 0, 0.0, -1.0, 0, 0.0)
         for row in self.rows:
             span = max(row.t - previous.t, 1e-3)

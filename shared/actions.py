@@ -50,18 +50,29 @@ def clean_reason(reason: str) -> str:
 
 
 async def record(
-    client: RedisClient, actor: str, action: str, target: str, result: str, reason: str = "",
-    *, partitions: list[int] | None = None, providers: list[str] | None = None,
-) -> None:  # fmt: skip
+    client: RedisClient,
+    actor: str,
+    action: str,
+    target: str,
+    result: str,
+    reason: str = "",
+    *,
+    partitions: list[int] | None = None,
+    providers: list[str] | None = None,
+) -> None:
     """One action. ``partitions`` and ``providers``: what else it touched (a switch's target
     is the provider it moves to; it also moves these partitions away from those providers),
     so the trail filtered by either finds it."""
     fields = {
-        "at": str(clock.now_ms()), "actor": actor, "action": action, "target": target,
-        "result": result, "reason": reason,
+        "at": str(clock.now_ms()),
+        "actor": actor,
+        "action": action,
+        "target": target,
+        "result": result,
+        "reason": reason,
         "partitions": ",".join(map(str, partitions or [])),
         "providers": ",".join(providers or []),
-    }  # fmt: skip
+    }
     await client.xadd(AUDIT, fields, maxlen=AUDIT_MAXLEN, approximate=True)  # type: ignore[arg-type]
     event(log, logging.INFO, "operator action", **fields)
 
@@ -105,9 +116,13 @@ def _listed(entry: dict[str, Any], name: str) -> list[str]:
 
 
 async def trail(
-    client: RedisClient, chosen: TrailFilter, *, limit: int = 50, before: str = "+",
+    client: RedisClient,
+    chosen: TrailFilter,
+    *,
+    limit: int = 50,
+    before: str = "+",
     scan: int = AUDIT_MAXLEN,
-) -> tuple[list[dict[str, Any]], str]:  # fmt: skip
+) -> tuple[list[dict[str, Any]], str]:
     """Up to ``limit`` matching actions, newest first, from ``before`` (a stream id, "+" for
     the newest) back; and the id to continue from ("" when the trail ends)."""
     found: list[dict[str, Any]] = []
@@ -128,13 +143,21 @@ async def trail(
 
 
 async def _quarantined(
-    client: RedisClient, operation_id: str, action: str, actor: str, note: str, reason: str,
+    client: RedisClient,
+    operation_id: str,
+    action: str,
+    actor: str,
+    note: str,
+    reason: str,
     retention_ms: int = 0,
-) -> ActionResult:  # fmt: skip
+) -> ActionResult:
     request = Quarantine(
-        operation_id=operation_id, action=action, now=clock.now_ms(), reason=note,
+        operation_id=operation_id,
+        action=action,
+        now=clock.now_ms(),
+        reason=note,
         retention_ms=retention_ms,
-    )  # fmt: skip
+    )
     code, state = await request.run(client)
     done = code is QuarantineCode.OK
     await record(
@@ -198,8 +221,14 @@ async def provider_resume(client: RedisClient, provider: str, actor: str) -> Res
     lifted = await control.auth_resume(client, provider)
     kind = control.pause_kind(note) if lifted and note is not None else ""
     result = f"done:{kind}" if kind else "refused:not paused"
-    await record(client, actor, "provider-resume", f"provider:{provider}", result,
-                 str((note or {}).get("reason") or ""))  # fmt: skip
+    await record(
+        client,
+        actor,
+        "provider-resume",
+        f"provider:{provider}",
+        result,
+        str((note or {}).get("reason") or ""),
+    )
     if not kind:
         return Resumed("")
     held = control.held_for_probe(note)
@@ -210,9 +239,13 @@ async def provider_resume(client: RedisClient, provider: str, actor: str) -> Res
 
 
 async def provider_switch(
-    client: RedisClient, targets: dict[int, str], configured: list[str], wait_seconds: float,
-    actor: str, reason: str = "",
-) -> switch.Outcome:  # fmt: skip
+    client: RedisClient,
+    targets: dict[int, str],
+    configured: list[str],
+    wait_seconds: float,
+    actor: str,
+    reason: str = "",
+) -> switch.Outcome:
     """Move ``targets``' partitions (shared.switch), recorded with the providers they leave."""
     before = await _assignment(client, targets, configured)
     outcome = await _unless_progressive(client) or await switch.run(
@@ -240,8 +273,11 @@ async def _unless_progressive(client: RedisClient) -> switch.Outcome | None:
     plan = await progressive.running(client)
     if plan is None:
         return None
-    return switch.Outcome(False, f"refused: {plan.describe()}; `{progressive.STOP_COMMAND}` "
-                          f"stops it, `{progressive.ROLLBACK_COMMAND}` undoes it")  # fmt: skip
+    return switch.Outcome(
+        False,
+        f"refused: {plan.describe()}; `{progressive.STOP_COMMAND}` "
+        f"stops it, `{progressive.ROLLBACK_COMMAND}` undoes it",
+    )
 
 
 async def progressive_switch(client: RedisClient, plan: progressive.Plan) -> str:
@@ -251,10 +287,16 @@ async def progressive_switch(client: RedisClient, plan: progressive.Plan) -> str
         await progressive.request(client, plan)
     except progressive.Refused as error:
         refused = str(error)
-    await record(client, plan.actor, "progressive-switch", f"provider:{plan.to}",
-                 f"refused: {refused}"[:MAX_REASON] if refused else "requested",
-                 clean_reason(plan.reason), partitions=plan.order,
-                 providers=sorted({plan.source, plan.to}))  # fmt: skip
+    await record(
+        client,
+        plan.actor,
+        "progressive-switch",
+        f"provider:{plan.to}",
+        f"refused: {refused}"[:MAX_REASON] if refused else "requested",
+        clean_reason(plan.reason),
+        partitions=plan.order,
+        providers=sorted({plan.source, plan.to}),
+    )
     return refused
 
 
@@ -265,9 +307,14 @@ async def progressive_stop(
     switch it stops, or None when none is under way."""
     plan = await progressive.ask_stop(client, actor, rollback)
     what = "stop and roll back" if rollback else "stop"
-    await record(client, actor, "progressive-stop", f"provider:{plan.to}" if plan else "-",
-                 f"asked: {what}" if plan else "refused: none under way",
-                 partitions=plan.moved if plan else None)  # fmt: skip
+    await record(
+        client,
+        actor,
+        "progressive-stop",
+        f"provider:{plan.to}" if plan else "-",
+        f"asked: {what}" if plan else "refused: none under way",
+        partitions=plan.moved if plan else None,
+    )
     return plan
 
 
@@ -279,13 +326,25 @@ async def _assignment(
 
 
 async def _record_switch(
-    client: RedisClient, action: str, actor: str, targets: dict[int, str],
-    before: dict[int, str], outcome: switch.Outcome, reason: str,
-) -> None:  # fmt: skip
+    client: RedisClient,
+    action: str,
+    actor: str,
+    targets: dict[int, str],
+    before: dict[int, str],
+    outcome: switch.Outcome,
+    reason: str,
+) -> None:
     to = sorted(set(targets.values()))
     involved = sorted(set(to) | set(before.values()))
     moved = ", ".join(f"{p}:{before.get(p, '?')}->{n}" for p, n in sorted(targets.items()))
     result = "done" if outcome.done else outcome.message
-    await record(client, actor, action, "provider:" + ",".join(to) if to else "-",
-                 result[:MAX_REASON], clean_reason(f"{reason} ({moved})" if reason else moved),
-                 partitions=sorted(targets), providers=involved)  # fmt: skip
+    await record(
+        client,
+        actor,
+        action,
+        "provider:" + ",".join(to) if to else "-",
+        result[:MAX_REASON],
+        clean_reason(f"{reason} ({moved})" if reason else moved),
+        partitions=sorted(targets),
+        providers=involved,
+    )

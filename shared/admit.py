@@ -60,9 +60,14 @@ class Admitter:
         self.template_revision = template_revision
 
     async def admit(
-        self, account_id: str, entry_point: str, actor: str = "", *, dry: bool = False,
+        self,
+        account_id: str,
+        entry_point: str,
+        actor: str = "",
+        *,
+        dry: bool = False,
         expected: str = "",
-    ) -> Admission:  # fmt: skip
+    ) -> Admission:
         """Converge on the live operation, converge inside the cooldown, or create one.
 
         ``expected``: the account's live (else last) operation id if the caller already read

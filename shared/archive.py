@@ -30,8 +30,13 @@ from shared.settings import ArchiveSettings
 
 # What a read of the archive may raise besides a query error: the server gone or too slow
 # (InternalClientError: a pooled connection the server dropped in the middle of a query).
-ARCHIVE_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError,
-                  OSError, TimeoutError)  # fmt: skip
+ARCHIVE_ERRORS = (
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+    asyncpg.InternalClientError,
+    OSError,
+    TimeoutError,
+)
 
 
 class ArchiveUnavailable(Exception):
@@ -42,10 +47,12 @@ class ArchiveUnavailable(Exception):
 async def open_pool(settings: ArchiveSettings) -> AsyncIterator[asyncpg.Pool]:
     """A pool on the archive; every query on it times out after the setting."""
     pool = await asyncpg.create_pool(
-        settings.archive_dsn.get_secret_value(), min_size=0, max_size=settings.archive_pool_size,
+        settings.archive_dsn.get_secret_value(),
+        min_size=0,
+        max_size=settings.archive_pool_size,
         timeout=settings.archive_timeout_seconds,
         command_timeout=settings.archive_timeout_seconds,
-    )  # fmt: skip
+    )
     try:
         yield pool
     finally:
@@ -113,12 +120,14 @@ async def read_operation(pool: asyncpg.Pool, operation_id: str) -> Archived | No
     except ARCHIVE_ERRORS as error:
         raise ArchiveUnavailable(type(error).__name__) from error
     return Archived(
-        operation_id=operation_id, settled_at=to_ms(at), hash=codec.loads(head["hash"]),
+        operation_id=operation_id,
+        settled_at=to_ms(at),
+        hash=codec.loads(head["hash"]),
         ledger=[r["row"] for r in rows["attempts"]],
         delivery_events=[dict(r) for r in rows["delivery_events"]],
         support_cases=[codec.loads(r["fields"]) for r in rows["support_cases"]],
         operator_actions=[codec.loads(r["fields"]) for r in rows["operator_actions"]],
-    )  # fmt: skip
+    )
 
 
 _HISTORY = (

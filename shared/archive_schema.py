@@ -53,8 +53,9 @@ async def migrate(conn: asyncpg.Connection) -> list[str]:
             await conn.execute(migration.sql)
             await conn.execute(
                 "INSERT INTO archive_migrations (version, name) VALUES ($1, $2)",
-                migration.version, migration.name,
-            )  # fmt: skip
+                migration.version,
+                migration.name,
+            )
             applied.append(migration.name)
     return applied
 

@@ -112,9 +112,18 @@ class StreamConsumer:
         wait: list[str | int] = ["BLOCK", block_ms] if block_ms is not None else []
         try:
             reply: Any = await self.client.execute_command(
-                "XREADGROUP", "GROUP", self.group, self.consumer, "COUNT", count, *wait,
-                "STREAMS", self.stream, ">", **_UNDECODED,
-            )  # fmt: skip
+                "XREADGROUP",
+                "GROUP",
+                self.group,
+                self.consumer,
+                "COUNT",
+                count,
+                *wait,
+                "STREAMS",
+                self.stream,
+                ">",
+                **_UNDECODED,
+            )
         except ResponseError as error:
             await self._recover(error)
             return []
@@ -124,9 +133,16 @@ class StreamConsumer:
         """Take over up to ``count`` entries pending for longer than ``idle_ms``."""
         try:
             reply: Any = await self.client.execute_command(
-                "XAUTOCLAIM", self.stream, self.group, self.consumer, idle_ms, "0-0",
-                "COUNT", count, **_UNDECODED,
-            )  # fmt: skip
+                "XAUTOCLAIM",
+                self.stream,
+                self.group,
+                self.consumer,
+                idle_ms,
+                "0-0",
+                "COUNT",
+                count,
+                **_UNDECODED,
+            )
         except ResponseError as error:
             await self._recover(error)
             return Claimed()
@@ -151,5 +167,6 @@ class StreamConsumer:
         if error_code(error) != "NOGROUP":
             raise error
         await self.ensure_group()
-        event(log, logging.WARNING, "consumer group re-created", stream=self.stream,
-              group=self.group)  # fmt: skip
+        event(
+            log, logging.WARNING, "consumer group re-created", stream=self.stream, group=self.group
+        )

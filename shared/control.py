@@ -72,8 +72,9 @@ async def quota_pause(
 ) -> None:
     """Pause sending through ``provider`` until ``until`` (ms): its quota is used up until
     its window rolls over (``shared.quota``). The sender lifts it then, by itself."""
-    await provider_pause(client, provider, PauseKind.QUOTA, reason, status=429,
-                         fingerprint=fingerprint, until=until)  # fmt: skip
+    await provider_pause(
+        client, provider, PauseKind.QUOTA, reason, status=429, fingerprint=fingerprint, until=until
+    )
 
 
 def pause_over(note: dict[str, object], now: int) -> bool:
@@ -129,13 +130,23 @@ def _keyish(match: re.Match[str]) -> str:
 
 
 async def provider_pause(
-    client: RedisClient, provider: str, kind: PauseKind, reason: str, *, status: int = 0,
-    fingerprint: str = "", until: int = 0,
-) -> None:  # fmt: skip
+    client: RedisClient,
+    provider: str,
+    kind: PauseKind,
+    reason: str,
+    *,
+    status: int = 0,
+    fingerprint: str = "",
+    until: int = 0,
+) -> None:
     """``until`` (ms, kind quota): when the pause lifts by itself; 0: an operator lifts it."""
-    note: dict[str, object] = {"since": clock.now_ms(), "kind": str(kind),
-                               "reason": sanitise(reason), "status": status,
-                               "key": fingerprint}  # fmt: skip
+    note: dict[str, object] = {
+        "since": clock.now_ms(),
+        "kind": str(kind),
+        "reason": sanitise(reason),
+        "status": status,
+        "key": fingerprint,
+    }
     if until:
         note["until"] = until
     await client.hset(CONTROL, PAUSED_PROVIDER + provider, codec.dumps_str(note))
@@ -148,8 +159,14 @@ async def refusals_pause(
     the provider is not paused already, so a trip never overwrites another sender's pause
     or reason. ``held``: the operations that tripped it (held for review; the resume sends
     the first as its probe). True when this trip wrote the pause."""
-    note = {"since": clock.now_ms(), "kind": str(PauseKind.REFUSALS), "reason": sanitise(reason),
-            "status": 0, "key": fingerprint, "held": held}  # fmt: skip
+    note = {
+        "since": clock.now_ms(),
+        "kind": str(PauseKind.REFUSALS),
+        "reason": sanitise(reason),
+        "status": 0,
+        "key": fingerprint,
+        "held": held,
+    }
     return bool(await client.hsetnx(CONTROL, PAUSED_PROVIDER + provider, codec.dumps_str(note)))
 
 
@@ -160,8 +177,14 @@ def held_for_probe(note: dict[str, object] | None) -> list[str]:
 
 
 async def auth_pause(client: RedisClient, provider: str, status: int, fingerprint: str) -> None:
-    await provider_pause(client, provider, PauseKind.CREDENTIALS, f"credentials rejected "
-                         f"(HTTP {status})", status=status, fingerprint=fingerprint)  # fmt: skip
+    await provider_pause(
+        client,
+        provider,
+        PauseKind.CREDENTIALS,
+        f"credentials rejected (HTTP {status})",
+        status=status,
+        fingerprint=fingerprint,
+    )
 
 
 def pause_kind(note: dict[str, object]) -> str:

@@ -100,4 +100,3 @@ def parse_event(raw: Any, now_ms: int) -> DeliveryEvent | None:
         occurred_ms,
         event_id[:MAX_ID_LENGTH] if isinstance(event_id, str) else "",
     )
-

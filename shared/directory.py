@@ -63,8 +63,12 @@ class RedisDirectory:
         raw = await self.client.hgetall(keys.directory_account(account_id))
         if not raw:
             return None
-        return Account(account_id, str(raw["email"]), str(raw.get("locale") or "en"),
-                       str(raw.get("brand") or ""))  # fmt: skip
+        return Account(
+            account_id,
+            str(raw["email"]),
+            str(raw.get("locale") or "en"),
+            str(raw.get("brand") or ""),
+        )
 
     async def add(self, login: str, account: Account) -> None:
         await self.add_many([(login, account)])

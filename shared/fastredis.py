@@ -278,8 +278,14 @@ class _Link:
         delay = min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2 ** (self.failures - 1))
         delay *= 0.5 + random.random() / 2  # jitter: replicas do not reconnect in lockstep
         self.retry_at = asyncio.get_running_loop().time() + delay
-        event(log, logging.WARNING, "redis connect failed", error=type(error).__name__,
-              attempt=self.failures, retry_in_s=round(delay, 3))  # fmt: skip
+        event(
+            log,
+            logging.WARNING,
+            "redis connect failed",
+            error=type(error).__name__,
+            attempt=self.failures,
+            retry_in_s=round(delay, 3),
+        )
 
     def lost(self, protocol: _Protocol, error: RedisError) -> None:
         if self.protocol is protocol:

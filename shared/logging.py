@@ -119,8 +119,10 @@ def _trace_fields() -> dict[str, str]:
     if not span.is_recording():
         return {}
     context = span.get_span_context()
-    return {"trace_id": format_trace_id(context.trace_id),
-            "span_id": format_span_id(context.span_id)}  # fmt: skip
+    return {
+        "trace_id": format_trace_id(context.trace_id),
+        "span_id": format_span_id(context.span_id),
+    }
 
 
 # A malformed request head, or a body that does not decode (aiohttp logs the latter again,

@@ -38,13 +38,20 @@ def cap_advised_wait(seconds: float, maximum: float, loop: str) -> float:
     if seconds <= maximum:
         return seconds
     metrics.advised_wait_capped.labels(loop).inc()
-    event(log, logging.WARNING, "provider advised a wait beyond the maximum; capped",
-          loop=loop, advised_s=round(seconds), capped_to_s=maximum)  # fmt: skip
+    event(
+        log,
+        logging.WARNING,
+        "provider advised a wait beyond the maximum; capped",
+        loop=loop,
+        advised_s=round(seconds),
+        capped_to_s=maximum,
+    )
     return maximum
 
 
-def named_loop(service: str, name: str, step: Step | None = None, *,
-               opened: Opened | None = None) -> Worker:  # fmt: skip
+def named_loop(
+    service: str, name: str, step: Step | None = None, *, opened: Opened | None = None
+) -> Worker:
     """A worker that runs ``step`` (or the one ``opened`` yields) until shutdown."""
     if step is not None and opened is None:
         enter = _holding(step)

@@ -230,9 +230,10 @@ archive_lag = Gauge(
 )
 archive_up = Gauge("resetgate_archive_up", "1 while the archive (PostgreSQL) answers.")
 archived_operations = Counter(
-    "resetgate_archived_operations", "Settled operations written to the archive, by result.",
+    "resetgate_archived_operations",
+    "Settled operations written to the archive, by result.",
     ["result"],
-)  # fmt: skip
+)
 archive_partitions_dropped = Counter(
     "resetgate_archive_partitions_dropped", "Archive partitions dropped past retention."
 )
@@ -249,22 +250,51 @@ COMMON: tuple[MetricWrapperBase, ...] = (http_request_duration, redis_up, redis_
 OWNERS: dict[str, tuple[MetricWrapperBase, ...]] = {
     "admission": (admissions, token_ttl, public_budget_used, public_budget_limit),
     "sender": (
-        send_attempts, provider_throttled, retry_after_source, operations_exhausted,
-        operations_terminal, ambiguous_attempts, pacing_rate, pacing_blocked_until,
-        provider_auth_paused, provider_paused, oldest_eligible_age, queue_depth,
-        partition_paused, token_ttl,
-        advised_wait_capped, pacing_cuts, provider_redirects, partition_provider,
-        send_twice_exposure, partition_unserved, provider_check, failover_partitions,
+        send_attempts,
+        provider_throttled,
+        retry_after_source,
+        operations_exhausted,
+        operations_terminal,
+        ambiguous_attempts,
+        pacing_rate,
+        pacing_blocked_until,
+        provider_auth_paused,
+        provider_paused,
+        oldest_eligible_age,
+        queue_depth,
+        partition_paused,
+        token_ttl,
+        advised_wait_capped,
+        pacing_cuts,
+        provider_redirects,
+        partition_provider,
+        send_twice_exposure,
+        partition_unserved,
+        provider_check,
+        failover_partitions,
     ),
     "poller": (
-        delivery_events, delivery_events_duplicate, observation_lag, observation_pending,
-        reconciliations, reconciliation_lag, poll_requests, poll_throttled,
-        inbound_events, inbound_events_dropped, inbound_settled, webhook_requests, queue_messages,
-        advised_wait_capped, poller_last_success, poll_cursor_resets, provider_redirects,
+        delivery_events,
+        delivery_events_duplicate,
+        observation_lag,
+        observation_pending,
+        reconciliations,
+        reconciliation_lag,
+        poll_requests,
+        poll_throttled,
+        inbound_events,
+        inbound_events_dropped,
+        inbound_settled,
+        webhook_requests,
+        queue_messages,
+        advised_wait_capped,
+        poller_last_success,
+        poll_cursor_resets,
+        provider_redirects,
     ),
     "router": (admissions, support_cases, routing_latency, contact_forms_dead_lettered),
     "archiver": (archive_lag, archive_up, archived_operations, archive_partitions_dropped),
-}  # fmt: skip
+}
 
 
 def families() -> list[MetricWrapperBase]:

@@ -43,9 +43,14 @@ class DailyQuota:
     counter: str = ""
 
     def _request(self, now: int, delta: int) -> QuotaTake:
-        return QuotaTake(counter=self.counter or keys.provider_quota(self.provider), now=now,
-                         window_ms=self.window_ms, slice_ms=max(1, self.window_ms // SLICES),
-                         limit=self.limit, delta=delta)  # fmt: skip
+        return QuotaTake(
+            counter=self.counter or keys.provider_quota(self.provider),
+            now=now,
+            window_ms=self.window_ms,
+            slice_ms=max(1, self.window_ms // SLICES),
+            limit=self.limit,
+            delta=delta,
+        )
 
     async def take(self, client: RedisClient, now: int) -> Taken:
         return await self._request(now, 1).run(client)
@@ -87,9 +92,9 @@ def refused_until(quota: DailyQuota | None, now: int) -> int:
     return now + min(RECHECK_MS, quota.window_ms if quota else RECHECK_MS)
 
 
-def quota_for(provider: str, reported: float | None, configured: int, window_ms: int) -> (
-    DailyQuota | None
-):  # fmt: skip
+def quota_for(
+    provider: str, reported: float | None, configured: int, window_ms: int
+) -> DailyQuota | None:
     """The quota the senders keep to: the provider's reported one, lowered to the configured
     one (0: none configured); None when neither exists."""
     limits = [int(x) for x in (reported, configured) if x and x > 0]

@@ -84,10 +84,12 @@ def _sentinel_client(settings: RedisSettings) -> SentinelRedis:
         sentinel_addresses(settings.redis_sentinels), sentinel_kwargs=sentinel_options, **options
     )
     client: SentinelRedis = sentinel.master_for(
-        settings.redis_sentinel_master, redis_class=SentinelRedis,
+        settings.redis_sentinel_master,
+        redis_class=SentinelRedis,
         connection_pool_class=_BlockingSentinelPool,
-        max_connections=settings.redis_max_connections, timeout=settings.redis_timeout_seconds,
-    )  # fmt: skip
+        max_connections=settings.redis_max_connections,
+        timeout=settings.redis_timeout_seconds,
+    )
     client.sentinel_manager = sentinel
     return client
 
@@ -177,9 +179,17 @@ async def until_done(
                 break
             # The first line says where; after that one line in ten, not one per try.
             level = logging.WARNING if attempt % 10 == 1 else logging.DEBUG
-            event(log, level, "redis not ready for startup yet", redis=target or None,
-                  step=what, attempt=attempt, of=attempts, error=type(error).__name__,
-                  retry_in_s=round(delay, 2))  # fmt: skip
+            event(
+                log,
+                level,
+                "redis not ready for startup yet",
+                redis=target or None,
+                step=what,
+                attempt=attempt,
+                of=attempts,
+                error=type(error).__name__,
+                retry_in_s=round(delay, 2),
+            )
             await asyncio.sleep(delay)
             delay = min(delay * 2, 2.0)
     where = f" at {target}" if target else ""

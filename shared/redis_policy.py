@@ -129,11 +129,15 @@ async def check_keyless_durability(client: Any, keyless: Mapping[str, str], requ
             "with appendonly yes and appendfsync always, or set "
             "RESETGATE_KEYLESS_REQUIRE_FSYNC_ALWAYS=false to accept that risk"
         )
-    event(log, logging.ERROR,
-          "a Redis host crash could send emails twice: providers without an idempotency key "
-          "need appendonly yes with appendfsync always"
-          + ("; cannot read it (CONFIG GET refused), check by hand" if policy == UNKNOWN else ""),
-          appendfsync=policy, providers=named)  # fmt: skip
+    event(
+        log,
+        logging.ERROR,
+        "a Redis host crash could send emails twice: providers without an idempotency key "
+        "need appendonly yes with appendfsync always"
+        + ("; cannot read it (CONFIG GET refused), check by hand" if policy == UNKNOWN else ""),
+        appendfsync=policy,
+        providers=named,
+    )
     return policy
 
 
@@ -173,7 +177,12 @@ async def check_keyless_replication(
             "player's email twice. Set RESETGATE_WAIT_REPLICAS=1 (or more), or set "
             "RESETGATE_KEYLESS_REQUIRE_REPLICA_WAIT=false to accept that risk"
         )
-    event(log, logging.ERROR,
-          "a Redis failover could send emails twice: set RESETGATE_WAIT_REPLICAS for "
-          "providers without an idempotency key", replicas=replicas, providers=named)  # fmt: skip
+    event(
+        log,
+        logging.ERROR,
+        "a Redis failover could send emails twice: set RESETGATE_WAIT_REPLICAS for "
+        "providers without an idempotency key",
+        replicas=replicas,
+        providers=named,
+    )
     return replicas

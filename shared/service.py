@@ -121,9 +121,11 @@ class Operational:
         self.settings = settings
         self.readiness = Readiness()
         self.runner = web.AppRunner(
-            operational_app(name, self.readiness), access_log=None, shutdown_timeout=1.0,
+            operational_app(name, self.readiness),
+            access_log=None,
+            shutdown_timeout=1.0,
             **http_limits(settings),
-        )  # fmt: skip
+        )
 
     def ready_when(self, check: ReadinessCheck) -> None:
         """From now on ``/readyz`` answers what ``check`` says."""
@@ -222,9 +224,12 @@ def http_limits(settings: ListenerSettings) -> dict[str, Any]:
 
 
 async def serve(
-    name: str, settings: ListenerSettings, workers: list[Worker],
-    public: tuple[web.Application, int] | None = None, listening: Callable[[], None] | None = None,
-) -> None:  # fmt: skip
+    name: str,
+    settings: ListenerSettings,
+    workers: list[Worker],
+    public: tuple[web.Application, int] | None = None,
+    listening: Callable[[], None] | None = None,
+) -> None:
     """Run every worker (and ``public``, an app and its port) until SIGTERM, then shut down.
     ``listening`` runs once the public port accepts connections: readiness must not say yes
     before it does, or the first requests routed to the pod are refused."""
@@ -240,8 +245,11 @@ async def serve(
     done, _ = await asyncio.wait([stopper, *tasks], return_when=asyncio.FIRST_COMPLETED)
     # A worker that returned after shutdown began (one that only waits for ``stop``, like a
     # listener) has done what it should; only one that ended first, or raised, has failed.
-    failed = [task for task in done if task is not stopper
-              and (task.exception() is not None or not stop.is_set())]  # fmt: skip
+    failed = [
+        task
+        for task in done
+        if task is not stopper and (task.exception() is not None or not stop.is_set())
+    ]
     for task in failed:
         event(
             log,
@@ -325,8 +333,13 @@ async def start(name: str, settings: S, wire: Wire[S]) -> None:
         try:
             async with wire(settings, client) as wiring:
                 ready = wiring.readiness
-                await serve(name, settings, wiring.workers, wiring.public,
-                            listening=lambda: ops.ready_when(ready))  # fmt: skip
+                await serve(
+                    name,
+                    settings,
+                    wiring.workers,
+                    wiring.public,
+                    listening=lambda: ops.ready_when(ready),
+                )
         finally:
             await client.aclose()
 

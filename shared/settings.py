@@ -32,8 +32,13 @@ from shared.clock import to_ms
 ENV_PREFIX = "RESETGATE_"
 # The operational listener's default port per service (``resetgate up`` keeps these when it
 # runs admission's API on 8080).
-METRICS_PORTS = {"admission": 8081, "sender": 8082, "poller": 8083, "router": 8084,
-                 "archiver": 8086}  # fmt: skip
+METRICS_PORTS = {
+    "admission": 8081,
+    "sender": 8082,
+    "poller": 8083,
+    "router": 8084,
+    "archiver": 8086,
+}
 # The name the single-provider settings (RESETGATE_PROVIDER_KIND, _URL, _API_KEY) give their
 # one provider: in metrics, pacing state, the credentials pause and the control record.
 DEFAULT_PROVIDER = "default"
@@ -74,9 +79,10 @@ class RedisSettings(_Env):
         "they name (RESETGATE_REDIS_SENTINEL_MASTER) and follows a failover",
     )
     redis_sentinel_master: str = Field(
-        default="mymaster", pattern=r"^[A-Za-z0-9._-]{1,64}$",
+        default="mymaster",
+        pattern=r"^[A-Za-z0-9._-]{1,64}$",
         description="the name the Sentinels monitor the primary under",
-    )  # fmt: skip
+    )
     redis_sentinel_password: SecretStr = Field(
         default=SecretStr(""),
         description="the Sentinels' own password (requirepass); empty: the Redis URL's password",
@@ -132,8 +138,10 @@ def redis_url_problem(url: str) -> str:
         parts = urlsplit(url)
         parts.port  # noqa: B018  (reading it is the check: a non-number raises)
     except ValueError:
-        return ("its host part does not parse: a malformed host or port, or a password "
-                "holding '/', '?' or '#' that is not percent-encoded")  # fmt: skip
+        return (
+            "its host part does not parse: a malformed host or port, or a password "
+            "holding '/', '?' or '#' that is not percent-encoded"
+        )
     return ""
 
 
@@ -153,10 +161,12 @@ class ReplicationSettings(_Env):
     acknowledgement, the sender's attempt before the provider call)."""
 
     wait_replicas: int = Field(
-        default=0, ge=0, le=16,
+        default=0,
+        ge=0,
+        le=16,
         description="replicas that must confirm a write (WAIT) before it is acknowledged or "
         "an email is sent on it; 0 = do not wait",
-    )  # fmt: skip
+    )
     wait_timeout_ms: int = Field(default=200, ge=1, le=60_000)
 
 
@@ -188,29 +198,37 @@ class ProgressiveSettings(_Env):
     rolls back. A switch keeps the values of the process that asked for it (the CLI, the
     console or the sender whose failover policy started it)."""
 
-    progressive_first: int = Field(default=1, ge=1, le=1024,
-                                   description="partitions the first step moves")
-    progressive_growth: float = Field(default=2.0, ge=1.0, le=16.0,
-                                      description="each step moves this many times the last")
+    progressive_first: int = Field(
+        default=1, ge=1, le=1024, description="partitions the first step moves"
+    )
+    progressive_growth: float = Field(
+        default=2.0, ge=1.0, le=16.0, description="each step moves this many times the last"
+    )
     progressive_window_seconds: float = Field(
-        default=60.0, gt=0, le=3600,
+        default=60.0,
+        gt=0,
+        le=3600,
         description="how long each step is watched before the switch widens",
     )
     progressive_max_throttled_share: float = Field(
-        default=0.5, gt=0, le=1,
+        default=0.5,
+        gt=0,
+        le=1,
         description="429s at the new provider, as a share of its answers in a step's window, "
         "that roll the switch back",
     )
     progressive_abort_age_seconds: float = Field(
-        default=1800.0, ge=0,
+        default=1800.0,
+        ge=0,
         description="a moved partition's oldest eligible operation older than this rolls the "
         "switch back (0: off); about half the default delivery horizon",
     )
     progressive_settle_seconds: float = Field(
-        default=300.0, gt=0,
+        default=300.0,
+        gt=0,
         description="how long a step waits for its partitions' in-flight sends before it "
         "rolls back",
-    )  # fmt: skip
+    )
 
 
 class PublicLimitSettings(_Env):
@@ -344,12 +362,19 @@ class EmailSettings(_Env):
     """What the reset email says and where it points (the sender, ``resetgate templates``).
     A brand the directory names but this map lacks gets the defaults (docs/templates.md)."""
 
-    reset_url_base: str = Field(default="https://game.example/reset-password",
-                                description="the game's reset page; the link's base")  # fmt: skip
-    email_from: str = Field(default="Account Recovery <no-reply@game.example>",
-                            description="From of reset emails")  # fmt: skip
-    brand_name: str = Field(default="Game Example", min_length=1, max_length=100,
-                            description="the game's name for accounts without a brand")  # fmt: skip
+    reset_url_base: str = Field(
+        default="https://game.example/reset-password",
+        description="the game's reset page; the link's base",
+    )
+    email_from: str = Field(
+        default="Account Recovery <no-reply@game.example>", description="From of reset emails"
+    )
+    brand_name: str = Field(
+        default="Game Example",
+        min_length=1,
+        max_length=100,
+        description="the game's name for accounts without a brand",
+    )
     brands: dict[str, Brand] = Field(
         default_factory=dict,
         description='JSON: {"<brand>": {"name", "email_from", "reset_url_base"}}',
@@ -400,8 +425,9 @@ class ProviderAccount(_Env):
     # the local sandbox; the other kinds require one.
     provider_url: str = Field(default="", validation_alias="url")
     provider_api_key: SecretStr = Field(default=SecretStr(""), validation_alias="api_key")
-    provider_max_rate: float = Field(default=50.0, gt=0, validation_alias="max_rate",
-                                     description="sends/s ceiling")  # fmt: skip
+    provider_max_rate: float = Field(
+        default=50.0, gt=0, validation_alias="max_rate", description="sends/s ceiling"
+    )
     mailgun_domain: str = Field(
         default="", pattern=r"^[A-Za-z0-9.-]{0,253}$", validation_alias="mailgun_domain"
     )
@@ -487,10 +513,11 @@ class ProviderSettings(CommonSettings, ProviderAccount):
     # SES publishes delivery events (SNS -> SQS, RESETGATE_SES_QUEUE_URL) only for messages
     # sent with a configuration set: without one an ambiguous SES send is never settled.
     ses_configuration_set: str = Field(
-        default="", pattern=r"^[A-Za-z0-9_-]{0,64}$",
+        default="",
+        pattern=r"^[A-Za-z0-9_-]{0,64}$",
         description="SES ConfigurationSetName sent with every message (its event destination "
         "feeds the SES queue)",
-    )  # fmt: skip
+    )
     connect_timeout_seconds: float = Field(default=3.0, gt=0)
     total_timeout_seconds: float = Field(default=15.0, gt=0)
     # A provider without a native key may still be processing a request the sender timed
@@ -533,8 +560,9 @@ def read_under(cls: type[S], prefix: str) -> S:
     """``cls`` read from the variables under another prefix, a configured provider name's
     own (``RESETGATE_PROVIDER_<NAME>_``), each field by its alias where it has one; a bad
     value is a ValueError of one line naming its variable."""
-    config = SettingsConfigDict(env_prefix=prefix, env_prefix_target="all",
-                                validate_by_alias=True, validate_by_name=False)  # fmt: skip
+    config = SettingsConfigDict(
+        env_prefix=prefix, env_prefix_target="all", validate_by_alias=True, validate_by_name=False
+    )
     prefixed: Any = type(f"{cls.__name__}_{prefix}", (cls,), {"model_config": config})
     try:
         return cast(S, prefixed())

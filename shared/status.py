@@ -118,8 +118,10 @@ def describe_auth(status: ProviderStatus) -> str:
     if not note:
         return "ok"
     reason = control.sanitise(str(note.get("reason") or ""))
-    return (f"PAUSED kind={control.pause_kind(note)} status={note.get('status') or '-'} "
-            f"reason={codec.dumps_str(reason)}")  # fmt: skip
+    return (
+        f"PAUSED kind={control.pause_kind(note)} status={note.get('status') or '-'} "
+        f"reason={codec.dumps_str(reason)}"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,8 +135,12 @@ class Pacing:
     paused_until: int | None  # ms; a quota pause's end (``shared.control.quota_pause``)
 
     def view(self) -> dict[str, Any]:
-        return {"accepting_rate": self.accepting, "settled_rate": self.settled,
-                "next_slot_at": self.next_slot_at, "paused_until": self.paused_until}  # fmt: skip
+        return {
+            "accepting_rate": self.accepting,
+            "settled_rate": self.settled,
+            "next_slot_at": self.next_slot_at,
+            "paused_until": self.paused_until,
+        }
 
 
 async def pacing_status(client: RedisClient, provider: str, state: control.ControlState) -> Pacing:
@@ -178,17 +184,23 @@ class ProviderLine:
     checks: Checked | None = None
 
     def view(self) -> dict[str, Any]:
-        return {"provider": self.name, "kind": self.kind, "partitions": self.partitions,
-                **{k: v for k, v in self.status.view().items() if k != "provider"},
-                **self.pacing.view(), "ambiguous": self.ambiguous,
-                "checks": None if self.checks is None else
-                          [c.view() for c in self.checks.checks]}  # fmt: skip
+        return {
+            "provider": self.name,
+            "kind": self.kind,
+            "partitions": self.partitions,
+            **{k: v for k, v in self.status.view().items() if k != "provider"},
+            **self.pacing.view(),
+            "ambiguous": self.ambiguous,
+            "checks": None if self.checks is None else [c.view() for c in self.checks.checks],
+        }
 
 
 async def provider_lines(
-    client: RedisClient, kinds: dict[str, str], state: control.ControlState,
+    client: RedisClient,
+    kinds: dict[str, str],
+    state: control.ControlState,
     partitions: list[dict[str, Any]],
-) -> list[ProviderLine]:  # fmt: skip
+) -> list[ProviderLine]:
     """One line per configured provider (``kinds``: name -> kind, the first is the default)
     and no other; ``partitions``: :func:`partitions_status`'s rows."""
     default = next(iter(kinds), "")
@@ -196,11 +208,17 @@ async def provider_lines(
     lines = []
     for name, kind in kinds.items():
         owned = [r for r in partitions if state.provider_for(r["partition"], default) == name]
-        lines.append(ProviderLine(
-            name, kind, [r["partition"] for r in owned],
-            await provider_status(client, name, state), await pacing_status(client, name, state),
-            sum(int(r["ambiguous"]) for r in owned), checked.get(name),
-        ))  # fmt: skip
+        lines.append(
+            ProviderLine(
+                name,
+                kind,
+                [r["partition"] for r in owned],
+                await provider_status(client, name, state),
+                await pacing_status(client, name, state),
+                sum(int(r["ambiguous"]) for r in owned),
+                checked.get(name),
+            )
+        )
     return lines
 
 
@@ -233,9 +251,14 @@ async def recent_counts(client: RedisClient, partitions: int, now: int) -> dict[
 
 
 async def recent(
-    client: RedisClient, partitions: int, name: str, now: int, *, offset: int = 0,
+    client: RedisClient,
+    partitions: int,
+    name: str,
+    now: int,
+    *,
+    offset: int = 0,
     limit: int = 20,
-) -> tuple[list[dict[str, Any]], int]:  # fmt: skip
+) -> tuple[list[dict[str, Any]], int]:
     """One page of the operations in index ``name`` (RECENT_INDEXES) over the last day,
     newest first, with their state and reason; and how many there are in all."""
     since = now - RECENT_KEEP_MS
@@ -253,8 +276,14 @@ async def recent(
         pipe.hmget(PartitionKeys.of(op).operation(op), "state", "reason", "delivery")
     fields = await pipe.execute() if merged else []
     rows = [
-        {"operation_id": op, "partition": PartitionKeys.of(op).partition, "at": at,
-         "state": f[0] or "gone", "reason": f[1] or "", "delivery": f[2] or ""}
+        {
+            "operation_id": op,
+            "partition": PartitionKeys.of(op).partition,
+            "at": at,
+            "state": f[0] or "gone",
+            "reason": f[1] or "",
+            "delivery": f[2] or "",
+        }
         for (at, op), f in zip(merged, fields, strict=True)
-    ]  # fmt: skip
+    ]
     return rows, total

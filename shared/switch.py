@@ -27,8 +27,10 @@ from shared.keys import CONTROL
 from shared.redis import RedisClient
 from shared.status import in_flight
 
-ROLLBACK_NOTHING = ("nothing to roll back: no switch since the last rollback (`resetgate ops "
-                    "provider show` lists the assignment)")  # fmt: skip
+ROLLBACK_NOTHING = (
+    "nothing to roll back: no switch since the last rollback (`resetgate ops "
+    "provider show` lists the assignment)"
+)
 
 # Senders re-read the control record every second: after this long every one has seen the
 # pause, so an empty pending list means nothing more will be read until the resume.
@@ -89,8 +91,10 @@ async def begin(client: RedisClient, targets: dict[int, str], configured: list[s
     if state.switch is not None:
         plan = Plan.from_record(state.switch)
         if plan.targets != targets:
-            raise SwitchRefused(f"another switch is in progress: {describe(plan.targets)}; "
-                                "run it again to finish it first")  # fmt: skip
+            raise SwitchRefused(
+                f"another switch is in progress: {describe(plan.targets)}; "
+                "run it again to finish it first"
+            )
     else:
         plan = Plan(
             targets,
@@ -168,8 +172,9 @@ async def run(
         busy = await settle(client, plan, wait_seconds)
         if busy:
             wait = f"still in flight after {wait_seconds:g}s: {busy}"
-            return Outcome(False, f"{wait}; the partitions stay paused: run the same switch "
-                           "again to finish it")  # fmt: skip
+            return Outcome(
+                False, f"{wait}; the partitions stay paused: run the same switch again to finish it"
+            )
         await finish(client, plan, configured)
     except SwitchRefused as error:
         return Outcome(False, f"refused: {error}")

@@ -80,9 +80,13 @@ class Tracer:
         self._tracer: trace.Tracer | None = None  # the SDK's, once installed
 
     def start_as_current_span(
-        self, name: str, context: Context | None = None, kind: SpanKind = SpanKind.INTERNAL,
-        attributes: Attributes = None, links: Sequence[trace.Link] | None = None,
-    ) -> AbstractContextManager[trace.Span]:  # fmt: skip
+        self,
+        name: str,
+        context: Context | None = None,
+        kind: SpanKind = SpanKind.INTERNAL,
+        attributes: Attributes = None,
+        links: Sequence[trace.Link] | None = None,
+    ) -> AbstractContextManager[trace.Span]:
         if not _installed:
             return _NOT_RECORDED
         if self._tracer is None:
@@ -155,8 +159,12 @@ def setup(service: str, environ: Mapping[str, str] = os.environ) -> Callable[[],
     exit (a no-op when tracing is off)."""
     exporter = environ.get("OTEL_TRACES_EXPORTER", "").strip().lower()
     if exporter and exporter not in OTLP_EXPORTERS and exporter != "none":
-        event(log, logging.WARNING, "traces off: only the otlp exporter is built in",
-              exporter=exporter)  # fmt: skip
+        event(
+            log,
+            logging.WARNING,
+            "traces off: only the otlp exporter is built in",
+            exporter=exporter,
+        )
     if not wanted(environ):
         return _nothing
     return _install(service, environ)
@@ -229,6 +237,5 @@ def _install(service: str, environ: Mapping[str, str]) -> Callable[[], None]:
     propagate.set_global_textmap(_W3C)
     _instrument_http(environ)
     _installed = True
-    event(log, logging.INFO, INSTALLED,
-          service_name=str(resource.attributes.get(SERVICE_NAME)))  # fmt: skip
+    event(log, logging.INFO, INSTALLED, service_name=str(resource.attributes.get(SERVICE_NAME)))
     return provider.shutdown

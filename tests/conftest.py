@@ -102,8 +102,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption(durations.OPTION, action="store_true",
-                     help=f"write each test's seconds to {durations.FILE.name}")  # fmt: skip
+    parser.addoption(
+        durations.OPTION,
+        action="store_true",
+        help=f"write each test's seconds to {durations.FILE.name}",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -57,8 +57,11 @@ def main(argv: list[str]) -> int:
     fresh = rendered(document)
     if "--check" in argv:
         if fresh != document:
-            print(f"{DOCUMENT}: the state diagram differs from shared/model.py; "
-                  "run python tools/state_diagram.py", file=sys.stderr)  # fmt: skip
+            print(
+                f"{DOCUMENT}: the state diagram differs from shared/model.py; "
+                "run python tools/state_diagram.py",
+                file=sys.stderr,
+            )
             return 1
         return 0
     DOCUMENT.write_text(fresh)

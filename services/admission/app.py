@@ -66,8 +66,9 @@ def create_app(
     app[EVIDENCE] = Evidence(client, archive, settings.partitions)
     app[TOKEN_KEYS] = keys
     app[GATE] = Gate(client, settings, keys, settings.wait_replicas, settings.wait_timeout_ms)
-    app[BUDGET] = PublicBudget(client, settings.provider_name,
-                               settings.public_budget_reserved_share)  # fmt: skip
+    app[BUDGET] = PublicBudget(
+        client, settings.provider_name, settings.public_budget_reserved_share
+    )
     app[LIMITER] = IpLimiter(client, settings.ip_limit_per_minute, settings.ip_limit_burst)
     app[OPENAPI] = codec.dumps(document())
     app.cleanup_ctx.append(_gate_lifecycle)
@@ -109,13 +110,19 @@ async def wire(settings: AdmissionSettings, client: RedisClient) -> AsyncIterato
             open_directory(settings, pipelined) as directory,
             maybe_pool(settings) as archive,
         ):
-            event(log, logging.INFO, "admission configured", partitions=settings.partitions,
-                  cluster=settings.redis_cluster, wait_replicas=settings.wait_replicas,
-                  ip_limit_per_minute=settings.ip_limit_per_minute,
-                  directory="http" if settings.directory_url else "redis",
-                  console=settings.console_port is not None,
-                  fast_redis=pipelined is not client,
-                  archive="postgresql" if archive else "none: retention is Redis-only")  # fmt: skip
+            event(
+                log,
+                logging.INFO,
+                "admission configured",
+                partitions=settings.partitions,
+                cluster=settings.redis_cluster,
+                wait_replicas=settings.wait_replicas,
+                ip_limit_per_minute=settings.ip_limit_per_minute,
+                directory="http" if settings.directory_url else "redis",
+                console=settings.console_port is not None,
+                fast_redis=pipelined is not client,
+                archive="postgresql" if archive else "none: retention is Redis-only",
+            )
             app = create_app(settings, pipelined, directory, archive)
             # The console (when configured): its own listener, and the plain client, so its
             # occasional scans never queue behind public requests on the pipelined link.

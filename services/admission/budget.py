@@ -84,7 +84,8 @@ class PublicBudget:
             quota = await published(self.client, self.provider)
             self._read_at = now
             limit = public_limit(quota.limit, self.reserved_share) if quota else 0
-            self._budget = (replace(quota, limit=limit, counter=keys.PUBLIC_BUDGET)
-                            if quota else None)  # fmt: skip
+            self._budget = (
+                replace(quota, limit=limit, counter=keys.PUBLIC_BUDGET) if quota else None
+            )
             metrics.public_budget_limit.set(limit)
         return self._budget

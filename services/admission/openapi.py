@@ -244,13 +244,17 @@ def _internal_paths() -> dict[str, Any]:
         },
     }
     since_param = {
-        "name": "since", "in": "query", "required": False,
+        "name": "since",
+        "in": "query",
+        "required": False,
         "schema": {"type": "integer", "minimum": 0, "default": 0},
-    }  # fmt: skip
+    }
     limit_param = {
-        "name": "limit", "in": "query", "required": False,
+        "name": "limit",
+        "in": "query",
+        "required": False,
         "schema": {"type": "integer", "minimum": 1, "maximum": MAX_HISTORY, "default": HISTORY},
-    }  # fmt: skip
+    }
     found = {"404": _error("No such operation."), **_UNAUTHORIZED, **_UNAVAILABLE}
     return {
         "/internal/v1/recovery-operations": {

@@ -63,9 +63,12 @@ class IpLimiter:
     endpoint's by default; the console's token sign-in has its own)."""
 
     def __init__(
-        self, client: RedisClient, per_minute: int, burst: int,
+        self,
+        client: RedisClient,
+        per_minute: int,
+        burst: int,
         key: Callable[[str], str] = keys.ip_limit,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.client = client
         self.enabled = per_minute > 0
         self.interval_ms = 60_000 / per_minute if per_minute > 0 else 0.0

@@ -44,8 +44,13 @@ def _text(request: web.Request) -> tuple[str, PageText]:
 
 def _page(request: web.Request, body: str, status: int = 200) -> web.Response:
     lang, text = _text(request)
-    html = _PAGE.format(lang=lang, title=escape(text.title), heading=escape(text.heading),
-                        footer=escape(text.footer), body=body)  # fmt: skip
+    html = _PAGE.format(
+        lang=lang,
+        title=escape(text.title),
+        heading=escape(text.heading),
+        footer=escape(text.footer),
+        body=body,
+    )
     return web.Response(text=html, status=status, content_type="text/html", headers=_HEADERS)
 
 
@@ -73,8 +78,13 @@ async def show_form(request: web.Request) -> web.Response:
     if refused is not None:  # a used or expired link says so now, not after a new password
         return _refused(request, refused)
     operation, token = (escape(value, quote=True) for value in fields)
-    form = _FORM.format(path=PATH, operation=operation, token=token,
-                        password=escape(text.password), submit=escape(text.submit))  # fmt: skip
+    form = _FORM.format(
+        path=PATH,
+        operation=operation,
+        token=token,
+        password=escape(text.password),
+        submit=escape(text.submit),
+    )
     return _page(request, form)
 
 

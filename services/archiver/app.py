@@ -34,8 +34,11 @@ def check(settings: ArchiverSettings) -> None:
     """The archiver has nothing to do without an archive: one line and exit 2, like a bad
     setting, rather than a service that looks up and archives nothing."""
     if not settings.archive_configured:
-        print("RESETGATE_ARCHIVE_DSN is not set: the archiver needs the archive's libpq URL "
-              "(postgresql://user:pass@host:5432/db)", file=sys.stderr)  # fmt: skip
+        print(
+            "RESETGATE_ARCHIVE_DSN is not set: the archiver needs the archive's libpq URL "
+            "(postgresql://user:pass@host:5432/db)",
+            file=sys.stderr,
+        )
         raise SystemExit(2)
 
 

@@ -32,21 +32,35 @@ class Batch:
     def add(self, operation_id: str, raw: dict[str, str], ledger: list[str]) -> None:
         """One settled operation: its hash and ledger exactly as Redis held them."""
         at = to_time(int(raw["settled_at"]))
-        self.operations.append((
-            at, operation_id, raw["account_id"], to_time(operation_created_ms(operation_id)),
-            raw["state"], raw.get("provider", ""), raw.get("provider_message_id", ""),
-            raw.get("reason", ""), codec.dumps_str(raw),
-        ))  # fmt: skip
+        self.operations.append(
+            (
+                at,
+                operation_id,
+                raw["account_id"],
+                to_time(operation_created_ms(operation_id)),
+                raw["state"],
+                raw.get("provider", ""),
+                raw.get("provider_message_id", ""),
+                raw.get("reason", ""),
+                codec.dumps_str(raw),
+            )
+        )
         self.attempts += [(at, operation_id, i, row) for i, row in enumerate(ledger, 1)]
         delivery = raw.get("delivery") or Delivery.UNKNOWN
         if delivery != Delivery.UNKNOWN:
-            self.delivery_events.append((
-                at, operation_id, delivery, int(raw.get("delivery_event_at") or 0),
-                int(raw.get("delivery_observed_at") or 0),
-            ))  # fmt: skip
+            self.delivery_events.append(
+                (
+                    at,
+                    operation_id,
+                    delivery,
+                    int(raw.get("delivery_event_at") or 0),
+                    int(raw.get("delivery_observed_at") or 0),
+                )
+            )
 
-    def add_related(self, table: str, at: datetime, operation_id: str, entry_id: str,
-                    fields: dict[str, str]) -> None:  # fmt: skip
+    def add_related(
+        self, table: str, at: datetime, operation_id: str, entry_id: str, fields: dict[str, str]
+    ) -> None:
         rows: list[tuple[Any, ...]] = getattr(self, table)
         rows.append((at, operation_id, entry_id, codec.dumps_str(fields)))
 

@@ -79,8 +79,9 @@ class Archiver:
         """Take over what a dead archiver left pending, and archive it."""
         batch = Pending()
         for p, consumer in enumerate(self.consumers):
-            claimed = await consumer.claim(self.settings.archive_claim_idle_ms,
-                                           self.settings.archive_batch)  # fmt: skip
+            claimed = await consumer.claim(
+                self.settings.archive_claim_idle_ms, self.settings.archive_batch
+            )
             for entry in claimed.entries:
                 batch.add(p, entry)
             await consumer.ack_and_delete(*claimed.deleted)
@@ -142,8 +143,13 @@ class Archiver:
     def _down(self, error: BaseException) -> None:
         metrics.archive_up.set(0)
         self.backoff = min(max(self.backoff * 2, 0.2), BACKOFF_MAX_S)
-        event(log, logging.WARNING, "archive write failed; keeping the batch and retrying",
-              error=type(error).__name__, retry_in_s=self.backoff)  # fmt: skip
+        event(
+            log,
+            logging.WARNING,
+            "archive write failed; keeping the batch and retrying",
+            error=type(error).__name__,
+            retry_in_s=self.backoff,
+        )
 
     async def archive(self, batch: Pending) -> None:
         """Read, write and commit, mark, then acknowledge: in that order."""
@@ -189,22 +195,29 @@ class Archiver:
             return
         settled = {op: to_time(int(raw["settled_at"])) for op, (raw, _) in found.items()}
         since = min(operation_created_ms(op) for op in found)
-        for table, reader in (("operator_actions", related.operator_actions),
-                              ("support_cases", related.support_cases)):  # fmt: skip
+        for table, reader in (
+            ("operator_actions", related.operator_actions),
+            ("support_cases", related.support_cases),
+        ):
             for operation_id, entries in (await reader(self.client, found, since)).items():
                 for entry_id, fields in entries:
-                    written.add_related(table, settled[operation_id], operation_id, entry_id,
-                                        fields)  # fmt: skip
+                    written.add_related(
+                        table, settled[operation_id], operation_id, entry_id, fields
+                    )
 
     async def _mark(self, found: dict[str, tuple[dict[str, str], list[str]]]) -> None:
         now = clock.now_ms()
         requests = [
-            MarkArchived(operation_id=op, now=now, tail_ms=self.settings.archive_tail_ms,
-                         settled_at=raw["settled_at"],
-                         delivery_event_at=raw.get("delivery_event_at", ""),
-                         account_id=raw["account_id"])
+            MarkArchived(
+                operation_id=op,
+                now=now,
+                tail_ms=self.settings.archive_tail_ms,
+                settled_at=raw["settled_at"],
+                delivery_event_at=raw.get("delivery_event_at", ""),
+                account_id=raw["account_id"],
+            )
             for op, (raw, _) in found.items()
-        ]  # fmt: skip
+        ]
         if not requests:
             return
         replies = await MarkArchived.SCRIPT.many(self.client, [r.call() for r in requests])

@@ -54,8 +54,10 @@ def check_rows(rows: Sequence[tuple[str, Account]], line_numbers: Sequence[int])
         key = normalise_login(login)
         first = seen.setdefault(key, (number, account.account_id))
         if first[1] != account.account_id:
-            return (f"line {number}: its login is line {first[0]}'s once normalised (case "
-                    "folded), for another account; a login must name one account")  # fmt: skip
+            return (
+                f"line {number}: its login is line {first[0]}'s once normalised (case "
+                "folded), for another account; a login must name one account"
+            )
     return None
 
 

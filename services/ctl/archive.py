@@ -33,8 +33,9 @@ def archive_settings() -> ArchiveSettings:
 
 
 async def apply(settings: ArchiveSettings) -> list[str]:
-    conn = await asyncpg.connect(settings.archive_dsn.get_secret_value(),
-                                 timeout=settings.archive_timeout_seconds)  # fmt: skip
+    conn = await asyncpg.connect(
+        settings.archive_dsn.get_secret_value(), timeout=settings.archive_timeout_seconds
+    )
     try:
         applied = await schema.migrate(conn)
         month = schema.month_of(datetime.now(UTC))

@@ -41,10 +41,19 @@ def env_file(
     (``. .run/env``) to call its API, and every RESETGATE_* setting ``up`` was ``given``
     (RESETGATE_TEMPLATES_DIR ...: a second shell's commands see what the services run with)."""
     given = given or {}
-    names = ("RESETGATE_REDIS_URL", "RESETGATE_INTERNAL_API_TOKEN", "RESETGATE_PARTITIONS",
-             "RESETGATE_PROVIDER_NAME", "RESETGATE_PROVIDER_KIND", "RESETGATE_PROVIDER_URL",
-             "RESETGATE_PROVIDER_API_KEY", "RESETGATE_MAILGUN_DOMAIN", "RESETGATE_MAX_ATTEMPTS",
-             "RESETGATE_PROVIDERS", "RESETGATE_RESET_URL_BASE")  # fmt: skip
+    names = (
+        "RESETGATE_REDIS_URL",
+        "RESETGATE_INTERNAL_API_TOKEN",
+        "RESETGATE_PARTITIONS",
+        "RESETGATE_PROVIDER_NAME",
+        "RESETGATE_PROVIDER_KIND",
+        "RESETGATE_PROVIDER_URL",
+        "RESETGATE_PROVIDER_API_KEY",
+        "RESETGATE_MAILGUN_DOMAIN",
+        "RESETGATE_MAX_ATTEMPTS",
+        "RESETGATE_PROVIDERS",
+        "RESETGATE_RESET_URL_BASE",
+    )
     values = {name: env[name] for name in names if name in env}
     # Every named provider's settings: a second shell's `ops provider show` and `switch`
     # must see the configuration the services run with.
@@ -60,8 +69,11 @@ def env_file(
 
 def provider_line(env: dict[str, str]) -> str:
     kind = env["RESETGATE_PROVIDER_KIND"]
-    pushed = "its signed webhooks wired to the poller" if env.get(
-        "RESETGATE_SANDBOX_WEBHOOK_URL") else "events from its feed"  # fmt: skip
+    pushed = (
+        "its signed webhooks wired to the poller"
+        if env.get("RESETGATE_SANDBOX_WEBHOOK_URL")
+        else "events from its feed"
+    )
     listed = env.get("RESETGATE_PROVIDERS", "")
     if listed:
         return f"  provider   {listed} (RESETGATE_PROVIDERS; each a sandbox speaking {kind})"

@@ -64,12 +64,22 @@ class LocalPostgres:
         command = [str(a) for a in argv]
         if os.geteuid() != 0:
             return command
-        return ["setpriv", f"--reuid={_AS}", f"--regid={pwd.getpwnam(_AS).pw_gid}",
-                "--clear-groups", *command]  # fmt: skip
+        return [
+            "setpriv",
+            f"--reuid={_AS}",
+            f"--regid={pwd.getpwnam(_AS).pw_gid}",
+            "--clear-groups",
+            *command,
+        ]
 
     def _run(self, *argv: str | Path, timeout: float = 60) -> None:
-        subprocess.run(self._as_owner(*argv), check=True, timeout=timeout,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+        subprocess.run(
+            self._as_owner(*argv),
+            check=True,
+            timeout=timeout,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
 
     def start(self) -> LocalPostgres:
         """initdb (once per directory), start, and create the database (once)."""
@@ -77,16 +87,47 @@ class LocalPostgres:
             os.chown(self.directory, pwd.getpwnam(_AS).pw_uid, -1)
         fresh = not (self.data / "PG_VERSION").exists()
         if fresh:
-            self._run(self.bin / "initdb", "-D", self.data, "-U", SUPERUSER, "-A", "trust",
-                      "-E", "UTF8", "--no-sync")  # fmt: skip
-        options = (f"-p {self.port} -k {self.directory} -c listen_addresses=127.0.0.1"
-                   " -c fsync=on -c max_connections=50")  # fmt: skip
-        self._run(self.bin / "pg_ctl", "-D", self.data, "-o", options,
-                  "-l", self.directory / "postgres.log", "-w", "-t", "60", "start")  # fmt: skip
+            self._run(
+                self.bin / "initdb",
+                "-D",
+                self.data,
+                "-U",
+                SUPERUSER,
+                "-A",
+                "trust",
+                "-E",
+                "UTF8",
+                "--no-sync",
+            )
+        options = (
+            f"-p {self.port} -k {self.directory} -c listen_addresses=127.0.0.1"
+            " -c fsync=on -c max_connections=50"
+        )
+        self._run(
+            self.bin / "pg_ctl",
+            "-D",
+            self.data,
+            "-o",
+            options,
+            "-l",
+            self.directory / "postgres.log",
+            "-w",
+            "-t",
+            "60",
+            "start",
+        )
         if fresh:
             try:
-                self._run(self.bin / "createdb", "-h", "127.0.0.1", "-p", str(self.port),
-                          "-U", SUPERUSER, DATABASE)  # fmt: skip
+                self._run(
+                    self.bin / "createdb",
+                    "-h",
+                    "127.0.0.1",
+                    "-p",
+                    str(self.port),
+                    "-U",
+                    SUPERUSER,
+                    DATABASE,
+                )
             except subprocess.SubprocessError:
                 self.stop()  # never leave a server running that nothing will stop
                 raise
@@ -137,8 +178,12 @@ def local_archive(
     env["RESETGATE_ARCHIVE_ENABLED"] = "true"
     migrate = subprocess.run(
         [sys.executable, "-m", "services.ctl.main", "archive", "migrate"],
-        env=env, capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     if migrate.returncode != 0:
         server.stop()
         raise RuntimeError(f"the local archive did not migrate: {migrate.stderr.strip()}")

@@ -86,8 +86,9 @@ def _failing_checks(found: Checked | None) -> list[str]:
     """A provider's failing preflight checks (`resetgate providers check`), with the fix."""
     if found is None:
         return []
-    return [f"  check {c.check} FAILING ({_when(found.checked_at)}): {c.detail}"
-            for c in found.failing]  # fmt: skip
+    return [
+        f"  check {c.check} FAILING ({_when(found.checked_at)}): {c.detail}" for c in found.failing
+    ]
 
 
 # -- views ---------------------------------------------------------------------------------
@@ -125,8 +126,10 @@ async def show(client: RedisClient, settings: OpsSettings, args: argparse.Namesp
         try:
             found = await Evidence(client, pool, settings.partitions).operation(operation_id)
         except ArchiveUnavailable as error:
-            raise StackError(f"Redis does not hold {operation_id} and the archive did "
-                             f"not answer ({error}): retry once it is back") from None  # fmt: skip
+            raise StackError(
+                f"Redis does not hold {operation_id} and the archive did "
+                f"not answer ({error}): retry once it is back"
+            ) from None
     if found is None:
         where = (
             "in Redis or the archive" if settings.archive_configured else "in Redis (no archive)"
@@ -165,14 +168,22 @@ async def status(client: RedisClient, settings: OpsSettings, args: argparse.Name
         row["provider_configured"] = row["provider"] in names
     lines_of = await provider_lines(client, kinds, state, rows)
     recent = await recent_counts(client, settings.partitions, clock.now_ms())
-    summary = {"providers": [line.view() for line in lines_of], "partitions": rows,
-               "recent": recent}  # fmt: skip
+    summary = {
+        "providers": [line.view() for line in lines_of],
+        "partitions": rows,
+        "recent": recent,
+    }
     lines = [text for line in lines_of for text in _provider_text(line)]
     more = "+" if recent["capped"] else ""
-    lines += [f"{name}: {c['hour']}{more} in the last hour, {c['day']}{more} in the last day"
-              for name, c in recent.items() if name != "capped"]  # fmt: skip
-    lines.append(f"{'P':>3} {'PAUSED':<6} {'SEND':>6} {'INFLIGHT':>8} {'DUE':>6} {'AMBIG':>5} "
-                 f"{'REVIEW':>6} {'LIVE':>6} PROVIDER")  # fmt: skip
+    lines += [
+        f"{name}: {c['hour']}{more} in the last hour, {c['day']}{more} in the last day"
+        for name, c in recent.items()
+        if name != "capped"
+    ]
+    lines.append(
+        f"{'P':>3} {'PAUSED':<6} {'SEND':>6} {'INFLIGHT':>8} {'DUE':>6} {'AMBIG':>5} "
+        f"{'REVIEW':>6} {'LIVE':>6} PROVIDER"
+    )
     lines += [
         f"{r['partition']:>3} {'yes' if r['paused'] else 'no':<6} {r['send']:>6} "
         f"{r['in_flight']:>8} {r['due']:>6} {r['ambiguous']:>5} {r['review']:>6} {r['live']:>6} "
@@ -209,10 +220,12 @@ def _warn_unserved(rows: list[dict[str, Any]]) -> None:
     unserved = [r for r in rows if not r["provider_configured"]]
     if unserved:
         listed = ", ".join(f"{r['partition']} ({r['provider']})" for r in unserved)
-        print(f"warning: partitions {listed} are assigned to a provider not configured here: "
-              "no sender sends them; `resetgate ops provider switch --partitions P --to NAME` "
-              "moves them (docs/runbook.md#partition-provider-not-configured)",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"warning: partitions {listed} are assigned to a provider not configured here: "
+            "no sender sends them; `resetgate ops provider switch --partitions P --to NAME` "
+            "moves them (docs/runbook.md#partition-provider-not-configured)",
+            file=sys.stderr,
+        )
 
 
 # -- switches ------------------------------------------------------------------------------
@@ -279,8 +292,10 @@ async def provider_resume(
     kind = resumed.kind
     print(f"provider {provider}: " + (f"{kind} pause lifted" if kind else "was not paused"))
     if resumed.probe:
-        print(f"probe: {resumed.probe} sent again; {resumed.still_held} more held for review "
-              "(`resetgate ops release OPERATION_ID` once the probe is accepted)")  # fmt: skip
+        print(
+            f"probe: {resumed.probe} sent again; {resumed.still_held} more held for review "
+            "(`resetgate ops release OPERATION_ID` once the probe is accepted)"
+        )
     return 0
 
 
@@ -309,8 +324,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = add("show", show, "one operation: state and attempt ledger")
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument("operation_id", nargs="?")
-    which.add_argument("--account", metavar="ACCOUNT_ID", help="the account's live (else last)"
-                       " operation")  # fmt: skip
+    which.add_argument(
+        "--account", metavar="ACCOUNT_ID", help="the account's live (else last) operation"
+    )
     add("status", status, "partitions, depths, pacing and the auth pause")
     for name, handler in (("pause", pause), ("resume", resume)):
         p = add(name, handler, f"{name} sending for a partition (or --all)")

@@ -26,10 +26,11 @@ def printable(text: str) -> str:
     if text.isprintable():
         return text
     return "".join(
-        char.encode("unicode_escape").decode() if unicodedata.category(char) in _SHOWN_ESCAPED
+        char.encode("unicode_escape").decode()
+        if unicodedata.category(char) in _SHOWN_ESCAPED
         else char
         for char in text
-    )  # fmt: skip
+    )
 
 
 def json_printable(document: str) -> str:

@@ -60,16 +60,21 @@ def plan_ports(
     """Every port of the stack at its offset in PORT_OFFSETS from ``first`` (admission's API):
     the webhook listener only when the provider pushes events, Redis only when embedded, one
     sandbox per name from the sandbox's offset."""
-    wanted = {"webhooks": localstack.pushes_events(kind), "redis": embedded,
-              "prometheus": prometheus}  # fmt: skip
+    wanted = {
+        "webhooks": localstack.pushes_events(kind),
+        "redis": embedded,
+        "prometheus": prometheus,
+    }
     plan = {
         name: first + offset
         for name, offset in PORT_OFFSETS.items()
         if wanted.get(name, True) and name not in ARCHIVE and name != "sandbox"
     }
-    sandboxes = {"sandbox": first + SANDBOX_OFFSET} if not names else {
-        f"sandbox {name}": first + SANDBOX_OFFSET + i for i, name in enumerate(names)
-    }  # fmt: skip
+    sandboxes = (
+        {"sandbox": first + SANDBOX_OFFSET}
+        if not names
+        else {f"sandbox {name}": first + SANDBOX_OFFSET + i for i, name in enumerate(names)}
+    )
     return {**sandboxes, **plan}
 
 

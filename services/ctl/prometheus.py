@@ -41,11 +41,10 @@ def binary() -> str:
 def config(ports: dict[str, int]) -> dict[str, object]:
     """One job per service, named as in Kubernetes (the job label the dashboards read)."""
     jobs = [
-        {"job_name": name.removesuffix(OPS), "static_configs": [
-            {"targets": [f"127.0.0.1:{port}"]}]}
+        {"job_name": name.removesuffix(OPS), "static_configs": [{"targets": [f"127.0.0.1:{port}"]}]}
         for name, port in ports.items()
         if name.endswith(OPS)
-    ]  # fmt: skip
+    ]
     return {
         "global": {"scrape_interval": INTERVAL, "evaluation_interval": INTERVAL},
         "rule_files": [str(RULES_FILE)],
@@ -60,14 +59,20 @@ def command(ports: dict[str, int], directory: Path) -> list[str]:
     path = home / "prometheus.yml"
     path.write_text(json.dumps(config(ports), indent=1))
     return [
-        binary(), f"--config.file={path}", f"--storage.tsdb.path={home / 'data'}",
-        f"--web.listen-address=127.0.0.1:{ports['prometheus']}", "--log.level=warn",
-    ]  # fmt: skip
+        binary(),
+        f"--config.file={path}",
+        f"--storage.tsdb.path={home / 'data'}",
+        f"--web.listen-address=127.0.0.1:{ports['prometheus']}",
+        "--log.level=warn",
+    ]
 
 
 def start(ports: dict[str, int], directory: Path) -> subprocess.Popen[bytes]:
     with (directory / "prometheus.log").open("ab") as log:
         return subprocess.Popen(
-            command(ports, directory), stdout=log, stderr=log, start_new_session=True,
+            command(ports, directory),
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
             stdin=subprocess.DEVNULL,
-        )  # fmt: skip
+        )

@@ -46,13 +46,18 @@ async def show(client: RedisClient, settings: Any, args: argparse.Namespace) -> 
     view = {
         "providers": rows,
         "held_by_old_provider": [
-            {"operation_id": h.operation_id, "partition": h.partition, "owner": h.owner,
-             "partition_provider": h.current} for h in held
+            {
+                "operation_id": h.operation_id,
+                "partition": h.partition,
+                "owner": h.owner,
+                "partition_provider": h.current,
+            }
+            for h in held
         ],
         "switch_in_progress": state.switch,
         "previous": {str(p): n for p, n in (await switch.previous(client)).items()},
         "progressive": plan.record() if (plan := await progressive.read(client)) else None,
-    }  # fmt: skip
+    }
     lines = [f"{'PROVIDER':<16} {'PARTITIONS':<24} {'QUEUE AGE s':>11} {'AMBIG':>5} CREDENTIALS"]
     lines += [
         f"{r['provider']:<16} {_list(r['partitions']):<24} {r['queue_age_seconds']:>11.0f} "
@@ -62,8 +67,10 @@ async def show(client: RedisClient, settings: Any, args: argparse.Namespace) -> 
     ]
     lines += _held_lines(held)
     if state.switch:
-        lines.append("switch in progress (run the same switch again to finish it): "
-                     + str(state.switch.get("targets")))  # fmt: skip
+        lines.append(
+            "switch in progress (run the same switch again to finish it): "
+            + str(state.switch.get("targets"))
+        )
     lines += progressive_cli.lines(plan)
     _print(args, view, lines)
     return 0
@@ -73,10 +80,14 @@ def _held_lines(held: list[ownership.Held]) -> list[str]:
     """Operations still owned by the provider their partition switched away from."""
     if not held:
         return []
-    lines = [f"{len(held)} operation(s) still owned by the old provider (an unresolved ambiguous "
-             "attempt: settled there, never sent elsewhere until proven unsent):"]  # fmt: skip
-    lines += [f"  {h.operation_id}  partition {h.partition}  owner {h.owner}  "
-              f"(partition now {h.current})" for h in held[:SHOWN]]  # fmt: skip
+    lines = [
+        f"{len(held)} operation(s) still owned by the old provider (an unresolved ambiguous "
+        "attempt: settled there, never sent elsewhere until proven unsent):"
+    ]
+    lines += [
+        f"  {h.operation_id}  partition {h.partition}  owner {h.owner}  (partition now {h.current})"
+        for h in held[:SHOWN]
+    ]
     if len(held) > SHOWN:
         lines.append(f"  ... and {len(held) - SHOWN} more (--json lists them all)")
     return lines
@@ -89,40 +100,49 @@ async def _rows(
     for p in range(settings.partitions):
         by_name.setdefault(state.provider_for(p, names[0]), []).append(p)
     oldest = await operation_views.oldest_live(
-        client, settings.partitions, settings.partitions * 8, settings.max_attempts,
+        client,
+        settings.partitions,
+        settings.partitions * 8,
+        settings.max_attempts,
         clock.now_ms(),
-    )  # fmt: skip
+    )
     age: dict[int, float] = {}
     for row in oldest:
         age.setdefault(int(row["partition"]), float(row["age_seconds"]))
     rows = []
     for name, partitions in by_name.items():
         ambiguous = [int(await client.zcard(PartitionKeys(p).ambiguous)) for p in partitions]
-        rows.append({
-            "provider": name,
-            "configured": name in names,
-            "partitions": partitions,
-            "queue_age_seconds": max((age.get(p, 0.0) for p in partitions), default=0.0),
-            "ambiguous": sum(ambiguous),
-            "paused_by_credentials": name in state.auth_paused,
-        })  # fmt: skip
+        rows.append(
+            {
+                "provider": name,
+                "configured": name in names,
+                "partitions": partitions,
+                "queue_age_seconds": max((age.get(p, 0.0) for p in partitions), default=0.0),
+                "ambiguous": sum(ambiguous),
+                "paused_by_credentials": name in state.auth_paused,
+            }
+        )
     return rows
 
 
 async def switch_to(client: RedisClient, settings: Any, args: argparse.Namespace) -> int:
     if args.partitions is None and not args.progressive:
-        print("--partitions is required (or --progressive: every partition, one first)",
-              file=sys.stderr)  # fmt: skip
+        print(
+            "--partitions is required (or --progressive: every partition, one first)",
+            file=sys.stderr,
+        )
         return 2
     try:
-        partitions = (switch.parse_partitions(args.partitions, settings.partitions)
-                      if args.partitions else list(range(settings.partitions)))  # fmt: skip
+        partitions = (
+            switch.parse_partitions(args.partitions, settings.partitions)
+            if args.partitions
+            else list(range(settings.partitions))
+        )
     except ValueError as error:
         print(str(error), file=sys.stderr)
         return 2
     if args.progressive:
-        return await progressive_cli.start(client, settings, args, partitions,
-                                           configured(settings))  # fmt: skip
+        return await progressive_cli.start(client, settings, args, partitions, configured(settings))
     return await _switch(client, {p: args.to for p in partitions}, settings, args)
 
 

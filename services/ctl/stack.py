@@ -116,9 +116,10 @@ def check_sourced() -> None:
             f"has stopped: start the stack again (`make run`), then `. {RUN_DIR}/{ENV_FILE}` again"
         )
     changed = sorted(
-        name for name, value in current.items()
+        name
+        for name, value in current.items()
         if name not in (PID_VARIABLE, DERIVED_VARIABLE) and os.environ.get(name) != value
-    )  # fmt: skip
+    )
     if changed:
         raise StackError(
             f"the stack restarted (pid {sourced}, now {running}) with other settings "

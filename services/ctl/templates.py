@@ -63,12 +63,16 @@ def preview_command(args: argparse.Namespace) -> int:
     choice = mailer.templates.choose(args.brand, args.locale or settings.default_locale)
     link = reset_link(brand.reset_url_base, check.SAMPLE_OPERATION, check.SAMPLE_TOKEN)
     now = clock.now_ms()
-    values = mailer.variables(brand, choice.locale, link, check.SAMPLE_OPERATION,
-                              now + 3_600_000, now)  # fmt: skip
+    values = mailer.variables(
+        brand, choice.locale, link, check.SAMPLE_OPERATION, now + 3_600_000, now
+    )
     rendered = mailer.templates.render(choice, values)
     if args.html:
         print(rendered.html, end="")
         return 0
-    print(f"From: {brand.email_from}\nSubject: {rendered.subject}\n"
-          f"X-Template-Revision: {rendered.revision}\n\n{rendered.text}", end="")  # fmt: skip
+    print(
+        f"From: {brand.email_from}\nSubject: {rendered.subject}\n"
+        f"X-Template-Revision: {rendered.revision}\n\n{rendered.text}",
+        end="",
+    )
     return 0

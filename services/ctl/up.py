@@ -50,8 +50,10 @@ class Child:
 
     def exit_line(self) -> str:
         """Why it stopped, in one line: the exit status, the cause from its log, the log."""
-        return f"{self.name} exited with {self.process.returncode}: {last_words(self.log)}; " \
-               f"log: {self.log}"  # fmt: skip
+        return (
+            f"{self.name} exited with {self.process.returncode}: {last_words(self.log)}; "
+            f"log: {self.log}"
+        )
 
 
 def last_words(log: Path) -> str:
@@ -72,8 +74,10 @@ def requested_names(args: argparse.Namespace) -> list[str]:
     if not all(name.isalnum() and name.islower() for name in names) or len(set(names)) != len(
         names
     ):
-        raise SystemExit(f"--providers: {args.providers!r}: distinct names of a-z and 0-9, "
-                         "comma-separated (primary,standby)")  # fmt: skip
+        raise SystemExit(
+            f"--providers: {args.providers!r}: distinct names of a-z and 0-9, "
+            "comma-separated (primary,standby)"
+        )
     if len(names) > MAX_PROVIDERS:
         raise SystemExit(f"--providers: at most {MAX_PROVIDERS} names")
     return names
@@ -133,10 +137,14 @@ def base_env(
     env.setdefault("RESETGATE_PROVIDER_API_KEY", "sandbox-key")
     if names:
         sandboxes = [ports[f"sandbox {name}"] for name in names]
-        env.update(localstack.named_providers(names, env["RESETGATE_PROVIDER_KIND"], sandboxes,
-                                              env["RESETGATE_PROVIDER_API_KEY"]))  # fmt: skip
-    env.update(localstack.webhook_env(kept, env["RESETGATE_PROVIDER_KIND"],
-                                      ports.get("webhooks", 0)))  # fmt: skip
+        env.update(
+            localstack.named_providers(
+                names, env["RESETGATE_PROVIDER_KIND"], sandboxes, env["RESETGATE_PROVIDER_API_KEY"]
+            )
+        )
+    env.update(
+        localstack.webhook_env(kept, env["RESETGATE_PROVIDER_KIND"], ports.get("webhooks", 0))
+    )
     # The console on its own loopback port, its cookie over plain HTTP (loopback only).
     env.setdefault("RESETGATE_CONSOLE_PORT", str(ports["console"]))
     env.setdefault("RESETGATE_CONSOLE_COOKIE_SECURE", "false")
@@ -253,8 +261,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="admission's API port (default: $RESETGATE_HTTP_PORT, else 8080); every other "
         f"port at a fixed offset from it: {port_layout()}",
     )
-    parser.add_argument("--dir", default=stack.RUN_DIR, help="logs, secrets, the env file and "
-                        "the embedded Redis' data (default: .run)")  # fmt: skip
+    parser.add_argument(
+        "--dir",
+        default=stack.RUN_DIR,
+        help="logs, secrets, the env file and the embedded Redis' data (default: .run)",
+    )
     parser.add_argument(
         "--provider",
         choices=SANDBOX_KINDS,
@@ -269,8 +280,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "from port + 10; the first serves every partition until `resetgate ops provider "
         "switch` moves some",
     )
-    parser.add_argument("--prometheus", action="store_true", help="also run Prometheus "
-                        "scraping every service, the chart's alert rules loaded")  # fmt: skip
+    parser.add_argument(
+        "--prometheus",
+        action="store_true",
+        help="also run Prometheus scraping every service, the chart's alert rules loaded",
+    )
     parser.set_defaults(handler=up)
 
 
@@ -329,8 +343,11 @@ def run(
         services.append(start(name, ports[name], env, directory))
         wait_ready(services[-1], "/healthz")
     if env.get("RESETGATE_SANDBOX_WEBHOOK_URL") and env["RESETGATE_PROVIDER_KIND"] == "sendgrid":
-        env.update(localstack.sendgrid_key(env["RESETGATE_PROVIDER_URL"],
-                                           env["RESETGATE_PROVIDER_API_KEY"]))  # fmt: skip
+        env.update(
+            localstack.sendgrid_key(
+                env["RESETGATE_PROVIDER_URL"], env["RESETGATE_PROVIDER_API_KEY"]
+            )
+        )
     sandboxes = len(services)
     for name in (n for n in SERVICES if find_spec(f"services.{n}")):
         services.append(start(name, ports[name + OPS], env, directory))

@@ -151,14 +151,19 @@ async def situation(
     maybe = [a.started_at for a in attempts if a.outcome not in _REFUSED] or [now]
     first = min(maybe)
     window = settings.observation_window_ms
-    return Situation(age=to_seconds(max(0, now - first)), window_closed=now >= first + window,
-                     asked_early=not early)  # fmt: skip
+    return Situation(
+        age=to_seconds(max(0, now - first)),
+        window_closed=now >= first + window,
+        asked_early=not early,
+    )
 
 
 async def lookup(
-    provider: Provider, operation_id: str, permit: Callable[[], float] = no_wait,
+    provider: Provider,
+    operation_id: str,
+    permit: Callable[[], float] = no_wait,
     traceparent: str = "",
-) -> str:  # fmt: skip
+) -> str:
     """The provider's message id for this operation, or "" if it has none. ``traceparent``:
     the operation's, which the lookup's span links to."""
     wait = permit()
@@ -183,9 +188,12 @@ def _replay_or_review(operation: Operation, settings: PolicySettings, now: int) 
 
 
 async def decide(
-    client: RedisClient, provider: Provider, settings: PolicySettings, operation: Operation,
+    client: RedisClient,
+    provider: Provider,
+    settings: PolicySettings,
+    operation: Operation,
     asking: Asking,
-) -> tuple[Resolution, str, str, str]:  # fmt: skip
+) -> tuple[Resolution, str, str, str]:
     """(resolution, message id, reason, pin_for) for one ambiguous operation, asking
     ``provider`` only if it holds the attempt. ``pin_for`` (a replay's): "replay" when a
     lookup proved it unsent, "proof" when only the provider's key can deduplicate it."""
@@ -201,8 +209,9 @@ async def decide(
         return _NOT_ASKED[step]
     message_id = ""
     if step is not Step.REPLAY:
-        message_id = await lookup(provider, operation.operation_id, asking.permit,
-                                  operation.traceparent)  # fmt: skip
+        message_id = await lookup(
+            provider, operation.operation_id, asking.permit, operation.traceparent
+        )
     if message_id:
         return Resolution.ACCEPTED, message_id, "reconciled: provider had accepted it", ""
     if step in _NOT_FOUND:
@@ -215,24 +224,43 @@ async def decide(
 
 
 _NOT_ASKED = {
-    Step.WAIT: (Resolution.WAIT, "", "waiting: lookup not yet trustworthy, or an event may come",
-                ""),
-    Step.REVIEW: (Resolution.REVIEW, "",
-                  "unknown: no trustworthy lookup or key; event window closed", ""),
-}  # fmt: skip
+    Step.WAIT: (
+        Resolution.WAIT,
+        "",
+        "waiting: lookup not yet trustworthy, or an event may come",
+        "",
+    ),
+    Step.REVIEW: (
+        Resolution.REVIEW,
+        "",
+        "unknown: no trustworthy lookup or key; event window closed",
+        "",
+    ),
+}
 # What "not found" means where it proves nothing.
 _NOT_FOUND = {
-    Step.LOOK_UP_EARLY: (Resolution.WAIT, "",
-                         "waiting: not found yet; lookup not yet trustworthy", ""),
-    Step.LOOK_UP_LAST: (Resolution.REVIEW, "",
-                        "unknown: a found-only lookup did not find it; event window closed", ""),
-}  # fmt: skip
+    Step.LOOK_UP_EARLY: (
+        Resolution.WAIT,
+        "",
+        "waiting: not found yet; lookup not yet trustworthy",
+        "",
+    ),
+    Step.LOOK_UP_LAST: (
+        Resolution.REVIEW,
+        "",
+        "unknown: a found-only lookup did not find it; event window closed",
+        "",
+    ),
+}
 
 
 async def reconcile(
-    client: RedisClient, provider: Provider, settings: PolicySettings, operation_id: str,
+    client: RedisClient,
+    provider: Provider,
+    settings: PolicySettings,
+    operation_id: str,
     asking: Asking = Asking(),
-) -> Resolution | None:  # fmt: skip
+) -> Resolution | None:
     """Settle one ambiguous operation; None when it was no longer ambiguous. Raises
     :class:`BudgetWait` when a lookup was due but ``asking.permit`` refused it."""
     operation = await load_operation(client, operation_id)
@@ -275,8 +303,14 @@ async def _record(
         or now
     )
     metrics.reconciliation_lag.observe(to_seconds(max(0, now - ambiguous_at)))
-    event(log, logging.INFO, "ambiguous attempt reconciled", operation_id=operation_id,
-          provider=provider, decision=str(decision))  # fmt: skip
+    event(
+        log,
+        logging.INFO,
+        "ambiguous attempt reconciled",
+        operation_id=operation_id,
+        provider=provider,
+        decision=str(decision),
+    )
 
 
 async def due_ambiguous(

@@ -55,8 +55,12 @@ class Leadership:
             self.active = False  # cannot prove we hold it: stop calling the provider
             raise
         if held != self.active:
-            event(log, logging.INFO, "poller lease " + ("taken" if held else "lost"),
-                  holder=self.holder)  # fmt: skip
+            event(
+                log,
+                logging.INFO,
+                "poller lease " + ("taken" if held else "lost"),
+                holder=self.holder,
+            )
         self.active = held
         metrics.redis_up.labels(SERVICE).set(1)
         return self.lease_ms / 3000
@@ -131,9 +135,11 @@ class Poller:
 
 
 def build_poller(
-    settings: PollerSettings, client: RedisClient, providers: Sequence[Provider],
+    settings: PollerSettings,
+    client: RedisClient,
+    providers: Sequence[Provider],
     configured: Sequence[ProviderConfig],
-) -> Poller:  # fmt: skip
+) -> Poller:
     """One :class:`PolledProvider` per provider in ``providers`` (the first listed first).
     ``configured``: their settings, for the pushed-event sources of each name
     (inbound/sources.py)."""
@@ -144,28 +150,44 @@ def build_poller(
     found = sources(settings, configured)
     hooks = webhook_sources(found)
     if settings.ses_queue_url and not settings.ses_configuration_set:
-        event(log, logging.WARNING, "SES queue set without RESETGATE_SES_CONFIGURATION_SET: "
-              "SES publishes events only for messages sent with a configuration set, so none "
-              "will arrive and an ambiguous SES send is never settled",
-              setting="RESETGATE_SES_CONFIGURATION_SET")  # fmt: skip
+        event(
+            log,
+            logging.WARNING,
+            "SES queue set without RESETGATE_SES_CONFIGURATION_SET: "
+            "SES publishes events only for messages sent with a configuration set, so none "
+            "will arrive and an ambiguous SES send is never settled",
+            setting="RESETGATE_SES_CONFIGURATION_SET",
+        )
     return Poller(
-        settings, client, polled, observer,
+        settings,
+        client,
+        polled,
+        observer,
         Leadership(client, settings.consumer_name, settings.lease_ms),
         Webhooks(settings, client, ingest, hooks) if hooks else None,
         [SesQueue(settings, ingest, source) for source in queue_sources(found)],
-    )  # fmt: skip
+    )
 
 
 def _polled(
-    settings: PollerSettings, client: RedisClient, observer: Observer, provider: Provider,
+    settings: PollerSettings,
+    client: RedisClient,
+    observer: Observer,
+    provider: Provider,
     names: tuple[str, ...],
-) -> PolledProvider:  # fmt: skip
-    budget = Budget(settings.poll_max_requests_per_minute, settings.poll_burst,
-                    settings.poll_backoff_cap_seconds)  # fmt: skip
+) -> PolledProvider:
+    budget = Budget(
+        settings.poll_max_requests_per_minute,
+        settings.poll_burst,
+        settings.poll_backoff_cap_seconds,
+    )
     calls = ProviderCalls(provider, budget, settings.max_advised_wait_seconds)
     first = provider.name == names[0]
-    return PolledProvider(calls, Feed(client, calls, observer, settings, first=first),
-                          Reconciler(client, calls, observer, settings, names=names))  # fmt: skip
+    return PolledProvider(
+        calls,
+        Feed(client, calls, observer, settings, first=first),
+        Reconciler(client, calls, observer, settings, names=names),
+    )
 
 
 def workers(poller: Poller) -> list[service.Worker]:
@@ -190,9 +212,11 @@ def workers(poller: Poller) -> list[service.Worker]:
 
 def readiness(poller: Poller) -> service.ReadinessCheck:
     async def check() -> dict[str, bool]:
-        checks = {"redis": await ping(poller.client),
-                  "provider_credentials": poller.credentials_ok(),
-                  "provider_answering": not poller.stalled()}  # fmt: skip
+        checks = {
+            "redis": await ping(poller.client),
+            "provider_credentials": poller.credentials_ok(),
+            "provider_answering": not poller.stalled(),
+        }
         if poller.webhooks is not None:
             checks["webhook_listener"] = poller.webhooks.listening.is_set()
         return checks
@@ -214,9 +238,10 @@ async def wire(settings: PollerSettings, client: RedisClient) -> AsyncIterator[s
 
 
 async def open_all(
-    stack: contextlib.AsyncExitStack, session: aiohttp.ClientSession,
+    stack: contextlib.AsyncExitStack,
+    session: aiohttp.ClientSession,
     configured: Sequence[ProviderConfig],
-) -> list[Provider]:  # fmt: skip
+) -> list[Provider]:
     """Every configured provider's adapter, the first listed first; ``stack`` closes them."""
     return [await stack.enter_async_context(open_provider(c, session)) for c in configured]
 

@@ -9,9 +9,12 @@ from collections.abc import Callable
 
 class Budget:
     def __init__(
-        self, per_minute: int, burst: int, backoff_cap: float,
+        self,
+        per_minute: int,
+        burst: int,
+        backoff_cap: float,
         clock: Callable[[], float] = time.monotonic,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.rate = per_minute / 60
         self.burst = float(burst)
         self.backoff_cap = backoff_cap

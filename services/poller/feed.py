@@ -41,9 +41,12 @@ class ProviderCalls:
     """Budget, metrics and 429 handling shared by every provider call the poller makes."""
 
     def __init__(
-        self, provider: Provider, budget: Budget, max_wait: float,
+        self,
+        provider: Provider,
+        budget: Budget,
+        max_wait: float,
         clock: Callable[[], float] = time.time,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.provider = provider
         self.name = provider.name
         # The pull feed and message reads exist only for the http contract; the other
@@ -94,15 +97,27 @@ class ProviderCalls:
             limit = min(self.max_wait, self.budget.backoff_cap)
             delay = cap_advised_wait(delay, limit, "poller")
         wait = self.budget.throttled(delay)
-        event(log, logging.INFO, "provider throttled polling; waiting", provider=self.name,
-              source=advice.source, wait_s=round(wait, 3))  # fmt: skip
+        event(
+            log,
+            logging.INFO,
+            "provider throttled polling; waiting",
+            provider=self.name,
+            source=advice.source,
+            wait_s=round(wait, 3),
+        )
         return wait
 
     def _credentials(self, status: int, route: str) -> None:
         rejected = status in (401, 403)
         if rejected and self.credentials_ok:
-            event(log, logging.ERROR, "provider rejected the poller's credentials",
-                  provider=self.name, route=route, status=status)  # fmt: skip
+            event(
+                log,
+                logging.ERROR,
+                "provider rejected the poller's credentials",
+                provider=self.name,
+                route=route,
+                status=status,
+            )
         self.credentials_ok = not rejected
 
 
@@ -120,9 +135,14 @@ def parse_page(body: dict[str, object]) -> tuple[list[DeliveryEvent], int, str] 
 
 class Feed:
     def __init__(
-        self, client: RedisClient, calls: ProviderCalls, observer: Observer,
-        settings: PollerSettings, *, first: bool = True,
-    ) -> None:  # fmt: skip
+        self,
+        client: RedisClient,
+        calls: ProviderCalls,
+        observer: Observer,
+        settings: PollerSettings,
+        *,
+        first: bool = True,
+    ) -> None:
         """``first``: the provider listed first, which also reads the cursor key that names
         no provider (``POLLER_CURSOR``, a single provider's), so naming a second provider
         does not make the first one read its feed again from the start."""
@@ -148,8 +168,13 @@ class Feed:
                     "events", lambda: feed.events(cursor, self.settings.poll_batch)
                 )
         except ProviderUnavailable as error:
-            event(log, logging.WARNING, "events feed unreachable", provider=self.calls.name,
-                  error=str(error))  # fmt: skip
+            event(
+                log,
+                logging.WARNING,
+                "events feed unreachable",
+                provider=self.calls.name,
+                error=str(error),
+            )
             return idle
         if isinstance(answer, float):
             return answer
@@ -158,8 +183,13 @@ class Feed:
         page = parse_page(answer.body) if answer.status == 200 else None
         if page is None:
             # A rejected cursor (400) needs a person: see docs/poller-router.md.
-            event(log, logging.WARNING, "events feed answered unusably", provider=self.calls.name,
-                  status=answer.status)  # fmt: skip
+            event(
+                log,
+                logging.WARNING,
+                "events feed answered unusably",
+                provider=self.calls.name,
+                status=answer.status,
+            )
             return idle
         events, rows, next_cursor = page
         self.calls.succeeded()
@@ -168,8 +198,16 @@ class Feed:
         if next_cursor != cursor:
             await self.client.set(self.cursor_key, next_cursor)
         if rows:
-            event(log, logging.DEBUG, "events page applied", rows=rows, applied=tally.applied,
-                  kept=tally.kept, duplicate=tally.duplicate, held=tally.held)  # fmt: skip
+            event(
+                log,
+                logging.DEBUG,
+                "events page applied",
+                rows=rows,
+                applied=tally.applied,
+                kept=tally.kept,
+                duplicate=tally.duplicate,
+                held=tally.held,
+            )
         return 0.0 if rows >= self.settings.poll_batch else idle
 
     async def _cursor(self) -> str:
@@ -187,7 +225,11 @@ class Feed:
         if self.unnamed_cursor:  # one key per call: the two may sit on different Cluster nodes
             await self.client.delete(POLLER_CURSOR)
         metrics.poll_cursor_resets.labels(self.calls.name).inc()
-        event(log, logging.WARNING, "events feed cursor is beyond the feed's end (the provider "
-              "lost its events); reading the feed again from its start",
-              provider=self.calls.name)  # fmt: skip
+        event(
+            log,
+            logging.WARNING,
+            "events feed cursor is beyond the feed's end (the provider "
+            "lost its events); reading the feed again from its start",
+            provider=self.calls.name,
+        )
         return 0.0

@@ -60,11 +60,15 @@ async def apply_events(
     mode = "record" if record else ""
     requests = [
         ApplyDelivery(
-            message_id=m.event.message_id, event_type=str(m.event.type),
-            occurred_at=m.event.occurred_ms, now=now, operation_id=m.operation_id, mode=mode,
+            message_id=m.event.message_id,
+            event_type=str(m.event.type),
+            occurred_at=m.event.occurred_ms,
+            now=now,
+            operation_id=m.operation_id,
+            mode=mode,
         )
         for m in matches
-    ]  # fmt: skip
+    ]
     # Safe to run twice (dedupe on the event's identity), as Script.many may on NOSCRIPT.
     replies = await ApplyDelivery.SCRIPT.many(client, [r.call() for r in requests])
     return [

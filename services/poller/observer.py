@@ -137,8 +137,12 @@ class Observer:
                 if count < 500:
                     break
         if closed:
-            event(log, logging.INFO, "observation windows closed without a definitive event",
-                  count=closed)  # fmt: skip
+            event(
+                log,
+                logging.INFO,
+                "observation windows closed without a definitive event",
+                count=closed,
+            )
         return closed
 
     async def publish_pending(self) -> int:

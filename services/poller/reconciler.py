@@ -74,9 +74,14 @@ class Backoff:
 
 class Reconciler:
     def __init__(
-        self, client: RedisClient, calls: ProviderCalls, observer: Observer,
-        settings: PollerSettings, *, names: tuple[str, ...] = (),
-    ) -> None:  # fmt: skip
+        self,
+        client: RedisClient,
+        calls: ProviderCalls,
+        observer: Observer,
+        settings: PollerSettings,
+        *,
+        names: tuple[str, ...] = (),
+    ) -> None:
         """``names``: every provider this poller knows, the first listed first (default: this
         one alone)."""
         self.client = client
@@ -138,9 +143,14 @@ class Reconciler:
         if operation_id in self.unknown or len(self.unknown) >= MAX_UNKNOWN_OWNERS:
             return
         self.unknown.add(operation_id)
-        event(log, logging.WARNING, "ambiguous attempt held by a provider that is not "
-              "configured; it waits (configure that provider again, or review it)",
-              operation_id=operation_id, provider=owner)  # fmt: skip
+        event(
+            log,
+            logging.WARNING,
+            "ambiguous attempt held by a provider that is not "
+            "configured; it waits (configure that provider again, or review it)",
+            operation_id=operation_id,
+            provider=owner,
+        )
 
     async def _reconcile(self, operation_id: str) -> float:
         if self.calls.provider.capabilities.lookup is None:
@@ -162,16 +172,23 @@ class Reconciler:
 
         early = operation_id not in self.asked_early
         try:
-            decision = await reconcile(self.client, self.calls.provider, self.settings,
-                                       operation_id, Asking(early, permit))  # fmt: skip
+            decision = await reconcile(
+                self.client, self.calls.provider, self.settings, operation_id, Asking(early, permit)
+            )
         except BudgetWait as wait:
             return wait.seconds
         except LookupThrottled as throttled:
             return self.calls.throttled(throttled.retry_after, throttled.server_date)
         except ProviderUnavailable as error:
             delay = self.backoff.failed(operation_id)
-            event(log, logging.WARNING, "lookup failed; will ask again",
-                  operation_id=operation_id, error=str(error), retry_in=delay)  # fmt: skip
+            event(
+                log,
+                logging.WARNING,
+                "lookup failed; will ask again",
+                operation_id=operation_id,
+                error=str(error),
+                retry_in=delay,
+            )
             return self.settings.reconcile_interval_seconds
         self.backoff.forget(operation_id)
         if any(asked):

@@ -56,8 +56,11 @@ class InboundSettings(_Env):
 
     def credentials(self) -> dict[str, str]:
         """kind -> the variable (without prefix) that configures it, for each kind set."""
-        return {kind: variable for kind, variable in CREDENTIAL.items()
-                if _set(getattr(self, variable.lower()))}  # fmt: skip
+        return {
+            kind: variable
+            for kind, variable in CREDENTIAL.items()
+            if _set(getattr(self, variable.lower()))
+        }
 
     def fields(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in InboundSettings.model_fields}

@@ -37,8 +37,9 @@ def received(provider: str, route: str, count: int) -> AbstractContextManager[ob
     if not count or not tracing.enabled():
         return nullcontext()
     attributes: dict[str, str | int] = {tracing.PROVIDER: provider, ROUTE: route, EVENTS: count}
-    return TRACER.start_as_current_span("delivery events", kind=SpanKind.CONSUMER,
-                                        attributes=attributes)  # fmt: skip
+    return TRACER.start_as_current_span(
+        "delivery events", kind=SpanKind.CONSUMER, attributes=attributes
+    )
 
 
 def matched(outcomes: Sequence[AppliedEvent]) -> None:
@@ -56,8 +57,9 @@ def matched(outcomes: Sequence[AppliedEvent]) -> None:
             EVENT_TYPE: str(outcome.match.event.type),
             tracing.RESULT: str(outcome.result),
         }
-        with TRACER.start_as_current_span("delivery event", links=tracing.links(
-                outcome.traceparent), attributes=attributes):  # fmt: skip
+        with TRACER.start_as_current_span(
+            "delivery event", links=tracing.links(outcome.traceparent), attributes=attributes
+        ):
             pass
 
 
@@ -70,9 +72,12 @@ def lookup(provider: str, operation_id: str, traceparent: str) -> Iterator[Span]
     }
     if valid_operation_id(operation_id):  # a lookup's id is the provider's echo: never trusted
         attributes[tracing.PARTITION] = partition_of_operation(operation_id)
-    with TRACER.start_as_current_span("provider lookup", kind=SpanKind.CLIENT,
-                                      links=tracing.links(traceparent),
-                                      attributes=attributes) as span:  # fmt: skip
+    with TRACER.start_as_current_span(
+        "provider lookup",
+        kind=SpanKind.CLIENT,
+        links=tracing.links(traceparent),
+        attributes=attributes,
+    ) as span:
         yield span
 
 

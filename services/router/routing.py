@@ -58,8 +58,9 @@ def _state(value: str) -> State | None:
         return None
 
 
-def case_fields(case_id: str, event_id: str, facts: Facts, where: Route,
-                submitted_ms: int, now_ms: int) -> dict[str, str]:  # fmt: skip
+def case_fields(
+    case_id: str, event_id: str, facts: Facts, where: Route, submitted_ms: int, now_ms: int
+) -> dict[str, str]:
     """The support case as written to the stream: ids and states only, no free text."""
     return {
         "case_id": case_id,

@@ -28,10 +28,11 @@ class RouterSettings(PolicySettings, DirectorySettings, ConsumerSettings):
     # directory outage the router should ride out; a longer one is an incident, and the form
     # system still holds the form itself.
     form_retention_seconds: int = Field(
-        default=24 * 3600, ge=1,
+        default=24 * 3600,
+        ge=1,
         description="seconds a form waiting on the directory keeps its login before it is "
         "dead-lettered 'expired'",
-    )  # fmt: skip
+    )
     support_cases_maxlen: int = Field(default=1_000_000, ge=1000)
     dead_letter_maxlen: int = Field(default=100_000, ge=100)
 

@@ -60,9 +60,12 @@ async def ensure_group(client: RedisClient) -> None:
 
 class Router:
     def __init__(
-        self, settings: RouterSettings, client: RedisClient, directory: Directory,
+        self,
+        settings: RouterSettings,
+        client: RedisClient,
+        directory: Directory,
         admitter: Admitter,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.settings = settings
         self.client = client
         self.directory = directory
@@ -119,8 +122,14 @@ class Router:
                 await self._dead_letter(entry_id, {}, "expired")
             return
         raw = {str(k): str(v) for k, v in kept.items()}
-        form = ContactForm(entry_id, raw["event_id"], raw["topic"], raw["login"],
-                           raw["account_id"], int(raw["submitted_ms"]))  # fmt: skip
+        form = ContactForm(
+            entry_id,
+            raw["event_id"],
+            raw["topic"],
+            raw["login"],
+            raw["account_id"],
+            int(raw["submitted_ms"]),
+        )
         now = clock.now_ms()
         if now - int(raw.get("taken_ms") or now) >= self.form_ttl_ms:
             await self._dead_letter(entry_id, _routed_fields(form), "expired")
@@ -135,10 +144,17 @@ class Router:
         at read, a node is freed as soon as the forms around it have been read."""
         key = ROUTER_FORM_PREFIX + form.entry_id
         async with self.client.pipeline(transaction=False) as pipe:
-            pipe.hset(key, mapping={"event_id": form.event_id, "topic": form.topic,
-                                    "login": form.login, "account_id": form.account_id,
-                                    "submitted_ms": str(form.submitted_ms),
-                                    "taken_ms": str(clock.now_ms())})  # fmt: skip
+            pipe.hset(
+                key,
+                mapping={
+                    "event_id": form.event_id,
+                    "topic": form.topic,
+                    "login": form.login,
+                    "account_id": form.account_id,
+                    "submitted_ms": str(form.submitted_ms),
+                    "taken_ms": str(clock.now_ms()),
+                },
+            )
             # Outlives the retention by two retries, so one dead-letters it with its event id.
             pipe.pexpire(key, self.form_ttl_ms + 2 * self.idle_ms)
             pipe.zadd(ROUTER_RETRY, {form.entry_id: clock.now_ms() + self.idle_ms})
@@ -151,20 +167,33 @@ class Router:
                 await self._route(form)
         except (DirectoryError, AdmissionConflict, *ERRORS) as error:
             # Kept under our key: claim_step retries it after claim_idle_seconds.
-            event(log, logging.WARNING, "contact form not routed yet; will retry",
-                  event_id=form.event_id, error=type(error).__name__)  # fmt: skip
+            event(
+                log,
+                logging.WARNING,
+                "contact form not routed yet; will retry",
+                event_id=form.event_id,
+                error=type(error).__name__,
+            )
         except Exception as error:  # one bad form must not stop the router
             # Retrying a form that trips a bug would crash-loop the router on it: park it.
-            event(log, logging.ERROR, "contact form could not be routed",
-                  entry_id=form.entry_id, error=type(error).__name__)  # fmt: skip
+            event(
+                log,
+                logging.ERROR,
+                "contact form could not be routed",
+                entry_id=form.entry_id,
+                error=type(error).__name__,
+            )
             await self._dead_letter(form.entry_id, _routed_fields(form), "routing_error")
 
     async def _route(self, form: ContactForm) -> None:
         claimed_at = clock.now_ms()
         claim = await RouteClaim(
-            event_id=form.event_id, case_id=ids.case_id(), now=claimed_at, ttl_ms=self.ttl_ms,
+            event_id=form.event_id,
+            case_id=ids.case_id(),
+            now=claimed_at,
+            ttl_ms=self.ttl_ms,
             stale_ms=self.idle_ms * 3 // 4,
-        ).run(self.client)  # fmt: skip
+        ).run(self.client)
         if claim.code is ClaimCode.BUSY:
             return
         if claim.code is ClaimCode.DONE:
@@ -176,8 +205,12 @@ class Router:
         if not await cases.still_claimed(self.client, form.event_id, claimed_at):
             # Routing outlived the claim (a slow directory or admission) and another router
             # took it over: it writes the case; this form's retry finds it written.
-            event(log, logging.WARNING, "contact form claim taken over while routing; left "
-                  "to the router that took it", event_id=form.event_id)  # fmt: skip
+            event(
+                log,
+                logging.WARNING,
+                "contact form claim taken over while routing; left to the router that took it",
+                event_id=form.event_id,
+            )
             return
         where = route(facts)
         now = clock.now_ms()
@@ -186,8 +219,14 @@ class Router:
         await cases.mark_written(self.client, form.event_id, entry, self.ttl_ms)
         metrics.support_cases.labels(where.queue, where.priority).inc()
         metrics.routing_latency.observe(to_seconds(max(0, now - form.submitted_ms)))
-        await self._ack(form, "case written", case_id=claim.case_id, queue=where.queue,
-                        priority=where.priority, state=facts.state or None)  # fmt: skip
+        await self._ack(
+            form,
+            "case written",
+            case_id=claim.case_id,
+            queue=where.queue,
+            priority=where.priority,
+            state=facts.state or None,
+        )
 
     async def _finish_takeover(self, form: ContactForm, claim: Claim) -> bool:
         """A router died mid-routing: if its case made it to the stream, only ack."""
@@ -216,8 +255,15 @@ class Router:
             stored, traceparent = await self.client.hmget(key, ["delivery", TRACE_FIELD])
             delivery = str(stored or "")
             _joined(admission.operation_id, str(admission.result), str(traceparent or ""))
-        return Facts(form.topic, True, account_id, admission.operation_id, admission.state,
-                     str(admission.result), delivery)  # fmt: skip
+        return Facts(
+            form.topic,
+            True,
+            account_id,
+            admission.operation_id,
+            admission.state,
+            str(admission.result),
+            delivery,
+        )
 
     async def _account(self, form: ContactForm) -> str:
         if form.account_id:
@@ -236,8 +282,7 @@ class Router:
         )
         await self._consume(entry_id)
         metrics.contact_forms_dead_lettered.labels(reason).inc()
-        event(log, logging.WARNING, "contact form dead-lettered", entry_id=entry_id,
-              reason=reason)  # fmt: skip
+        event(log, logging.WARNING, "contact form dead-lettered", entry_id=entry_id, reason=reason)
 
     async def _ack(self, form: ContactForm, message: str, **fields: Any) -> None:
         await self._consume(form.entry_id)
@@ -259,16 +304,19 @@ def _joined(operation_id: str, result: str, traceparent: str) -> None:
     came to it, linked to the form's routing span: the reset's trace shows the form too."""
     if not traceparent:
         return
-    attributes: dict[str, str | int] = {tracing.OPERATION_ID: operation_id, tracing.RESULT: result,
-                  tracing.PARTITION: PartitionKeys.of(operation_id).partition}  # fmt: skip
+    attributes: dict[str, str | int] = {
+        tracing.OPERATION_ID: operation_id,
+        tracing.RESULT: result,
+        tracing.PARTITION: PartitionKeys.of(operation_id).partition,
+    }
     routing = Link(get_current_span().get_span_context())
     parent = tracing.continued({TRACE_FIELD: traceparent})
-    with TRACER.start_as_current_span("form routed", parent, links=[routing],
-                                      attributes=attributes):  # fmt: skip
+    with TRACER.start_as_current_span(
+        "form routed", parent, links=[routing], attributes=attributes
+    ):
         pass
 
 
 def _routed_fields(form: ContactForm) -> dict[str, str]:
     """What a dead letter may look at of a taken-over form (it keeps shaped values only)."""
-    return {"event_id": form.event_id, "topic": form.topic,
-            "submitted_at": str(form.submitted_ms)}  # fmt: skip
+    return {"event_id": form.event_id, "topic": form.topic, "submitted_at": str(form.submitted_ms)}

@@ -46,8 +46,9 @@ def page(title: str, body: str) -> web.Response:
     return web.Response(text=text, content_type="text/html", headers=headers)
 
 
-async def resetgate_delivery(sandbox: Sandbox, session: aiohttp.ClientSession,
-                             message: Message) -> str:  # fmt: skip
+async def resetgate_delivery(
+    sandbox: Sandbox, session: aiohttp.ClientSession, message: Message
+) -> str:
     """What resetgate's store says of the message's operation (its delivery, else its
     state), or "unknown" when it cannot be asked or does not answer."""
     base = sandbox.settings.inbox_resetgate_url
@@ -105,8 +106,10 @@ async def inbox(request: web.Request) -> web.Response:
     views = await resetgate_views(sandbox, newest)
     mode = sandbox.settings.mode
     rows = "".join(row(m, mode, v) for m, v in zip(newest, views, strict=True))
-    head = "".join(f"<th>{h}</th>" for h in ("received", "to", "subject", "dialect",
-                                             "sandbox status", "bounce", "resetgate"))  # fmt: skip
+    head = "".join(
+        f"<th>{h}</th>"
+        for h in ("received", "to", "subject", "dialect", "sandbox status", "bounce", "resetgate")
+    )
     count = len(sandbox.store.messages)
     body = (
         f"<h1>Sandbox inbox</h1><p>{count} emails received (newest first; the newest {ROWS} "
@@ -127,27 +130,38 @@ async def one_email(request: web.Request) -> web.Response:
     sandbox.store.materialize()
     message = sandbox.store.get(request.match_info["message_id"])
     if message is None:
-        return page("Not found", f"<p>No such email (never received, or evicted). "
-                                 f"<a href='{PATH}'>Back to the inbox</a></p>")  # fmt: skip
+        return page(
+            "Not found",
+            f"<p>No such email (never received, or evicted). "
+            f"<a href='{PATH}'>Back to the inbox</a></p>",
+        )
     [resetgate] = await resetgate_views(sandbox, [message])
     body = message.body
     text, link = str(body.get("text") or ""), reset_link(str(body.get("text") or ""))
     facts = {
-        "to": ", ".join(map(str, body.get("to") or [])), "from": str(body.get("from") or ""),
-        "subject": str(body.get("subject") or ""), "dialect": sandbox.settings.mode,
-        "sandbox status": message.status, "resetgate": resetgate,
+        "to": ", ".join(map(str, body.get("to") or [])),
+        "from": str(body.get("from") or ""),
+        "subject": str(body.get("subject") or ""),
+        "dialect": sandbox.settings.mode,
+        "sandbox status": message.status,
+        "resetgate": resetgate,
         "bounce": "bounce" if bounced(message.status) or bounced(resetgate) else "no",
-    }  # fmt: skip
-    listed = "".join(f"<tr><th>{k}</th><td class='{k.replace(' ', '-')}'>{html.escape(v)}</td>"
-                     "</tr>" for k, v in facts.items())  # fmt: skip
+    }
+    listed = "".join(
+        f"<tr><th>{k}</th><td class='{k.replace(' ', '-')}'>{html.escape(v)}</td></tr>"
+        for k, v in facts.items()
+    )
     rendered = html.escape(str(body.get("html") or ""), quote=True)
     anchor = f"<a id='reset-link' href='{html.escape(link)}'>{html.escape(link)}</a>"
-    return page(facts["subject"] or "email", (
-        f"<p><a href='{PATH}'>&larr; inbox</a></p><table>{listed}</table>"
-        f"<h2>As the player sees it</h2><iframe sandbox srcdoc=\"{rendered}\"></iframe>"
-        f"<h2>Its link</h2><p>{anchor if link else '(none)'}</p>"
-        f"<h2>Plain part</h2><pre>{html.escape(text)}</pre>"
-    ))  # fmt: skip
+    return page(
+        facts["subject"] or "email",
+        (
+            f"<p><a href='{PATH}'>&larr; inbox</a></p><table>{listed}</table>"
+            f'<h2>As the player sees it</h2><iframe sandbox srcdoc="{rendered}"></iframe>'
+            f"<h2>Its link</h2><p>{anchor if link else '(none)'}</p>"
+            f"<h2>Plain part</h2><pre>{html.escape(text)}</pre>"
+        ),
+    )
 
 
 def add_routes(app: web.Application) -> None:

@@ -29,23 +29,29 @@ from services.sandbox.store import Event, Message
 
 def _dump(message: Message) -> dict[str, Any]:
     return {
-        "id": message.id, "idempotency_key": message.idempotency_key,
-        "operation_id": message.operation_id, "created_at": message.created_at,
-        "fingerprint": message.fingerprint, "body": message.body,
+        "id": message.id,
+        "idempotency_key": message.idempotency_key,
+        "operation_id": message.operation_id,
+        "created_at": message.created_at,
+        "fingerprint": message.fingerprint,
+        "body": message.body,
         "response": base64.b64encode(message.response).decode(),
         "events": [[e.event_id, e.type, e.occurred_at] for e in message.events],
-    }  # fmt: skip
+    }
 
 
 def _load(raw: dict[str, Any], now: float, now_mono: float) -> Message:
     created_at = float(raw["created_at"])
     message = Message(
-        id=str(raw["id"]), idempotency_key=raw["idempotency_key"],
-        operation_id=raw["operation_id"], created_at=created_at,
+        id=str(raw["id"]),
+        idempotency_key=raw["idempotency_key"],
+        operation_id=raw["operation_id"],
+        created_at=created_at,
         created_mono=now_mono - max(0.0, now - created_at),  # its age, on this clock
-        fingerprint=int(raw["fingerprint"]), body=raw["body"],
+        fingerprint=int(raw["fingerprint"]),
+        body=raw["body"],
         response=base64.b64decode(raw["response"]),
-    )  # fmt: skip
+    )
     message.events = [Event(str(i), message.id, str(t), float(at)) for i, t, at in raw["events"]]
     return message
 

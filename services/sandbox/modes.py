@@ -90,8 +90,9 @@ def sender(dialect: Dialect) -> Handler:
         if reject and reject in provider.domains(body):
             sandbox.stats.count("rejected")
             return dialect.rejected()
-        return await provider.accept(request, sandbox, body, None, _accepted(dialect, sandbox),
-                                     dialect.failed)  # fmt: skip
+        return await provider.accept(
+            request, sandbox, body, None, _accepted(dialect, sandbox), dialect.failed
+        )
 
     return send
 
@@ -100,8 +101,9 @@ async def _refuse(request: web.Request, dialect: Dialect, name: str) -> web.Resp
     handler = (dialect.refusals or {}).get(name)
     if handler is None:
         known = ", ".join(sorted(dialect.refusals or {})) or "none"
-        return web.json_response({"error": "unknown_refusal", "message": f"this mode's "
-                                  f"refusals: {known}"}, status=400)  # fmt: skip
+        return web.json_response(
+            {"error": "unknown_refusal", "message": f"this mode's refusals: {known}"}, status=400
+        )
     return await handler(request)
 
 

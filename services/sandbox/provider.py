@@ -306,8 +306,9 @@ async def events(request: web.Request) -> web.Response:
     if sandbox.store.beyond_end(after):
         # docs/provider-contract.md: a cursor past the feed's end is refused, never answered
         # with an empty page, or a poller that outlived a restart would wait forever.
-        return error(410, "cursor_beyond_feed", "this feed never issued that cursor; "
-                     "start again without one")  # fmt: skip
+        return error(
+            410, "cursor_beyond_feed", "this feed never issued that cursor; start again without one"
+        )
     page, cursor = sandbox.store.events_after(after, limit)
     return json_response({"data": [e.to_json() for e in page], "next": str(cursor)})
 

@@ -68,9 +68,12 @@ class FixedWindow(TokenBucket):
     """
 
     def __init__(
-        self, rate: float | Schedule, *, taken: Schedule | None = None,
+        self,
+        rate: float | Schedule,
+        *,
+        taken: Schedule | None = None,
         clock: Callable[[], float] = time.time,
-    ) -> None:  # fmt: skip
+    ) -> None:
         super().__init__(rate, 1, clock, taken=taken)
         self.window = 0  # the epoch second the current period started at
         self.used = 0
@@ -127,9 +130,14 @@ class Blackout(TokenBucket):
 
 
 def send_bucket(
-    rate: float, schedule: str, shared: str, burst: int, *, fixed_window: bool = False,
+    rate: float,
+    schedule: str,
+    shared: str,
+    burst: int,
+    *,
+    fixed_window: bool = False,
     blackout: float = 0.0,
-) -> TokenBucket:  # fmt: skip
+) -> TokenBucket:
     """The send bucket the settings describe: a schedule, when given, overrides the rate."""
     limit = Schedule.parse(schedule) if schedule else Schedule.constant(rate)
     taken = Schedule.parse(shared, below=1.0) if shared else None

@@ -143,12 +143,14 @@ class Store:
             planned.append(self._push(due + later, message.id, "complained", occurred + later))
         if plan.out_of_order:
             # A "deferred" that happened before the final event but is reported after it.
-            planned.append(self._push(due + 0.001, message.id, "deferred",
-                                      message.created_at + plan.delay / 2))  # fmt: skip
+            planned.append(
+                self._push(due + 0.001, message.id, "deferred", message.created_at + plan.delay / 2)
+            )
         if plan.duplicate:
             # Same (message_id, type, occurred_at), a fresh event_id, one more delay later.
-            planned.append(self._push(due + max(plan.delay, 0.002), message.id, plan.final_type,
-                                      occurred))  # fmt: skip
+            planned.append(
+                self._push(due + max(plan.delay, 0.002), message.id, plan.final_type, occurred)
+            )
         if len(self._pending) > self.max_events:
             self._bound_pending()
         return planned

@@ -199,8 +199,9 @@ class Posting:
     async def once(self) -> int | None:
         async with self.limit:
             try:
-                async with self.session.post(self.url, data=self.body, headers=self.headers,
-                                             allow_redirects=False) as answer:  # fmt: skip
+                async with self.session.post(
+                    self.url, data=self.body, headers=self.headers, allow_redirects=False
+                ) as answer:
                     await answer.read()
                     return answer.status
             except (aiohttp.ClientError, TimeoutError):

@@ -72,27 +72,31 @@ def build_sender(
     here)."""
     directory = directory_for(settings, client, session)
     keys = parse_keys(settings.token_keys.get_secret_value())
-    replicas = replicas or Replicas(client, settings, settings.wait_replicas,
-                                    settings.wait_timeout_ms)  # fmt: skip
+    replicas = replicas or Replicas(
+        client, settings, settings.wait_replicas, settings.wait_timeout_ms
+    )
     mailer = mailer or check.load(settings)
     runners = [
         AttemptRunner(
-            settings, client, o.provider, _health(settings, client, o),
-            Messages(client, directory, keys, mailer,
-                     hosted(o.config, settings.default_locale)),
+            settings,
+            client,
+            o.provider,
+            _health(settings, client, o),
+            Messages(client, directory, keys, mailer, hosted(o.config, settings.default_locale)),
             _pacer(settings, client, o.config.name, o.config.max_rate, o.provider_rate),
             replicas,
         )
         for o in opened
-    ]  # fmt: skip
+    ]
     return Sender(settings, client, runners)
 
 
 def _health(settings: SenderSettings, client: RedisClient, opened: Opened) -> ProviderHealth:
     config = opened.config
     guard = RefusalGuard(settings.refusal_guard_operations, settings.refusal_guard_window_ms)
-    quota = quota_for(config.name, opened.daily_quota, settings.provider_daily_quota,
-                      settings.quota_window_ms)  # fmt: skip
+    quota = quota_for(
+        config.name, opened.daily_quota, settings.provider_daily_quota, settings.quota_window_ms
+    )
     return ProviderHealth(client, config.name, config.api_key, guard, quota)
 
 
@@ -125,13 +129,17 @@ def _pacer(
 
 def workers(sender: Sender) -> list[service.Worker]:
     intake = sender.intake
-    loops = [named_loop(SERVICE, "gauges", sender.gauges_step),
-             named_loop(SERVICE, "promote", sender.promote_step),
-             named_loop(SERVICE, "renew", intake.renew_step)]  # fmt: skip
+    loops = [
+        named_loop(SERVICE, "gauges", sender.gauges_step),
+        named_loop(SERVICE, "promote", sender.promote_step),
+        named_loop(SERVICE, "renew", intake.renew_step),
+    ]
     for p in range(sender.settings.partitions):
         read, claim = functools.partial(intake.reading, p), functools.partial(intake.claiming, p)
-        loops += [named_loop(SERVICE, f"read:{p}", opened=read),
-                  named_loop(SERVICE, f"claim:{p}", opened=claim)]  # fmt: skip
+        loops += [
+            named_loop(SERVICE, f"read:{p}", opened=read),
+            named_loop(SERVICE, f"claim:{p}", opened=claim),
+        ]
     loops.extend(sender.work for _ in range(sender.settings.concurrency))
     loops.append(intake.hand_back_on_stop)
     return loops
@@ -172,16 +180,21 @@ async def wire(settings: SenderSettings, client: RedisClient) -> AsyncIterator[s
         loops = workers(sender)
         checked = [(o.config, o.provider) for o in opened]
         if settings.provider_check_interval_seconds:
-            loops.append(preflight_loop(client, session, settings, checked,
-                                        settings.provider_check_interval_seconds))  # fmt: skip
+            loops.append(
+                preflight_loop(
+                    client, session, settings, checked, settings.provider_check_interval_seconds
+                )
+            )
         loops.append(failover_loop(settings, client, session, checked))
         yield service.Wiring(loops, readiness(sender, client))
 
 
 def failover_loop(
-    settings: SenderSettings, client: RedisClient, session: aiohttp.ClientSession,
+    settings: SenderSettings,
+    client: RedisClient,
+    session: aiohttp.ClientSession,
     providers: Sequence[tuple[ProviderConfig, Provider]],
-) -> service.Worker:  # fmt: skip
+) -> service.Worker:
     """Drive a progressive switch while holding its lease; with RESETGATE_FAILOVER_<NAME>
     set, start one by the policy (services/sender/failover.py)."""
     names = [config.name for config, _ in providers]
@@ -193,11 +206,20 @@ def failover_loop(
     checker = failover.Checker(client, run)
     driver = Driver(client, names, settings.partitions, settings.consumer_name)
     targets = failover.standbys(names)  # checked at start (``checked``)
-    policy = failover.Policy(
-        client, names, settings.partitions, targets,
-        failover.after_ms(settings, settings.failover_after_seconds),
-        Limits.of(settings), checker, settings.consumer_name,
-    ) if targets else None  # fmt: skip
+    policy = (
+        failover.Policy(
+            client,
+            names,
+            settings.partitions,
+            targets,
+            failover.after_ms(settings, settings.failover_after_seconds),
+            Limits.of(settings),
+            checker,
+            settings.consumer_name,
+        )
+        if targets
+        else None
+    )
     return failover.worker(driver, policy, checker)
 
 
@@ -225,13 +247,18 @@ async def durable_enough_or_exit(
     client: RedisClient, opened: Sequence[Opened], settings: SenderSettings
 ) -> None:
     """Stop with one line when Redis may lose the attempt a keyless provider relies on."""
-    keyless = {o.config.name: o.config.kind for o in opened
-               if not o.provider.capabilities.native_key}  # fmt: skip
+    keyless = {
+        o.config.name: o.config.kind for o in opened if not o.provider.capabilities.native_key
+    }
     try:
         await check_keyless_durability(client, keyless, settings.keyless_require_fsync_always)
-        await check_keyless_replication(client, keyless, settings.wait_replicas,
-                                        sentinel=bool(settings.redis_sentinels),
-                                        require=settings.keyless_require_replica_wait)  # fmt: skip
+        await check_keyless_replication(
+            client,
+            keyless,
+            settings.wait_replicas,
+            sentinel=bool(settings.redis_sentinels),
+            require=settings.keyless_require_replica_wait,
+        )
     except StoreNotDurable as error:
         print(f"invalid configuration: {error}", file=sys.stderr)
         raise SystemExit(2) from None

@@ -96,10 +96,16 @@ class AttemptRunner:
         when its send was taken from the daily quota (0: none)."""
         parent, links = await traced.origin(self.client, job.operation_id, job.traceparent)
         with traced.TRACER.start_as_current_span(
-            "send attempt", parent, SpanKind.CONSUMER, links=links,
-            attributes={tracing.OPERATION_ID: job.operation_id,
-                        tracing.PARTITION: job.partition, tracing.PROVIDER: self.name},
-        ):  # fmt: skip
+            "send attempt",
+            parent,
+            SpanKind.CONSUMER,
+            links=links,
+            attributes={
+                tracing.OPERATION_ID: job.operation_id,
+                tracing.PARTITION: job.partition,
+                tracing.PROVIDER: self.name,
+            },
+        ):
             return await self._run(job, slot_ms, quota_at)
 
     async def _run(self, job: Job, slot_ms: float, quota_at: int) -> Pinned | None:
@@ -145,8 +151,13 @@ class AttemptRunner:
             try:
                 await self.replicas.wait(connection)
             except NotReplicated as error:
-                event(log, logging.WARNING, "attempt not replicated in time; handed back unsent",
-                      operation_id=job.operation_id, detail=str(error))  # fmt: skip
+                event(
+                    log,
+                    logging.WARNING,
+                    "attempt not replicated in time; handed back unsent",
+                    operation_id=job.operation_id,
+                    detail=str(error),
+                )
                 return begun, False
         return begun, True
 

@@ -33,8 +33,9 @@ class Decisions:
     def unsent(self, unsent: Unsent, begun: Begun, now: int) -> Finalisation:
         """Nothing was sent: failed for good, or back to the queue with the attempt refunded."""
         if unsent.failed:
-            return Finalisation(Outcome.PERMANENT, 0, State.FAILED, reason=unsent.reason,
-                                decision="never retried")  # fmt: skip
+            return Finalisation(
+                Outcome.PERMANENT, 0, State.FAILED, reason=unsent.reason, decision="never retried"
+            )
         return self._refunded(begun, now, unsent.reason, attempt=begun.attempts)
 
     def answer(self, result: SendResult, begun: Begun, now: int) -> Finalisation:
@@ -42,8 +43,9 @@ class Decisions:
         if result.outcome is Outcome.THROTTLED:
             advice = retry_after.parse(result.retry_after, datetime.now(UTC), result.server_date)
             if result.retry_source and advice.delay_ms is not None:
-                advice = retry_after.RetryAfter(retry_after.Source(result.retry_source),
-                                                advice.delay_ms)  # fmt: skip
+                advice = retry_after.RetryAfter(
+                    retry_after.Source(result.retry_source), advice.delay_ms
+                )
             metrics.retry_after_source.labels(self.provider, advice.source).inc()
         if undocumented(result):
             return self._waiting(result, begun, now)
@@ -66,14 +68,24 @@ class Decisions:
         failed. It waits a first attempt's backoff, attempt refunded (only the delivery
         horizon ends it), and the refusals guard counts it."""
         final = self._refunded(begun, now, result.reason, attempt=1, status=result.status)
-        return replace(final, outcome=Outcome.PERMANENT,
-                       decision=f"{final.decision}; undocumented refusal, waits")  # fmt: skip
+        return replace(
+            final,
+            outcome=Outcome.PERMANENT,
+            decision=f"{final.decision}; undocumented refusal, waits",
+        )
 
     def _refunded(
         self, begun: Begun, now: int, reason: str, *, attempt: int, status: int = 0
     ) -> Finalisation:
         """A retry after the ``attempt``-th backoff that does not spend the attempt."""
-        final = decide(Outcome.TRANSIENT, status, attempt=attempt, now=now,
-                       horizon_at=begun.horizon_at, policy=self.policy, rng=self.rng,
-                       reason=reason)  # fmt: skip
+        final = decide(
+            Outcome.TRANSIENT,
+            status,
+            attempt=attempt,
+            now=now,
+            horizon_at=begun.horizon_at,
+            policy=self.policy,
+            rng=self.rng,
+            reason=reason,
+        )
         return replace(final, refund=True)

@@ -59,15 +59,24 @@ class ProviderHealth:
         if mine and control.pause_over(mine, clock.now_ms()):
             # A quota's window rolled over: the pause lifts by itself.
             await control.auth_resume(self.client, self.name)
-            event(log, logging.INFO, "provider pause over; sending resumes",
-                  provider=self.name, kind=kind)  # fmt: skip
+            event(
+                log,
+                logging.INFO,
+                "provider pause over; sending resumes",
+                provider=self.name,
+                kind=kind,
+            )
             mine, kind = None, ""
         elif kind == control.PauseKind.CREDENTIALS and mine and mine.get("key") != self.fingerprint:
             # A different key has been deployed since the rejection: try again with it. (An
             # account or refusals pause is not about the key: only an operator lifts it.)
             await control.auth_resume(self.client, self.name)
-            event(log, logging.INFO, "new provider key deployed; auth pause lifted",
-                  provider=self.name)  # fmt: skip
+            event(
+                log,
+                logging.INFO,
+                "new provider key deployed; auth pause lifted",
+                provider=self.name,
+            )
             mine, kind = None, ""
         self.paused = mine is not None
         metrics.provider_auth_paused.labels(self.name).set(
@@ -88,8 +97,10 @@ class ProviderHealth:
         if taken.taken:
             return now
         if not self.paused:  # workers that were already waiting for a slot: said once
-            reason = (f"daily quota of {self.quota.limit} sends used up; sending resumes as "
-                      "the window rolls over")  # fmt: skip
+            reason = (
+                f"daily quota of {self.quota.limit} sends used up; sending resumes as "
+                "the window rolls over"
+            )
             await self._quota_pause(taken.reopens_at, reason)
         return None
 
@@ -102,8 +113,13 @@ class ProviderHealth:
     async def _quota_pause(self, until: int, reason: str) -> None:
         self.paused = True  # this replica stops now; the others within a second
         await control.quota_pause(self.client, self.name, until, reason, self.fingerprint)
-        event(log, logging.WARNING, "provider quota used up; sending paused",
-              provider=self.name, until=until)  # fmt: skip
+        event(
+            log,
+            logging.WARNING,
+            "provider quota used up; sending paused",
+            provider=self.name,
+            until=until,
+        )
 
     # -- answers -----------------------------------------------------------------------------
     def judge(self, result: SendResult, final: Finalisation, refusal: Refused) -> Trip | None:
@@ -139,29 +155,47 @@ class ProviderHealth:
         reason = result.detail or result.reason or f"HTTP {result.status}"
         if kind is control.PauseKind.CREDENTIALS:
             reason = f"credentials rejected (HTTP {result.status})" + (
-                f": {result.detail}" if result.detail else "")  # fmt: skip
-        await control.provider_pause(self.client, self.name, kind, reason, status=result.status,
-                                     fingerprint=self.fingerprint)  # fmt: skip
-        event(log, logging.ERROR, "provider refused us; sending paused", provider=self.name,
-              status=result.status, kind=str(kind), reason=control.sanitise(reason))  # fmt: skip
+                f": {result.detail}" if result.detail else ""
+            )
+        await control.provider_pause(
+            self.client, self.name, kind, reason, status=result.status, fingerprint=self.fingerprint
+        )
+        event(
+            log,
+            logging.ERROR,
+            "provider refused us; sending paused",
+            provider=self.name,
+            status=result.status,
+            kind=str(kind),
+            reason=control.sanitise(reason),
+        )
 
     async def _trip(self, trip: Trip) -> None:
         """Pause the provider (unless another sender or kind paused it first) and hold the
         streak's operations for a person."""
         window = to_seconds(self.guard.window_ms)
-        reason = (f"{len(trip.streak)} distinct operations, recipients and accounts refused "
-                  f"alike within {window:g} s by an answer no provider page documents: "
-                  f"{trip.reason}")  # fmt: skip
+        reason = (
+            f"{len(trip.streak)} distinct operations, recipients and accounts refused "
+            f"alike within {window:g} s by an answer no provider page documents: "
+            f"{trip.reason}"
+        )
         ids = [refused.operation_id for refused in trip.streak]
         wrote = await control.refusals_pause(self.client, self.name, reason, ids, self.fingerprint)
         held = 0
         if wrote:
             now = clock.now_ms()
             for operation_id in ids:
-                code, _ = await HoldRefused(operation_id=operation_id, now=now,
-                                            reason=trip.reason, note=HELD_REFUSED).run(
-                                                self.client)  # fmt: skip
+                code, _ = await HoldRefused(
+                    operation_id=operation_id, now=now, reason=trip.reason, note=HELD_REFUSED
+                ).run(self.client)
                 held += code is HoldCode.OK
-        event(log, logging.ERROR, "provider refuses operations alike; sending paused",
-              provider=self.name, reason=trip.reason, operations=len(ids), held=held,
-              paused_here=wrote)  # fmt: skip
+        event(
+            log,
+            logging.ERROR,
+            "provider refuses operations alike; sending paused",
+            provider=self.name,
+            reason=trip.reason,
+            operations=len(ids),
+            held=held,
+            paused_here=wrote,
+        )

@@ -194,8 +194,13 @@ class Intake:
         await self.capacity.release(1)
         # Nothing can ever send it; left pending it would be claimed again forever.
         await self.streams[partition].ack_and_delete(entry.entry_id)
-        event(log, logging.ERROR, "malformed send job dropped", partition=partition,
-              entry_id=entry.entry_id)  # fmt: skip
+        event(
+            log,
+            logging.ERROR,
+            "malformed send job dropped",
+            partition=partition,
+            entry_id=entry.entry_id,
+        )
 
     # -- shutdown --------------------------------------------------------------------------
     async def hand_back_on_stop(self, stop: asyncio.Event) -> None:

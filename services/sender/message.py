@@ -62,14 +62,23 @@ class Messages:
         token = self.keys.derive(operation_id, begun.token_kid)
         try:
             composed = self.mailer.compose(
-                found, operation_id=operation_id, token=token,
-                expires_at_ms=begun.token_expires_at, now_ms=now, hosted=self.hosted,
-            )  # fmt: skip
+                found,
+                operation_id=operation_id,
+                token=token,
+                expires_at_ms=begun.token_expires_at,
+                now_ms=now,
+                hosted=self.hosted,
+            )
         except TemplateError as error:
             # Every template was rendered at start; one that fails now (a branch only some
             # values reach) is ours to fix, not the player's: retry later, unspent.
-            event(log, logging.ERROR, "template failed to render", operation_id=operation_id,
-                  error=str(error))  # fmt: skip
+            event(
+                log,
+                logging.ERROR,
+                "template failed to render",
+                operation_id=operation_id,
+                error=str(error),
+            )
             return Unsent("template_error")
         return Ready(composed, control.key_fingerprint(found.email))
 
@@ -89,8 +98,14 @@ class Messages:
         and hand the attempt back unspent."""
         reason = f"token key {kid!r} missing from RESETGATE_TOKEN_KEYS: add it back, then resume"
         await control.pause_partitions(self.client, [partition], reason)
-        event(log, logging.ERROR, "token key missing; partition paused", kid=kid,
-              partition=partition, operation_id=operation_id)  # fmt: skip
+        event(
+            log,
+            logging.ERROR,
+            "token key missing; partition paused",
+            kid=kid,
+            partition=partition,
+            operation_id=operation_id,
+        )
         return Unsent("token_key_missing")
 
 
@@ -100,7 +115,11 @@ def _checked_recipient(account: Account, begun: Begun) -> Account | Unsent:
     problem = mailbox.problem(account.email)
     if not problem:
         return account
-    event(log, logging.ERROR, "directory address refused; not sent",
-          problem=f"the directory's address {problem}",
-          account_id=begun.account_id)  # fmt: skip
+    event(
+        log,
+        logging.ERROR,
+        "directory address refused; not sent",
+        problem=f"the directory's address {problem}",
+        account_id=begun.account_id,
+    )
     return Unsent("directory_address_invalid", failed=True)

@@ -126,8 +126,10 @@ class Pacer:
         once, it may raise the rate (after an outage the next slot was promised at the floor,
         20 s away). Short waits are not cut, so a fast rate costs no extra round trips."""
         self._accepted_seen.clear()
-        waits = [asyncio.ensure_future(stop.wait()),
-                 asyncio.ensure_future(self._accepted_seen.wait())]  # fmt: skip
+        waits = [
+            asyncio.ensure_future(stop.wait()),
+            asyncio.ensure_future(self._accepted_seen.wait()),
+        ]
         try:
             await asyncio.wait(waits, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
         finally:

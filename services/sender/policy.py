@@ -126,8 +126,15 @@ def decide(
             decision="reconcile before replay",
         )
     if outcome is Outcome.THROTTLED:
-        return _throttled(status, now=now, horizon_at=horizon_at, policy=policy, rng=rng,
-                          retry_after=retry_after, reason=reason or "throttled")  # fmt: skip
+        return _throttled(
+            status,
+            now=now,
+            horizon_at=horizon_at,
+            policy=policy,
+            rng=rng,
+            retry_after=retry_after,
+            reason=reason or "throttled",
+        )
     source = retry_after.source if retry_after else ""
     why = reason or f"transient_{status}"
     delay = backoff_ms(attempt, policy, rng)
@@ -158,9 +165,22 @@ def _throttled(
             reason = f"{reason}; retry-after {source}, backoff"
     retry_at = now + delay
     if retry_at >= horizon_at:
-        return Finalisation(Outcome.THROTTLED, status, State.EXHAUSTED, reason="horizon",
-                            retry_after_source=source, refund=True,
-                            decision="exhausted")  # fmt: skip
-    return Finalisation(Outcome.THROTTLED, status, State.DEFERRED, retry_at=retry_at,
-                        reason=reason, retry_after_source=source, refund=True,
-                        decision=f"retry at {retry_at}; throttled, attempt not spent")  # fmt: skip
+        return Finalisation(
+            Outcome.THROTTLED,
+            status,
+            State.EXHAUSTED,
+            reason="horizon",
+            retry_after_source=source,
+            refund=True,
+            decision="exhausted",
+        )
+    return Finalisation(
+        Outcome.THROTTLED,
+        status,
+        State.DEFERRED,
+        retry_at=retry_at,
+        reason=reason,
+        retry_after_source=source,
+        refund=True,
+        decision=f"retry at {retry_at}; throttled, attempt not spent",
+    )

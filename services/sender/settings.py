@@ -60,25 +60,32 @@ class SenderSettings(
     # The refusals guard (services/sender/guard.py): this many distinct operations refused
     # permanently for one reason within the window pause the provider (0: off).
     refusal_guard_operations: int = Field(
-        default=5, ge=0, le=1000,
+        default=5,
+        ge=0,
+        le=1000,
         description="distinct operations refused alike that pause the provider (0: off)",
-    )  # fmt: skip
+    )
     refusal_guard_window_seconds: float = Field(
-        default=300.0, gt=0, le=86400,
+        default=300.0,
+        gt=0,
+        le=86400,
         description="how recent those refusals must all be, seconds",
-    )  # fmt: skip
+    )
 
     provider_check_interval_seconds: float = Field(
-        default=300.0, ge=0, le=86400,
+        default=300.0,
+        ge=0,
+        le=86400,
         description="how often the sender asks each provider what a send would hit "
         "(resetgate providers check; read-only calls); 0: never",
-    )  # fmt: skip
+    )
     failover_after_seconds: float = Field(
-        default=0.0, ge=0,
+        default=0.0,
+        ge=0,
         description="the failover policy (RESETGATE_FAILOVER_<NAME>): how long a partition "
         "waits with nothing accepted, its oldest eligible operation older than this, before "
         "it fails over; 0: a quarter of the delivery horizon",
-    )  # fmt: skip
+    )
 
     @property
     def quota_window_ms(self) -> int:

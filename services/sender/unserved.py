@@ -35,11 +35,16 @@ class Unserved:
         now = time.monotonic()
         if unserved and (changed or now - self._logged >= LOG_SECONDS):
             self._logged = now
-            event(log, logging.ERROR, "partitions assigned to a provider not configured here: "
-                  "nothing sends them", partitions=sorted(unserved),
-                  providers=sorted(set(unserved.values())), configured=sorted(configured),
-                  fix="resetgate ops provider switch --partitions P --to a configured "
-                  "provider, or configure the provider")  # fmt: skip
+            event(
+                log,
+                logging.ERROR,
+                "partitions assigned to a provider not configured here: nothing sends them",
+                partitions=sorted(unserved),
+                providers=sorted(set(unserved.values())),
+                configured=sorted(configured),
+                fix="resetgate ops provider switch --partitions P --to a configured "
+                "provider, or configure the provider",
+            )
 
     def _export(self, partition: int, provider: str, unserved: bool) -> None:
         old = self._exported.get(partition)

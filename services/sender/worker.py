@@ -59,8 +59,11 @@ class Sender:
     def readable(self, partition: int) -> bool:
         """Whether the partition's new jobs may be read: not paused, sendable here, and its
         provider not crowded."""
-        return (not self.paused(partition) and self.sending_allowed(partition)
-                and not self.crowded(partition))  # fmt: skip
+        return (
+            not self.paused(partition)
+            and self.sending_allowed(partition)
+            and not self.crowded(partition)
+        )
 
     def crowded(self, partition: int) -> bool:
         """The partition's provider has more workers waiting for a slot than it gives in
@@ -123,8 +126,13 @@ class Sender:
             if pinned is not None:
                 # Sent through the provider that decided its replay, never through the
                 # partition's. Rare: after a switch only.
-                event(log, logging.INFO, "operation pinned to another provider",
-                      operation_id=job.operation_id, provider=pinned.provider)  # fmt: skip
+                event(
+                    log,
+                    logging.INFO,
+                    "operation pinned to another provider",
+                    operation_id=job.operation_id,
+                    provider=pinned.provider,
+                )
                 if await self._attempt_at(self.runners.get(pinned.provider), job, stop) is not None:
                     await self.intake.hand_back([job])
         except ERRORS as error:

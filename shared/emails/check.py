@@ -74,8 +74,10 @@ def check(mailer: Mailer) -> list[str]:
         except TemplateError as error:
             found.append(str(error))
             continue
-        found += [f"{mailer.templates.path(choice, part)}: {problem}" for part, problem in
-                  problems(rendered.subject, rendered.text, rendered.html, link)]  # fmt: skip
+        found += [
+            f"{mailer.templates.path(choice, part)}: {problem}"
+            for part, problem in problems(rendered.subject, rendered.text, rendered.html, link)
+        ]
     return found
 
 

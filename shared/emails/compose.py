@@ -20,8 +20,15 @@ from shared.from_address import parse as parse_from
 from shared.settings import EmailSettings
 
 # The variables every template gets, local or provider-hosted (docs/templates.md).
-VARIABLES = ("link", "operation_id", "expires_at", "expires_in_minutes", "brand", "locale",
-             "direction")  # fmt: skip
+VARIABLES = (
+    "link",
+    "operation_id",
+    "expires_at",
+    "expires_in_minutes",
+    "brand",
+    "locale",
+    "direction",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,19 +98,39 @@ class Mailer:
         """The brand's name, From and reset page, each falling back to the default's."""
         found = self.settings.brands.get(key)
         if found is None:
-            return BrandView("", self.settings.brand_name, self.settings.email_from,
-                             self.settings.reset_url_base)  # fmt: skip
-        return BrandView(key, found.name, found.email_from or self.settings.email_from,
-                         found.reset_url_base or self.settings.reset_url_base)  # fmt: skip
+            return BrandView(
+                "", self.settings.brand_name, self.settings.email_from, self.settings.reset_url_base
+            )
+        return BrandView(
+            key,
+            found.name,
+            found.email_from or self.settings.email_from,
+            found.reset_url_base or self.settings.reset_url_base,
+        )
 
-    def variables(self, brand: BrandView, locale: str, link: str, operation_id: str,
-                  expires_at_ms: int, now_ms: int) -> dict[str, Any]:  # fmt: skip
+    def variables(
+        self,
+        brand: BrandView,
+        locale: str,
+        link: str,
+        operation_id: str,
+        expires_at_ms: int,
+        now_ms: int,
+    ) -> dict[str, Any]:
         at, minutes = expiry(expires_at_ms, now_ms)
         values = (link, operation_id, at, minutes, brand.name, locale, locales.direction(locale))
         return dict(zip(VARIABLES, values, strict=True))
 
-    def compose(self, account: Account, *, operation_id: str, token: str, expires_at_ms: int,
-                now_ms: int, hosted: Hosted | None = None) -> Composed:  # fmt: skip
+    def compose(
+        self,
+        account: Account,
+        *,
+        operation_id: str,
+        token: str,
+        expires_at_ms: int,
+        now_ms: int,
+        hosted: Hosted | None = None,
+    ) -> Composed:
         brand = self.brand(account.brand)
         link = reset_link(brand.reset_url_base, operation_id, token)
         # Parsed once per From (cached) and checked at start: quoted where RFC 5322 needs it.
@@ -113,15 +140,28 @@ class Mailer:
             name = hosted.name.format(locale=locale, brand=brand.key or "default")
             data = self.variables(brand, locale, link, operation_id, expires_at_ms, now_ms)
             revision = f"{hosted.kind}:{name}"
-            return Composed({**head, "template": {"name": name, "data": data},
-                             "tags": _tags(operation_id, revision)}, revision)  # fmt: skip
+            return Composed(
+                {
+                    **head,
+                    "template": {"name": name, "data": data},
+                    "tags": _tags(operation_id, revision),
+                },
+                revision,
+            )
         # A brand folder in the templates is used even before RESETGATE_BRANDS names it.
         choice = self.templates.choose(account.brand, account.locale)
         data = self.variables(brand, choice.locale, link, operation_id, expires_at_ms, now_ms)
         rendered = self.templates.render(choice, data)
-        return Composed({**head, "subject": rendered.subject, "text": rendered.text,
-                         "html": rendered.html, "tags": _tags(operation_id, rendered.revision)},
-                        rendered.revision)  # fmt: skip
+        return Composed(
+            {
+                **head,
+                "subject": rendered.subject,
+                "text": rendered.text,
+                "html": rendered.html,
+                "tags": _tags(operation_id, rendered.revision),
+            },
+            rendered.revision,
+        )
 
 
 def _tags(operation_id: str, revision: str) -> dict[str, str]:

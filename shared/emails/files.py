@@ -55,12 +55,11 @@ class Choice:
 def _environment(loader: jinja2.BaseLoader) -> SandboxedEnvironment:
     return SandboxedEnvironment(
         loader=loader,
-        autoescape=jinja2.select_autoescape(enabled_extensions=("html",),
-                                            default_for_string=False),
+        autoescape=jinja2.select_autoescape(enabled_extensions=("html",), default_for_string=False),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         auto_reload=False,
-    )  # fmt: skip
+    )
 
 
 class Templates:
@@ -71,8 +70,9 @@ class Templates:
         if not self.root.is_dir():
             raise TemplateError(f"{self.root}: not a directory")
         self.default_locale = default_locale
-        self.brands = sorted(p.name for p in (self.root / BRANDS).glob("*") if p.is_dir()
-                             and _NAME.match(p.name))  # fmt: skip
+        self.brands = sorted(
+            p.name for p in (self.root / BRANDS).glob("*") if p.is_dir() and _NAME.match(p.name)
+        )
         self._envs = {brand: _environment(self._loader(brand)) for brand in ["", *self.brands]}
         self._locales = {brand: self._find_locales(brand) for brand in self._envs}
         if default_locale not in self._locales[""]:
@@ -92,8 +92,13 @@ class Templates:
     def _find_locales(self, brand: str) -> list[str]:
         folders = [self.root] + ([self.root / BRANDS / brand] if brand else [])
         names = {p.parent.name for f in folders for p in f.glob("*/subject.txt")}
-        return sorted(n for n in names if n != BRANDS and locales.valid_tag(n)
-                      and all(self._source(brand, f"{n}/{part}") for part in PARTS))  # fmt: skip
+        return sorted(
+            n
+            for n in names
+            if n != BRANDS
+            and locales.valid_tag(n)
+            and all(self._source(brand, f"{n}/{part}") for part in PARTS)
+        )
 
     def _source(self, brand: str, name: str) -> Path | None:
         for folder in ([self.root / BRANDS / brand] if brand else []) + [self.root]:

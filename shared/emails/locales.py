@@ -16,8 +16,14 @@ from collections.abc import Iterable
 _TAG = re.compile(r"^[A-Za-z]{2,3}(-[A-Za-z0-9]{1,8})*$")
 _MAX_TAG = 64
 # Chinese without a script subtag: the script its region writes (CLDR likely subtags).
-_CHINESE_SCRIPT = {"tw": "hant", "hk": "hant", "mo": "hant", "cn": "hans", "sg": "hans",
-                   "my": "hans"}  # fmt: skip
+_CHINESE_SCRIPT = {
+    "tw": "hant",
+    "hk": "hant",
+    "mo": "hant",
+    "cn": "hans",
+    "sg": "hans",
+    "my": "hans",
+}
 # Languages written right to left (CLDR character order), and the scripts that are.
 _RTL_LANGUAGES = frozenset({"ar", "he", "fa", "ur", "ps", "yi", "dv", "ckb", "sd", "ug"})
 _RTL_SCRIPTS = frozenset({"arab", "hebr", "thaa", "syrc", "nkoo", "adlm"})

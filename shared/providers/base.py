@@ -204,8 +204,9 @@ class Http:
 Row = dict[str, Any]
 
 
-def first_id(rows: object, ours: Callable[[Row], bool], id_of: Callable[[Row], object],
-             what: str) -> str:  # fmt: skip
+def first_id(
+    rows: object, ours: Callable[[Row], bool], id_of: Callable[[Row], object], what: str
+) -> str:
     """The message id of the first row that is about our operation ("" when none): a row
     about anything else proves nothing. A malformed list is an unusable answer."""
     if not isinstance(rows, list):

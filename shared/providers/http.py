@@ -83,8 +83,13 @@ def refused(answer: Answer) -> SendResult:
         return account_refused(status, f"http_{status}", words)
     if outcome is Outcome.PERMANENT:
         return undocumented_refusal(status, f"http_{status}")
-    return SendResult(outcome, status, retry_after=answer.headers.get("Retry-After"),
-                      server_date=answer.headers.get("Date"), rate=answer.rate())  # fmt: skip
+    return SendResult(
+        outcome,
+        status,
+        retry_after=answer.headers.get("Retry-After"),
+        server_date=answer.headers.get("Date"),
+        rate=answer.rate(),
+    )
 
 
 def send_result(answer: Answer) -> SendResult:
@@ -106,8 +111,12 @@ def send_result(answer: Answer) -> SendResult:
 def found_message_id(body: dict[str, object], key: str) -> str:
     """The id of the row whose key is exactly ours ("" when none): a row for another key
     proves nothing about this operation."""
-    return first_id(body.get("data"), lambda row: row.get("idempotency_key") == key,
-                    lambda row: row.get("id"), "a data list")  # fmt: skip
+    return first_id(
+        body.get("data"),
+        lambda row: row.get("idempotency_key") == key,
+        lambda row: row.get("id"),
+        "a data list",
+    )
 
 
 class HttpProvider:
@@ -167,14 +176,21 @@ class HttpProvider:
 
 
 def _adapter(config: ProviderConfig, session: aiohttp.ClientSession) -> HttpProvider:
-    return HttpProvider(session, config.url, config.api_key, name=config.name,
-                        key_retention_seconds=config.key_retention_seconds,
-                        **config.timeouts)  # fmt: skip
+    return HttpProvider(
+        session,
+        config.url,
+        config.api_key,
+        name=config.name,
+        key_retention_seconds=config.key_retention_seconds,
+        **config.timeouts,
+    )
 
 
 # The sandbox's own routes speak the contract (services/sandbox/provider.py) and the poller
 # reads its feed (services/poller/feed.py): no dialect, no pushed events.
 KIND = Kind(
-    "http", _adapter, lambda config: capabilities(config.key_retention_seconds),
+    "http",
+    _adapter,
+    lambda config: capabilities(config.key_retention_seconds),
     settings=("idempotency_window_seconds",),
 )

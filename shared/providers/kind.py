@@ -38,9 +38,12 @@ class ProviderConfig:
 
     @classmethod
     def of(
-        cls, name: str, account: ProviderAccount, settings: ProviderSettings,
+        cls,
+        name: str,
+        account: ProviderAccount,
+        settings: ProviderSettings,
         max_rate: float | None = None,
-    ) -> ProviderConfig:  # fmt: skip
+    ) -> ProviderConfig:
         """Provider ``name``'s ``account`` with the process-wide ``settings``."""
         return cls(
             name=name,
@@ -68,8 +71,7 @@ class ProviderConfig:
 
 # A configuration of no account in particular: what a kind declares whatever it is given
 # (its keyless flag, its message size limit).
-ANY = ProviderConfig("any", "http", "", "", 1.0, 1.0, key_retention_seconds=1.0,
-                     settle_seconds=0.0)  # fmt: skip
+ANY = ProviderConfig("any", "http", "", "", 1.0, 1.0, key_retention_seconds=1.0, settle_seconds=0.0)
 
 
 @dataclass(frozen=True, slots=True)

@@ -79,17 +79,23 @@ _STATED_TAIL = 128
 # texts Mailgun gives; a 404 "Domain not found" is also what a domain on the other region's
 # base URL gets): the provider pauses with Mailgun's words as the reason.
 ACCOUNT_REFUSALS: dict[int, dict[str, str]] = {
-    400: {"is not allowed to send": "domain_not_allowed",
-          "please activate your mailgun account": "account_not_activated",
-          "free accounts are for test purposes only": "free_account"},
+    400: {
+        "is not allowed to send": "domain_not_allowed",
+        "please activate your mailgun account": "account_not_activated",
+        "free accounts are for test purposes only": "free_account",
+    },
     404: {"domain not found": "domain_not_found"},
-}  # fmt: skip
+}
 # A 400's message about the recipient (the Messages API's ``to``): the reset fails; any other
 # 400 text no page explains is undocumented (the operation waits; the guard counts it).
 _RECIPIENT_WORDS = ("'to'", "to parameter", "recipient", "not a valid address")
 EVENT_RETENTION_SECONDS = 3 * 86400
-_PERMANENT = {400: "bad_request", 413: "payload_too_large", 414: "uri_too_long",
-              415: "unsupported_media_type"}  # fmt: skip
+_PERMANENT = {
+    400: "bad_request",
+    413: "payload_too_large",
+    414: "uri_too_long",
+    415: "unsupported_media_type",
+}
 
 
 def capabilities(settle_seconds: float) -> Capabilities:
@@ -153,9 +159,15 @@ def send_result(answer: Answer) -> SendResult:
         return replace(server_error(status), rate=answer.rate())  # it may have been taken
     wait, source = throttle_wait(answer, time.time())
     if status == 429 or source == Source.MESSAGE:
-        return SendResult(Outcome.THROTTLED, status, reason=f"http_{status}", retry_after=wait,
-                          server_date=answer.headers.get("Date"), rate=answer.rate(),
-                          retry_source=source)  # fmt: skip
+        return SendResult(
+            Outcome.THROTTLED,
+            status,
+            reason=f"http_{status}",
+            retry_after=wait,
+            server_date=answer.headers.get("Date"),
+            rate=answer.rate(),
+            retry_source=source,
+        )
     refusal = account_refusal(answer)
     return refusal if refusal is not None else _refused(answer)
 
@@ -172,10 +184,13 @@ def _refused(answer: Answer) -> SendResult:
     if outcome is Outcome.TRANSIENT and status != 404:
         return replace(undocumented_refusal(status, reason), rate=answer.rate())
     return SendResult(
-        outcome, status, reason=reason,
-        retry_after=answer.headers.get("Retry-After"), server_date=answer.headers.get("Date"),
+        outcome,
+        status,
+        reason=reason,
+        retry_after=answer.headers.get("Retry-After"),
+        server_date=answer.headers.get("Date"),
         rate=answer.rate(),
-    )  # fmt: skip
+    )
 
 
 def throttle_wait(answer: Answer, now: float) -> tuple[str | None, str]:
@@ -215,9 +230,12 @@ def account_refusal(answer: Answer) -> SendResult | None:
     """The pause for a refusal of the whole domain or account, or of our endpoint (a 404
     that is not Mailgun's JSON), None for any other answer."""
     if answer.status == 404 and not documented_error(answer):
-        return account_refused(404, "endpoint_not_found",
-                               "HTTP 404 without Mailgun's JSON: a non-existing endpoint; "
-                               "check the base URL (no /v3) and region")  # fmt: skip
+        return account_refused(
+            404,
+            "endpoint_not_found",
+            "HTTP 404 without Mailgun's JSON: a non-existing endpoint; "
+            "check the base URL (no /v3) and region",
+        )
     texts = ACCOUNT_REFUSALS.get(answer.status)
     words = answer.json().get("message") if texts else None
     if not isinstance(words, str):
@@ -262,8 +280,9 @@ def found_message_id(body: dict[str, object], operation_id: str) -> str:
             and (variables.get("operation_id") == operation_id)
         )
 
-    return first_id(body.get("items"), ours, lambda item: bare(_message_id_header(item)),
-                    "an items list")  # fmt: skip
+    return first_id(
+        body.get("items"), ours, lambda item: bare(_message_id_header(item)), "an items list"
+    )
 
 
 def _message_id_header(item: dict[str, Any]) -> str:
@@ -274,10 +293,17 @@ def _message_id_header(item: dict[str, Any]) -> str:
 
 class MailgunProvider:
     def __init__(
-        self, session: aiohttp.ClientSession, base_url: str, api_key: str, domain: str, *,
-        connect_timeout: float = 3.0, total_timeout: float = 15.0,
-        settle_seconds: float = 1800.0, name: str = "mailgun",
-    ) -> None:  # fmt: skip
+        self,
+        session: aiohttp.ClientSession,
+        base_url: str,
+        api_key: str,
+        domain: str,
+        *,
+        connect_timeout: float = 3.0,
+        total_timeout: float = 15.0,
+        settle_seconds: float = 1800.0,
+        name: str = "mailgun",
+    ) -> None:
         self.name = name
         self.http = Http(session, name, connect_timeout, total_timeout)
         self.base = f"{base_url.rstrip('/')}/v3/{domain}"
@@ -298,11 +324,15 @@ class MailgunProvider:
     async def lookup(self, operation_id: str) -> LookupResult:
         since = time.time() - EVENT_RETENTION_SECONDS
         params = {
-            "event": "accepted", "ascending": "yes", "limit": "10", "begin": str(int(since)),
+            "event": "accepted",
+            "ascending": "yes",
+            "limit": "10",
+            "begin": str(int(since)),
             "user-variables": codec.dumps({"operation_id": operation_id}).decode(),
-        }  # fmt: skip
-        answer = await self.http.ask("GET", self.base + "/events", params=params,
-                                     headers=self._auth)  # fmt: skip
+        }
+        answer = await self.http.ask(
+            "GET", self.base + "/events", params=params, headers=self._auth
+        )
         if answer.status != 200:
             return lookup_answer(answer)
         return lookup_answer(answer, found_message_id(answer.json(), operation_id))
@@ -317,16 +347,24 @@ def _settle(config: ProviderConfig) -> float:
 
 
 def _adapter(config: ProviderConfig, session: aiohttp.ClientSession) -> MailgunProvider:
-    return MailgunProvider(session, config.url, config.api_key, config.mailgun_domain,
-                           name=config.name, settle_seconds=_settle(config),
-                           **config.timeouts)  # fmt: skip
+    return MailgunProvider(
+        session,
+        config.url,
+        config.api_key,
+        config.mailgun_domain,
+        name=config.name,
+        settle_seconds=_settle(config),
+        **config.timeouts,
+    )
 
 
 KIND = Kind(
-    "mailgun", _adapter, lambda config: capabilities(_settle(config)),
+    "mailgun",
+    _adapter,
+    lambda config: capabilities(_settle(config)),
     settings=("mailgun_domain", "mailgun_events_delay_seconds", "mailgun_webhook_signing_key"),
     event_credential="MAILGUN_WEBHOOK_SIGNING_KEY",
     sandbox_dialect="services.sandbox.dialects.mailgun",
     inbound_decoder="services.poller.inbound.mailgun",
     vendor="Mailgun",
-)  # fmt: skip
+)

@@ -183,9 +183,12 @@ def _refused(answer: Answer) -> SendResult:
     if status not in _STATUS:
         return undocumented_refusal(status, reason)
     return SendResult(
-        outcome, status, reason=reason,
-        retry_after=answer.headers.get("Retry-After"), server_date=answer.headers.get("Date"),
-    )  # fmt: skip
+        outcome,
+        status,
+        reason=reason,
+        retry_after=answer.headers.get("Retry-After"),
+        server_date=answer.headers.get("Date"),
+    )
 
 
 def _error_coded(answer: Answer, code: int) -> SendResult:
@@ -201,9 +204,14 @@ def _error_coded(answer: Answer, code: int) -> SendResult:
     if outcome is Outcome.PERMANENT and code not in RECIPIENT_CODES:
         # Our request's shape (invalid JSON, too many messages …): every send alike.
         return account_refused(422, reason, words or reason)
-    return SendResult(outcome, 422, reason=reason, refusal=Refusal.RECIPIENT,
-                      retry_after=answer.headers.get("Retry-After"),
-                      server_date=answer.headers.get("Date"))  # fmt: skip
+    return SendResult(
+        outcome,
+        422,
+        reason=reason,
+        refusal=Refusal.RECIPIENT,
+        retry_after=answer.headers.get("Retry-After"),
+        server_date=answer.headers.get("Date"),
+    )
 
 
 def found_message_id(body: dict[str, Any], operation_id: str) -> str:
@@ -211,16 +219,21 @@ def found_message_id(body: dict[str, Any], operation_id: str) -> str:
         metadata = row.get("Metadata")
         return isinstance(metadata, dict) and metadata.get("operation_id") == operation_id
 
-    return first_id(body.get("Messages"), ours, lambda row: row.get("MessageID"),
-                    "a Messages list")  # fmt: skip
+    return first_id(body.get("Messages"), ours, lambda row: row.get("MessageID"), "a Messages list")
 
 
 class PostmarkProvider:
     def __init__(
-        self, session: aiohttp.ClientSession, base_url: str, api_key: str, *,
-        connect_timeout: float = 3.0, total_timeout: float = 15.0, settle_seconds: float = 20.0,
+        self,
+        session: aiohttp.ClientSession,
+        base_url: str,
+        api_key: str,
+        *,
+        connect_timeout: float = 3.0,
+        total_timeout: float = 15.0,
+        settle_seconds: float = 20.0,
         name: str = "postmark",
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.name = name
         self.http = Http(session, name, connect_timeout, total_timeout)
         self.base_url = base_url.rstrip("/")
@@ -253,16 +266,27 @@ class PostmarkProvider:
 
 
 def _adapter(config: ProviderConfig, session: aiohttp.ClientSession) -> PostmarkProvider:
-    return PostmarkProvider(session, config.url, config.api_key, name=config.name,
-                            settle_seconds=config.settle_seconds, **config.timeouts)  # fmt: skip
+    return PostmarkProvider(
+        session,
+        config.url,
+        config.api_key,
+        name=config.name,
+        settle_seconds=config.settle_seconds,
+        **config.timeouts,
+    )
 
 
 KIND = Kind(
-    "postmark", _adapter, lambda config: capabilities(config.settle_seconds),
-    settings=("postmark_webhook_username", "postmark_webhook_password",
-              "postmark_webhook_networks"),
+    "postmark",
+    _adapter,
+    lambda config: capabilities(config.settle_seconds),
+    settings=(
+        "postmark_webhook_username",
+        "postmark_webhook_password",
+        "postmark_webhook_networks",
+    ),
     event_credential="POSTMARK_WEBHOOK_PASSWORD",
     sandbox_dialect="services.sandbox.dialects.postmark",
     inbound_decoder="services.poller.inbound.postmark",
     vendor="Postmark",
-)  # fmt: skip
+)

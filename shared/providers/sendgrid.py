@@ -69,9 +69,15 @@ CAPABILITIES = Capabilities(
     max_recipients=1000,
     success_statuses=SUCCESS,
 )
-_PERMANENT = {400: "bad_request", 404: "not_found", 405: "method_not_allowed",
-              406: "not_acceptable", 413: "payload_too_large", 415: "unsupported_media_type",
-              451: "data_residency"}  # fmt: skip
+_PERMANENT = {
+    400: "bad_request",
+    404: "not_found",
+    405: "method_not_allowed",
+    406: "not_acceptable",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+    451: "data_residency",
+}
 
 
 def address(text: str) -> dict[str, str]:
@@ -148,8 +154,11 @@ def _bad_request(answer: Answer) -> SendResult:
     (``personalizations…``) fails the reset; any other named field is the request we build
     or our sender identity (a pause); no field at all says nobody's (undocumented)."""
     errors = answer.json().get("errors")
-    fields = {e.get("field") for e in errors if isinstance(e, dict)} if isinstance(
-        errors, list) else set()  # fmt: skip
+    fields = (
+        {e.get("field") for e in errors if isinstance(e, dict)}
+        if isinstance(errors, list)
+        else set()
+    )
     named = {f for f in fields if isinstance(f, str) and f}
     if named and all(f.startswith("personalizations") for f in named):
         return SendResult(Outcome.PERMANENT, 400, reason="bad_request", refusal=Refusal.RECIPIENT)
@@ -169,9 +178,15 @@ class SendGridProvider:
     capabilities = CAPABILITIES
 
     def __init__(
-        self, session: aiohttp.ClientSession, base_url: str, api_key: str, *,
-        connect_timeout: float = 3.0, total_timeout: float = 15.0, name: str = "sendgrid",
-    ) -> None:  # fmt: skip
+        self,
+        session: aiohttp.ClientSession,
+        base_url: str,
+        api_key: str,
+        *,
+        connect_timeout: float = 3.0,
+        total_timeout: float = 15.0,
+        name: str = "sendgrid",
+    ) -> None:
         self.name = name
         self.http = Http(session, name, connect_timeout, total_timeout)
         self.url = base_url.rstrip("/") + "/v3/mail/send"
@@ -195,15 +210,18 @@ class SendGridProvider:
 
 
 def _adapter(config: ProviderConfig, session: aiohttp.ClientSession) -> SendGridProvider:
-    return SendGridProvider(session, config.url, config.api_key, name=config.name,
-                            **config.timeouts)  # fmt: skip
+    return SendGridProvider(
+        session, config.url, config.api_key, name=config.name, **config.timeouts
+    )
 
 
 KIND = Kind(
-    "sendgrid", _adapter, lambda _: CAPABILITIES,
+    "sendgrid",
+    _adapter,
+    lambda _: CAPABILITIES,
     settings=("sendgrid_webhook_public_key",),
     event_credential="SENDGRID_WEBHOOK_PUBLIC_KEY",
     sandbox_dialect="services.sandbox.dialects.sendgrid",
     inbound_decoder="services.poller.inbound.sendgrid",
     vendor="Twilio SendGrid",
-)  # fmt: skip
+)

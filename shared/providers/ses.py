@@ -115,13 +115,16 @@ TEMPLATE_MISSING = frozenset({"NotFoundException", "TemplateDoesNotExist"})
 def content(message: Message) -> dict[str, Any]:
     hosted = message.get("template")
     if hosted:
-        return {"Template": {"TemplateName": hosted["name"],
-                             "TemplateData": codec.dumps(hosted["data"]).decode()}}  # fmt: skip
+        return {
+            "Template": {
+                "TemplateName": hosted["name"],
+                "TemplateData": codec.dumps(hosted["data"]).decode(),
+            }
+        }
     body: dict[str, Any] = {"Text": {"Data": message["text"], "Charset": "UTF-8"}}
     if message.get("html"):
         body["Html"] = {"Data": message["html"], "Charset": "UTF-8"}
-    return {"Simple": {"Subject": {"Data": message["subject"], "Charset": "UTF-8"},
-                       "Body": body}}  # fmt: skip
+    return {"Simple": {"Subject": {"Data": message["subject"], "Charset": "UTF-8"}, "Body": body}}
 
 
 def request(operation_id: str, message: Message, configuration_set: str = "") -> dict[str, Any]:
@@ -131,7 +134,7 @@ def request(operation_id: str, message: Message, configuration_set: str = "") ->
         "Destination": {"ToAddresses": list(message["to"])},
         "Content": content(message),
         "EmailTags": [{"Name": "operation_id", "Value": operation_id}],
-    }  # fmt: skip
+    }
     if configuration_set:
         # SES publishes events only for a message sent with a configuration set
         # (docs.aws.amazon.com/ses/latest/dg/using-configuration-sets.html).
@@ -140,8 +143,14 @@ def request(operation_id: str, message: Message, configuration_set: str = "") ->
 
 
 # The AUTH codes about the account, its identities or our clock, not our credentials.
-ACCOUNT_CODES = frozenset({"SendingPausedException", "AccountSuspendedException",
-                           "MailFromDomainNotVerifiedException", "RequestExpired"})  # fmt: skip
+ACCOUNT_CODES = frozenset(
+    {
+        "SendingPausedException",
+        "AccountSuspendedException",
+        "MailFromDomainNotVerifiedException",
+        "RequestExpired",
+    }
+)
 # MessageRejected "Email address is not verified. The following identities failed the check
 # in region …: a, b": the identities it names say whose (see unverified()).
 _UNVERIFIED = "not verified"
@@ -222,9 +231,15 @@ class SesProvider:
     capabilities = CAPABILITIES
 
     def __init__(
-        self, region: str, endpoint_url: str = "", *, connect_timeout: float = 3.0,
-        total_timeout: float = 15.0, name: str = "ses", configuration_set: str = "",
-    ) -> None:  # fmt: skip
+        self,
+        region: str,
+        endpoint_url: str = "",
+        *,
+        connect_timeout: float = 3.0,
+        total_timeout: float = 15.0,
+        name: str = "ses",
+        configuration_set: str = "",
+    ) -> None:
         self.name = name
         self.configuration_set = configuration_set
         self.region = region
@@ -235,9 +250,10 @@ class SesProvider:
         from aiobotocore.config import AioConfig
 
         self.config = AioConfig(
-            connect_timeout=connect_timeout, read_timeout=total_timeout,
+            connect_timeout=connect_timeout,
+            read_timeout=total_timeout,
             retries={"total_max_attempts": 1, "mode": "standard"},
-        )  # fmt: skip
+        )
         self._stack = contextlib.AsyncExitStack()
         self._clients: dict[str, Any] = {}
 
@@ -306,15 +322,21 @@ class SesProvider:
 def _adapter(config: ProviderConfig, _session: object) -> SesProvider:
     # The http default points at the local sandbox, which SES never is.
     endpoint = "" if config.url.rstrip("/") == SANDBOX_URL else config.url
-    return SesProvider(config.ses_region, endpoint, name=config.name,
-                       configuration_set=config.ses_configuration_set,
-                       **config.timeouts)  # fmt: skip
+    return SesProvider(
+        config.ses_region,
+        endpoint,
+        name=config.name,
+        configuration_set=config.ses_configuration_set,
+        **config.timeouts,
+    )
 
 
 # The sandbox has no SES dialect: tests run moto's server (tests/support/moto_server.py).
 # Events arrive on a queue (SNS -> SQS), decoded by the poller's SES module.
 KIND = Kind(
-    "ses", _adapter, lambda _: CAPABILITIES,
+    "ses",
+    _adapter,
+    lambda _: CAPABILITIES,
     settings=("ses_configuration_set", "ses_region", "ses_queue_url"),
     event_credential="SES_QUEUE_URL",
     inbound_decoder="services.poller.inbound.ses",

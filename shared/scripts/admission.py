@@ -55,8 +55,13 @@ class Admit(Request[AdmitReply]):
 
     def keys(self) -> list[str]:
         pk, expected = PartitionKeys(self.partition), self.expected_id or self.new_id
-        return [pk.account(self.account_id), pk.operation(expected), pk.operation(self.new_id),
-                pk.send, pk.live]  # fmt: skip
+        return [
+            pk.account(self.account_id),
+            pk.operation(expected),
+            pk.operation(self.new_id),
+            pk.send,
+            pk.live,
+        ]
 
     def decode(self, raw: Any) -> AdmitReply:
         result, operation_id, state = raw

@@ -54,8 +54,9 @@ class BeginAttempt(Request[Begun]):
     def decode(self, raw: Any) -> Begun:
         code = BeginCode(raw[0])
         if code is BeginCode.BEGIN:
-            return Begun(code, int(raw[1]), raw[2], raw[3], raw[4], int(raw[5]),
-                         token_expires_at=int(raw[6]))  # fmt: skip
+            return Begun(
+                code, int(raw[1]), raw[2], raw[3], raw[4], int(raw[5]), token_expires_at=int(raw[6])
+            )
         return Begun(code, detail=str(raw[1]) if len(raw) > 1 else "")
 
 

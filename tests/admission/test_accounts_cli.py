@@ -31,8 +31,9 @@ def store(redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch) -> Iterato
     client.close()
 
 
-def test_import_writes_every_row(store: sync_redis.Redis, tmp_path: Path,
-                                 capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_import_writes_every_row(
+    store: sync_redis.Redis, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     rows = ["login,account_id,email,locale"] + [
         f"Player{i}@Example.com,acct-{i},p{i}@example.com,{'de' if i % 2 else ''}"
         for i in range(1000)
@@ -51,16 +52,21 @@ def test_import_writes_every_row(store: sync_redis.Redis, tmp_path: Path,
     ("content", "message"),
     [
         ("alice,acct-1,alice@example.com\nbob,acct-2\n", "line 2: expected login,account_id"),
-        ("alice,acct-1,alice@example.com\nbob,acct-2,bob-at-example.com\n",
-         "line 2: the email column is not one mailbox"),
+        (
+            "alice,acct-1,alice@example.com\nbob,acct-2,bob-at-example.com\n",
+            "line 2: the email column is not one mailbox",
+        ),
         ("login,account_id,email\nalice,acct 1,alice@example.com\n", "line 2: account_id must"),
         ("a,b,c,d,e,f\n", "line 1: expected"),
     ],
-)  # fmt: skip
+)
 def test_a_bad_row_names_its_line_never_the_address_and_writes_nothing(
-    store: sync_redis.Redis, tmp_path: Path, capsys: pytest.CaptureFixture[str],
-    content: str, message: str,
-) -> None:  # fmt: skip
+    store: sync_redis.Redis,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    content: str,
+    message: str,
+) -> None:
     csv_file = tmp_path / "accounts.csv"
     csv_file.write_text(content)
     assert run("accounts", "import", str(csv_file)) == 1
@@ -70,8 +76,9 @@ def test_a_bad_row_names_its_line_never_the_address_and_writes_nothing(
     assert store.dbsize() == 0
 
 
-def test_unreadable_files_are_clear_errors(store: sync_redis.Redis, tmp_path: Path,
-                                           capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_unreadable_files_are_clear_errors(
+    store: sync_redis.Redis, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert run("accounts", "import", str(tmp_path / "missing.csv")) == 1
     assert "cannot read" in capsys.readouterr().err
     binary = tmp_path / "binary.csv"
@@ -100,8 +107,10 @@ def test_logins_that_normalise_to_one_key_for_two_accounts_are_refused(
     second row silently took the first one's login over. Now the import names both lines
     (never the logins, which may be addresses) and writes nothing."""
     csv_file = tmp_path / "accounts.csv"
-    csv_file.write_text("login,account_id,email\nstraße,acct-1,a@example.com\n"
-                        "bob,acct-2,b@example.com\nSTRASSE,acct-3,c@example.com\n")  # fmt: skip
+    csv_file.write_text(
+        "login,account_id,email\nstraße,acct-1,a@example.com\n"
+        "bob,acct-2,b@example.com\nSTRASSE,acct-3,c@example.com\n"
+    )
     assert run("accounts", "import", str(csv_file)) == 1
     err = capsys.readouterr().err
     assert "line 4" in err and "line 2" in err

@@ -54,8 +54,9 @@ async def test_admission_tokens_and_queries_on_a_cluster(
             jobs += await cluster_client.xlen(PartitionKeys(partition).send)
             ops.extend(await cluster_client.zrange(PartitionKeys(partition).live, 0, -1))
         assert jobs == len(set(ops)) == len(ACCOUNTS)  # one job per account, none for "nobody"
-        oldest = await (await http.get("/internal/v1/recovery-operations?oldest=50",
-                                       headers=BEARER)).json()  # fmt: skip
+        oldest = await (
+            await http.get("/internal/v1/recovery-operations?oldest=50", headers=BEARER)
+        ).json()
         assert sorted(r["operation_id"] for r in oldest["operations"]) == sorted(ops)
         detail = await http.get(f"/internal/v1/recovery-operations/{ops[0]}", headers=BEARER)
         assert detail.status == 200

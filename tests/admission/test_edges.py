@@ -85,29 +85,80 @@ BAD_INPUT = [
     ("unknown field", LOGIN_ROUTE, b'{"login": "a", "x": 1}', JSON, 422, "unknown_field"),
     ("16 KiB + 1", LOGIN_ROUTE, padded(BIG + 1), JSON, 413, "body_too_large"),
     ("text/plain", LOGIN_ROUTE, b'{"login": "a"}', "text/plain", 415, "unsupported_media_type"),
-    ("form", LOGIN_ROUTE, b"login=a", "application/x-www-form-urlencoded", 415,
-     "unsupported_media_type"),
-    ("unknown entry point", ADMIT_ROUTE, b'{"account_id": "acct-alice", "entry_point": "sms"}',
-     JSON, 422, "invalid_field"),
-    ("bad account id", ADMIT_ROUTE, b'{"account_id": "a b", "entry_point": "agent"}', JSON, 422,
-     "invalid_field"),
-    ("actor too long", ADMIT_ROUTE,
-     b'{"account_id": "acct-alice", "entry_point": "agent", "actor": "' + b"x" * 129 + b'"}',
-     JSON, 422, "invalid_field"),
-    ("actor not a string", ADMIT_ROUTE,
-     b'{"account_id": "acct-alice", "entry_point": "agent", "actor": ["x"]}', JSON, 422,
-     "invalid_field"),
-    ("missing entry point", ADMIT_ROUTE, b'{"account_id": "acct-alice"}', JSON, 422,
-     "missing_field"),
+    (
+        "form",
+        LOGIN_ROUTE,
+        b"login=a",
+        "application/x-www-form-urlencoded",
+        415,
+        "unsupported_media_type",
+    ),
+    (
+        "unknown entry point",
+        ADMIT_ROUTE,
+        b'{"account_id": "acct-alice", "entry_point": "sms"}',
+        JSON,
+        422,
+        "invalid_field",
+    ),
+    (
+        "bad account id",
+        ADMIT_ROUTE,
+        b'{"account_id": "a b", "entry_point": "agent"}',
+        JSON,
+        422,
+        "invalid_field",
+    ),
+    (
+        "actor too long",
+        ADMIT_ROUTE,
+        b'{"account_id": "acct-alice", "entry_point": "agent", "actor": "' + b"x" * 129 + b'"}',
+        JSON,
+        422,
+        "invalid_field",
+    ),
+    (
+        "actor not a string",
+        ADMIT_ROUTE,
+        b'{"account_id": "acct-alice", "entry_point": "agent", "actor": ["x"]}',
+        JSON,
+        422,
+        "invalid_field",
+    ),
+    (
+        "missing entry point",
+        ADMIT_ROUTE,
+        b'{"account_id": "acct-alice"}',
+        JSON,
+        422,
+        "missing_field",
+    ),
     ("admit 16 KiB + 1", ADMIT_ROUTE, b" " * (BIG + 1), JSON, 413, "body_too_large"),
-    ("consume no token", CONSUME_ROUTE,
-     b'{"operation_id": "op-1-01M8KVZDNBE35GX41B1GG54MAF"}', JSON, 422, "missing_field"),
-    ("consume bad id", CONSUME_ROUTE, b'{"operation_id": "op-1", "token": "abc"}', JSON, 422,
-     "invalid_field"),
-    ("consume token with newline", CONSUME_ROUTE,
-     b'{"operation_id": "op-1-01M8KVZDNBE35GX41B1GG54MAF", "token": "abc\\n"}', JSON, 422,
-     "invalid_field"),
-]  # fmt: skip
+    (
+        "consume no token",
+        CONSUME_ROUTE,
+        b'{"operation_id": "op-1-01M8KVZDNBE35GX41B1GG54MAF"}',
+        JSON,
+        422,
+        "missing_field",
+    ),
+    (
+        "consume bad id",
+        CONSUME_ROUTE,
+        b'{"operation_id": "op-1", "token": "abc"}',
+        JSON,
+        422,
+        "invalid_field",
+    ),
+    (
+        "consume token with newline",
+        CONSUME_ROUTE,
+        b'{"operation_id": "op-1-01M8KVZDNBE35GX41B1GG54MAF", "token": "abc\\n"}',
+        JSON,
+        422,
+        "invalid_field",
+    ),
+]
 
 
 @pytest.mark.parametrize(
@@ -116,9 +167,14 @@ BAD_INPUT = [
     ids=[case[0] for case in BAD_INPUT],
 )
 async def test_bad_input_is_refused_with_json_and_writes_nothing(
-    api: TestClient[Any, Any], redis: Redis,
-    route: str, body: bytes, content_type: str, status: int, error: str,
-) -> None:  # fmt: skip
+    api: TestClient[Any, Any],
+    redis: Redis,
+    route: str,
+    body: bytes,
+    content_type: str,
+    status: int,
+    error: str,
+) -> None:
     size = await redis.dbsize()
     headers = {"Content-Type": content_type, **BEARER}
     reply = await api.post(route, data=body, headers=headers)
@@ -169,8 +225,9 @@ async def test_malformed_and_foreign_operation_ids_are_404(api: TestClient[Any, 
 async def test_admitting_an_account_the_directory_lacks_is_404(
     api: TestClient[Any, Any], redis: Redis
 ) -> None:
-    reply = await api.post(ADMIT_ROUTE, json={"account_id": "ghost", "entry_point": "agent"},
-                           headers=BEARER)  # fmt: skip
+    reply = await api.post(
+        ADMIT_ROUTE, json={"account_id": "ghost", "entry_point": "agent"}, headers=BEARER
+    )
     assert reply.status == 404 and (await reply.json())["error"] == "unknown_account"
     assert not [k async for k in redis.scan_iter(f"{PREFIX}:*")]
 
@@ -230,8 +287,10 @@ async def test_operational_routes(api: TestClient[Any, Any], redis: Redis) -> No
         assert ready == {"ready": True, "checks": {"redis": True}}
         text = await (await probe.get("/metrics")).text()
     assert 'resetgate_admissions_total{entry_point="public",result="unknown_login"}' in text
-    assert 'resetgate_http_request_duration_seconds_bucket{le="0.001",method="POST",' \
-           'route="/v1/password-resets",service="admission",status="202"}' in text  # fmt: skip
+    assert (
+        'resetgate_http_request_duration_seconds_bucket{le="0.001",method="POST",'
+        'route="/v1/password-resets",service="admission",status="202"}' in text
+    )
     spec = await (await api.get("/openapi.json")).json()
     assert spec["openapi"].startswith("3.")
     assert not {"/healthz", "/readyz", "/metrics"} & set(spec["paths"])

@@ -49,8 +49,11 @@ async def test_one_intent_one_operation_one_token_across_all_entry_points(
     live = await redis.zrange(pk.live, 0, -1)
     assert live == [agent["operation_id"]] == [replies[4].operation_id]
     assert await redis.xlen(pk.send) == 1
-    counters = {k: int(v) for k, v in (await redis.hgetall(pk.operation(live[0]))).items()
-                if k.startswith("ep:")}  # fmt: skip
+    counters = {
+        k: int(v)
+        for k, v in (await redis.hgetall(pk.operation(live[0]))).items()
+        if k.startswith("ep:")
+    }
     # The creating request plus every convergence: nothing was dropped, nothing duplicated.
     assert counters == {"ep:public": 5, "ep:contact_form": 1, "ep:agent": 1}
     token = parse_keys(TEST_TOKEN_KEYS).derive(live[0])

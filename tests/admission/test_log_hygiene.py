@@ -37,8 +37,15 @@ class RawRecords(logging.Handler):
         self.raw: list[str] = []
 
     def emit(self, record: logging.LogRecord) -> None:
-        self.raw.append(repr((record.getMessage(), getattr(record, "fields", None),
-                              record.exc_info and str(record.exc_info[1]))))  # fmt: skip
+        self.raw.append(
+            repr(
+                (
+                    record.getMessage(),
+                    getattr(record, "fields", None),
+                    record.exc_info and str(record.exc_info[1]),
+                )
+            )
+        )
 
 
 @pytest.fixture
@@ -68,8 +75,11 @@ async def test_driving_the_api_logs_no_address_login_token_or_url(
     async with serving(settings) as http:
         for login in (ALICE[0], BOB[0], "nobody@example.com", "ghost_player", ALICE[0]):
             await public(http, login)  # the fourth and fifth are rate limited
-        await http.post("/v1/password-resets", data=b'{"login": "x@example.com"',
-                        headers={"Content-Type": "application/json"})  # fmt: skip
+        await http.post(
+            "/v1/password-resets",
+            data=b'{"login": "x@example.com"',
+            headers={"Content-Type": "application/json"},
+        )
         op = (await (await internal_admit(http, BOB[1].account_id)).json())["operation_id"]
         tokens = [keys.derive(op), keys.derive(op + "x")]
         await consume(http, op, tokens[1])
@@ -80,8 +90,15 @@ async def test_driving_the_api_logs_no_address_login_token_or_url(
     lines, raw = captured
     text = lines.getvalue()
     assert "unhandled error" in text  # the capture works: the 500 was logged
-    secrets = [ALICE[0], BOB[0], "ghost_player", "carol.player", ALICE[1].email, BOB[1].email,
-               *tokens]  # fmt: skip
+    secrets = [
+        ALICE[0],
+        BOB[0],
+        "ghost_player",
+        "carol.player",
+        ALICE[1].email,
+        BOB[1].email,
+        *tokens,
+    ]
     for where in (text, "\n".join(raw.raw)):
         assert not EMAIL.search(where)
         assert not re.search(r"https?://", where)

@@ -51,12 +51,26 @@ def test_schemathesis_finds_no_server_error_and_no_drift_from_the_document(
     extra = {"RESETGATE_IP_LIMIT_PER_MINUTE": "6000", "RESETGATE_IP_LIMIT_BURST": "100"}
     with admission_process(redis_server.url, log, **extra) as (base, _):
         run = subprocess.run(
-            [str(SCHEMATHESIS), "run", f"{base}/openapi.json", "--checks", "all",
-             "--header", f"Authorization: Bearer {INTERNAL_TOKEN}",
-             "--max-examples", "50", "--workers", "1",
-             "--request-timeout", "5"],
-            cwd=tmp_path, capture_output=True, text=True, timeout=SCHEMATHESIS_TIMEOUT,
-        )  # fmt: skip
+            [
+                str(SCHEMATHESIS),
+                "run",
+                f"{base}/openapi.json",
+                "--checks",
+                "all",
+                "--header",
+                f"Authorization: Bearer {INTERNAL_TOKEN}",
+                "--max-examples",
+                "50",
+                "--workers",
+                "1",
+                "--request-timeout",
+                "5",
+            ],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=SCHEMATHESIS_TIMEOUT,
+        )
     report = run.stdout[-6000:] + run.stderr[-2000:]
     assert run.returncode == 0, report
     assert "passed" in run.stdout

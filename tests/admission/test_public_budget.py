@@ -37,8 +37,9 @@ PARTITIONS = 4
 
 
 def _accounts(prefix: str, count: int) -> list[tuple[str, Account]]:
-    return [(f"{prefix}-{i}", Account(f"acct-{prefix}-{i}", f"p{i}@example.com"))
-            for i in range(count)]  # fmt: skip
+    return [
+        (f"{prefix}-{i}", Account(f"acct-{prefix}-{i}", f"p{i}@example.com")) for i in range(count)
+    ]
 
 
 async def _created(redis: Redis) -> int:
@@ -52,8 +53,9 @@ def _sample(name: str, **labels: str) -> float:
 async def _with_quota(redis: Redis, redis_server: Any, quota: int | None) -> Any:
     settings = admission_settings(redis_server.url)
     if quota is not None:  # as the senders do at start (services/sender/app.publish_quotas)
-        await publish(redis, settings.provider_name,
-                      quota_for(settings.provider_name, None, quota, DAY_MS))  # fmt: skip
+        await publish(
+            redis, settings.provider_name, quota_for(settings.provider_name, None, quota, DAY_MS)
+        )
     return settings
 
 
@@ -63,14 +65,17 @@ async def test_the_quota_attack_leaves_the_reserve_for_agents_and_shows(
     victims, agents = _accounts("victim", 22), _accounts("agent", 6)
     await seed_directory(redis, *victims, *agents)
     settings = await _with_quota(redis, redis_server, QUOTA)
-    refused_before = _sample("resetgate_admissions_total", entry_point="public",
-                             result="budget_exhausted")  # fmt: skip
+    refused_before = _sample(
+        "resetgate_admissions_total", entry_point="public", result="budget_exhausted"
+    )
     async with serving(settings) as http:
         answers = await asyncio.gather(*(public(http, login) for login, _ in victims))
         assert {(a.status, await a.read()) for a in answers} == {(202, RECEIVED_BODY)}
         assert await _created(redis) == PUBLIC
-        refused = _sample("resetgate_admissions_total", entry_point="public",
-                          result="budget_exhausted") - refused_before  # fmt: skip
+        refused = (
+            _sample("resetgate_admissions_total", entry_point="public", result="budget_exhausted")
+            - refused_before
+        )
         assert refused == 22 - PUBLIC
         assert _sample("resetgate_public_budget_used") == PUBLIC
         assert _sample("resetgate_public_budget_limit") == PUBLIC

@@ -24,10 +24,17 @@ async def test_an_operation_shows_its_ledger_budget_and_delivery(
     pk = PartitionKeys(partition_of("acct-3", 4))
     # What the sender writes: two attempts in the ledger, one unreadable row.
     rows = [
-        {"attempt_id": "at-1", "started_at": 1, "ended_at": 2, "outcome": "throttled",
-         "http_status": 429, "decision": "retry", "retry_at": 5000},
+        {
+            "attempt_id": "at-1",
+            "started_at": 1,
+            "ended_at": 2,
+            "outcome": "throttled",
+            "http_status": 429,
+            "decision": "retry",
+            "retry_at": 5000,
+        },
         {"attempt_id": "at-2", "started_at": 6000, "outcome": "in_flight"},
-    ]  # fmt: skip
+    ]
     compact = (codec.dumps_str([r.get(name) for name in LEDGER_FIELDS]) for r in rows)
     await redis.rpush(pk.attempts(op), *compact, "{not json")
     fields = {"attempts": 2, "state": "attempting", "last_status": 429, "next_attempt_at": 5000}

@@ -86,12 +86,14 @@ async def test_the_page_speaks_the_players_language_and_english_otherwise(
         fields = {"operation": op, "token": KEYS.derive(op)}
         pages = {}
         for asked in ("fr-CA,fr;q=0.9,en;q=0.5", "sw,en;q=0.1", "fr;q=0", "es;q=0.2,de;q=0.4", ""):
-            async with http.get("/reset-password", params=fields,
-                                headers={"Accept-Language": asked}) as page:  # fmt: skip
+            async with http.get(
+                "/reset-password", params=fields, headers={"Accept-Language": asked}
+            ) as page:
                 pages[asked] = (page.status, await page.text())
         used = await answer(http.post("/reset-password", data=fields))
-        async with http.post("/reset-password", data=fields,
-                             headers={"Accept-Language": "fr"}) as again:  # fmt: skip
+        async with http.post(
+            "/reset-password", data=fields, headers={"Accept-Language": "fr"}
+        ) as again:
             refused = again.status, await again.text()
     french = pages["fr-CA,fr;q=0.9,en;q=0.5"]
     assert french[0] == 200 and '<html lang="fr">' in french[1]

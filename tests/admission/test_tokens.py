@@ -46,8 +46,10 @@ async def test_a_token_is_valid_once_and_closes_the_live_operation(
     first = await consume(api, op, KEYS.derive(op))
     assert first.status == 200
     assert await first.json() == {
-        "status": "consumed", "operation_id": op, "account_id": ALICE[1].account_id,
-    }  # fmt: skip
+        "status": "consumed",
+        "operation_id": op,
+        "account_id": ALICE[1].account_id,
+    }
     assert await reason(await consume(api, op, KEYS.derive(op))) == (409, "token_used")
     pk = PartitionKeys(partition_of(ALICE[1].account_id, 4))
     # The account's last operation is terminal now, so the account has no live one.
@@ -55,8 +57,9 @@ async def test_a_token_is_valid_once_and_closes_the_live_operation(
     assert await redis.zscore(pk.live, op) is None
     # Never attempted (queued), so not accepted: closed as expired (docs/architecture.md).
     assert await redis.hmget(pk.operation(op), ["state", "reason"]) == [
-        "expired", "token_consumed",
-    ]  # fmt: skip
+        "expired",
+        "token_consumed",
+    ]
 
 
 async def test_wrong_and_foreign_tokens_are_refused_and_change_nothing(
@@ -113,8 +116,9 @@ async def test_a_token_made_under_an_older_key_still_verifies_after_rotation(
         assert (await consume(after, op, token)).status == 200
         # New operations use the new current key; the old key's token for them is worthless.
         assert await reason(await consume(after, fresh, parse_keys(K1_ONLY).derive(fresh))) == (
-            403, "invalid_token",
-        )  # fmt: skip
+            403,
+            "invalid_token",
+        )
         assert (await consume(after, fresh, parse_keys(ROTATED).derive(fresh))).status == 200
 
 

@@ -29,12 +29,20 @@ ON = {"OTEL_TRACES_SAMPLER": "always_on", "OTEL_BSP_SCHEDULE_DELAY": "100"}
 
 
 def admission(redis_url: str, log_dir: Path, **env: str) -> ServiceProcess:
-    return ServiceProcess("admission", {
-        "RESETGATE_REDIS_URL": redis_url, "RESETGATE_TOKEN_KEYS": TEST_TOKEN_KEYS,
-        "RESETGATE_INTERNAL_API_TOKEN": INTERNAL_TOKEN, "RESETGATE_PARTITIONS": str(PARTITIONS),
-        "RESETGATE_SHUTDOWN_GRACE_SECONDS": "2", "RESETGATE_LOG_LEVEL": "DEBUG",
-        "RESETGATE_PUBLIC_RESPONSE_FLOOR_MS": "0", **env,
-    }, log_dir)  # fmt: skip
+    return ServiceProcess(
+        "admission",
+        {
+            "RESETGATE_REDIS_URL": redis_url,
+            "RESETGATE_TOKEN_KEYS": TEST_TOKEN_KEYS,
+            "RESETGATE_INTERNAL_API_TOKEN": INTERNAL_TOKEN,
+            "RESETGATE_PARTITIONS": str(PARTITIONS),
+            "RESETGATE_SHUTDOWN_GRACE_SECONDS": "2",
+            "RESETGATE_LOG_LEVEL": "DEBUG",
+            "RESETGATE_PUBLIC_RESPONSE_FLOOR_MS": "0",
+            **env,
+        },
+        log_dir,
+    )
 
 
 async def ask(process: ServiceProcess, login: str, **headers: str) -> None:
@@ -72,8 +80,9 @@ async def test_a_recovery_request_continues_the_games_trace_and_names_no_person(
 ) -> None:
     await seed_directory(redis)
     async with OtlpReceiver() as receiver:
-        process = admission(redis_server.url, tmp_path,
-                            OTEL_EXPORTER_OTLP_ENDPOINT=receiver.endpoint, **ON)  # fmt: skip
+        process = admission(
+            redis_server.url, tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT=receiver.endpoint, **ON
+        )
         await process.start()
         try:
             await ask(process, ALICE[0], traceparent=TRACEPARENT)
@@ -141,8 +150,13 @@ async def test_the_reset_pages_link_and_the_directorys_query_never_reach_a_span(
     every other request still has its server span, and a client span keeps its URL's path."""
     await seed_directory(redis)
     async with OtlpReceiver() as receiver:
-        process = admission(redis_server.url, tmp_path, RESETGATE_LOCAL_RESET_PAGE="true",
-                            OTEL_EXPORTER_OTLP_ENDPOINT=receiver.endpoint, **ON)  # fmt: skip
+        process = admission(
+            redis_server.url,
+            tmp_path,
+            RESETGATE_LOCAL_RESET_PAGE="true",
+            OTEL_EXPORTER_OTLP_ENDPOINT=receiver.endpoint,
+            **ON,
+        )
         await process.start()
         try:
             link = f"{process.url}{resetpage.PATH}?operation=op-1-x&token={'t' * 43}"
@@ -153,8 +167,11 @@ async def test_the_reset_pages_link_and_the_directorys_query_never_reach_a_span(
         finally:
             await process.stop()
     assert named(spans, "POST /v1/password-resets")
-    assert not [s for s in spans if resetpage.PATH in s.name or s.attributes.get("url.path")
-                == resetpage.PATH]  # fmt: skip
+    assert not [
+        s
+        for s in spans
+        if resetpage.PATH in s.name or s.attributes.get("url.path") == resetpage.PATH
+    ]
     assert personal(spans, ALICE[0], ALICE[1].email, "t" * 43) == []
     login_url = URL("http://user:secret@directory.example/accounts/lookup?login=" + ALICE[0])
     assert tracing.without_query(login_url) == "http://directory.example/accounts/lookup"
@@ -180,10 +197,12 @@ async def test_redis_command_spans_come_only_on_request_and_name_no_argument(
             spans = await receiver.wait_for(lambda got: bool(named(got, "admit script")))
         finally:
             await quiet.stop()
-        assert not [s for s in spans if "db.system" in s.attributes or
-                    "db.system.name" in s.attributes]  # fmt: skip
-        asked = admission(redis_server.url, tmp_path / "asked",
-                          RESETGATE_TRACE_REDIS_COMMANDS="true", **env)  # fmt: skip
+        assert not [
+            s for s in spans if "db.system" in s.attributes or "db.system.name" in s.attributes
+        ]
+        asked = admission(
+            redis_server.url, tmp_path / "asked", RESETGATE_TRACE_REDIS_COMMANDS="true", **env
+        )
         await asked.start()
         try:
             await ask(asked, BOB[0])

@@ -220,5 +220,3 @@ def _matches(alert: dict[str, Any], name: str, state: str, labels: dict[str, str
         and alert["state"] == state
         and all(got.get(key) == value for key, value in labels.items())
     )
-
-

@@ -129,9 +129,23 @@ _RANGES = re.compile(r"\[[^\]]*\]")
 _GROUPING = re.compile(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)")
 _IDENTIFIER = re.compile(r"(?<![\w.:])([A-Za-z_:][\w:]*)(\s*\()?")
 _KEYWORDS = frozenset(
-    {"and", "or", "unless", "bool", "offset", "by", "without", "on", "ignoring",
-     "group_left", "group_right", "inf", "nan", "atan2"}
-)  # fmt: skip
+    {
+        "and",
+        "or",
+        "unless",
+        "bool",
+        "offset",
+        "by",
+        "without",
+        "on",
+        "ignoring",
+        "group_left",
+        "group_right",
+        "inf",
+        "nan",
+        "atan2",
+    }
+)
 
 
 def metric_names(expr: str) -> set[str]:

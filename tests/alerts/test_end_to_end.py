@@ -76,8 +76,9 @@ async def test_a_partition_whose_provider_no_sender_has_is_loud_on_real_processe
                     "PartitionProviderNotConfigured", timeout=60, state="pending"
                 )
             served = await sender.metric("resetgate_partition_unserved", partition="1")
-            unserved = await sender.metric("resetgate_partition_unserved", partition="0",
-                                           provider="primary")  # fmt: skip
+            unserved = await sender.metric(
+                "resetgate_partition_unserved", partition="0", provider="primary"
+            )
     assert alert["labels"]["partition"] == "0" and alert["labels"]["provider"] == "primary"
     assert alert["labels"]["severity"] == "page"
     assert (unserved, served) == (1.0, 0.0)

@@ -67,8 +67,11 @@ async def test_exhausted_operation_pages_through_a_real_prometheus() -> None:
             await prometheus.wait_for_scrapes(timeout=10)
             active = {a["labels"]["alertname"] for a in await prometheus.alerts()}
             assert "OldestEligibleAgeHigh" not in active
-            broken = [(r["name"], r.get("lastError")) for r in await prometheus.rules()
-                      if r["health"] != "ok"]  # fmt: skip
+            broken = [
+                (r["name"], r.get("lastError"))
+                for r in await prometheus.rules()
+                if r["health"] != "ok"
+            ]
             assert not broken
     finally:
         for runner, _ in runners:

@@ -63,8 +63,13 @@ NOT_PAGES = {
     "ArchiveLagHigh": "warning",
 }
 # Alerts built on per-partition metrics must name the partition they fire for.
-PARTITIONED = {"OperationsExhausted", "OldestEligibleAgeHigh", "SendersStalled",
-               "AmbiguousAttemptsRising", "PartitionProviderNotConfigured"}  # fmt: skip
+PARTITIONED = {
+    "OperationsExhausted",
+    "OldestEligibleAgeHigh",
+    "SendersStalled",
+    "AmbiguousAttemptsRising",
+    "PartitionProviderNotConfigured",
+}
 RUNBOOK_URL = re.compile(r"^docs/runbook\.md#([a-z0-9-]+)$")
 
 

@@ -54,8 +54,11 @@ def test_internal_links_resolve() -> None:
     for page in PAGES:
         text = page.read_text()
         links += [(page, anchor) for anchor in re.findall(r"\]\(#([^)]+)\)", text)]
-        links += [(other, anchor) for other in PAGES
-                  for anchor in re.findall(rf"\]\({other.name}#([^)]+)\)", text)]  # fmt: skip
+        links += [
+            (other, anchor)
+            for other in PAGES
+            for anchor in re.findall(rf"\]\({other.name}#([^)]+)\)", text)
+        ]
     assert links
     unresolved = [(p.name, a) for p, a in links if a not in github_anchors(p.read_text())]
     assert not unresolved

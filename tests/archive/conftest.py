@@ -58,10 +58,15 @@ async def archive(archive_dsn: str) -> AsyncIterator[asyncpg.Connection]:
 
 def archiver_settings(redis_url: str, dsn: str, **overrides: Any) -> ArchiverSettings:
     values: dict[str, Any] = {
-        "redis_url": redis_url, "archive_dsn": dsn, "partitions": 4, "archive_batch": 50,
-        "archive_tail_seconds": 3600, "archive_claim_idle_seconds": 1,
-        "consumer_name": "archiver-a", "archive_timeout_seconds": 5,
-    }  # fmt: skip
+        "redis_url": redis_url,
+        "archive_dsn": dsn,
+        "partitions": 4,
+        "archive_batch": 50,
+        "archive_tail_seconds": 3600,
+        "archive_claim_idle_seconds": 1,
+        "consumer_name": "archiver-a",
+        "archive_timeout_seconds": 5,
+    }
     values.update(overrides)
     return ArchiverSettings(**values)
 
@@ -73,8 +78,9 @@ class Settler:
     def __init__(self, redis: Redis, redis_url: str, archive_enabled: bool = True) -> None:
         self.redis = redis
         # No cooldown: an account's next request after a settled one is a new operation.
-        self.settings = make_settings(redis_url, archive_enabled=archive_enabled,
-                                      cooldown_seconds=0)  # fmt: skip
+        self.settings = make_settings(
+            redis_url, archive_enabled=archive_enabled, cooldown_seconds=0
+        )
 
     async def admit(self, account_id: str) -> str:
         admitter = Admitter(self.redis, self.settings, parse_keys(TEST_TOKEN_KEYS))
@@ -90,24 +96,42 @@ class Settler:
         if outcome == "expired":
             now += self.settings.token_ttl_ms + 1
         begun = await BeginAttempt(
-            operation_id=operation_id, attempt_id=f"at-{operation_id}", now=now, lease_ms=60_000,
-            max_attempts=6, consumer="test", entry_id=entry_id,
+            operation_id=operation_id,
+            attempt_id=f"at-{operation_id}",
+            now=now,
+            lease_ms=60_000,
+            max_attempts=6,
+            consumer="test",
+            entry_id=entry_id,
             retention_ms=self.settings.settled_retention_ms,
-        ).run(self.redis)  # fmt: skip
+        ).run(self.redis)
         if outcome == "expired":
             assert begun.code is BeginCode.EXPIRED
             return operation_id
         result = (
-            Finalisation(outcome="accepted", http_status=202, next_state="accepted",
-                         message_id=f"msg-{operation_id}", observe_until=now + 60_000)
+            Finalisation(
+                outcome="accepted",
+                http_status=202,
+                next_state="accepted",
+                message_id=f"msg-{operation_id}",
+                observe_until=now + 60_000,
+            )
             if outcome == "accepted"
-            else Finalisation(outcome="permanent", http_status=422, next_state="failed",
-                              reason="recipient_refused")
-        )  # fmt: skip
+            else Finalisation(
+                outcome="permanent",
+                http_status=422,
+                next_state="failed",
+                reason="recipient_refused",
+            )
+        )
         await FinaliseAttempt(
-            operation_id=operation_id, attempt_id=f"at-{operation_id}", now=now,
-            entry_id=entry_id, result=result, retention_ms=self.settings.settled_retention_ms,
-        ).run(self.redis)  # fmt: skip
+            operation_id=operation_id,
+            attempt_id=f"at-{operation_id}",
+            now=now,
+            entry_id=entry_id,
+            result=result,
+            retention_ms=self.settings.settled_retention_ms,
+        ).run(self.redis)
         return operation_id
 
     async def send_entry(self, operation_id: str) -> str:

@@ -35,8 +35,17 @@ def assert_whole_and_alerted(outcome: Outcome) -> None:
 def outage(n: int, rate: float, seconds: float, timeout: float) -> Plan:
     """A storm of ``n`` at ``rate`` sends/s, PostgreSQL stopped ``seconds`` in its middle,
     the archiver killed mid-batch, Prometheus watching; every operation kept in Redis."""
-    return Plan(n=n, rate=rate, tail_s=3600, outage_s=seconds, kill=True, prometheus=True,
-                memory=False, archiver_env=ARCHIVER_ENV, timeout=timeout)  # fmt: skip
+    return Plan(
+        n=n,
+        rate=rate,
+        tail_s=3600,
+        outage_s=seconds,
+        kill=True,
+        prometheus=True,
+        memory=False,
+        archiver_env=ARCHIVER_ENV,
+        timeout=timeout,
+    )
 
 
 @pytest.mark.timeout(420)  # about 200 s beside a CPU hog (make test-repeat LOAD=1)

@@ -30,8 +30,10 @@ async def count(archive: asyncpg.Connection, table: str) -> int:
 async def test_a_settled_operation_is_archived_as_redis_held_it(
     settler: Settler, archive_dsn: str, archive: asyncpg.Connection
 ) -> None:
-    ops = [await settler.settle(f"acct-{outcome}", outcome)
-           for outcome in ("accepted", "failed", "expired")]  # fmt: skip
+    ops = [
+        await settler.settle(f"acct-{outcome}", outcome)
+        for outcome in ("accepted", "failed", "expired")
+    ]
     before = {op: await settler.held(op) for op in ops}
     async with archiver(settler, archive_dsn) as worker:
         await drain(worker, settler)
@@ -172,9 +174,13 @@ async def test_a_delivery_event_after_the_archive_is_archived_as_a_row(
         await drain(worker, settler)
         assert await count(archive, "delivery_events") == 0
         await ApplyDelivery(
-            message_id=f"msg-{op}", event_type="delivered", occurred_at=clock.now_ms(),
-            now=clock.now_ms(), operation_id=op, mode="",
-        ).run(settler.redis)  # fmt: skip
+            message_id=f"msg-{op}",
+            event_type="delivered",
+            occurred_at=clock.now_ms(),
+            now=clock.now_ms(),
+            operation_id=op,
+            mode="",
+        ).run(settler.redis)
         assert await settler.waiting() == 1
         await drain(worker, settler)
         archived = await read_operation(worker.pool, op)
@@ -193,9 +199,13 @@ async def test_a_delivery_between_read_and_mark_puts_the_operation_back_unexpire
         batch = await worker._read()
         found = await worker._read_operations(batch.operations)
         await ApplyDelivery(
-            message_id=f"msg-{op}", event_type="bounced", occurred_at=clock.now_ms(),
-            now=clock.now_ms(), operation_id=op, mode="",
-        ).run(settler.redis)  # fmt: skip
+            message_id=f"msg-{op}",
+            event_type="bounced",
+            occurred_at=clock.now_ms(),
+            now=clock.now_ms(),
+            operation_id=op,
+            mode="",
+        ).run(settler.redis)
         await worker._mark(found)
         assert await settler.redis.pttl(PartitionKeys.of(op).operation(op)) == -1
         for p, ids in batch.entries.items():

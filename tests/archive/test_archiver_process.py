@@ -23,9 +23,10 @@ from tests.support.sandbox import run_sandbox_process
 
 OPERATIONS = 40
 ARCHIVER_ENV = {
-    "RESETGATE_ARCHIVE_BATCH": "5", "RESETGATE_ARCHIVE_POLL_SECONDS": "0.05",
+    "RESETGATE_ARCHIVE_BATCH": "5",
+    "RESETGATE_ARCHIVE_POLL_SECONDS": "0.05",
     "RESETGATE_ARCHIVE_CLAIM_IDLE_SECONDS": "1",
-}  # fmt: skip
+}
 
 
 async def settled(redis: Redis, ops: list[str]) -> bool:
@@ -54,8 +55,11 @@ async def test_an_archiver_killed_mid_batch_loses_nothing_and_writes_nothing_twi
 ) -> None:
     logs = Path(tempfile.mkdtemp(prefix="rg-archive-"))
     async with run_sandbox_process(**BASELINE) as provider_url:
-        base = {**service_env(redis_server.url, provider_url), "RESETGATE_ARCHIVE_ENABLED": "true",
-                "RESETGATE_ARCHIVE_DSN": archive_dsn}  # fmt: skip
+        base = {
+            **service_env(redis_server.url, provider_url),
+            "RESETGATE_ARCHIVE_ENABLED": "true",
+            "RESETGATE_ARCHIVE_DSN": archive_dsn,
+        }
         async with Processes(logs, base) as processes:
             processes.add("admission")
             processes.add("sender", **SENDER_ENV)

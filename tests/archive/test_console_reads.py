@@ -106,16 +106,30 @@ async def test_the_operation_pages_timeline_still_says_where_the_retry_wait_came
     operation_id = await settler.admit("acct-throttled")
     now, attempt = clock.now_ms(), f"at-{operation_id}"
     await BeginAttempt(
-        operation_id=operation_id, attempt_id=attempt, now=now, lease_ms=60_000,
-        max_attempts=6, consumer="test", entry_id="",
+        operation_id=operation_id,
+        attempt_id=attempt,
+        now=now,
+        lease_ms=60_000,
+        max_attempts=6,
+        consumer="test",
+        entry_id="",
         retention_ms=settler.settings.settled_retention_ms,
-    ).run(settler.redis)  # fmt: skip
-    throttled = Finalisation(outcome="throttled", http_status=429, next_state="deferred",
-                             retry_at=now + 30_000, retry_after_source="delta")  # fmt: skip
+    ).run(settler.redis)
+    throttled = Finalisation(
+        outcome="throttled",
+        http_status=429,
+        next_state="deferred",
+        retry_at=now + 30_000,
+        retry_after_source="delta",
+    )
     await FinaliseAttempt(
-        operation_id=operation_id, attempt_id=attempt, now=now, entry_id="", result=throttled,
+        operation_id=operation_id,
+        attempt_id=attempt,
+        now=now,
+        entry_id="",
+        result=throttled,
         retention_ms=settler.settings.settled_retention_ms,
-    ).run(settler.redis)  # fmt: skip
+    ).run(settler.redis)
     async with console_page(settler, archive_dsn, f"/console/operations/{operation_id}") as page:
         assert "Read from Redis" in page
         assert "the provider said how many seconds to wait" in page

@@ -51,8 +51,11 @@ async def test_the_operation_view_reads_the_archive_for_what_redis_let_go(
     async with api(settler, archive_dsn) as http:
         status, body = await get(http, OPERATION.format(old))
         assert status == 200, body
-        assert (body["source"], body["state"], body["reason"]) == ("archive", "failed",
-                                                                   "recipient_refused")  # fmt: skip
+        assert (body["source"], body["state"], body["reason"]) == (
+            "archive",
+            "failed",
+            "recipient_refused",
+        )
         assert [a["attempt_id"] for a in body["attempt_ledger"]] == [f"at-{old}"]
         status, body = await get(http, OPERATION.format(recent))
         assert (status, body["source"]) == (200, "redis")
@@ -114,8 +117,12 @@ async def test_ops_show_reads_the_archive_and_says_so(settler: Settler, archive_
     def show(**extra: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [sys.executable, "-m", "services.ctl.main", "ops", "show", old, "--json"],
-            env={**env, **extra}, capture_output=True, text=True, timeout=60, check=False,
-        )  # fmt: skip
+            env={**env, **extra},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
 
     done = show(RESETGATE_ARCHIVE_DSN=archive_dsn)
     assert done.returncode == 0, done.stderr

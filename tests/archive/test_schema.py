@@ -48,10 +48,16 @@ def _operation(at: datetime, operation_id: str) -> rows.Batch:
 async def test_retention_drops_whole_months_past_it_and_keeps_the_rest(
     archive: asyncpg.Connection,
 ) -> None:
-    old, kept, current = (datetime(2026, 9, 15, tzinfo=UTC), datetime(2026, 11, 20, tzinfo=UTC),
-                          NOW)  # fmt: skip
-    ids = {"op-0-01JA0000000000000000000000": old, "op-0-01JD0000000000000000000000": kept,
-           "op-0-01JE0000000000000000000000": current}  # fmt: skip
+    old, kept, current = (
+        datetime(2026, 9, 15, tzinfo=UTC),
+        datetime(2026, 11, 20, tzinfo=UTC),
+        NOW,
+    )
+    ids = {
+        "op-0-01JA0000000000000000000000": old,
+        "op-0-01JD0000000000000000000000": kept,
+        "op-0-01JE0000000000000000000000": current,
+    }
     for operation_id, at in ids.items():
         await schema.ensure_month(archive, schema.month_of(at))
         await rows.write(archive, _operation(at, operation_id))
@@ -79,8 +85,11 @@ async def test_the_cli_migrates_a_new_database(postgres: object, archive_dsn: st
         return subprocess.run(
             [sys.executable, "-m", "services.ctl.main", "archive", "migrate"],
             env={**env, "RESETGATE_ARCHIVE_DSN": dsn, "RESETGATE_RUN_DIR": "/nonexistent"},
-            capture_output=True, text=True, timeout=60, check=False,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
 
     first = migrate()
     assert first.returncode == 0, first.stderr

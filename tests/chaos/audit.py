@@ -49,8 +49,11 @@ class Operation:
 
 async def scan_operations(redis: Redis) -> dict[str, Operation]:
     """Every operation hash in the store (attempt ledgers share the prefix: skipped)."""
-    found = [key async for key in redis.scan_iter(match=ANY_PARTITION.operation("*"), count=5000)
-             if not key.endswith(":attempts")]  # fmt: skip
+    found = [
+        key
+        async for key in redis.scan_iter(match=ANY_PARTITION.operation("*"), count=5000)
+        if not key.endswith(":attempts")
+    ]
     operations: dict[str, Operation] = {}
     for start in range(0, len(found), CHUNK):
         async with redis.pipeline(transaction=False) as pipe:
@@ -99,16 +102,22 @@ def ledger_problems(operation: Operation, rows: list[dict[str, Any]]) -> list[st
     expected = 1
     for row in rows:
         if row.get("number") != expected:
-            problems.append(f"{operation.operation_id}: attempt {row.get('number')} where "
-                            f"{expected} was expected")  # fmt: skip
+            problems.append(
+                f"{operation.operation_id}: attempt {row.get('number')} where "
+                f"{expected} was expected"
+            )
         if row.get("outcome") == "in_flight":
-            problems.append(f"{operation.operation_id}: attempt {row.get('number')} left "
-                            f"in flight (state {operation.state})")  # fmt: skip
+            problems.append(
+                f"{operation.operation_id}: attempt {row.get('number')} left "
+                f"in flight (state {operation.state})"
+            )
         # A refunded attempt (no email could have left) gives its number to the next one.
         expected += 0 if row.get("reason") in REFUNDED else 1
     if expected - 1 != operation.attempts:
-        problems.append(f"{operation.operation_id}: {operation.attempts} attempts counted, "
-                        f"{expected - 1} in the ledger")  # fmt: skip
+        problems.append(
+            f"{operation.operation_id}: {operation.attempts} attempts counted, "
+            f"{expected - 1} in the ledger"
+        )
     return problems
 
 
@@ -168,9 +177,12 @@ class Losses:
 
 
 async def losses(
-    redis: Redis, acks: Acks, operations: dict[str, Operation],
-    cases: dict[str, list[dict[str, str]]], crashed_at: float | None,
-) -> Losses:  # fmt: skip
+    redis: Redis,
+    acks: Acks,
+    operations: dict[str, Operation],
+    cases: dict[str, list[dict[str, str]]],
+    crashed_at: float | None,
+) -> Losses:
     lost = Losses()
 
     def age(acked_at: float) -> None:
@@ -208,8 +220,9 @@ def convergence_problems(
     return problems
 
 
-async def emailed_twice(provider_url: str, forgotten: list[str], sent: dict[str, int],
-                        operations: dict[str, Operation]) -> int:  # fmt: skip
+async def emailed_twice(
+    provider_url: str, forgotten: list[str], sent: dict[str, int], operations: dict[str, Operation]
+) -> int:
     """Accounts that got an email for an operation the store forgot *and* one for the
     operation a later request created: the player-visible cost of a lost acknowledgement."""
     emailed = {op.account_id for op in operations.values() if sent.get(op.operation_id)}

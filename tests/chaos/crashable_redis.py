@@ -43,9 +43,21 @@ def volatile_cache() -> Path | None:
     target = Path(tempfile.mkdtemp(prefix="rg-volatile-")) / "volatile_cache.so"
     try:
         subprocess.run(
-            [compiler, "-shared", "-fPIC", "-O2", "-o", str(target), str(SOURCE), "-ldl",
-             "-lpthread"], check=True, capture_output=True, timeout=120,
-        )  # fmt: skip
+            [
+                compiler,
+                "-shared",
+                "-fPIC",
+                "-O2",
+                "-o",
+                str(target),
+                str(SOURCE),
+                "-ldl",
+                "-lpthread",
+            ],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
     except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError):
         return None
     return target

@@ -152,8 +152,11 @@ class Driver:
         return str(answer["operation_id"])
 
     async def _form(self, event_id: str, index: int) -> None:
-        fields = {"event_id": event_id, "topic": "password_reset",
-                  "submitted_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                  "account_id": account_id(index)}  # fmt: skip
+        fields = {
+            "event_id": event_id,
+            "topic": "password_reset",
+            "submitted_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "account_id": account_id(index),
+        }
         await self.client.xadd(CONTACT_FORMS, fields)  # type: ignore[arg-type]
         self.acks.forms[event_id] = (account_id(index), time.monotonic())

@@ -69,8 +69,14 @@ class LinkedServer(DataServer):
     def start(self, timeout: float = 10.0) -> LinkedServer:
         super().start(timeout)
         with redis.Redis(port=self.port, socket_timeout=2) as client:
-            client.acl_setuser(REPL_USER, enabled=True, passwords=[f"+{REPL_PASSWORD}"],
-                               keys=["*"], channels=["*"], commands=["+@all"])  # fmt: skip
+            client.acl_setuser(
+                REPL_USER,
+                enabled=True,
+                passwords=[f"+{REPL_PASSWORD}"],
+                keys=["*"],
+                channels=["*"],
+                commands=["+@all"],
+            )
         return self
 
 
@@ -97,16 +103,20 @@ class Topology(Protocol):
 
 class SentinelTopology:
     def __init__(self) -> None:
-        self.deployment = SentinelDeployment(appendonly=True, appendfsync="always",
-                                             server=LinkedServer).start()  # fmt: skip
-        self.env = {"RESETGATE_REDIS_SENTINELS": self.deployment.addresses,
-                    "RESETGATE_REDIS_SENTINEL_MASTER": MASTER,
-                    # Sentinel names the host; the URL gives the database (and password, TLS).
-                    "RESETGATE_REDIS_URL": "redis://sentinel-named/0"}  # fmt: skip
+        self.deployment = SentinelDeployment(
+            appendonly=True, appendfsync="always", server=LinkedServer
+        ).start()
+        self.env = {
+            "RESETGATE_REDIS_SENTINELS": self.deployment.addresses,
+            "RESETGATE_REDIS_SENTINEL_MASTER": MASTER,
+            # Sentinel names the host; the URL gives the database (and password, TLS).
+            "RESETGATE_REDIS_URL": "redis://sentinel-named/0",
+        }
 
     def client(self) -> RedisClient:
-        return create_client(CommonSettings(redis_sentinels=self.deployment.addresses,
-                                            redis_sentinel_master=MASTER))  # fmt: skip
+        return create_client(
+            CommonSettings(redis_sentinels=self.deployment.addresses, redis_sentinel_master=MASTER)
+        )
 
     def cut_replica(self) -> None:
         cut_replication(self.deployment.primary)
@@ -126,8 +136,9 @@ class SentinelTopology:
 
 class ClusterTopology:
     def __init__(self) -> None:
-        self.servers = RedisClusterServers(replicas=1, server=LinkedServer, appendonly=True,
-                                           appendfsync="always").start(60)  # fmt: skip
+        self.servers = RedisClusterServers(
+            replicas=1, server=LinkedServer, appendonly=True, appendfsync="always"
+        ).start(60)
         self.victim = self.servers.nodes[1]
         self.heir = self.servers.replicas_of[1][0]
         self.env = {"RESETGATE_REDIS_URL": self.servers.url, "RESETGATE_REDIS_CLUSTER": "true"}
@@ -187,9 +198,13 @@ def build(topology: str) -> Topology:
 
 
 def env_for(storm: Storm, topology: Topology, provider_url: str) -> dict[str, str]:
-    env = {**service_env("", provider_url, "WARNING"), **topology.env,
-           "RESETGATE_PROVIDER_KIND": PROVIDER, "RESETGATE_WAIT_REPLICAS": str(storm.wait_replicas),
-           "RESETGATE_WAIT_TIMEOUT_MS": "500"}  # fmt: skip
+    env = {
+        **service_env("", provider_url, "WARNING"),
+        **topology.env,
+        "RESETGATE_PROVIDER_KIND": PROVIDER,
+        "RESETGATE_WAIT_REPLICAS": str(storm.wait_replicas),
+        "RESETGATE_WAIT_TIMEOUT_MS": "500",
+    }
     if not storm.wait_replicas:  # measured on purpose: the sender refuses it otherwise
         env["RESETGATE_KEYLESS_REQUIRE_REPLICA_WAIT"] = "false"
     return env
@@ -200,8 +215,9 @@ async def running(storm: Storm, log_dir: Path) -> AsyncIterator[tuple[Topology, 
     topology = await asyncio.to_thread(build, storm.topology)
     async with AsyncExitStack() as stack:
         stack.callback(topology.stop)
-        provider_url = await stack.enter_async_context(run_sandbox_process(
-            mode=PROVIDER, log_level="WARNING", delivered_delay_seconds=1.0))  # fmt: skip
+        provider_url = await stack.enter_async_context(
+            run_sandbox_process(mode=PROVIDER, log_level="WARNING", delivered_delay_seconds=1.0)
+        )
         client = topology.client()
         stack.push_async_callback(client.aclose)
         await seed_directory(client, storm.operations)  # type: ignore[arg-type]
@@ -221,9 +237,10 @@ async def running(storm: Storm, log_dir: Path) -> AsyncIterator[tuple[Topology, 
 async def run(storm: Storm, log_dir: Path) -> Outcome:
     print(f"failover storm {storm} logs={log_dir}", flush=True)
     outcome = Outcome()
-    async with asyncio.timeout(storm.duration + storm.settle_timeout + 240), running(
-        storm, log_dir
-    ) as (topology, processes, provider_url):  # fmt: skip
+    async with (
+        asyncio.timeout(storm.duration + storm.settle_timeout + 240),
+        running(storm, log_dir) as (topology, processes, provider_url),
+    ):
         admission = processes["admission"].url + "/internal/v1/recovery-operations"
         storming = asyncio.create_task(drive(admission, storm, outcome.acks))
         await asyncio.sleep(storm.duration * storm.kill_at)
@@ -260,8 +277,11 @@ async def drive(url: str, storm: Storm, acks: Acks) -> None:
 
         async def one(index: int) -> None:
             async with limit:
-                body = {"account_id": account_id(index), "entry_point": "agent",
-                        "actor": "failover-storm"}  # fmt: skip
+                body = {
+                    "account_id": account_id(index),
+                    "entry_point": "agent",
+                    "actor": "failover-storm",
+                }
                 await acknowledged(session, url, body, headers, acks)
 
         tasks = []
@@ -273,8 +293,13 @@ async def drive(url: str, storm: Storm, acks: Acks) -> None:
         await asyncio.gather(*tasks)
 
 
-async def acknowledged(session: aiohttp.ClientSession, url: str, body: dict[str, str],
-                       headers: dict[str, str], acks: Acks) -> None:  # fmt: skip
+async def acknowledged(
+    session: aiohttp.ClientSession,
+    url: str,
+    body: dict[str, str],
+    headers: dict[str, str],
+    acks: Acks,
+) -> None:
     deadline, backoff = time.monotonic() + 120, 0.1
     while time.monotonic() < deadline:
         try:
@@ -309,17 +334,25 @@ async def judge(topology: Topology, provider_url: str, storm: Storm, outcome: Ou
         settle_s, outcome.unsettled = await settle(client, storm.settle_timeout)
         operations = await audit.scan_operations(client)  # type: ignore[arg-type]
         outcome.ledger_problems, tally = await audit.ledgers(client, operations)  # type: ignore[arg-type]
-        outcome.lost = await audit.losses(client, outcome.acks, operations, {},  # type: ignore[arg-type]
-                                          outcome.killed_at)  # fmt: skip
+        outcome.lost = await audit.losses(
+            client,
+            outcome.acks,
+            operations,
+            {},  # type: ignore[arg-type]
+            outcome.killed_at,
+        )
         outcome.emails = await audit.emails(provider_url, operations)
         sent = (await sandbox_stats(provider_url))["sent_by_operation"]
     finally:
         await client.aclose()
     after = [at for _, at in outcome.acks.operations.values() if at > outcome.killed_at]
     outcome.report = {
-        "topology": storm.topology, "wait_replicas": storm.wait_replicas,
-        "acknowledged": len(outcome.acks.operations), "retries": outcome.acks.retries,
-        "gave_up": outcome.acks.gave_up, "operations_in_store": len(operations),
+        "topology": storm.topology,
+        "wait_replicas": storm.wait_replicas,
+        "acknowledged": len(outcome.acks.operations),
+        "retries": outcome.acks.retries,
+        "gave_up": outcome.acks.gave_up,
+        "operations_in_store": len(operations),
         "lost_acknowledged": outcome.lost.total,
         "oldest_lost_ack_before_kill_s": max(outcome.lost.ages, default=None),
         "duplicate_sends": outcome.emails["duplicate_sends"],
@@ -331,7 +364,9 @@ async def judge(topology: Topology, provider_url: str, storm: Storm, outcome: Ou
         "promoted_after_s": outcome.promoted_after_s,
         "acks_again_after_s": round(min(after) - outcome.killed_at, 2) if after else None,
         "handed_back_not_replicated": tally.get("attempt_transient", 0),
-        "ledgers": dict(sorted(tally.items())), "settle_s": round(settle_s, 1),
-        "unsettled": len(outcome.unsettled), "exited": outcome.exited,
-    }  # fmt: skip
+        "ledgers": dict(sorted(tally.items())),
+        "settle_s": round(settle_s, 1),
+        "unsettled": len(outcome.unsettled),
+        "exited": outcome.exited,
+    }
     print("failover report " + codec.dumps_str(outcome.report), flush=True)

@@ -103,8 +103,9 @@ class Monkey:
             process = self.stack[name].process
             code = process.returncode if process is not None else None
             if code is not None and code != -signal.SIGKILL:
-                self.record.unexpected_exits.append(f"{name} exited {code}:\n"
-                                                    f"{self.stack[name].tail(15)}")  # fmt: skip
+                self.record.unexpected_exits.append(
+                    f"{name} exited {code}:\n{self.stack[name].tail(15)}"
+                )
                 await self._start(name)
 
     async def _start(self, name: str) -> None:

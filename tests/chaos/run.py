@@ -65,20 +65,34 @@ class Verdict:
 async def run(log_dir: Path, p: Plan) -> Verdict:
     rng = random.Random(p.seed)
     faults = plan(rng, ticks=max(5, int(p.duration / 2.5)))  # one every 1.5-3.5 s
-    print(f"chaos seed={p.seed} fsync={p.appendfsync} crash={p.crash} ops={p.operations} "
-          f"logs={log_dir}", flush=True)  # fmt: skip
+    print(
+        f"chaos seed={p.seed} fsync={p.appendfsync} crash={p.crash} ops={p.operations} "
+        f"logs={log_dir}",
+        flush=True,
+    )
     # Inside the test's own timeout, so that on expiry every process is still stopped.
-    async with asyncio.timeout(p.budget), running_stack(
-        log_dir, appendfsync=p.appendfsync, crash=p.crash, accounts=p.operations, seed=p.seed,
-        log_level=p.log_level,
-    ) as stack:  # fmt: skip
+    async with (
+        asyncio.timeout(p.budget),
+        running_stack(
+            log_dir,
+            appendfsync=p.appendfsync,
+            crash=p.crash,
+            accounts=p.operations,
+            seed=p.seed,
+            log_level=p.log_level,
+        ) as stack,
+    ):
         return await _run_on(stack, p, rng, faults)
 
 
 async def _run_on(stack: Stack, p: Plan, rng: random.Random, faults: list[Any]) -> Verdict:
-    settings = PolicySettings(redis_url=stack.redis_server.url, token_keys=TEST_TOKEN_KEYS,
-                              partitions=PARTITIONS, cooldown_seconds=3600,
-                              redis_timeout_seconds=3)  # fmt: skip
+    settings = PolicySettings(
+        redis_url=stack.redis_server.url,
+        token_keys=TEST_TOKEN_KEYS,
+        partitions=PARTITIONS,
+        cooldown_seconds=3600,
+        redis_timeout_seconds=3,
+    )
     client = create_client(settings)
     timeout = aiohttp.ClientTimeout(total=10)
     monkey = Monkey(stack, faults)
@@ -100,9 +114,11 @@ async def _run_on(stack: Stack, p: Plan, rng: random.Random, faults: list[Any]) 
     settle_seconds, left = await audit.settle(stack.redis, p.settle_timeout)
     verdict = await _audit(stack, driver, monkey)
     verdict.unsettled = left
-    verdict.report.update(load_seconds=round(load_seconds, 1),
-                          settle_seconds=round(settle_seconds, 1),
-                          faults_planned=len(faults))  # fmt: skip
+    verdict.report.update(
+        load_seconds=round(load_seconds, 1),
+        settle_seconds=round(settle_seconds, 1),
+        faults_planned=len(faults),
+    )
     print("chaos report " + codec.dumps_str(verdict.report), flush=True)
     return verdict
 

@@ -33,28 +33,41 @@ PARTITIONS = 8
 SERVICES = ("admission", "sender-1", "sender-2", "poller", "router")
 
 SENDER_ENV = {
-    "RESETGATE_LEASE_SECONDS": "5", "RESETGATE_CONNECT_TIMEOUT_SECONDS": "1",
-    "RESETGATE_TOTAL_TIMEOUT_SECONDS": "2", "RESETGATE_PROMOTE_INTERVAL_SECONDS": "0.1",
-    "RESETGATE_BACKOFF_BASE_SECONDS": "0.1", "RESETGATE_BACKOFF_CAP_SECONDS": "1",
-    "RESETGATE_PROVIDER_MAX_RATE": "2000", "RESETGATE_PROVIDER_BURST": "100",
+    "RESETGATE_LEASE_SECONDS": "5",
+    "RESETGATE_CONNECT_TIMEOUT_SECONDS": "1",
+    "RESETGATE_TOTAL_TIMEOUT_SECONDS": "2",
+    "RESETGATE_PROMOTE_INTERVAL_SECONDS": "0.1",
+    "RESETGATE_BACKOFF_BASE_SECONDS": "0.1",
+    "RESETGATE_BACKOFF_CAP_SECONDS": "1",
+    "RESETGATE_PROVIDER_MAX_RATE": "2000",
+    "RESETGATE_PROVIDER_BURST": "100",
     "RESETGATE_CONCURRENCY": "16",
-}  # fmt: skip
+}
 POLLER_ENV = {
-    "RESETGATE_POLL_INTERVAL_SECONDS": "0.5", "RESETGATE_RECONCILE_GRACE_SECONDS": "4",
-    "RESETGATE_RECONCILE_INTERVAL_SECONDS": "0.5", "RESETGATE_CLOSE_INTERVAL_SECONDS": "1",
-    "RESETGATE_POLL_MAX_REQUESTS_PER_MINUTE": "60000", "RESETGATE_POLL_BURST": "200",
-    "RESETGATE_LEASE_SECONDS": "3", "RESETGATE_ORPHAN_HOLD_SECONDS": "30",
-}  # fmt: skip
+    "RESETGATE_POLL_INTERVAL_SECONDS": "0.5",
+    "RESETGATE_RECONCILE_GRACE_SECONDS": "4",
+    "RESETGATE_RECONCILE_INTERVAL_SECONDS": "0.5",
+    "RESETGATE_CLOSE_INTERVAL_SECONDS": "1",
+    "RESETGATE_POLL_MAX_REQUESTS_PER_MINUTE": "60000",
+    "RESETGATE_POLL_BURST": "200",
+    "RESETGATE_LEASE_SECONDS": "3",
+    "RESETGATE_ORPHAN_HOLD_SECONDS": "30",
+}
 ROUTER_ENV = {"RESETGATE_CLAIM_IDLE_SECONDS": "2", "RESETGATE_BLOCK_MS": "200"}
 # What the sandbox injects while chaos runs: 5xx, accepted-then-dropped connections, and
 # responses slower than the sender's timeout (each of the last two leaves an ambiguous
 # attempt the poller must reconcile without a second email).
 FAULTS: dict[str, Any] = {
-    "error_probability": 0.03, "drop_probability": 0.01,
-    "slow_probability": 0.01, "slow_seconds": 2.5,
-}  # fmt: skip
-NO_FAULTS: dict[str, Any] = {"error_probability": 0.0, "drop_probability": 0.0,
-                             "slow_probability": 0.0}  # fmt: skip
+    "error_probability": 0.03,
+    "drop_probability": 0.01,
+    "slow_probability": 0.01,
+    "slow_seconds": 2.5,
+}
+NO_FAULTS: dict[str, Any] = {
+    "error_probability": 0.0,
+    "drop_probability": 0.0,
+    "slow_probability": 0.0,
+}
 
 
 # CHAOS_PROVIDER=postmark (or sendgrid, mailgun) runs the chaos against the sandbox speaking
@@ -144,10 +157,17 @@ def _add_services(processes: Processes, log_dir: Path, env: dict[str, dict[str, 
 
 @asynccontextmanager
 async def running_stack(
-    log_dir: Path, *, appendfsync: str = "everysec", crash: Crash = Crash.PROCESS,
-    accounts: int = 0, seed: int = 0, log_level: str = "INFO", faults: bool = True,
-    sandbox: dict[str, Any] | None = None, env: dict[str, dict[str, str]] | None = None,
-) -> AsyncIterator[Stack]:  # fmt: skip
+    log_dir: Path,
+    *,
+    appendfsync: str = "everysec",
+    crash: Crash = Crash.PROCESS,
+    accounts: int = 0,
+    seed: int = 0,
+    log_level: str = "INFO",
+    faults: bool = True,
+    sandbox: dict[str, Any] | None = None,
+    env: dict[str, dict[str, str]] | None = None,
+) -> AsyncIterator[Stack]:
     """Redis, the sandbox and the five services, all ready; everything stopped on exit.
 
     ``sandbox``: settings for the sandbox on top of the defaults; ``env``: extra variables
@@ -161,9 +181,14 @@ async def running_stack(
         redis = create_client(CommonSettings(redis_url=server.url, redis_timeout_seconds=10))
         assert isinstance(redis, Redis)
         exit_stack.push_async_callback(redis.aclose)
-        provider = {"seed": seed, "log_level": "WARNING", "delivered_delay_seconds": 1.0,
-                    "mode": PROVIDER_KIND,
-                    **(FAULTS if faults else {}), **(sandbox or {})}  # fmt: skip
+        provider = {
+            "seed": seed,
+            "log_level": "WARNING",
+            "delivered_delay_seconds": 1.0,
+            "mode": PROVIDER_KIND,
+            **(FAULTS if faults else {}),
+            **(sandbox or {}),
+        }
         provider_url = await exit_stack.enter_async_context(run_sandbox_process(**provider))
         processes = await exit_stack.enter_async_context(
             Processes(log_dir, service_env(server.url, provider_url, log_level))

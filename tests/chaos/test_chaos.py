@@ -58,8 +58,14 @@ def check(verdict: run.Verdict, appendfsync: str) -> None:
 @pytest.mark.parametrize("appendfsync", ["everysec", "always"])
 async def test_invariant_10_short_chaos_run(tmp_path: Path, appendfsync: str) -> None:
     refused_by_the_sender(appendfsync)
-    plan = run.Plan(operations=1500, duration=20, appendfsync=appendfsync, crash=SHORT_CRASH,
-                    seed=run.seed(), settle_timeout=150)  # fmt: skip
+    plan = run.Plan(
+        operations=1500,
+        duration=20,
+        appendfsync=appendfsync,
+        crash=SHORT_CRASH,
+        seed=run.seed(),
+        settle_timeout=150,
+    )
     check(await run.run(tmp_path, plan), appendfsync)
 
 
@@ -69,6 +75,13 @@ async def test_invariant_10_short_chaos_run(tmp_path: Path, appendfsync: str) ->
 @pytest.mark.parametrize("appendfsync", ["everysec", "always"])
 async def test_invariant_10_full_chaos_run(tmp_path: Path, appendfsync: str, crash: Crash) -> None:
     refused_by_the_sender(appendfsync)
-    plan = run.Plan(operations=20_000, duration=200, appendfsync=appendfsync, crash=crash,
-                    seed=run.seed(), settle_timeout=600, log_level="WARNING")  # fmt: skip
+    plan = run.Plan(
+        operations=20_000,
+        duration=200,
+        appendfsync=appendfsync,
+        crash=crash,
+        seed=run.seed(),
+        settle_timeout=600,
+        log_level="WARNING",
+    )
     check(await run.run(tmp_path, plan), appendfsync)

@@ -142,8 +142,15 @@ def summarise(
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-@pytest.mark.parametrize("crash", [Crash.PROCESS, pytest.param(Crash.HOST, marks=pytest.mark.skipif(
-    volatile_cache() is None, reason="no C compiler"))])  # fmt: skip
+@pytest.mark.parametrize(
+    "crash",
+    [
+        Crash.PROCESS,
+        pytest.param(
+            Crash.HOST, marks=pytest.mark.skipif(volatile_cache() is None, reason="no C compiler")
+        ),
+    ],
+)
 @pytest.mark.parametrize("appendfsync", ["everysec", "always"])
 async def test_invariant_10_acknowledged_admissions_across_redis_crashes(
     tmp_path: Path, appendfsync: str, crash: Crash

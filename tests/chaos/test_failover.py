@@ -36,8 +36,9 @@ def check(outcome: failover.Outcome, wait_replicas: int) -> None:
 async def test_sentinel_failover_mid_storm_loses_nothing_and_sends_nothing_twice_short(
     tmp_path: Path,
 ) -> None:
-    storm = failover.Storm("sentinel", operations=300, duration=8, wait_replicas=1,
-                           settle_timeout=90)  # fmt: skip
+    storm = failover.Storm(
+        "sentinel", operations=300, duration=8, wait_replicas=1, settle_timeout=90
+    )
     check(await failover.run(storm, tmp_path), storm.wait_replicas)
 
 

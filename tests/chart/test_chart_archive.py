@@ -60,8 +60,10 @@ def test_the_archiver_runs_like_the_other_services(helm: Helm) -> None:
     for key in ("securityContext", "ports", "livenessProbe", "readinessProbe", "envFrom"):
         assert container(archiver)[key] == container(poller)[key], key
     # Scraped like the others: a Service with the metrics port, in the ServiceMonitor.
-    services = {d["metadata"]["labels"]["app.kubernetes.io/component"]: d
-                for d in of_kind(docs, "Service").values()}  # fmt: skip
+    services = {
+        d["metadata"]["labels"]["app.kubernetes.io/component"]: d
+        for d in of_kind(docs, "Service").values()
+    }
     assert [p["name"] for p in services["archiver"]["spec"]["ports"]] == ["metrics"]
     monitored = helm.template({**FROM_SECRET, "metrics.serviceMonitor.enabled": True})
     (monitor,) = of_kind(monitored, "ServiceMonitor").values()
@@ -79,8 +81,10 @@ def test_the_dsn_reaches_only_its_readers_and_only_from_a_secret(
 ) -> None:
     docs = helm.template(values)
     reference = {"secretKeyRef": {"name": secret, "key": key}}
-    readers = {**{c: d for c, d in deployments(docs).items() if c in ("admission", "archiver")},
-               "migrate": next(iter(jobs(docs).values()))}  # fmt: skip
+    readers = {
+        **{c: d for c, d in deployments(docs).items() if c in ("admission", "archiver")},
+        "migrate": next(iter(jobs(docs).values())),
+    }
     for name, workload in readers.items():
         assert env(workload)["RESETGATE_ARCHIVE_DSN"] == reference, name
     for component in ("sender", "poller", "router"):
@@ -130,8 +134,10 @@ def test_the_migration_runs_as_a_hook_job(helm: Helm) -> None:
 
 
 def test_postgres_egress_is_open_to_its_readers_only(helm: Helm) -> None:
-    policies = {d["metadata"]["labels"]["app.kubernetes.io/component"]: d["spec"]
-                for d in of_kind(helm.template(FROM_SECRET), "NetworkPolicy").values()}  # fmt: skip
+    policies = {
+        d["metadata"]["labels"]["app.kubernetes.io/component"]: d["spec"]
+        for d in of_kind(helm.template(FROM_SECRET), "NetworkPolicy").values()
+    }
     ports = {c: {p["port"] for r in s["egress"] for p in r["ports"]} for c, s in policies.items()}
     assert set(policies) == {*CORE, "archiver"}
     assert 5432 in ports["admission"] and 5432 in ports["archiver"]

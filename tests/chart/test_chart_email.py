@@ -20,8 +20,11 @@ MOUNT = "/etc/resetgate/templates"
 
 
 def shipped() -> dict[str, str]:
-    return {str(p.relative_to(DEFAULTS)): p.read_text(encoding="utf-8")
-            for p in sorted(DEFAULTS.rglob("*")) if p.is_file()}  # fmt: skip
+    return {
+        str(p.relative_to(DEFAULTS)): p.read_text(encoding="utf-8")
+        for p in sorted(DEFAULTS.rglob("*"))
+        if p.is_file()
+    }
 
 
 def settings(docs: list[dict[str, Any]]) -> dict[str, str]:
@@ -60,8 +63,10 @@ def test_a_changed_template_rolls_the_senders_and_nothing_else(helm: Helm) -> No
     before = helm.template({"email.templates": shipped()})
     changed = {**shipped(), "fr/subject.txt": "Nouveau mot de passe pour {{ brand }}\n"}
     after = helm.template({"email.templates": changed})
-    assert (annotations(before, "sender")["checksum/templates"]
-            != annotations(after, "sender")["checksum/templates"])  # fmt: skip
+    assert (
+        annotations(before, "sender")["checksum/templates"]
+        != annotations(after, "sender")["checksum/templates"]
+    )
     assert (
         annotations(before, "sender")["checksum/config"]
         == (annotations(after, "sender")["checksum/config"])
@@ -80,14 +85,24 @@ def test_brands_and_hosted_templates_reach_the_services(helm: Helm) -> None:
     brands = {
         "starfall": {"name": "Starfall", "email_from": "Starfall <no-reply@starfall.example>"}
     }
-    docs = helm.template({"email.brands": brands, "email.brandName": "Moonfall",
-                          "email.providerTemplate": "reset-{locale}",
-                          "email.providerTemplateLocales": "en,fr",
-                          "provider.named": [{"name": "primary", "kind": "postmark",
-                                              "url": "https://api.postmarkapp.com",
-                                              "template": "reset-{brand}-{locale}",
-                                              "templateLocales": "en,ja"}],
-                          "secrets.existingSecret": "s"})  # fmt: skip
+    docs = helm.template(
+        {
+            "email.brands": brands,
+            "email.brandName": "Moonfall",
+            "email.providerTemplate": "reset-{locale}",
+            "email.providerTemplateLocales": "en,fr",
+            "provider.named": [
+                {
+                    "name": "primary",
+                    "kind": "postmark",
+                    "url": "https://api.postmarkapp.com",
+                    "template": "reset-{brand}-{locale}",
+                    "templateLocales": "en,ja",
+                }
+            ],
+            "secrets.existingSecret": "s",
+        }
+    )
     data = settings(docs)
     parsed = EmailSettings.model_validate({"brands": json.loads(data["RESETGATE_BRANDS"])})
     assert parsed.brands["starfall"].email_from == "Starfall <no-reply@starfall.example>"

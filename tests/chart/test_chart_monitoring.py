@@ -61,8 +61,12 @@ def test_prometheus_rule_selector_can_be_set(helm: Helm) -> None:
 def test_alert_links_are_absolute_and_required(helm: Helm) -> None:
     docs = helm.template(MONITORING)
     (rule,) = of_kind(docs, "PrometheusRule").values()
-    urls = [r["annotations"]["runbook_url"] for g in rule["spec"]["groups"] for r in g["rules"]
-            if "alert" in r]  # fmt: skip
+    urls = [
+        r["annotations"]["runbook_url"]
+        for g in rule["spec"]["groups"]
+        for r in g["rules"]
+        if "alert" in r
+    ]
     assert urls and all(url.startswith(RUNBOOK_BASE + "#") for url in urls)
     error = helm.template_error(
         {**BASE, "metrics.prometheusRule.enabled": True, "metrics.runbookBaseUrl": ""}

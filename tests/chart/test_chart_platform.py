@@ -167,8 +167,13 @@ def test_admission_and_sender_spread_softly_by_default(helm: Helm) -> None:
             assert labels["app.kubernetes.io/instance"] == "rg"
     for component in ("poller", "router"):
         assert "topologySpreadConstraints" not in pod_spec(docs[component])
-    own = [{"maxSkew": 2, "topologyKey": "kubernetes.io/hostname",
-             "whenUnsatisfiable": "DoNotSchedule"}]  # fmt: skip
+    own = [
+        {
+            "maxSkew": 2,
+            "topologyKey": "kubernetes.io/hostname",
+            "whenUnsatisfiable": "DoNotSchedule",
+        }
+    ]
     custom = deployments(helm.template({"sender.topologySpreadConstraints": own}))
     assert pod_spec(custom["sender"])["topologySpreadConstraints"] == own
 
@@ -213,8 +218,12 @@ def test_the_dev_redis_never_evicts_and_the_rules_ticket_one_that_does(helm: Hel
         "metrics.runbookBaseUrl": "https://x.test/rb",
     }
     (rule,) = of_kind(helm.template(monitoring), "PrometheusRule").values()
-    (unsafe,) = [r for g in rule["spec"]["groups"] for r in g["rules"]
-                 if r.get("alert") == "RedisEvictionPolicyUnsafe"]  # fmt: skip
+    (unsafe,) = [
+        r
+        for g in rule["spec"]["groups"]
+        for r in g["rules"]
+        if r.get("alert") == "RedisEvictionPolicyUnsafe"
+    ]
     assert "resetgate_redis_maxmemory_policy" in unsafe["expr"]
     assert unsafe["labels"]["severity"] == "ticket"
 

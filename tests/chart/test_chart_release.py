@@ -30,9 +30,13 @@ KUBE_VERSION = kubernetes_validate.latest_version()
 def packaged(tmp_path_factory: pytest.TempPathFactory, helm: Helm) -> Path:
     dist = tmp_path_factory.mktemp("dist")
     done = subprocess.run(
-        ["make", "-s", "chart-package", f"CHART_DIST={dist}"], cwd=REPO, capture_output=True,
-        text=True, timeout=300, check=False,
-    )  # fmt: skip
+        ["make", "-s", "chart-package", f"CHART_DIST={dist}"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     return dist / f"resetgate-{VERSION}.tgz"
 
@@ -54,8 +58,13 @@ def test_the_package_carries_the_projects_version_as_chart_and_app_version(
 @functools.cache
 def crd_models() -> Path:
     """tools/install-crd-models.sh: the Prometheus Operator's CRD schemas, offline after once."""
-    done = subprocess.run(["bash", str(REPO / "tools" / "install-crd-models.sh")],
-                          capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+    done = subprocess.run(
+        ["bash", str(REPO / "tools" / "install-crd-models.sh")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert done.returncode == 0, f"cannot get the CRD schemas: {done.stderr}"
     return Path(done.stdout.strip().splitlines()[-1])
 
@@ -68,16 +77,26 @@ def crd_failures(docs: list[Manifest], tmp: Path) -> list[str]:
         paths[-1].write_text(json.dumps(doc))
     models = crd_models()
     command = ["node", str(models / "validate-crd.mjs"), *map(str, paths)]
-    done = subprocess.run(command, cwd=models, capture_output=True, text=True, timeout=60,
-                          check=False)  # fmt: skip
+    done = subprocess.run(
+        command, cwd=models, capture_output=True, text=True, timeout=60, check=False
+    )
     assert done.returncode in (0, 1), done.stderr
     return done.stdout.splitlines()
 
 
 def render(helm: Helm, packaged: Path, kind: str) -> list[Manifest]:
     values = CHART / "examples" / f"{kind}.yaml"
-    done = helm.run("template", "resetgate", str(packaged), "-n", "resetgate", "-f", str(values),
-                    "--kube-version", KUBE_VERSION)  # fmt: skip
+    done = helm.run(
+        "template",
+        "resetgate",
+        str(packaged),
+        "-n",
+        "resetgate",
+        "-f",
+        str(values),
+        "--kube-version",
+        KUBE_VERSION,
+    )
     assert done.returncode == 0, done.stderr
     return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
 
@@ -96,8 +115,9 @@ def test_each_kinds_example_renders_that_provider_and_its_alerts_valid(
     (rule,) = of_kind(docs, "PrometheusRule").values()
     alerts = {r.get("alert") for group in rule["spec"]["groups"] for r in group["rules"]}
     assert "OldestEligibleAgeHigh" in alerts
-    failures = crd_failures([d for d in docs if (d["apiVersion"], d["kind"]) in CUSTOM_KINDS],
-                            tmp_path)  # fmt: skip
+    failures = crd_failures(
+        [d for d in docs if (d["apiVersion"], d["kind"]) in CUSTOM_KINDS], tmp_path
+    )
     for doc in docs:
         if (doc["apiVersion"], doc["kind"]) in CUSTOM_KINDS:
             check_custom(doc)
@@ -113,7 +133,12 @@ def test_the_documented_install_step_gives_every_value_a_real_install_needs() ->
     """It rendered a deployment talking to https://api.provider.example and no alerts."""
     text = (REPO / "docs" / "kubernetes.md").read_text()
     step = text[text.index("2. Install.") : text.index("3. Put admission")]
-    for needed in ("provider.kind", "metrics.prometheusRule.enabled", "metrics.runbookBaseUrl",
-                   "make chart-package", "examples/"):  # fmt: skip
+    for needed in (
+        "provider.kind",
+        "metrics.prometheusRule.enabled",
+        "metrics.runbookBaseUrl",
+        "make chart-package",
+        "examples/",
+    ):
         assert needed in step, needed
     assert not re.search(r"api\.provider\.example", step)

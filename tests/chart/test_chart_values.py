@@ -215,11 +215,17 @@ def test_settings_reach_every_service_through_the_configmap(helm: Helm) -> None:
 
 def test_sentinel_settings_reach_every_service(helm: Helm) -> None:
     sentinels = ["redis-node-0.redis-headless:26379", "redis-node-1.redis-headless:26379"]
-    docs = helm.template({"redis.url": "", "redis.existingSecret": "redis-url",
-                          "redis.sentinel.sentinels": sentinels, "redis.sentinel.tls": True,
-                          "redis.sentinel.masterName": "primary",
-                          "redis.sentinel.existingSecret": "sentinel-auth",
-                          "networkPolicy.enabled": True})  # fmt: skip
+    docs = helm.template(
+        {
+            "redis.url": "",
+            "redis.existingSecret": "redis-url",
+            "redis.sentinel.sentinels": sentinels,
+            "redis.sentinel.tls": True,
+            "redis.sentinel.masterName": "primary",
+            "redis.sentinel.existingSecret": "sentinel-auth",
+            "networkPolicy.enabled": True,
+        }
+    )
     data = config_data(docs)
     assert data["RESETGATE_REDIS_SENTINELS"] == ",".join(sentinels)
     assert data["RESETGATE_REDIS_SENTINEL_MASTER"] == "primary"
@@ -259,14 +265,30 @@ def test_pods_restart_when_their_settings_change(helm: Helm) -> None:
     ("values", "renders"),
     [
         ({"provider.kind": "postmark"}, True),  # the default devRedis.args fsync always
-        ({"provider.kind": "postmark", "durability.keylessRequireFsyncAlways": False,
-          "devRedis.args": ["--appendonly", "yes", "--appendfsync", "everysec"]}, True),
-        ({"provider.kind": "http",
-          "devRedis.args": ["--appendonly", "yes", "--appendfsync", "everysec"]}, True),
-        ({"provider.kind": "sendgrid",
-          "devRedis.args": ["--appendonly", "no", "--appendfsync", "always"]}, False),
+        (
+            {
+                "provider.kind": "postmark",
+                "durability.keylessRequireFsyncAlways": False,
+                "devRedis.args": ["--appendonly", "yes", "--appendfsync", "everysec"],
+            },
+            True,
+        ),
+        (
+            {
+                "provider.kind": "http",
+                "devRedis.args": ["--appendonly", "yes", "--appendfsync", "everysec"],
+            },
+            True,
+        ),
+        (
+            {
+                "provider.kind": "sendgrid",
+                "devRedis.args": ["--appendonly", "no", "--appendfsync", "always"],
+            },
+            False,
+        ),
     ],
-)  # fmt: skip
+)
 def test_dev_redis_keeps_every_write_a_keyless_provider_relies_on(
     helm: Helm, values: dict[str, object], renders: bool
 ) -> None:
@@ -297,8 +319,14 @@ def test_sandbox_provider_runs_when_enabled(helm: Helm) -> None:
 
 @pytest.mark.parametrize("kind", ["sendgrid", "postmark", "mailgun"])
 def test_the_sandbox_answers_as_the_chosen_provider(helm: Helm, kind: str) -> None:
-    docs = helm.template({"sandbox.enabled": True, "provider.url": "", "provider.kind": kind,
-                          "provider.mailgunDomain": "mg.game.example"})  # fmt: skip
+    docs = helm.template(
+        {
+            "sandbox.enabled": True,
+            "provider.url": "",
+            "provider.kind": kind,
+            "provider.mailgunDomain": "mg.game.example",
+        }
+    )
     assert env(deployments(docs)["sandbox"])["RESETGATE_SANDBOX_MODE"] == kind
     data = config_data(docs)
     assert data["RESETGATE_PROVIDER_KIND"] == kind
@@ -306,26 +334,40 @@ def test_the_sandbox_answers_as_the_chosen_provider(helm: Helm, kind: str) -> No
 
 
 def test_ses_uses_the_region_endpoint_not_the_sandbox(helm: Helm) -> None:
-    docs = helm.template({"sandbox.enabled": True, "provider.url": "", "provider.kind": "ses",
-                          "provider.awsRegion": "eu-west-1"})  # fmt: skip
+    docs = helm.template(
+        {
+            "sandbox.enabled": True,
+            "provider.url": "",
+            "provider.kind": "ses",
+            "provider.awsRegion": "eu-west-1",
+        }
+    )
     data = config_data(docs)
     assert (data["RESETGATE_PROVIDER_KIND"], data["AWS_REGION"]) == ("ses", "eu-west-1")
     assert "RESETGATE_PROVIDER_URL" not in data
 
 
 def test_ses_configuration_set_reaches_every_service(helm: Helm) -> None:
-    docs = helm.template({"provider.kind": "ses", "provider.awsRegion": "eu-west-1",
-                          "provider.sesConfigurationSet": "resetgate-events"})  # fmt: skip
+    docs = helm.template(
+        {
+            "provider.kind": "ses",
+            "provider.awsRegion": "eu-west-1",
+            "provider.sesConfigurationSet": "resetgate-events",
+        }
+    )
     assert config_data(docs)["RESETGATE_SES_CONFIGURATION_SET"] == "resetgate-events"
     unset = config_data(helm.template({"provider.kind": "ses", "provider.awsRegion": "eu-west-1"}))
     assert "RESETGATE_SES_CONFIGURATION_SET" not in unset
 
 
 def test_the_refusals_guard_is_set_only_when_given(helm: Helm) -> None:
-    data = config_data(helm.template({"config.refusalGuardOperations": 0,
-                                      "config.refusalGuardWindowSeconds": 60}))  # fmt: skip
-    assert (data["RESETGATE_REFUSAL_GUARD_OPERATIONS"],
-            data["RESETGATE_REFUSAL_GUARD_WINDOW_SECONDS"]) == ("0", "60")  # fmt: skip
+    data = config_data(
+        helm.template({"config.refusalGuardOperations": 0, "config.refusalGuardWindowSeconds": 60})
+    )
+    assert (
+        data["RESETGATE_REFUSAL_GUARD_OPERATIONS"],
+        data["RESETGATE_REFUSAL_GUARD_WINDOW_SECONDS"],
+    ) == ("0", "60")
     assert "RESETGATE_REFUSAL_GUARD_OPERATIONS" not in config_data(helm.template({}))
 
 
@@ -385,9 +427,14 @@ def test_install_notes_render(helm: Helm, tmp_path: Path, values_file: str) -> N
     (chart / "notes.src").write_text((CHART / "templates" / "NOTES.txt").read_text())
     (chart / "templates" / "notes-probe.yaml").write_text(NOTES_PROBE)
     done = helm.run(
-        "template", "rg", str(chart), "-f", str(chart / values_file),
-        "--show-only", "templates/notes-probe.yaml",
-    )  # fmt: skip
+        "template",
+        "rg",
+        str(chart),
+        "-f",
+        str(chart / values_file),
+        "--show-only",
+        "templates/notes-probe.yaml",
+    )
     assert done.returncode == 0, done.stderr
     notes = yaml.safe_load(done.stdout)["data"]["notes"]
     assert "port-forward svc/rg-resetgate-admission 8080:8080" in notes
@@ -399,12 +446,16 @@ def test_install_notes_render(helm: Helm, tmp_path: Path, values_file: str) -> N
 NAMED = {
     "provider.named": [
         {"name": "primary", "kind": "sendgrid", "url": "https://api.sendgrid.com", "maxRate": 80},
-        {"name": "standby", "kind": "mailgun", "url": "https://api.mailgun.net",
-         "mailgunDomain": "mg.game.example"},
+        {
+            "name": "standby",
+            "kind": "mailgun",
+            "url": "https://api.mailgun.net",
+            "mailgunDomain": "mg.game.example",
+        },
         {"name": "aws", "kind": "ses"},
     ],
     "provider.awsRegion": "eu-west-1",
-}  # fmt: skip
+}
 
 
 def test_named_providers_reach_the_services_as_resetgate_providers(helm: Helm) -> None:
@@ -422,12 +473,18 @@ def test_named_providers_reach_the_services_as_resetgate_providers(helm: Helm) -
 
 def test_named_provider_keys_reach_only_the_sender_and_the_poller(helm: Helm) -> None:
     docs = helm.template(NAMED)
-    named = {"RESETGATE_PROVIDER_PRIMARY_API_KEY": "provider-primary-api-key",
-             "RESETGATE_PROVIDER_STANDBY_API_KEY": "provider-standby-api-key"}  # fmt: skip
+    named = {
+        "RESETGATE_PROVIDER_PRIMARY_API_KEY": "provider-primary-api-key",
+        "RESETGATE_PROVIDER_STANDBY_API_KEY": "provider-standby-api-key",
+    }
     for component, deployment in deployments(docs).items():
-        refs = {k: v["secretKeyRef"]["key"] for k, v in env(deployment).items()
-                if isinstance(v, dict) and k.startswith("RESETGATE_PROVIDER_")
-                and k != "RESETGATE_PROVIDER_API_KEY"}  # fmt: skip
+        refs = {
+            k: v["secretKeyRef"]["key"]
+            for k, v in env(deployment).items()
+            if isinstance(v, dict)
+            and k.startswith("RESETGATE_PROVIDER_")
+            and k != "RESETGATE_PROVIDER_API_KEY"
+        }
         assert refs == (named if component in ("sender", "poller") else {}), component
 
 
@@ -435,8 +492,14 @@ def test_the_chart_stores_each_named_providers_key_when_it_creates_the_secret(
     helm: Helm,
 ) -> None:
     keys = {"primary": "sg-key", "standby": "mg-key"}
-    docs = helm.template({**NAMED, "secrets.existingSecret": "", **SECRET_VALUES,
-                          "secrets.namedProviderApiKeys": keys})  # fmt: skip
+    docs = helm.template(
+        {
+            **NAMED,
+            "secrets.existingSecret": "",
+            **SECRET_VALUES,
+            "secrets.namedProviderApiKeys": keys,
+        }
+    )
     (secret,) = of_kind(docs, "Secret").values()
     assert secret["data"]["provider-primary-api-key"] == base64.b64encode(b"sg-key").decode()
     assert secret["data"]["provider-standby-api-key"] == base64.b64encode(b"mg-key").decode()
@@ -446,8 +509,9 @@ def test_the_chart_stores_each_named_providers_key_when_it_creates_the_secret(
 def test_the_failover_policy_reaches_the_senders_only_where_set(helm: Helm) -> None:
     listed: list[dict[str, Any]] = NAMED["provider.named"]  # type: ignore[assignment]
     named = [{**listed[0], "failoverTo": "standby"}, *listed[1:]]
-    data = config_data(helm.template({**NAMED, "provider.named": named,
-                                      "config.failoverAfterSeconds": 600}))  # fmt: skip
+    data = config_data(
+        helm.template({**NAMED, "provider.named": named, "config.failoverAfterSeconds": 600})
+    )
     assert data["RESETGATE_FAILOVER_PRIMARY"] == "standby"
     assert data["RESETGATE_FAILOVER_AFTER_SECONDS"] == "600"
     assert "RESETGATE_FAILOVER_STANDBY" not in data and "RESETGATE_FAILOVER_AWS" not in data
@@ -469,10 +533,14 @@ def test_named_providers_default_to_the_in_chart_sandbox(helm: Helm) -> None:
         ([{"name": "a", "kind": "http", "url": "https://x"}] * 2, "lists a twice"),
         ([{"name": "m", "kind": "mailgun", "url": "https://x"}], "m (mailgun) needs mailgunDomain"),
         ([{"name": "h", "kind": "http"}], "h has no url"),
-        ([{"name": "a", "kind": "http", "url": "https://x", "failoverTo": "b"}],
-         "a fails over to \"b\": name another provider.named entry"),
-        ([{"name": "a", "kind": "http", "url": "https://x", "failoverTo": "a"}],
-         "a fails over to \"a\""),
+        (
+            [{"name": "a", "kind": "http", "url": "https://x", "failoverTo": "b"}],
+            'a fails over to "b": name another provider.named entry',
+        ),
+        (
+            [{"name": "a", "kind": "http", "url": "https://x", "failoverTo": "a"}],
+            'a fails over to "a"',
+        ),
     ],
 )
 def test_named_providers_are_refused_with_a_clear_message(
@@ -499,8 +567,10 @@ def test_the_schema_refuses_a_provider_name_the_services_would_refuse(helm: Helm
 
 def test_otel_settings_reach_every_service_and_only_otel_names_are_accepted(helm: Helm) -> None:
     endpoint = "http://otel-collector.monitoring:4318"
-    otel = {"tracing.otel.OTEL_EXPORTER_OTLP_ENDPOINT": endpoint,
-            "tracing.otel.OTEL_TRACES_SAMPLER": "always_on"}  # fmt: skip
+    otel = {
+        "tracing.otel.OTEL_EXPORTER_OTLP_ENDPOINT": endpoint,
+        "tracing.otel.OTEL_TRACES_SAMPLER": "always_on",
+    }
     data = config_data(helm.template(otel))
     assert data["OTEL_EXPORTER_OTLP_ENDPOINT"] == endpoint
     assert data["OTEL_TRACES_SAMPLER"] == "always_on"

@@ -111,22 +111,37 @@ def test_each_named_provider_has_its_own_webhook_credential_and_queue(helm: Helm
         **WEBHOOKS,
         "provider.awsRegion": "eu-west-1",
         "provider.named": [
-            {"name": "primary", "kind": "sendgrid", "url": "https://api.sendgrid.com",
-             "sendgridPublicKey": "S0VZLVBSSU1BUlk="},
-            {"name": "standby", "kind": "sendgrid", "url": "https://api.sendgrid.com",
-             "sendgridPublicKey": "S0VZLVNUQU5EQlk="},
-            {"name": "backup", "kind": "mailgun", "url": "https://api.mailgun.net",
-             "mailgunDomain": "mg.game.example"},
+            {
+                "name": "primary",
+                "kind": "sendgrid",
+                "url": "https://api.sendgrid.com",
+                "sendgridPublicKey": "S0VZLVBSSU1BUlk=",
+            },
+            {
+                "name": "standby",
+                "kind": "sendgrid",
+                "url": "https://api.sendgrid.com",
+                "sendgridPublicKey": "S0VZLVNUQU5EQlk=",
+            },
+            {
+                "name": "backup",
+                "kind": "mailgun",
+                "url": "https://api.mailgun.net",
+                "mailgunDomain": "mg.game.example",
+            },
             {"name": "aws", "kind": "ses", "sesQueueUrl": "https://sqs.example/q"},
         ],
-    }  # fmt: skip
+    }
     poller = env(deployments(helm.template(values))["poller"])
     assert poller["RESETGATE_PROVIDER_PRIMARY_SENDGRID_WEBHOOK_PUBLIC_KEY"] == "S0VZLVBSSU1BUlk="
     assert poller["RESETGATE_PROVIDER_STANDBY_SENDGRID_WEBHOOK_PUBLIC_KEY"] == "S0VZLVNUQU5EQlk="
     assert poller["RESETGATE_PROVIDER_BACKUP_MAILGUN_WEBHOOK_SIGNING_KEY"] == {
-        "secretKeyRef": {"name": "resetgate-webhooks",
-                         "key": "provider-backup-mailgun-webhook-signing-key", "optional": True}
-    }  # fmt: skip
+        "secretKeyRef": {
+            "name": "resetgate-webhooks",
+            "key": "provider-backup-mailgun-webhook-signing-key",
+            "optional": True,
+        }
+    }
     assert poller["RESETGATE_PROVIDER_AWS_SES_QUEUE_URL"] == "https://sqs.example/q"
     assert "RESETGATE_PROVIDER_PRIMARY_MAILGUN_WEBHOOK_SIGNING_KEY" not in poller
     # The per-kind path of a single provider stays as it was.

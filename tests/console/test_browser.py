@@ -177,8 +177,9 @@ class Pages:
         self.driver.save_screenshot(str(self.shots / f"{name}.png"))
 
     def wait_for(self, text: str, timeout: float = 20, reload: bool = True) -> None:
-        chromium.wait_for(self.driver, lambda: self.driver.page_source,
-                          lambda page: text in page, timeout, reload)  # fmt: skip
+        chromium.wait_for(
+            self.driver, lambda: self.driver.page_source, lambda page: text in page, timeout, reload
+        )
         self.check()
 
 
@@ -284,8 +285,9 @@ async def test_console_in_chromium_during_a_storm(
 
     # The paused partition drains (attempts a sender had already taken finish), then stands.
     pages.open("/console/providers")
-    chromium.wait_for(driver, lambda: _partition_row(pages, partition),
-                      lambda row: "draining" not in row, 30)  # fmt: skip
+    chromium.wait_for(
+        driver, lambda: _partition_row(pages, partition), lambda row: "draining" not in row, 30
+    )
     pages.check()
     pages.shot("providers")
     waiting = await _still_waiting(stack, partition)
@@ -344,7 +346,8 @@ async def test_console_in_chromium_during_a_storm(
     badge = driver.find_element(By.CSS_SELECTOR, "td .state-bounced")
     assert badge.text == "accepted, then bounced"
     assert badge.value_of_css_property("color") != driver.find_element(
-        By.TAG_NAME, "main").value_of_css_property("color")  # fmt: skip
+        By.TAG_NAME, "main"
+    ).value_of_css_property("color")
 
     pages.open("/console/providers")
     throttled = driver.find_element(By.XPATH, "//section[1]//tbody/tr/td[7]").text
@@ -353,8 +356,13 @@ async def test_console_in_chromium_during_a_storm(
     # 429s per minute (sampled every 10 s: the figures follow without a reload).
     pages.open("/console/")
     hour = "//section[h2[@id='hour-h']]//tbody/tr[1]"
-    chromium.wait_for(driver, lambda: pages.driver.find_element(By.XPATH, hour).text,
-                      lambda row: bool(STORM_HOUR.search(row)), 30, reload=False)  # fmt: skip
+    chromium.wait_for(
+        driver,
+        lambda: pages.driver.find_element(By.XPATH, hour).text,
+        lambda row: bool(STORM_HOUR.search(row)),
+        30,
+        reload=False,
+    )
     chromium.scroll_to(driver, "//section[h2[@id='hour-h']]")
     pages.shot("home-storm")
     pages.check()

@@ -54,9 +54,13 @@ class Stack:
 def _provider_env(sandbox: str) -> dict[str, str]:
     env = {"RESETGATE_PROVIDERS": "primary,standby"}
     for name in ("PRIMARY", "STANDBY"):
-        env.update({f"RESETGATE_PROVIDER_{name}_KIND": "http",
-                    f"RESETGATE_PROVIDER_{name}_URL": sandbox,
-                    f"RESETGATE_PROVIDER_{name}_API_KEY": SANDBOX_API_KEY})  # fmt: skip
+        env.update(
+            {
+                f"RESETGATE_PROVIDER_{name}_KIND": "http",
+                f"RESETGATE_PROVIDER_{name}_URL": sandbox,
+                f"RESETGATE_PROVIDER_{name}_API_KEY": SANDBOX_API_KEY,
+            }
+        )
     return env
 
 
@@ -64,22 +68,34 @@ def _provider_env(sandbox: str) -> dict[str, str]:
 async def stack(redis: Redis, redis_server: Any, tmp_path: Path) -> AsyncIterator[Stack]:
     async with run_sandbox_process(send_rate_per_second=50) as sandbox:
         base = {
-            "RESETGATE_REDIS_URL": redis_server.url, "RESETGATE_TOKEN_KEYS": TEST_TOKEN_KEYS,
-            "RESETGATE_INTERNAL_API_TOKEN": TOKEN, "RESETGATE_PARTITIONS": str(PARTITIONS),
-            "RESETGATE_SHUTDOWN_GRACE_SECONDS": "3", **_provider_env(sandbox),
-        }  # fmt: skip
+            "RESETGATE_REDIS_URL": redis_server.url,
+            "RESETGATE_TOKEN_KEYS": TEST_TOKEN_KEYS,
+            "RESETGATE_INTERNAL_API_TOKEN": TOKEN,
+            "RESETGATE_PARTITIONS": str(PARTITIONS),
+            "RESETGATE_SHUTDOWN_GRACE_SECONDS": "3",
+            **_provider_env(sandbox),
+        }
         on_call, support = free_port(), free_port()
         async with Processes(tmp_path, base) as processes:
             processes.add("admission", RESETGATE_CONSOLE_PORT=str(on_call))
             # A second admission whose token sign-in gets the read role only: support.
             processes.services["support"] = ServiceProcess(
-                "support", {**base, "RESETGATE_CONSOLE_PORT": str(support),
-                            "RESETGATE_CONSOLE_TOKEN_ROLE": "read"},
-                tmp_path, module="services.admission",
-            )  # fmt: skip
+                "support",
+                {
+                    **base,
+                    "RESETGATE_CONSOLE_PORT": str(support),
+                    "RESETGATE_CONSOLE_TOKEN_ROLE": "read",
+                },
+                tmp_path,
+                module="services.admission",
+            )
             await asyncio.gather(*(processes.start(n) for n in processes.services))
-            yield Stack(redis, processes["admission"].url, f"http://127.0.0.1:{on_call}",
-                        f"http://127.0.0.1:{support}")  # fmt: skip
+            yield Stack(
+                redis,
+                processes["admission"].url,
+                f"http://127.0.0.1:{on_call}",
+                f"http://127.0.0.1:{support}",
+            )
 
 
 def replaced(old: WebElement) -> Any:
@@ -125,9 +141,7 @@ class Browser:
     def chart(self, provider: str) -> str:
         return self.text(f"//tr[@data-chart='{provider}']")
 
-    def wait_for(
-        self, read: Any, condition: Any, timeout: float = 30, reload: bool = True
-    ) -> str:
+    def wait_for(self, read: Any, condition: Any, timeout: float = 30, reload: bool = True) -> str:
         return chromium.wait_for(self.driver, read, condition, timeout, reload)
 
     def find(self, query: str, by: str = "id") -> None:
@@ -162,8 +176,9 @@ async def _report(stack: Stack, provider: str, accepted: int, throttled: int) ->
     """What a sender tells the provider's shared schedule: its accepted sends with a
     reservation, each 429 as feedback (the pacer's scripts, as services/sender/pacer.py)."""
     now = clock.now_ms()
-    await PaceAcquire(provider=provider, now=now, ceiling=50, burst=5, want=1,
-                      accepted=accepted, tuning=Tuning()).run(stack.redis)  # fmt: skip
+    await PaceAcquire(
+        provider=provider, now=now, ceiling=50, burst=5, want=1, accepted=accepted, tuning=Tuning()
+    ).run(stack.redis)
     for _ in range(throttled):
         seen = Observation(now, now, throttled=True)
         await PaceFeedback(provider=provider, seen=seen, floor=1, tuning=Tuning()).run(stack.redis)
@@ -196,8 +211,12 @@ async def test_two_providers_in_chromium(
     # stays as admitted.
     await control.pause_partitions(stack.redis, [2], "watching a bounce spike")
     ops = await _admit(stack, 12)
-    browser.wait_for(lambda: browser.text("//div[@data-count='live']//strong"),
-                     lambda shown: shown == "12", timeout=60, reload=False)  # fmt: skip
+    browser.wait_for(
+        lambda: browser.text("//div[@data-count='live']//strong"),
+        lambda shown: shown == "12",
+        timeout=60,
+        reload=False,
+    )
     assert "Partition 2 paused" in browser.text("//section[h2[@id='pauses-h']]")
     oldest = browser.text("//section[h2[@id='oldest-h']]")
     waiting = [op for op in ops if await _state(stack, op) == "queued"]
@@ -221,8 +240,9 @@ async def test_two_providers_in_chromium(
     browser.shot("home-charts", "//section[h2[@id='lines-h']]")
 
     # A pause of primary (as the sender writes it on an account refusal) shows on its line.
-    await control.provider_pause(stack.redis, "primary", control.PauseKind.ACCOUNT,
-                                 "sandbox: sending domain suspended")  # fmt: skip
+    await control.provider_pause(
+        stack.redis, "primary", control.PauseKind.ACCOUNT, "sandbox: sending domain suspended"
+    )
     line = browser.wait_for(lambda: browser.line("primary"), lambda t: "paused" in t)
     assert "paused: account" in line and "sending domain suspended" in line
     assert "Resume primary…" in line
@@ -275,8 +295,11 @@ async def test_two_providers_in_chromium(
     # Who did what: the resume, the switch and the rollback, each once, with the actor.
     audit = await _audit(stack.redis)
     done = [(a["actor"], a["action"]) for a in audit if a["result"].startswith("done")]
-    assert done == [("console:maria", "provider-resume"), ("console:maria", "provider-switch"),
-                    ("console:maria", "provider-rollback")]  # fmt: skip
+    assert done == [
+        ("console:maria", "provider-resume"),
+        ("console:maria", "provider-switch"),
+        ("console:maria", "provider-rollback"),
+    ]
     browser.open("/console/audit?provider=standby")
     trail = browser.text("//main")
     assert "provider-switch" in trail and "provider-rollback" in trail

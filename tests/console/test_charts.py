@@ -28,8 +28,9 @@ T0 = 1_800_000_000_000 // MINUTE * MINUTE  # a minute's start
 
 async def _sends(redis: Redis, provider: str, now: int, accepted: int, throttled: int) -> None:
     """What a sender reports: accepted sends with a reservation, each 429 as feedback."""
-    await PaceAcquire(provider=provider, now=now, ceiling=100, burst=5, want=1,
-                      accepted=accepted, tuning=Tuning()).run(redis)  # fmt: skip
+    await PaceAcquire(
+        provider=provider, now=now, ceiling=100, burst=5, want=1, accepted=accepted, tuning=Tuning()
+    ).run(redis)
     for _ in range(throttled):
         seen = Observation(now, now, throttled=True)
         await PaceFeedback(provider=provider, seen=seen, floor=1, tuning=Tuning()).run(redis)

@@ -39,9 +39,15 @@ async def _state(redis: Redis, op: str) -> str:
 async def _never_sends(redis: Redis, op: str) -> None:
     """What a sender holding the stale job would do: begin_attempt skips it, release is refused."""
     begun = await BeginAttempt(
-        operation_id=op, attempt_id=ids.attempt_id(), now=clock.now_ms(), lease_ms=30_000,
-        max_attempts=6, consumer="c1", entry_id="", retention_ms=RETENTION_MS,
-    ).run(redis)  # fmt: skip
+        operation_id=op,
+        attempt_id=ids.attempt_id(),
+        now=clock.now_ms(),
+        lease_ms=30_000,
+        max_attempts=6,
+        consumer="c1",
+        entry_id="",
+        retention_ms=RETENTION_MS,
+    ).run(redis)
     assert begun.code is BeginCode.SKIP
     assert not (await actions.release(redis, op, "cli:bob")).done
     assert await _state(redis, op) == str(CLOSED_AS)
@@ -56,8 +62,9 @@ async def test_on_call_closes_from_the_console_support_is_refused_and_nothing_is
         headers = await sign_in(http, "sue")
         assert (await http.get(path, headers=headers)).status == 403
         csrf = await csrf_from(http, "/console/", headers)  # a valid form token, no act role
-        posted = await http.post(path, data={"csrf": csrf, "reason": "dup"}, headers=headers,
-                                 allow_redirects=False)  # fmt: skip
+        posted = await http.post(
+            path, data={"csrf": csrf, "reason": "dup"}, headers=headers, allow_redirects=False
+        )
         assert posted.status == 403
     assert await _state(redis, op) == "review"
     async with console(console_settings(redis_server.url)) as http:
@@ -66,15 +73,21 @@ async def test_on_call_closes_from_the_console_support_is_refused_and_nothing_is
         assert f'href="{path}"' in page
         confirm = await get_text(http, path, headers)
         assert "without sending it" in confirm and "ends as failed" in confirm
-        forged = await http.post(path, data={"csrf": "0" * 64, "reason": "dup"},
-                                 headers=headers, allow_redirects=False)  # fmt: skip
+        forged = await http.post(
+            path, data={"csrf": "0" * 64, "reason": "dup"}, headers=headers, allow_redirects=False
+        )
         assert forged.status == 403 and await _state(redis, op) == "review"
         csrf = await csrf_from(http, path, headers)
-        done = await http.post(path, data={"csrf": csrf, "reason": "player got it by phone"},
-                               headers=headers, allow_redirects=False)  # fmt: skip
+        done = await http.post(
+            path,
+            data={"csrf": csrf, "reason": "player got it by phone"},
+            headers=headers,
+            allow_redirects=False,
+        )
         assert done.status == 303 and done.headers["Location"].endswith("result=closed")
-        again = await http.post(path, data={"csrf": csrf, "reason": "twice"}, headers=headers,
-                                allow_redirects=False)  # fmt: skip
+        again = await http.post(
+            path, data={"csrf": csrf, "reason": "twice"}, headers=headers, allow_redirects=False
+        )
         assert again.status == 409
     pk = PartitionKeys.of(op)
     assert await _state(redis, op) == "failed"

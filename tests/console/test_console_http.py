@@ -119,8 +119,9 @@ async def test_sign_in_attempts_are_limited_per_address_whatever_the_token(
 
     async def attempt(http: Any, form: dict[str, str], forwarded_for: str = "") -> Any:
         headers = {"X-Forwarded-For": forwarded_for} if forwarded_for else {}
-        return await http.post("/console/sign-in", data=form, headers=headers,
-                               allow_redirects=False)  # fmt: skip
+        return await http.post(
+            "/console/sign-in", data=form, headers=headers, allow_redirects=False
+        )
 
     async with console(console_settings(redis_server.url, **limit, **LOOPBACK)) as http:
         for _ in range(5):  # a sign-in that works forgets the attempts before it

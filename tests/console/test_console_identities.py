@@ -23,8 +23,9 @@ USER = "X-Forwarded-User"
 
 
 async def _sign_in(http: Any, form: dict[str, str], headers: Any) -> int:
-    response = await http.post("/console/sign-in", data=form, headers=headers,
-                               allow_redirects=False)  # fmt: skip
+    response = await http.post(
+        "/console/sign-in", data=form, headers=headers, allow_redirects=False
+    )
     return int(response.status)
 
 
@@ -48,16 +49,20 @@ async def test_every_forwarded_for_line_counts_for_the_sign_in_limit(
         statuses = []
         for i in range(5):
             # The client's own line first, then the line our proxy added.
-            lines = CIMultiDict([("X-Forwarded-For", f"198.18.0.{i}"),
-                                 ("X-Forwarded-For", "203.0.113.5")])  # fmt: skip
+            lines = CIMultiDict(
+                [("X-Forwarded-For", f"198.18.0.{i}"), ("X-Forwarded-For", "203.0.113.5")]
+            )
             statuses.append(await _sign_in(http, WRONG, lines))
         assert statuses == [401, 401, 401, 429, 429]
 
 
 def _proxy(act_users: str, redis_url: str) -> Any:
-    return console_settings(redis_url, console_proxy_user_header=USER,
-                            console_trusted_proxies="127.0.0.1/32",
-                            console_act_users=act_users)  # fmt: skip
+    return console_settings(
+        redis_url,
+        console_proxy_user_header=USER,
+        console_trusted_proxies="127.0.0.1/32",
+        console_act_users=act_users,
+    )
 
 
 # Each an identity of its own that the old reduction ([A-Za-z0-9._-] of the local part) made
@@ -78,8 +83,9 @@ async def test_proxy_identities_are_matched_whole(
                 continue
             assert (await http.get(pause, headers={USER: other})).status == 403, other
             assert await csrf_from(http, "/console/", {USER: other}) != own, other
-            refused = await http.post(pause, data={"reason": "x", "csrf": own},
-                                      headers={USER: other})  # fmt: skip
+            refused = await http.post(
+                pause, data={"reason": "x", "csrf": own}, headers={USER: other}
+            )
             assert refused.status == 403, other
         assert 1 not in (await control.read(redis)).paused and not await redis.xlen(AUDIT)
 

@@ -30,8 +30,15 @@ async def test_on_call_asks_for_a_progressive_switch_sees_its_steps_and_stops_it
         headers = await sign_in(http)
         form = await get_text(http, "/console/providers/switch", headers)
         assert 'name="progressive"' in form
-        asked = await _post(http, "/console/providers/switch", headers, partitions="0-3",
-                            to="standby", progressive="1", reason="primary 429s")  # fmt: skip
+        asked = await _post(
+            http,
+            "/console/providers/switch",
+            headers,
+            partitions="0-3",
+            to="standby",
+            progressive="1",
+            reason="primary 429s",
+        )
         assert asked.status == 303 and "result=progressive" in asked.headers["Location"]
         plan = await progressive.read(redis)
         assert plan is not None and plan.order == [0, 1, 2, 3] and plan.actor.startswith("console:")

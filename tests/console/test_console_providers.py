@@ -18,10 +18,12 @@ from tests.console.test_console_http import _admit
 
 TWO = {
     "RESETGATE_PROVIDERS": "primary,standby",
-    "RESETGATE_PROVIDER_PRIMARY_KIND": "http", "RESETGATE_PROVIDER_PRIMARY_API_KEY": "k1",
-    "RESETGATE_PROVIDER_STANDBY_KIND": "postmark", "RESETGATE_PROVIDER_STANDBY_API_KEY": "k2",
+    "RESETGATE_PROVIDER_PRIMARY_KIND": "http",
+    "RESETGATE_PROVIDER_PRIMARY_API_KEY": "k1",
+    "RESETGATE_PROVIDER_STANDBY_KIND": "postmark",
+    "RESETGATE_PROVIDER_STANDBY_API_KEY": "k2",
     "RESETGATE_PROVIDER_STANDBY_URL": "http://127.0.0.1:9",
-}  # fmt: skip
+}
 
 
 @pytest.fixture(autouse=True)
@@ -36,8 +38,9 @@ def _line(page: str, name: str) -> str:
 
 async def _post(http: Any, path: str, headers: dict[str, str], **form: str) -> Any:
     csrf = await csrf_from(http, path, headers)
-    return await http.post(path, data={**form, "csrf": csrf}, headers=headers,
-                           allow_redirects=False)  # fmt: skip
+    return await http.post(
+        path, data={**form, "csrf": csrf}, headers=headers, allow_redirects=False
+    )
 
 
 async def test_home_names_both_providers_and_shows_a_pause_with_its_reason(
@@ -74,14 +77,22 @@ async def test_support_cannot_resume_on_call_can_and_the_trail_names_who(
         refused = await http.get("/console/providers/primary/resume", headers=headers)
         assert refused.status == 403
         csrf = await csrf_from(http, "/console/", headers)  # a valid form token, no act role
-        posted = await http.post("/console/providers/primary/resume", data={"csrf": csrf},
-                                 headers=headers, allow_redirects=False)  # fmt: skip
+        posted = await http.post(
+            "/console/providers/primary/resume",
+            data={"csrf": csrf},
+            headers=headers,
+            allow_redirects=False,
+        )
         assert posted.status == 403
     assert "primary" in (await control.read(redis)).auth_paused
     async with console(console_settings(redis_server.url)) as http:
         headers = await sign_in(http, "ann")
-        forged = await http.post("/console/providers/primary/resume", data={"csrf": "0" * 64},
-                                 headers=headers, allow_redirects=False)  # fmt: skip
+        forged = await http.post(
+            "/console/providers/primary/resume",
+            data={"csrf": "0" * 64},
+            headers=headers,
+            allow_redirects=False,
+        )
         assert forged.status == 403 and "primary" in (await control.read(redis)).auth_paused
         done = await _post(http, "/console/providers/primary/resume", headers)
         assert done.status == 303 and done.headers["Location"].endswith("provider-resumed")
@@ -99,11 +110,18 @@ async def test_switch_and_rollback_from_the_console_move_partitions_and_are_in_t
 ) -> None:
     async with console(console_settings(redis_server.url)) as http:
         headers = await sign_in(http, "ann")
-        bad = await _post(http, "/console/providers/switch", headers, partitions="0-9",
-                          to="standby", reason="x")  # fmt: skip
+        bad = await _post(
+            http, "/console/providers/switch", headers, partitions="0-9", to="standby", reason="x"
+        )
         assert bad.status == 422 and (await control.read(redis)).providers == {}
-        done = await _post(http, "/console/providers/switch", headers, partitions="0-1",
-                           to="standby", reason="primary degraded")  # fmt: skip
+        done = await _post(
+            http,
+            "/console/providers/switch",
+            headers,
+            partitions="0-1",
+            to="standby",
+            reason="primary degraded",
+        )
         assert done.status == 303, await done.text()
         state = await control.read(redis)
         assert state.providers == {0: "standby", 1: "standby"} and not state.paused
@@ -117,7 +135,8 @@ async def test_switch_and_rollback_from_the_console_move_partitions_and_are_in_t
         unknown = await http.get("/console/audit?provider=nobody", headers=headers)
     audit = [f for _, f in await redis.xrange(AUDIT)]
     assert [(a["action"], a["actor"], a["result"]) for a in audit] == [
-        ("provider-switch", "console:ann", "done"), ("provider-rollback", "console:ann", "done"),
-    ]  # fmt: skip
+        ("provider-switch", "console:ann", "done"),
+        ("provider-rollback", "console:ann", "done"),
+    ]
     assert by_partition.count("<td>console:ann</td>") == 2
     assert "provider-switch" not in by_other and unknown.status == 422

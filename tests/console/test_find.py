@@ -25,8 +25,12 @@ STUDIO_LOGIN = "dir.player"  # the one login the studio's directory below knows
 
 async def _find(http: TestClient[Any, Any], headers: dict[str, str], q: str, by: str) -> Any:
     csrf = await csrf_from(http, "/console/audit", headers)  # any page: the box is on each
-    return await http.post("/console/find", data={"q": q, "by": by, "csrf": csrf},
-                           headers=headers, allow_redirects=False)  # fmt: skip
+    return await http.post(
+        "/console/find",
+        data={"q": q, "by": by, "csrf": csrf},
+        headers=headers,
+        allow_redirects=False,
+    )
 
 
 async def test_a_login_finds_its_account_and_lists_its_operations(

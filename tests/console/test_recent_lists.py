@@ -32,9 +32,13 @@ async def test_counts_and_lists_of_the_last_day_are_paged_each_on_its_own(
     bounced = await _admit(redis, redis_server.url, "acct-bob")
     await redis.hset(PartitionKeys.of(bounced).operation(bounced), "state", "accepted")
     code, *_ = await ApplyDelivery(
-        message_id="m-1", event_type="bounced", occurred_at=now, now=now, operation_id=bounced,
+        message_id="m-1",
+        event_type="bounced",
+        occurred_at=now,
+        now=now,
+        operation_id=bounced,
         mode="record",
-    ).run(redis)  # fmt: skip
+    ).run(redis)
     assert code is Applied.APPLIED
     older = [ids.operation_id(i % 4, now) for i in range(24)]  # a day old, less an hour
     for i, op in enumerate(older):

@@ -61,8 +61,10 @@ async def test_a_paused_partitions_operation_waits_for_a_resume_and_says_so(
     async with console(console_settings(redis_server.url)) as http:
         headers = await sign_in(http)
         page = await get_text(http, f"/console/operations/{op}", headers)
-    assert f"waits for partition {partition} to be resumed</strong>: it is paused (bounce " \
-           "spike)" in page  # fmt: skip
+    assert (
+        f"waits for partition {partition} to be resumed</strong>: it is paused (bounce "
+        "spike)" in page
+    )
     assert " ago)" not in page.split("Next attempt")[1].split("</dd>")[0]
 
 

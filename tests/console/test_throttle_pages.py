@@ -18,8 +18,10 @@ async def test_the_providers_page_says_until_when_a_quota_pauses_sending(
 ) -> None:
     now = clock.now_ms()
     await control.quota_pause(redis, "default", now + 3_600_000, "daily quota used up", "k")
-    await redis.hset(provider_pacing("default"), mapping={
-        "since": now - 10**7, "accepted": 10**4, "good": 0.95, "tat": now + 60_000})  # fmt: skip
+    await redis.hset(
+        provider_pacing("default"),
+        mapping={"since": now - 10**7, "accepted": 10**4, "good": 0.95, "tat": now + 60_000},
+    )
     async with console(console_settings(redis_server.url)) as http:
         page = await get_text(http, "/console/providers", await sign_in(http))
     assert "Accepting now: 1.00 sends/s; settled at 0.95 sends/s" in page
@@ -32,8 +34,10 @@ async def test_an_operation_waiting_on_throttles_reads_as_waiting(
     from tests.console.test_console_http import _admit
 
     op = await _admit(redis, redis_server.url, "acct-alice")
-    await redis.hset(PartitionKeys.of(op).operation(op), mapping={
-        "state": "deferred", "throttles": 7, "reason": "throttled"})  # fmt: skip
+    await redis.hset(
+        PartitionKeys.of(op).operation(op),
+        mapping={"state": "deferred", "throttles": 7, "reason": "throttled"},
+    )
     async with console(console_settings(redis_server.url)) as http:
         page = await get_text(http, f"/console/operations/{op}", await sign_in(http))
     assert "7 (not counted as attempts; waiting for the provider, not failing)" in page

@@ -38,8 +38,10 @@ async def test_without_a_trace_ui_the_id_is_shown(redis: Redis, redis_server: An
     assert f"<dt>Trace</dt><dd><code>{TRACE_ID}</code></dd>" in page
 
 
-@pytest.mark.parametrize("stored", [None, '00-"><script>alert(1)</script>-x-01',
-                                    "00-" + "0" * 32 + "-00f067aa0ba902b7-01"])  # fmt: skip
+@pytest.mark.parametrize(
+    "stored",
+    [None, '00-"><script>alert(1)</script>-x-01', "00-" + "0" * 32 + "-00f067aa0ba902b7-01"],
+)
 async def test_no_trace_or_not_a_traceparent_reads_not_traced(
     redis: Redis, redis_server: Any, stored: str | None
 ) -> None:

@@ -21,13 +21,22 @@ from shared.settings import ENV_PREFIX
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 CLASSES: tuple[type[BaseSettings], ...] = (
-    AdmissionSettings, SenderSettings, PollerSettings, RouterSettings, ConsoleSettings,
-)  # fmt: skip
+    AdmissionSettings,
+    SenderSettings,
+    PollerSettings,
+    RouterSettings,
+    ConsoleSettings,
+)
 # Settings documented on their service's page rather than in the table (the table says so).
 PAGES = (
-    "poller-router.md", "providers.md", "console.md", "api.md",
-    "delivery-events.md", "provider-refusals.md", "switching.md",
-)  # fmt: skip
+    "poller-router.md",
+    "providers.md",
+    "console.md",
+    "api.md",
+    "delivery-events.md",
+    "provider-refusals.md",
+    "switching.md",
+)
 
 
 def table_rows() -> list[tuple[list[str], str]]:
@@ -87,9 +96,11 @@ def test_every_setting_is_in_the_table_or_on_its_services_page() -> None:
     missing = [
         name
         for name in fields()
-        if name not in in_table and f"RESETGATE_{name}" not in pages and f"`{name}`" not in pages
+        if name not in in_table
+        and f"RESETGATE_{name}" not in pages
+        and f"`{name}`" not in pages
         and f"`{name.lower()}`" not in pages
-    ]  # fmt: skip
+    ]
     assert missing == [], f"settings documented nowhere: {missing}"
 
 

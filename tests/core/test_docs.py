@@ -26,10 +26,12 @@ def referenced(doc: Path) -> set[str]:
     # top-level entries (`docs/…`, `tests/…`); `failed/permanent` or `I/2` are not paths.
     top = {entry.name for entry in ROOT.iterdir()}
     code = {
-        m for m in CODE.findall(text)
-        if FILE_LIKE.match(m) and not m.startswith("/")
+        m
+        for m in CODE.findall(text)
+        if FILE_LIKE.match(m)
+        and not m.startswith("/")
         and (m.endswith(EXTENSIONS) or ("/" in m and m.split("/")[0] in top))
-    }  # fmt: skip
+    }
     return {ref for ref in links | code if ref and not ref.startswith(NOT_FILES)}
 
 
@@ -101,12 +103,13 @@ METRIC_SUFFIXES = ("_total", "_bucket", "_count", "_sum")
 # Quoted, but not ours to define: other projects' names, and a setting the page says is not
 # offered.
 NOT_OURS = {
-    "ChangeMessageVisibility", "SigningCertURL",  # Amazon SQS and SNS
+    "ChangeMessageVisibility",
+    "SigningCertURL",  # Amazon SQS and SNS
     "ks_2samp",  # SciPy
     "large_client_header_buffers",  # nginx
     "parentbased_always_on",  # an OTEL_TRACES_SAMPLER value
     "RESETGATE_WAIT_AOF",  # reliability.md: "therefore not offered"
-}  # fmt: skip
+}
 SOURCES = (".py", ".lua", ".yaml", ".yml", ".sh", ".toml", ".tpl", ".json", ".html", ".txt")
 
 

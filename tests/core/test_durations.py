@@ -20,7 +20,12 @@ def test_the_costliest_unit_goes_first_and_a_group_stays_whole_in_its_order() ->
     durations.order(collected, groups, known)
     # b.py (6 s in all) before c.py (5 s): a group's cost is its tests' sum.
     assert [i.nodeid for i in collected] == [
-        "b.py::one", "b.py::two", "c.py::long", "a.py::quick", "d.py::new"]
+        "b.py::one",
+        "b.py::two",
+        "c.py::long",
+        "a.py::quick",
+        "d.py::new",
+    ]
 
 
 def test_without_recorded_durations_the_collected_order_stays() -> None:

@@ -12,9 +12,16 @@ from shared import keys
 
 DESIGN = Path(__file__).resolve().parents[2] / "docs" / "design.md"
 # How the table writes each builder argument.
-PLACEHOLDERS = {"account_id": "<account>", "operation_id": "<id>", "provider": "<provider>",
-                "login": "<login>", "digest": "<digest>", "client_ip": "<address>",
-                "session_hash": "<digest>", "event_id": "<id>"}  # fmt: skip
+PLACEHOLDERS = {
+    "account_id": "<account>",
+    "operation_id": "<id>",
+    "provider": "<provider>",
+    "login": "<login>",
+    "digest": "<digest>",
+    "client_ip": "<address>",
+    "session_hash": "<digest>",
+    "event_id": "<id>",
+}
 
 
 def documented() -> set[str]:
@@ -34,9 +41,14 @@ def built() -> set[str]:
         elif inspect.isfunction(member) and not name.startswith("_"):
             (argument,) = list(inspect.signature(member).parameters)[1:]
             found.add(member(partition, PLACEHOLDERS[argument]))
-    builders = [f for n, f in vars(keys).items() if inspect.isfunction(f)
-                and f.__module__ == keys.__name__ and inspect.signature(f).return_annotation
-                == "str" and not n.startswith("partition_of")]  # fmt: skip
+    builders = [
+        f
+        for n, f in vars(keys).items()
+        if inspect.isfunction(f)
+        and f.__module__ == keys.__name__
+        and inspect.signature(f).return_annotation == "str"
+        and not n.startswith("partition_of")
+    ]
     for builder in builders:
         found.add(builder(*(PLACEHOLDERS[a] for a in inspect.signature(builder).parameters)))
     made = set(found)  # a constant that only prefixes a builder's keys is no key itself
@@ -57,8 +69,11 @@ def test_no_test_spells_a_key_itself() -> None:
     a key nothing writes any more."""
     tests = Path(__file__).resolve().parents[1]
     literal = re.compile(r"""(?<![\w.])[fbr]?["']rg(dir)?:""")
-    spelled = [f"{path.relative_to(tests)}:{number}: {line.strip()}"
-               for path in sorted(tests.rglob("*.py")) if path != Path(__file__).resolve()
-               for number, line in enumerate(path.read_text().splitlines(), 1)
-               if literal.search(line.split("#")[0])]  # fmt: skip
+    spelled = [
+        f"{path.relative_to(tests)}:{number}: {line.strip()}"
+        for path in sorted(tests.rglob("*.py"))
+        if path != Path(__file__).resolve()
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if literal.search(line.split("#")[0])
+    ]
     assert not spelled, "\n".join(spelled)

@@ -16,9 +16,14 @@ ROOT = Path(__file__).resolve().parents[2]
 def dry_run(target: str, tmp_path: Path) -> str:
     """The commands `make <target>` would run for a fresh checkout (no virtualenv yet)."""
     done = subprocess.run(
-        ["make", "-n", target, f"VENV={tmp_path / 'venv'}"], cwd=ROOT, capture_output=True,
-        text=True, timeout=60, check=True, env=newcomer_env(),
-    )  # fmt: skip
+        ["make", "-n", target, f"VENV={tmp_path / 'venv'}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+        env=newcomer_env(),
+    )
     return done.stdout
 
 
@@ -57,7 +62,12 @@ def test_make_lets_python_cache_bytecode_where_the_environment_forbids_it() -> N
     # every module it imported, about half of the suite's CPU time.
     probe = 'probe: ; @echo "[$$PYTHONDONTWRITEBYTECODE]"'
     done = subprocess.run(
-        ["make", "-s", "--eval", probe, "probe"], cwd=ROOT, capture_output=True, text=True,
-        timeout=60, check=True, env={**newcomer_env(), "PYTHONDONTWRITEBYTECODE": "1"},
-    )  # fmt: skip
+        ["make", "-s", "--eval", probe, "probe"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+        env={**newcomer_env(), "PYTHONDONTWRITEBYTECODE": "1"},
+    )
     assert done.stdout == "[]\n"

@@ -20,11 +20,17 @@ PK = PartitionKeys(1)
 async def _finalise(redis: Redis, goal: State, now: int = NOW) -> str:
     op = await seed(redis, State.ATTEMPTING)
     result = Finalisation(
-        outcome="permanent", http_status=400, next_state=str(goal), retry_at=now + 1000,
-        message_id="msg-" + op, observe_until=now + HOUR, reason="bad_request",
-    )  # fmt: skip
-    await FinaliseAttempt(operation_id=op, attempt_id=ATTEMPT, now=now, entry_id="",
-                          result=result, retention_ms=HOUR).run(redis)  # fmt: skip
+        outcome="permanent",
+        http_status=400,
+        next_state=str(goal),
+        retry_at=now + 1000,
+        message_id="msg-" + op,
+        observe_until=now + HOUR,
+        reason="bad_request",
+    )
+    await FinaliseAttempt(
+        operation_id=op, attempt_id=ATTEMPT, now=now, entry_id="", result=result, retention_ms=HOUR
+    ).run(redis)
     return op
 
 
@@ -41,9 +47,15 @@ async def test_failed_and_exhausted_are_indexed_by_the_ending_script_and_nothing
     others = [await _finalise(redis, goal) for goal in goals]
     begun = await seed(redis, State.QUEUED)  # attempts 1 of 1: begin_attempt exhausts it
     reply = await BeginAttempt(
-        operation_id=begun, attempt_id=ids.attempt_id(), now=NOW + 20, lease_ms=30_000,
-        max_attempts=1, consumer="c1", entry_id="", retention_ms=HOUR,
-    ).run(redis)  # fmt: skip
+        operation_id=begun,
+        attempt_id=ids.attempt_id(),
+        now=NOW + 20,
+        lease_ms=30_000,
+        max_attempts=1,
+        consumer="c1",
+        entry_id="",
+        retention_ms=HOUR,
+    ).run(redis)
     assert reply.code is BeginCode.EXHAUSTED
     assert await _indexed(redis, failed) == NOW and await _indexed(redis, exhausted) == NOW + 10
     assert await _indexed(redis, begun) == NOW + 20
@@ -61,9 +73,13 @@ async def test_a_recorded_bounce_is_indexed_and_a_delivery_is_not(redis: Redis) 
     delivered = await _finalise(redis, State.ACCEPTED)
     for op, kind in ((bounced, "bounced"), (delivered, "delivered")):
         code, *_ = await ApplyDelivery(
-            message_id="msg-" + op, event_type=kind, occurred_at=NOW + 5, now=NOW + 7,
-            operation_id=op, mode="record",
-        ).run(redis)  # fmt: skip
+            message_id="msg-" + op,
+            event_type=kind,
+            occurred_at=NOW + 5,
+            now=NOW + 7,
+            operation_id=op,
+            mode="record",
+        ).run(redis)
         assert code is Applied.APPLIED
     rows, total = await status.recent(redis, 2, "bounced", NOW + 10)
     assert total == 1 and rows[0]["operation_id"] == bounced

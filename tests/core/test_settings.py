@@ -47,18 +47,42 @@ SECRET = "do-not-echo-this-secret-value"
             {"RESETGATE_PROVIDER_KIND": "mailgun", "RESETGATE_PROVIDER_API_KEY": SECRET},
             "RESETGATE_MAILGUN_DOMAIN",
         ),
-        ("sender", {"RESETGATE_TOKEN_KEYS": f"k1:{SECRET}", "RESETGATE_PROVIDER_KIND": "ses"},
-         "AWS_REGION"),
+        (
+            "sender",
+            {"RESETGATE_TOKEN_KEYS": f"k1:{SECRET}", "RESETGATE_PROVIDER_KIND": "ses"},
+            "AWS_REGION",
+        ),
         ("poller", {"RESETGATE_PROVIDER_KIND": "smtp"}, "RESETGATE_PROVIDER_KIND"),
-        ("sender", {"RESETGATE_TOKEN_KEYS": f"k1:{SECRET}", "RESETGATE_PROVIDERS": "a,b",
-                    "RESETGATE_PROVIDER_A_KIND": "http", "RESETGATE_PROVIDER_A_API_KEY": SECRET,
-                    "RESETGATE_PROVIDER_B_KIND": "smtp"}, "RESETGATE_PROVIDER_B_KIND"),
-        ("poller", {"RESETGATE_PROVIDERS": "a", "RESETGATE_PROVIDER_A_KIND": "sendgrid",
-                    "RESETGATE_PROVIDER_A_URL": "http://127.0.0.1:1"},
-         "RESETGATE_PROVIDER_A_API_KEY"),
+        (
+            "sender",
+            {
+                "RESETGATE_TOKEN_KEYS": f"k1:{SECRET}",
+                "RESETGATE_PROVIDERS": "a,b",
+                "RESETGATE_PROVIDER_A_KIND": "http",
+                "RESETGATE_PROVIDER_A_API_KEY": SECRET,
+                "RESETGATE_PROVIDER_B_KIND": "smtp",
+            },
+            "RESETGATE_PROVIDER_B_KIND",
+        ),
+        (
+            "poller",
+            {
+                "RESETGATE_PROVIDERS": "a",
+                "RESETGATE_PROVIDER_A_KIND": "sendgrid",
+                "RESETGATE_PROVIDER_A_URL": "http://127.0.0.1:1",
+            },
+            "RESETGATE_PROVIDER_A_API_KEY",
+        ),
         ("router", {"RESETGATE_REDIS_SENTINELS": "s1:26379,s2"}, "RESETGATE_REDIS_SENTINELS"),
-        ("router", {"RESETGATE_TOKEN_KEYS": f"k1:{SECRET}", "RESETGATE_REDIS_CLUSTER": "true",
-                    "RESETGATE_REDIS_SENTINELS": "s1:26379"}, "RESETGATE_REDIS_CLUSTER"),
+        (
+            "router",
+            {
+                "RESETGATE_TOKEN_KEYS": f"k1:{SECRET}",
+                "RESETGATE_REDIS_CLUSTER": "true",
+                "RESETGATE_REDIS_SENTINELS": "s1:26379",
+            },
+            "RESETGATE_REDIS_CLUSTER",
+        ),
         # The sandbox has a prefix of its own; `resetgate up` gives it the provider's kind.
         ("sandbox", {"RESETGATE_SANDBOX_MODE": "postmrk"}, "RESETGATE_SANDBOX_MODE"),
         ("sandbox", {"RESETGATE_SANDBOX_PORT": "http"}, "RESETGATE_SANDBOX_PORT"),
@@ -67,8 +91,11 @@ SECRET = "do-not-echo-this-secret-value"
 def test_invalid_settings_stop_the_service_with_one_clear_line(
     service: str, env: dict[str, str], named: str
 ) -> None:
-    clean = {k: v for k, v in os.environ.items()
-             if not k.startswith(("RESETGATE_", "AWS_REGION", "AWS_DEFAULT_REGION"))}
+    clean = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("RESETGATE_", "AWS_REGION", "AWS_DEFAULT_REGION"))
+    }
     done = subprocess.run(
         [sys.executable, "-m", f"services.{service}"],
         env={**clean, **env},
@@ -99,9 +126,16 @@ def test_every_shared_variable_is_declared_once() -> None:
     from services.sender.settings import SenderSettings
     from shared import settings
 
-    mixins = [settings.RedisSettings, settings.ListenerSettings, settings.CommonSettings,
-              settings.PolicySettings, settings.ProviderAccount, settings.ProviderSettings,
-              settings.DirectorySettings, settings.ConsumerSettings]  # fmt: skip
+    mixins = [
+        settings.RedisSettings,
+        settings.ListenerSettings,
+        settings.CommonSettings,
+        settings.PolicySettings,
+        settings.ProviderAccount,
+        settings.ProviderSettings,
+        settings.DirectorySettings,
+        settings.ConsumerSettings,
+    ]
     shared_fields = {name for mixin in mixins for name in mixin.__annotations__}
     for service in (AdmissionSettings, PollerSettings, RouterSettings, SenderSettings):
         redeclared = set(service.__annotations__) & shared_fields

@@ -25,23 +25,34 @@ async def settled_entry(redis: Redis, traceparent: str) -> tuple[str, dict[str, 
     if traceparent:
         await redis.hset(pk.operation(op), TRACE_FIELD, traceparent)
     result = Finalisation(
-        outcome="permanent", http_status=400, next_state=str(State.FAILED), retry_at=0,
-        message_id="msg-" + op, observe_until=NOW + HOUR, reason="bad_request",
-    )  # fmt: skip
-    await FinaliseAttempt(operation_id=op, attempt_id=ATTEMPT, now=NOW, entry_id="",
-                          result=result, retention_ms=0).run(redis)  # fmt: skip
+        outcome="permanent",
+        http_status=400,
+        next_state=str(State.FAILED),
+        retry_at=0,
+        message_id="msg-" + op,
+        observe_until=NOW + HOUR,
+        reason="bad_request",
+    )
+    await FinaliseAttempt(
+        operation_id=op, attempt_id=ATTEMPT, now=NOW, entry_id="", result=result, retention_ms=0
+    ).run(redis)
     ((_, fields),) = [e for e in await redis.xrange(pk.settled) if e[1][JOB_FIELD] == op]
     return op, fields
 
 
-async def event_after_archive(redis: Redis, op: str) -> tuple[tuple[Applied, str, str, str],
-                                                              dict[str, str]]:  # fmt: skip
+async def event_after_archive(
+    redis: Redis, op: str
+) -> tuple[tuple[Applied, str, str, str], dict[str, str]]:
     pk = PartitionKeys.of(op)
     await redis.hset(pk.operation(op), "archived_at", NOW + 1)
     reply = await ApplyDelivery(
-        message_id="msg-" + op, event_type="bounced", occurred_at=NOW + 5, now=NOW + 7,
-        operation_id=op, mode="record",
-    ).run(redis)  # fmt: skip
+        message_id="msg-" + op,
+        event_type="bounced",
+        occurred_at=NOW + 5,
+        now=NOW + 7,
+        operation_id=op,
+        mode="record",
+    ).run(redis)
     *_, (_, fields) = [e for e in await redis.xrange(pk.settled) if e[1][JOB_FIELD] == op]
     return reply, fields
 

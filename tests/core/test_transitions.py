@@ -63,9 +63,15 @@ async def seed(client: Redis, state: State) -> str:
 def _begin(now: int, max_attempts: int = 5) -> Action:
     async def run(client: Redis, op: str, _: TokenKeys) -> Any:
         return await BeginAttempt(
-            operation_id=op, attempt_id=ids.attempt_id(), now=now, lease_ms=30_000,
-            max_attempts=max_attempts, consumer="c1", entry_id="", retention_ms=HOUR,
-        ).run(client)  # fmt: skip
+            operation_id=op,
+            attempt_id=ids.attempt_id(),
+            now=now,
+            lease_ms=30_000,
+            max_attempts=max_attempts,
+            consumer="c1",
+            entry_id="",
+            retention_ms=HOUR,
+        ).run(client)
 
     return run
 
@@ -73,14 +79,22 @@ def _begin(now: int, max_attempts: int = 5) -> Action:
 def _finalise(goal: State) -> Action:
     async def run(client: Redis, op: str, _: TokenKeys) -> Any:
         result = Finalisation(
-            outcome="accepted", http_status=200, next_state=str(goal), retry_at=NOW + 1000,
-            message_id="msg-1", observe_until=NOW + HOUR,
-        )  # fmt: skip
+            outcome="accepted",
+            http_status=200,
+            next_state=str(goal),
+            retry_at=NOW + 1000,
+            message_id="msg-1",
+            observe_until=NOW + HOUR,
+        )
         try:
             return await FinaliseAttempt(
-                operation_id=op, attempt_id=ATTEMPT, now=NOW, entry_id="", result=result,
+                operation_id=op,
+                attempt_id=ATTEMPT,
+                now=NOW,
+                entry_id="",
+                result=result,
                 retention_ms=HOUR,
-            ).run(client)  # fmt: skip
+            ).run(client)
         except ResponseError as error:  # the script refuses a target the table forbids
             assert "illegal transition" in str(error)
             return None
@@ -91,9 +105,14 @@ def _finalise(goal: State) -> Action:
 def _resolve(decision: str) -> Action:
     async def run(client: Redis, op: str, _: TokenKeys) -> Any:
         return await ResolveAmbiguous(
-            operation_id=op, now=NOW, decision=decision, message_id="msg-1",
-            observe_until=NOW + HOUR, reason="test", retention_ms=HOUR,
-        ).run(client)  # fmt: skip
+            operation_id=op,
+            now=NOW,
+            decision=decision,
+            message_id="msg-1",
+            observe_until=NOW + HOUR,
+            reason="test",
+            retention_ms=HOUR,
+        ).run(client)
 
     return run
 
@@ -115,8 +134,9 @@ async def _promote(client: Redis, op: str, _: TokenKeys) -> Any:
 async def _hold_refused(client: Redis, op: str, _: TokenKeys) -> Any:
     key = PartitionKeys.of(op).operation(op)
     await client.hset(key, mapping={"last_outcome": "permanent", "reason": "error_code_9001"})
-    return await HoldRefused(operation_id=op, now=NOW, reason="error_code_9001",
-                             note="provider_paused_refusals").run(client)  # fmt: skip
+    return await HoldRefused(
+        operation_id=op, now=NOW, reason="error_code_9001", note="provider_paused_refusals"
+    ).run(client)
 
 
 async def _consume(client: Redis, op: str, keys: TokenKeys) -> Any:
@@ -164,9 +184,14 @@ async def test_every_script_moves_only_along_the_table(redis: Redis, token_keys:
     # The cases really ran: each script moved some state, and every transition the
     # scripts are known to make was seen (a script that stopped writing would fail here).
     assert {name.split(" ")[0] for name, _, _ in seen} == {
-        "begin_attempt", "finalise_attempt", "resolve_ambiguous", "quarantine", "promote_due",
-        "consume_token", "hold_refused",
-    }  # fmt: skip
+        "begin_attempt",
+        "finalise_attempt",
+        "resolve_ambiguous",
+        "quarantine",
+        "promote_due",
+        "consume_token",
+        "hold_refused",
+    }
     pairs = {(before, after) for _, before, after in seen}
     assert (State.QUEUED, State.ATTEMPTING) in pairs
     assert (State.ATTEMPTING, State.AMBIGUOUS) in pairs

@@ -30,21 +30,29 @@ def resetgate(
     base = {k: v for k, v in os.environ.items() if not k.startswith("RESETGATE_")}
     return subprocess.run(
         [sys.executable, "-m", "services.ctl.main", *args],
-        cwd=cwd, env={**base, **(env or {})}, capture_output=stdout is None, stdout=stdout,
-        stderr=subprocess.PIPE if stdout is not None else None, text=True,
+        cwd=cwd,
+        env={**base, **(env or {})},
+        capture_output=stdout is None,
+        stdout=stdout,
+        stderr=subprocess.PIPE if stdout is not None else None,
+        text=True,
         timeout=START_TIMEOUT,  # a Python start-up on a loaded machine: only a hang waits it
         check=False,
-    )  # fmt: skip
+    )
 
 
 def local_stack(directory: Path, redis_url: str, pid: int) -> Path:
     """What `resetgate up` leaves in .run/: an env file naming its Redis and itself."""
     run = directory / ".run"
     run.mkdir(parents=True)
-    return stack.write_env(run / "env", {
-        "RESETGATE_REDIS_URL": redis_url, "RESETGATE_PARTITIONS": "4",
-        stack.PID_VARIABLE: str(pid),
-    })  # fmt: skip
+    return stack.write_env(
+        run / "env",
+        {
+            "RESETGATE_REDIS_URL": redis_url,
+            "RESETGATE_PARTITIONS": "4",
+            stack.PID_VARIABLE: str(pid),
+        },
+    )
 
 
 def test_the_cli_finds_the_stack_make_run_started_and_says_which_redis(
@@ -57,8 +65,10 @@ def test_the_cli_finds_the_stack_make_run_started_and_says_which_redis(
     done = resetgate("ops", "status", cwd=inside)
     assert done.returncode == 0, done.stderr
     first = done.stderr.splitlines()[0]
-    assert first == f"redis: {redis_server.url}, from {path}, written by `resetgate up` " \
-                    f"(pid {os.getpid()})"  # fmt: skip
+    assert (
+        first == f"redis: {redis_server.url}, from {path}, written by `resetgate up` "
+        f"(pid {os.getpid()})"
+    )
     # provider line, pacing line, the failed and bounced counts, header, 4 partitions
     assert len(done.stdout.splitlines()) == 2 + 2 + 1 + 4
 
@@ -73,8 +83,12 @@ def test_redis_url_wins_and_a_dead_stacks_env_file_is_an_error_not_a_guess(
     assert stale.returncode == 1
     assert "no longer running" in stale.stderr and "make run" in stale.stderr
     assert "Traceback" not in stale.stderr
-    chosen = resetgate("ops", "status", cwd=tmp_path, env={
-        "RESETGATE_REDIS_URL": redis_server.url, "RESETGATE_PARTITIONS": "4"})  # fmt: skip
+    chosen = resetgate(
+        "ops",
+        "status",
+        cwd=tmp_path,
+        env={"RESETGATE_REDIS_URL": redis_server.url, "RESETGATE_PARTITIONS": "4"},
+    )
     assert chosen.returncode == 0, chosen.stderr
     assert chosen.stderr.splitlines()[0] == f"redis: {redis_server.url}, from RESETGATE_REDIS_URL"
 
@@ -85,8 +99,11 @@ def test_an_unreachable_redis_is_one_line_naming_it_for_every_state_command(
     nowhere = f"redis://:secret-password@127.0.0.1:{free_port()}/0"
     env = {"RESETGATE_REDIS_URL": nowhere, "RESETGATE_REDIS_TIMEOUT_SECONDS": "1"}
     shown = nowhere.replace(":secret-password@", "")
-    for args in (("ops", "status"), ("ops", "show", VALID_ID), ("accounts", "add", "p", "a-1",
-                                                                "p@example.com")):  # fmt: skip
+    for args in (
+        ("ops", "status"),
+        ("ops", "show", VALID_ID),
+        ("accounts", "add", "p", "a-1", "p@example.com"),
+    ):
         done = resetgate(*args, cwd=tmp_path, env=env)
         lines = done.stderr.splitlines()
         assert done.returncode == 1, args
@@ -107,9 +124,12 @@ def test_help_speaks_to_users() -> None:
 
 
 async def test_ops_show_prints_iso_times_and_a_dash_for_nothing(
-    redis: Redis, redis_server: RedisServer, settings: PolicySettings, token_keys: TokenKeys,
+    redis: Redis,
+    redis_server: RedisServer,
+    settings: PolicySettings,
+    token_keys: TokenKeys,
     tmp_path: Path,
-) -> None:  # fmt: skip
+) -> None:
     admitted = await Admitter(redis, settings, token_keys).admit("acct-show", "public")
     env = {"RESETGATE_REDIS_URL": redis_server.url, "RESETGATE_PARTITIONS": "4"}
     done = resetgate("ops", "show", admitted.operation_id, cwd=tmp_path, env=env)
@@ -128,9 +148,14 @@ def test_a_closed_pipe_ends_quietly(tmp_path: Path, redis_server: RedisServer) -
     try:
         done = subprocess.run(
             [sys.executable, "-m", "services.ctl.main", "ops", "status"],
-            env={**base, "RESETGATE_REDIS_URL": redis_server.url}, stdout=write,
-            stderr=subprocess.PIPE, text=True, timeout=60, cwd=tmp_path, check=False,
-        )  # fmt: skip
+            env={**base, "RESETGATE_REDIS_URL": redis_server.url},
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+            cwd=tmp_path,
+            check=False,
+        )
     finally:
         os.close(write)
     assert "Traceback" not in done.stderr and "BrokenPipeError" not in done.stderr, done.stderr
@@ -155,12 +180,20 @@ def test_no_stack_and_no_redis_url_is_a_refusal_not_the_machines_own_redis(
 
 def test_ops_status_outside_any_checkout_refuses_in_one_line(tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "-c", "import sys; from services.ctl import main, stack; "
-         f"stack.PROJECT_ROOT = stack.Path({str(tmp_path)!r}); "
-         "sys.argv = ['resetgate', 'ops', 'status']; main.main()"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False,
+        [
+            sys.executable,
+            "-c",
+            "import sys; from services.ctl import main, stack; "
+            f"stack.PROJECT_ROOT = stack.Path({str(tmp_path)!r}); "
+            "sys.argv = ['resetgate', 'ops', 'status']; main.main()",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
         env={k: v for k, v in os.environ.items() if not k.startswith("RESETGATE_")},
-    )  # fmt: skip
+    )
     assert done.returncode == 1, done.stdout
     assert done.stdout == "", "no table from a Redis nobody chose"
     assert done.stderr.strip().splitlines() == [done.stderr.strip()]

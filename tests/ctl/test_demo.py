@@ -14,8 +14,9 @@ from shared.keys import partition_of
 
 @pytest.mark.parametrize("partitions", [1, 4, 16, 64])
 def test_one_demo_account_lands_in_each_partition(partitions: int) -> None:
-    rows = list(csv.DictReader(io.StringIO(demo.accounts_csv(
-        {"RESETGATE_PARTITIONS": str(partitions)}))))  # fmt: skip
+    rows = list(
+        csv.DictReader(io.StringIO(demo.accounts_csv({"RESETGATE_PARTITIONS": str(partitions)})))
+    )
     by_login = {row["login"]: row["account_id"] for row in rows}
     for p in range(partitions):
         assert partition_of(by_login[f"demo-p{p}"], partitions) == p
@@ -25,8 +26,9 @@ def test_one_demo_account_lands_in_each_partition(partitions: int) -> None:
 
 
 def test_the_banner_states_the_cooldown_and_the_address_limit_in_force() -> None:
-    told = "\n".join(demo.banner_lines({"RESETGATE_COOLDOWN_SECONDS": "120",
-                                        "RESETGATE_IP_LIMIT_BURST": "4"}))  # fmt: skip
+    told = "\n".join(
+        demo.banner_lines({"RESETGATE_COOLDOWN_SECONDS": "120", "RESETGATE_IP_LIMIT_BURST": "4"})
+    )
     assert "within 120 s (RESETGATE_COOLDOWN_SECONDS)" in told
     assert "takes 4 requests at once per client address, then 30/min" in told
     assert "demo-p0 ... demo-p15" in told

@@ -71,8 +71,11 @@ async def test_the_inbox_lists_renders_and_links_and_shows_a_bounce_as_a_bounce(
 
 
 def open_and_follow(driver: webdriver.Chrome) -> None:
-    row = next(r for r in driver.find_elements(By.CSS_SELECTOR, "tr.email")
-               if "player1@example.com" in r.text)  # fmt: skip
+    row = next(
+        r
+        for r in driver.find_elements(By.CSS_SELECTOR, "tr.email")
+        if "player1@example.com" in r.text
+    )
     row.find_element(By.TAG_NAME, "a").click()
     assert driver.find_element(By.CSS_SELECTOR, "td.to").text == "player1@example.com"
     assert "/reset-password?" in driver.find_element(By.TAG_NAME, "pre").text  # plain part

@@ -111,8 +111,10 @@ async def test_quarantine_and_release_keep_the_operation_id(
     # Each action, done or refused, is recorded with who ran it (the console records its own).
     audit = [fields for _, fields in await redis.xrange(AUDIT)]
     assert [(a["action"], a["result"]) for a in audit] == [
-        ("quarantine", "done"), ("quarantine", "refused:quarantined"), ("release", "done"),
-    ]  # fmt: skip
+        ("quarantine", "done"),
+        ("quarantine", "refused:quarantined"),
+        ("release", "done"),
+    ]
     assert all(a["actor"].startswith("cli") for a in audit)
 
 
@@ -134,14 +136,16 @@ async def test_show_escapes_what_would_drive_the_terminal(
     for done in (ops(redis_server, "show", op), ops(redis_server, "show", op, "--json")):
         assert done.returncode == 0, done.stderr
         assert not any(c in done.stdout for c in "\x1b\x07\x9b\u202e"), done.stdout
-        assert not any(line.startswith("state ") and "accepted" in line
-                       for line in done.stdout.splitlines())  # fmt: skip
+        assert not any(
+            line.startswith("state ") and "accepted" in line for line in done.stdout.splitlines()
+        )
     shown = ops(redis_server, "show", op).stdout
     # The reason's control characters are dropped when it is recorded (actions.clean_reason);
     # a stored field that still has some is printed escaped.
     assert "fraud" in shown and "\\u202e" in shown, shown
     assert codec.loads(ops(redis_server, "show", op, "--json").stdout)["provider_message_id"] == (
-        "m\x9b2J\u202e1")  # fmt: skip
+        "m\x9b2J\u202e1"
+    )
 
 
 async def test_status_flags_a_partition_whose_provider_is_not_configured(
@@ -153,8 +157,9 @@ async def test_status_flags_a_partition_whose_provider_is_not_configured(
     assert done.returncode == 0, done.stderr
     row = next(line for line in done.stdout.splitlines() if line.split()[0] == "1")
     assert row.endswith("primary (not configured)"), row
-    assert "warning: partitions 1 (primary) are assigned to a provider not configured" \
-           in done.stderr  # fmt: skip
+    assert (
+        "warning: partitions 1 (primary) are assigned to a provider not configured" in done.stderr
+    )
     rows = {r["partition"]: r for r in ops_json(redis_server, "status")["partitions"]}
     assert rows[1]["provider_configured"] is False and rows[0]["provider_configured"] is True
 
@@ -168,8 +173,10 @@ async def test_status_says_until_when_a_quota_pauses_the_provider_and_what_it_ac
     now = clock.now_ms()
     until = now + 3_600_000
     await control.quota_pause(redis, "default", until, "daily quota of 200 sends used up", "k")
-    await redis.hset(provider_pacing("default"), mapping={
-        "since": now - 10**9, "accepted": 10**6, "good": 0.95, "tat": now + 60_000})  # fmt: skip
+    await redis.hset(
+        provider_pacing("default"),
+        mapping={"since": now - 10**9, "accepted": 10**6, "good": 0.95, "tat": now + 60_000},
+    )
     [view] = ops_json(redis_server, "status")["providers"]
     assert view["paused_until"] == until and abs(view["accepting_rate"] - 1.0) < 0.002
     assert view["settled_rate"] == 0.95 and view["next_slot_at"] == now + 60_000
@@ -180,10 +187,12 @@ async def test_status_says_until_when_a_quota_pauses_the_provider_and_what_it_ac
 
 TWO_PROVIDERS = {
     "RESETGATE_PROVIDERS": "primary,standby",
-    "RESETGATE_PROVIDER_PRIMARY_KIND": "http", "RESETGATE_PROVIDER_PRIMARY_API_KEY": "k1",
-    "RESETGATE_PROVIDER_STANDBY_KIND": "postmark", "RESETGATE_PROVIDER_STANDBY_API_KEY": "k2",
+    "RESETGATE_PROVIDER_PRIMARY_KIND": "http",
+    "RESETGATE_PROVIDER_PRIMARY_API_KEY": "k1",
+    "RESETGATE_PROVIDER_STANDBY_KIND": "postmark",
+    "RESETGATE_PROVIDER_STANDBY_API_KEY": "k2",
     "RESETGATE_PROVIDER_STANDBY_URL": "http://127.0.0.1:9",
-}  # fmt: skip
+}
 
 
 async def test_status_names_every_configured_provider_and_no_other(
@@ -225,8 +234,18 @@ async def test_provider_resume_switch_and_rollback_are_in_the_audit_trail(
     assert resumed.returncode == 0 and "refusals pause lifted" in resumed.stdout
     again = ops(redis_server, "provider-resume", "--provider", "primary", **TWO_PROVIDERS)
     assert "was not paused" in again.stdout
-    switched = ops(redis_server, "provider", "switch", "--partitions", "0-1", "--to", "standby",
-                   "--reason", "primary degraded", **TWO_PROVIDERS)  # fmt: skip
+    switched = ops(
+        redis_server,
+        "provider",
+        "switch",
+        "--partitions",
+        "0-1",
+        "--to",
+        "standby",
+        "--reason",
+        "primary degraded",
+        **TWO_PROVIDERS,
+    )
     assert switched.returncode == 0, switched.stderr
     rolled = ops(redis_server, "provider", "rollback", **TWO_PROVIDERS)
     assert rolled.returncode == 0, rolled.stderr
@@ -239,7 +258,7 @@ async def test_provider_resume_switch_and_rollback_are_in_the_audit_trail(
         ("provider-switch", "provider:standby", "done"),
         ("provider-rollback", "provider:primary", "done"),
         ("provider-rollback", "-", "nothing to roll back"),
-    ]  # fmt: skip
+    ]
     assert all(a["actor"].startswith("cli") for a in audit)
     assert audit[2]["partitions"] == "0,1" and audit[2]["providers"] == "primary,standby"
     assert audit[2]["reason"] == "primary degraded (0:primary->standby, 1:primary->standby)"

@@ -25,25 +25,44 @@ from shared.tokens import TokenKeys
 
 def env(server: RedisServer) -> dict[str, str]:
     values = {k: v for k, v in os.environ.items() if not k.startswith("RESETGATE_")}
-    values.update(RESETGATE_REDIS_URL=server.url, RESETGATE_PARTITIONS="4",
-                  RESETGATE_PROVIDERS="primary,standby")  # fmt: skip
+    values.update(
+        RESETGATE_REDIS_URL=server.url,
+        RESETGATE_PARTITIONS="4",
+        RESETGATE_PROVIDERS="primary,standby",
+    )
     return values
 
 
 def provider(server: RedisServer, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "services.ctl.main", "ops", "provider", *args],
-        env=env(server), capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+        env=env(server),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
 
 
 def progressive_switch(server: RedisServer, *args: str) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "services.ctl.main", "ops", "provider", "switch",
-               "--progressive", *args]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "services.ctl.main",
+        "ops",
+        "provider",
+        "switch",
+        "--progressive",
+        *args,
+    ]
     return subprocess.run(
-        command, env={**env(server), "RESETGATE_PROGRESSIVE_WINDOW_SECONDS": "0.2"},
-        capture_output=True, text=True, timeout=240, check=False,
-    )  # fmt: skip
+        command,
+        env={**env(server), "RESETGATE_PROGRESSIVE_WINDOW_SECONDS": "0.2"},
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
 
 
 def show(server: RedisServer) -> Any:
@@ -57,8 +76,9 @@ async def test_switch_moves_partitions_and_rollback_moves_them_back(
 ) -> None:
     before = show(redis_server)["providers"]
     assert [(r["provider"], r["partitions"]) for r in before] == [
-        ("primary", [0, 1, 2, 3]), ("standby", []),
-    ]  # fmt: skip
+        ("primary", [0, 1, 2, 3]),
+        ("standby", []),
+    ]
     done = provider(redis_server, "switch", "--partitions", "0-1", "--to", "standby")
     assert done.returncode == 0, done.stderr
     state = await control.read(redis)
@@ -113,8 +133,9 @@ async def ambiguous_at(
 ) -> str:
     """An operation whose attempt at ``name`` lost its holder: unresolved-ambiguous there."""
     op = (await Admitter(redis, settings, token_keys).admit(account, "public")).operation_id
-    common: dict[str, Any] = dict(max_attempts=6, consumer="t", entry_id="",
-                                  retention_ms=60_000, provider=name)  # fmt: skip
+    common: dict[str, Any] = dict(
+        max_attempts=6, consumer="t", entry_id="", retention_ms=60_000, provider=name
+    )
     await BeginAttempt(operation_id=op, attempt_id="a1", now=1, lease_ms=1, **common).run(redis)
     # The holder "died": its lease is long gone when the next look finds the attempt.
     took = await BeginAttempt(
@@ -138,8 +159,14 @@ async def test_unresolved_ambiguity_at_the_old_provider_does_not_hold_up_the_swi
     assert operation is not None and operation.state == "ambiguous"
     assert ownership.owner(operation, state, "primary").provider == "primary"
     held = show(redis_server)["held_by_old_provider"]
-    assert held == [{"operation_id": op, "partition": partition, "owner": "primary",
-                     "partition_provider": "standby"}]  # fmt: skip
+    assert held == [
+        {
+            "operation_id": op,
+            "partition": partition,
+            "owner": "primary",
+            "partition_provider": "standby",
+        }
+    ]
     text = provider(redis_server, "show").stdout
     assert f"{op}  partition {partition}  owner primary" in text
 

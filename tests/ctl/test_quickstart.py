@@ -34,8 +34,11 @@ MAKE_VARIABLES = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKE_TERMOUT", "MAKE_TERM
 
 
 def newcomer_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("RESETGATE_") and k not in MAKE_VARIABLES}  # fmt: skip
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("RESETGATE_") and k not in MAKE_VARIABLES
+    }
     return {**env, **extra}
 
 
@@ -60,9 +63,14 @@ class Clone:
     def run(self, command: str, prelude: str = "") -> subprocess.CompletedProcess[str]:
         """``command`` in bash, in the clone, as a second terminal would run it."""
         return subprocess.run(
-            ["bash", "-c", f"{prelude}\n{command}" if prelude else command], cwd=self.path,
-            env=newcomer_env(), capture_output=True, text=True, timeout=90, check=False,
-        )  # fmt: skip
+            ["bash", "-c", f"{prelude}\n{command}" if prelude else command],
+            cwd=self.path,
+            env=newcomer_env(),
+            capture_output=True,
+            text=True,
+            timeout=90,
+            check=False,
+        )
 
 
 def read_banner(process: subprocess.Popen[str], timeout: float = 180) -> str:
@@ -86,13 +94,24 @@ def clone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Clone]:
     # (a pyproject.toml older than the venv's stamps, so the venv shared with this run is
     # left as it is; `make -t` creates the stamp only where it is missing).
     os.utime(path / "pyproject.toml", (0, 0))
-    subprocess.run(["make", "-s", "-t", "setup-run"], cwd=path, check=True, timeout=60,
-                   capture_output=True, env=newcomer_env())  # fmt: skip
+    subprocess.run(
+        ["make", "-s", "-t", "setup-run"],
+        cwd=path,
+        check=True,
+        timeout=60,
+        capture_output=True,
+        env=newcomer_env(),
+    )
     port = free_stack_port()
     process = subprocess.Popen(
-        ["make", "run"], cwd=path, env=newcomer_env(RESETGATE_HTTP_PORT=str(port)), text=True,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
-    )  # fmt: skip
+        ["make", "run"],
+        cwd=path,
+        env=newcomer_env(RESETGATE_HTTP_PORT=str(port)),
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         banner = read_banner(process)
         assert f"admission  http://127.0.0.1:{port}" in banner, banner

@@ -24,12 +24,19 @@ COMMANDS = {
 @pytest.mark.parametrize("name", sorted(COMMANDS))
 def test_a_url_without_its_scheme_is_one_line_naming_the_setting(name: str) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RESETGATE_")}
-    env.update(RESETGATE_REDIS_URL="secretpw@127.0.0.1:6379", RESETGATE_TOKEN_KEYS="k:" + "s" * 40,
-               RESETGATE_INTERNAL_API_TOKEN="t" * 24)  # fmt: skip
+    env.update(
+        RESETGATE_REDIS_URL="secretpw@127.0.0.1:6379",
+        RESETGATE_TOKEN_KEYS="k:" + "s" * 40,
+        RESETGATE_INTERNAL_API_TOKEN="t" * 24,
+    )
     done = subprocess.run(
-        [sys.executable, *COMMANDS[name]], env=env, capture_output=True, text=True, timeout=60,
+        [sys.executable, *COMMANDS[name]],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
         check=False,
-    )  # fmt: skip
+    )
     lines = done.stderr.strip().splitlines()
     assert done.returncode != 0
     assert len(lines) == 1, done.stderr
@@ -39,9 +46,13 @@ def test_a_url_without_its_scheme_is_one_line_naming_the_setting(name: str) -> N
 
 @pytest.mark.parametrize(
     "url",
-    ["redis://127.0.0.1:6379/0", "rediss://:pw@cache.internal:6380/1", "redis://localhost",
-     "unix:///run/redis.sock"],
-)  # fmt: skip
+    [
+        "redis://127.0.0.1:6379/0",
+        "rediss://:pw@cache.internal:6380/1",
+        "redis://localhost",
+        "unix:///run/redis.sock",
+    ],
+)
 def test_a_well_formed_url_is_accepted(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RESETGATE_REDIS_URL", url)
     assert RedisSettings().redis_url == url

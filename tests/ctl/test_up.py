@@ -44,10 +44,18 @@ async def start_up(directory: Path, *args: str, **env: str) -> asyncio.subproces
     # A process group of its own, so the test can do what a terminal's Ctrl-C does: SIGINT to
     # the whole foreground group (resetgate up and every child still in that group).
     return await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "services.ctl.main", "up", "--dir", str(directory), *args,
-        env=child_env(**env), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        sys.executable,
+        "-m",
+        "services.ctl.main",
+        "up",
+        "--dir",
+        str(directory),
+        *args,
+        env=child_env(**env),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
         start_new_session=True,
-    )  # fmt: skip
+    )
 
 
 async def read_banner(process: asyncio.subprocess.Process) -> str:
@@ -162,8 +170,9 @@ async def test_the_embedded_redis_dying_stops_the_stack_with_its_cause(tmp_path:
     process = await start_up(tmp_path, "--port", str(free_stack_port()))
     try:
         await asyncio.wait_for(read_banner(process), timeout=120)
-        redis_port = int(stack.read_env(tmp_path / "env")["RESETGATE_REDIS_URL"].split(":")[2]
-                         .split("/")[0])  # fmt: skip
+        redis_port = int(
+            stack.read_env(tmp_path / "env")["RESETGATE_REDIS_URL"].split(":")[2].split("/")[0]
+        )
         os.kill(redis_pid(redis_port), signal.SIGKILL)
         _, stderr = await asyncio.wait_for(process.communicate(), timeout=60)
     finally:
@@ -194,14 +203,18 @@ async def test_a_busy_port_is_named_before_anything_starts(tmp_path: Path) -> No
 async def test_a_service_that_cannot_start_is_one_line_with_its_cause_and_log(
     tmp_path: Path,
 ) -> None:
-    process = await start_up(tmp_path, RESETGATE_HTTP_PORT=str(free_stack_port()),
-                             RESETGATE_MAX_ATTEMPTS="0")  # fmt: skip
+    process = await start_up(
+        tmp_path, RESETGATE_HTTP_PORT=str(free_stack_port()), RESETGATE_MAX_ATTEMPTS="0"
+    )
     _, stderr = await asyncio.wait_for(process.communicate(), timeout=120)
     lines = stderr.decode().strip().splitlines()
     assert process.returncode == 1
     assert len(lines) == 1, lines
-    found = re.fullmatch(r"(\w+) exited with 2: invalid configuration: RESETGATE_MAX_ATTEMPTS"
-                         r".*; log: (\S+)", lines[0])  # fmt: skip
+    found = re.fullmatch(
+        r"(\w+) exited with 2: invalid configuration: RESETGATE_MAX_ATTEMPTS"
+        r".*; log: (\S+)",
+        lines[0],
+    )
     assert found, lines[0]
     assert found.group(2) == f"{tmp_path}/{found.group(1)}.log"
 
@@ -211,9 +224,15 @@ def test_port_comes_from_the_flag_then_the_environment(monkeypatch: pytest.Monke
     assert ports.requested_port(argparse.Namespace(port=None)) == 18080
     assert ports.requested_port(argparse.Namespace(port=19000)) == 19000
     assert ports.plan_ports(18080) == {
-        "sandbox": 18090, "admission": 18080, "admission ops": 18081, "sender ops": 18082,
-        "poller ops": 18083, "router ops": 18084, "console": 18086, "redis": 18087,
-    }  # fmt: skip
+        "sandbox": 18090,
+        "admission": 18080,
+        "admission ops": 18081,
+        "sender ops": 18082,
+        "poller ops": 18083,
+        "router ops": 18084,
+        "console": 18086,
+        "redis": 18087,
+    }
     pushed = ports.plan_ports(8080, "postmark", ["a", "b"])
     assert (pushed["webhooks"], pushed["sandbox a"], pushed["sandbox b"]) == (8085, 8090, 8091)
     monkeypatch.setenv("RESETGATE_HTTP_PORT", "eighty")
@@ -270,8 +289,9 @@ async def sandbox_messages(sandbox: str, operation_id: str) -> list[dict[str, An
 async def test_a_provider_kind_the_sandbox_cannot_speak_is_one_line_naming_it(
     tmp_path: Path,
 ) -> None:
-    process = await start_up(tmp_path, "--port", str(free_stack_port()),
-                             RESETGATE_PROVIDER_KIND="postmrk")  # fmt: skip
+    process = await start_up(
+        tmp_path, "--port", str(free_stack_port()), RESETGATE_PROVIDER_KIND="postmrk"
+    )
     _, stderr = await asyncio.wait_for(process.communicate(), timeout=60)
     lines = stderr.decode().strip().splitlines()
     assert process.returncode == 1
@@ -303,8 +323,10 @@ async def test_postmark_mode_shows_a_bounce_through_its_webhook_and_names_everyt
     try:
         banner = await asyncio.wait_for(read_banner(process), timeout=120)
         sandbox = f"http://127.0.0.1:{port + ports.SANDBOX_OFFSET}"
-        assert "provider   postmark: the sandbox speaking postmark's API, its signed webhooks" \
-               in banner  # fmt: skip
+        assert (
+            "provider   postmark: the sandbox speaking postmark's API, its signed webhooks"
+            in banner
+        )
         assert f"console    http://127.0.0.1:{port + ports.CONSOLE_OFFSET}" in banner
         assert f"inbox      {sandbox}/_sandbox/inbox" in banner
         env_file = stack.read_env(tmp_path / "env")
@@ -327,9 +349,12 @@ def provider_command(directory: Path, *args: str) -> subprocess.CompletedProcess
     """`resetgate ops provider ...` from a second shell that has only the env file."""
     return subprocess.run(
         [sys.executable, "-m", "services.ctl.main", "ops", "provider", *args],
-        env=child_env(RESETGATE_RUN_DIR=str(directory)), capture_output=True, text=True,
-        timeout=120, check=False,
-    )  # fmt: skip
+        env=child_env(RESETGATE_RUN_DIR=str(directory)),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
 def provider_show(directory: Path) -> dict[str, list[int]]:
@@ -355,8 +380,10 @@ async def test_two_providers_run_locally_and_a_plain_restart_leaves_no_partition
     plain = await start_up(tmp_path, "--port", str(port))
     try:
         banner = await asyncio.wait_for(read_banner(plain), timeout=120)
-        assert "partitions 0 (standby), 1 (standby) were assigned to a provider not " \
-               "configured now: back to http" in banner  # fmt: skip
+        assert (
+            "partitions 0 (standby), 1 (standby) were assigned to a provider not "
+            "configured now: back to http" in banner
+        )
         assert provider_show(tmp_path) == {"http": list(range(16))}
     finally:
         await ctrl_c(plain)

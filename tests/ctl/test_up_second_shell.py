@@ -22,25 +22,38 @@ TEMPLATES = str(DEFAULTS)  # a real templates folder, given to `up` as a studio 
 def sourced(env_file: Path) -> dict[str, str]:
     """The environment of a shell after `. .run/env` (a real shell does the sourcing)."""
     done = subprocess.run(
-        ["bash", "-c", f". {env_file} && env -0"], env=child_env(), capture_output=True,
-        check=True, timeout=30,
-    )  # fmt: skip
+        ["bash", "-c", f". {env_file} && env -0"],
+        env=child_env(),
+        capture_output=True,
+        check=True,
+        timeout=30,
+    )
     pairs = (item.split(b"=", 1) for item in done.stdout.split(b"\0") if b"=" in item)
     return {name.decode(): value.decode() for name, value in pairs}
 
 
 def ops_status(shell: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "services.ctl.main", "ops", "status"], env=shell, cwd=cwd,
-        capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+        [sys.executable, "-m", "services.ctl.main", "ops", "status"],
+        env=shell,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
 def templates_command(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "services.ctl.main", "templates", *args], env=child_env(),
-        cwd=cwd, capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+        [sys.executable, "-m", "services.ctl.main", "templates", *args],
+        env=child_env(),
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
 
 
 def listening(port: int) -> bool:
@@ -61,10 +74,14 @@ def test_every_port_sits_at_its_offset_from_the_http_port() -> None:
         plan = ports.plan_ports(first, "postmark", ["a", "b"])
         assert plan["redis"] == first + ports.PORT_OFFSETS["redis"]
         assert {name: port - first for name, port in plan.items()} == {
-            **{n: o for n, o in ports.PORT_OFFSETS.items()
-               if n not in (*ports.ARCHIVE, "sandbox", "prometheus")},
-            "sandbox a": ports.SANDBOX_OFFSET, "sandbox b": ports.SANDBOX_OFFSET + 1,
-        }  # fmt: skip
+            **{
+                n: o
+                for n, o in ports.PORT_OFFSETS.items()
+                if n not in (*ports.ARCHIVE, "sandbox", "prometheus")
+            },
+            "sandbox a": ports.SANDBOX_OFFSET,
+            "sandbox b": ports.SANDBOX_OFFSET + 1,
+        }
     assert "redis" not in ports.plan_ports(8080, embedded=False), "RESETGATE_REDIS_URL: no Redis"
     assert ports.plan_ports(8080, prometheus=True)["prometheus"] == 8080 + 9
     offsets = list(ports.PORT_OFFSETS.values())
@@ -131,9 +148,17 @@ async def test_up_from_a_shell_that_sourced_an_old_env_uses_its_own_settings(
     )  # as a random port of an earlier version left it: nothing listens there
     shell["RESETGATE_PROVIDER_KIND"] = "postmark"  # sourced from a postmark run
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "services.ctl.main", "up", "--dir", str(run), env=shell,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
-    )  # fmt: skip
+        sys.executable,
+        "-m",
+        "services.ctl.main",
+        "up",
+        "--dir",
+        str(run),
+        env=shell,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        start_new_session=True,
+    )
     try:
         banner = await asyncio.wait_for(read_banner(process), timeout=120)
         assert f"redis://127.0.0.1:{port + ports.REDIS_OFFSET}/0 (embedded" in banner

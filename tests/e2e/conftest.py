@@ -29,9 +29,13 @@ INTERNAL_TOKEN = "e2e-internal-token-0123456789"
 DELIVERED_DELAY = 1.5
 # The sandbox settings every test starts from (faults off).
 BASELINE: dict[str, Any] = {
-    "delivered_delay_seconds": DELIVERED_DELAY, "drop_every": 0, "slow_every": 0,
-    "duplicate_event_every": 0, "out_of_order_every": 0, "bounce_domain": "bounce.example",
-}  # fmt: skip
+    "delivered_delay_seconds": DELIVERED_DELAY,
+    "drop_every": 0,
+    "slow_every": 0,
+    "duplicate_event_every": 0,
+    "out_of_order_every": 0,
+    "bounce_domain": "bounce.example",
+}
 
 
 def service_env(redis_url: str, provider_url: str) -> dict[str, str]:
@@ -51,16 +55,23 @@ def service_env(redis_url: str, provider_url: str) -> dict[str, str]:
 
 
 SENDER_ENV = {
-    "RESETGATE_LEASE_SECONDS": "5", "RESETGATE_CONNECT_TIMEOUT_SECONDS": "1",
-    "RESETGATE_TOTAL_TIMEOUT_SECONDS": "2", "RESETGATE_PROMOTE_INTERVAL_SECONDS": "0.05",
-    "RESETGATE_BACKOFF_BASE_SECONDS": "0.05", "RESETGATE_BACKOFF_CAP_SECONDS": "0.5",
-    "RESETGATE_PROVIDER_MAX_RATE": "500", "RESETGATE_CONCURRENCY": "4",
-}  # fmt: skip
+    "RESETGATE_LEASE_SECONDS": "5",
+    "RESETGATE_CONNECT_TIMEOUT_SECONDS": "1",
+    "RESETGATE_TOTAL_TIMEOUT_SECONDS": "2",
+    "RESETGATE_PROMOTE_INTERVAL_SECONDS": "0.05",
+    "RESETGATE_BACKOFF_BASE_SECONDS": "0.05",
+    "RESETGATE_BACKOFF_CAP_SECONDS": "0.5",
+    "RESETGATE_PROVIDER_MAX_RATE": "500",
+    "RESETGATE_CONCURRENCY": "4",
+}
 POLLER_ENV = {
-    "RESETGATE_POLL_INTERVAL_SECONDS": "0.2", "RESETGATE_RECONCILE_GRACE_SECONDS": "1",
-    "RESETGATE_RECONCILE_INTERVAL_SECONDS": "0.2", "RESETGATE_CLOSE_INTERVAL_SECONDS": "0.2",
-    "RESETGATE_POLL_MAX_REQUESTS_PER_MINUTE": "6000", "RESETGATE_LEASE_SECONDS": "3",
-}  # fmt: skip
+    "RESETGATE_POLL_INTERVAL_SECONDS": "0.2",
+    "RESETGATE_RECONCILE_GRACE_SECONDS": "1",
+    "RESETGATE_RECONCILE_INTERVAL_SECONDS": "0.2",
+    "RESETGATE_CLOSE_INTERVAL_SECONDS": "0.2",
+    "RESETGATE_POLL_MAX_REQUESTS_PER_MINUTE": "6000",
+    "RESETGATE_LEASE_SECONDS": "3",
+}
 ROUTER_ENV = {"RESETGATE_CLAIM_IDLE_SECONDS": "2", "RESETGATE_BLOCK_MS": "100"}
 
 
@@ -91,9 +102,10 @@ class E2E:
 
     async def admit(self, account_id: str, entry_point: str = "agent") -> str:
         status, body = await self.internal(
-            "POST", "/internal/v1/recovery-operations",
+            "POST",
+            "/internal/v1/recovery-operations",
             json={"account_id": account_id, "entry_point": entry_point, "actor": "e2e"},
-        )  # fmt: skip
+        )
         assert status in (200, 201), body
         return str(body["operation_id"])
 
@@ -181,17 +193,26 @@ async def pushed_events_stack(
     which pushes its signed webhooks to the poller as a deployment is wired. ``sandbox``:
     the sandbox's other settings; ``env``: the services' other variables."""
     port = free_port()
-    async with run_sandbox_process(mode=provider, **sandbox_webhooks(provider, port),
-                                   **sandbox) as sandbox_url:  # fmt: skip
-        base = {**service_env(redis_url, sandbox_url),
-                "RESETGATE_PROVIDER_KIND": provider, "RESETGATE_PROVIDER_NAME": provider,
-                "RESETGATE_MAILGUN_DOMAIN": "mg.game.example",
-                "RESETGATE_OBSERVATION_WINDOW_SECONDS": "600", **env}  # fmt: skip
+    async with run_sandbox_process(
+        mode=provider, **sandbox_webhooks(provider, port), **sandbox
+    ) as sandbox_url:
+        base = {
+            **service_env(redis_url, sandbox_url),
+            "RESETGATE_PROVIDER_KIND": provider,
+            "RESETGATE_PROVIDER_NAME": provider,
+            "RESETGATE_MAILGUN_DOMAIN": "mg.game.example",
+            "RESETGATE_OBSERVATION_WINDOW_SECONDS": "600",
+            **env,
+        }
         async with Processes(logs, base) as processes:
             processes.add("admission")
             processes.add("sender", **SENDER_ENV)
-            processes.add("poller", **POLLER_ENV, RESETGATE_WEBHOOK_PORT=str(port),
-                          **await poller_credentials(provider, sandbox_url))  # fmt: skip
+            processes.add(
+                "poller",
+                **POLLER_ENV,
+                RESETGATE_WEBHOOK_PORT=str(port),
+                **await poller_credentials(provider, sandbox_url),
+            )
             await asyncio.gather(*(processes.start(n) for n in processes.services))
             redis = Redis.from_url(redis_url, decode_responses=True)
             try:

@@ -21,8 +21,9 @@ async def test_invariant_6_dropped_connection_is_reconciled_without_a_second_ema
     await configure(live.provider_url, drop_every=1)
     await live.account("e2e-drop")
     op = await live.admit("e2e-drop")
-    await live.until(op, lambda v: v["attempt_ledger"] and
-                     v["attempt_ledger"][0]["outcome"] == "ambiguous")  # fmt: skip
+    await live.until(
+        op, lambda v: v["attempt_ledger"] and v["attempt_ledger"][0]["outcome"] == "ambiguous"
+    )
     await configure(live.provider_url, drop_every=0)
     view = await live.until(op, lambda v: v["delivery"] == "delivered")
     assert view["state"] == "accepted" and view["provider_message_id"]

@@ -11,8 +11,12 @@ from tests.support.sandbox import configure, sandbox_stats
 
 
 async def submit(live: E2E, event_id: str, **fields: str) -> None:
-    values = {"event_id": event_id, "topic": "password_reset",
-              "submitted_at": "2026-01-01T00:00:00Z", **fields}  # fmt: skip
+    values = {
+        "event_id": event_id,
+        "topic": "password_reset",
+        "submitted_at": "2026-01-01T00:00:00Z",
+        **fields,
+    }
     await live.redis.xadd(CONTACT_FORMS, values)  # type: ignore[arg-type]
 
 
@@ -76,5 +80,9 @@ async def test_malformed_form_is_dead_lettered_and_routing_continues(live: E2E) 
     await case_for(live, "e2e-evt-after-dead")
     dead = [f for _, f in await live.redis.xrange(CONTACT_FORMS_DEAD)]
     assert any(d["reason"] == "missing_event_id" for d in dead)
-    assert await live["router"].metric("resetgate_contact_forms_dead_lettered_total",
-                                       reason="missing_event_id") >= 1  # fmt: skip
+    assert (
+        await live["router"].metric(
+            "resetgate_contact_forms_dead_lettered_total", reason="missing_event_id"
+        )
+        >= 1
+    )

@@ -46,9 +46,10 @@ async def test_duplicated_and_out_of_order_events_leave_delivered(live: E2E) -> 
     await live.until(op, lambda v: v["delivery"] == "delivered")
 
     async def both_seen() -> bool:
-        return (await poller.metric("resetgate_delivery_events_duplicate_total") > duplicates
-                and await poller.metric("resetgate_delivery_events_total",
-                                        type="deferred") > deferred)  # fmt: skip
+        return (
+            await poller.metric("resetgate_delivery_events_duplicate_total") > duplicates
+            and await poller.metric("resetgate_delivery_events_total", type="deferred") > deferred
+        )
 
     await poll(both_seen, timeout=15, every=0.2)
     view = await live.operation(op)

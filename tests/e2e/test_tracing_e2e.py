@@ -64,9 +64,12 @@ async def stack(redis_server: Any, redis: Redis) -> AsyncIterator[Traced]:
     logs = Path(tempfile.mkdtemp(prefix="rg-traces-"))
     sandbox = {**BASELINE, "send_blackout_seconds": BLACKOUT_SECONDS}
     async with OtlpReceiver() as receiver, run_sandbox_process(**sandbox) as provider_url:
-        base = {**service_env(redis_server.url, provider_url), **TRACED,
-                "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
-                "RESETGATE_PUBLIC_RESPONSE_FLOOR_MS": "0"}  # fmt: skip
+        base = {
+            **service_env(redis_server.url, provider_url),
+            **TRACED,
+            "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
+            "RESETGATE_PUBLIC_RESPONSE_FLOOR_MS": "0",
+        }
         async with Processes(logs, base) as processes:
             processes.add("admission")
             processes.add("sender", **SENDER_ENV)
@@ -77,8 +80,11 @@ async def stack(redis_server: Any, redis: Redis) -> AsyncIterator[Traced]:
 
 
 def where(spans: list[Span], name: str, **attributes: Any) -> list[Span]:
-    return [s for s in spans if s.name == name
-            and all(s.attributes.get(k) == v for k, v in attributes.items())]  # fmt: skip
+    return [
+        s
+        for s in spans
+        if s.name == name and all(s.attributes.get(k) == v for k, v in attributes.items())
+    ]
 
 
 def with_parents(spans: list[Span], name: str, **attributes: Any) -> bool:
@@ -175,8 +181,9 @@ async def test_one_reset_is_one_trace_and_its_retry_a_linked_one(stack: Traced) 
     sender_lines = processes["sender"].log_records()
     finished = [line for line in sender_lines if line.get("msg") == "attempt finished"]
     first_ids = {s.span_id for s in spans if s.trace_id == GAME_TRACE}
-    assert [line["span_id"] in first_ids for line in finished
-            if line.get("trace_id") == GAME_TRACE] == [True]  # fmt: skip
+    assert [
+        line["span_id"] in first_ids for line in finished if line.get("trace_id") == GAME_TRACE
+    ] == [True]
 
 
 async def test_a_lookup_that_settles_an_ambiguous_attempt_is_linked_to_its_admission(

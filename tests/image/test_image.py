@@ -174,9 +174,13 @@ def test_every_runtime_dependency_is_pinned_with_hashes_and_nothing_else_is_dire
 def run_install(*args: str, timeout: float) -> None:
     env = {**os.environ, "PYTHON": sys.executable}
     done = subprocess.run(
-        ["sh", str(INSTALL), *args], capture_output=True, text=True, env=env, timeout=timeout,
+        ["sh", str(INSTALL), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
         check=False,
-    )  # fmt: skip
+    )
     assert done.returncode == 0, done.stderr[-3000:]
 
 
@@ -211,8 +215,11 @@ async def start_services(venv: Path, app: Path, tmp: Path) -> None:
 def installed_packages(venv: Path) -> set[str]:
     installed = subprocess.run(
         [str(venv / "bin" / "python"), "-m", "pip", "list", "--format=freeze"],
-        capture_output=True, text=True, check=True, timeout=60,
-    ).stdout  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout
     return {normalise(line.split("==")[0]) for line in installed.splitlines() if "==" in line}
 
 
@@ -220,16 +227,24 @@ def check_code_install(venv: Path, app: Path) -> None:
     python = str(venv / "bin" / "python")
     where = subprocess.run(
         [python, "-c", "import services, shared; print(services.__file__, shared.__file__)"],
-        capture_output=True, text=True, cwd="/", check=True, timeout=60,
-    ).stdout.split()  # fmt: skip
+        capture_output=True,
+        text=True,
+        cwd="/",
+        check=True,
+        timeout=60,
+    ).stdout.split()
     assert all(Path(path).is_relative_to(app) for path in where), where
     compiled = list(app.rglob("*.cpython-311.pyc"))
     sources = list(app.rglob("*.py"))
     assert len(compiled) >= len(sources), "not every module is byte-compiled"
     ops = subprocess.run(
-        [str(venv / "bin" / "resetgate"), "ops", "--help"], capture_output=True, text=True,
-        cwd="/", check=False, timeout=60,
-    )  # fmt: skip
+        [str(venv / "bin" / "resetgate"), "ops", "--help"],
+        capture_output=True,
+        text=True,
+        cwd="/",
+        check=False,
+        timeout=60,
+    )
     assert ops.returncode == 0 and "status" in ops.stdout, ops.stderr
 
 
@@ -239,10 +254,15 @@ def dependencies_of_this_checkout(tmp_path: Path) -> Path:
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     site = subprocess.run(
-        [str(venv / "bin" / "python"), "-c",
-         "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        capture_output=True, text=True, check=True,
-    ).stdout.strip()  # fmt: skip
+        [
+            str(venv / "bin" / "python"),
+            "-c",
+            "import sysconfig; print(sysconfig.get_paths()['purelib'])",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     Path(site, "checkout-deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     return venv
 

@@ -59,9 +59,12 @@ class Inbound(E2E):
         self.aws = aws
 
     async def post(
-        self, provider: str, body: bytes, headers: dict[str, str],
+        self,
+        provider: str,
+        body: bytes,
+        headers: dict[str, str],
         poller: ServiceProcess | None = None,
-    ) -> tuple[int, Any]:  # fmt: skip
+    ) -> tuple[int, Any]:
         """POSTed to the package's poller, or to ``poller``'s webhook listener."""
         base = webhook_url(poller) if poller is not None else self.webhook_url
         url = f"{base}/webhooks/{provider}"

@@ -114,8 +114,7 @@ async def test_poller_with_listener_and_queue_stops_cleanly(inbound: Inbound) ->
     readiness answered by that other process, for every later test in the package."""
     shared = inbound["poller"]
     env = {**shared.env, "RESETGATE_WEBHOOK_PORT": str(free_port())}
-    poller = ServiceProcess("poller-stopped", env, shared.log_path.parent,
-                            module="services.poller")  # fmt: skip
+    poller = ServiceProcess("poller-stopped", env, shared.log_path.parent, module="services.poller")
     try:
         await poller.start()
         op, message_id = await inbound.accepted("in-stopped")

@@ -43,16 +43,19 @@ async def test_distinct_events_for_one_operation_never_grow_its_hash_past_a_boun
     key = PartitionKeys.of(op).operation(op)
     fields = 0
     at = int(time.time())
-    events = [{"event": "deferred", "timestamp": at, "sg_message_id": f"{mid}{i}.f",
-               "operation_id": op} for i in range(15_000)]  # fmt: skip
+    events = [
+        {"event": "deferred", "timestamp": at, "sg_message_id": f"{mid}{i}.f", "operation_id": op}
+        for i in range(15_000)
+    ]
     for body in _bodies(events[:1], MAX_BODY) + _bodies(events[1:], MAX_BODY):
         status, answer = await inbound.post("sendgrid", body, inbound.signer.headers(body))
         assert status == 200, answer
         # After the first: the delivery fields, one event remembered and the next slot.
         fields = fields or await inbound.redis.hlen(key)
     total = await inbound.redis.hlen(key)
-    print(f"\n15,000 distinct events: {total} fields "
-          f"({await inbound.redis.memory_usage(key)} bytes)")  # fmt: skip
+    print(
+        f"\n15,000 distinct events: {total} fields ({await inbound.redis.memory_usage(key)} bytes)"
+    )
     assert total <= fields + REMEMBERED_EVENTS - 1
     # A copy of the latest event is still known as one.
     body = codec.dumps(events[-1:])

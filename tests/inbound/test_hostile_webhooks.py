@@ -96,8 +96,9 @@ async def test_a_mailgun_retry_hours_later_with_its_first_signature_is_applied(
     status, answer = await inbound.post("mailgun", retry, JSON)
     assert (status, answer["applied"]) == (200, 1), str(answer)
     assert (await inbound.post("mailgun", retry, JSON))[0] == 406
-    future = mailgun_body(MAILGUN_KEY, op, mid, "delivered", time.time(),
-                          timestamp=int(time.time()) + 3600)  # fmt: skip
+    future = mailgun_body(
+        MAILGUN_KEY, op, mid, "delivered", time.time(), timestamp=int(time.time()) + 3600
+    )
     assert (await inbound.post("mailgun", future, JSON))[0] == 401
 
 

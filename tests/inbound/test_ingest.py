@@ -164,16 +164,21 @@ async def attempting(redis: Redis) -> str:
     return op
 
 
-ACCEPTED = Finalisation("accepted", 202, "accepted", message_id="msg-1",
-                        observe_until=clock.now_ms() + 3_600_000)  # fmt: skip
+ACCEPTED = Finalisation(
+    "accepted", 202, "accepted", message_id="msg-1", observe_until=clock.now_ms() + 3_600_000
+)
 
 
 async def finalise(redis: Redis, op: str, result: Finalisation) -> FinaliseCode:
     """The sender's finalise of the attempt :func:`attempting` left in flight."""
     return await FinaliseAttempt(
-        operation_id=op, attempt_id="att-1", now=clock.now_ms(), entry_id="", result=result,
+        operation_id=op,
+        attempt_id="att-1",
+        now=clock.now_ms(),
+        entry_id="",
+        result=result,
         retention_ms=3_600_000,
-    ).run(redis)  # fmt: skip
+    ).run(redis)
 
 
 async def test_event_during_attempt_does_not_reopen_the_window(

@@ -38,15 +38,22 @@ def named_env(**extra: str) -> dict[str, str]:
     env = {"RESETGATE_PROVIDERS": "primary,standby"}
     for name in SIGNERS:
         infix = f"RESETGATE_PROVIDER_{name.upper()}"
-        env |= {f"{infix}_KIND": "sendgrid", f"{infix}_URL": "https://api.sendgrid.com",
-                f"{infix}_API_KEY": f"key-{name}"}  # fmt: skip
+        env |= {
+            f"{infix}_KIND": "sendgrid",
+            f"{infix}_URL": "https://api.sendgrid.com",
+            f"{infix}_API_KEY": f"key-{name}",
+        }
     return env | extra
 
 
 @pytest.fixture
 def two_accounts(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[ProviderConfig]]:
-    env = named_env(**{f"RESETGATE_PROVIDER_{n.upper()}_SENDGRID_WEBHOOK_PUBLIC_KEY": s.public_key
-                       for n, s in SIGNERS.items()})  # fmt: skip
+    env = named_env(
+        **{
+            f"RESETGATE_PROVIDER_{n.upper()}_SENDGRID_WEBHOOK_PUBLIC_KEY": s.public_key
+            for n, s in SIGNERS.items()
+        }
+    )
     for variable, value in env.items():
         monkeypatch.setenv(variable, value)
     yield load_providers(PollerSettings(partitions=4))
@@ -122,9 +129,13 @@ async def test_an_event_is_joined_only_to_an_operation_its_provider_holds(
 async def test_the_per_kind_path_of_a_single_provider_keeps_working(redis: Redis) -> None:
     signer = SendGridSigner.generate()
     settings = PollerSettings(
-        partitions=4, provider_kind="sendgrid", provider_url="https://api.sendgrid.com",
-        provider_api_key="k", provider_name="mail", sendgrid_webhook_public_key=signer.public_key,
-    )  # fmt: skip
+        partitions=4,
+        provider_kind="sendgrid",
+        provider_url="https://api.sendgrid.com",
+        provider_api_key="k",
+        provider_name="mail",
+        sendgrid_webhook_public_key=signer.public_key,
+    )
     configured = load_providers(settings)
     # Its one provider's events, whatever name an operation was attempted under (one renamed
     # by RESETGATE_PROVIDER_NAME since, say): there is no other provider to confuse it with.

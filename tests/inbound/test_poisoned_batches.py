@@ -45,9 +45,11 @@ async def test_a_poisoned_ses_event_is_dropped_and_its_batch_applied(inbound: In
         async def emptied() -> bool:
             left = await sqs.get_queue_attributes(
                 QueueUrl=inbound.aws.queue_url,
-                AttributeNames=["ApproximateNumberOfMessages",
-                                "ApproximateNumberOfMessagesNotVisible"],
-            )  # fmt: skip
+                AttributeNames=[
+                    "ApproximateNumberOfMessages",
+                    "ApproximateNumberOfMessagesNotVisible",
+                ],
+            )
             return set(left["Attributes"].values()) == {"0"}
 
         await poll(emptied, timeout=30, every=0.2)  # both deleted: none waits for a redrive
@@ -58,10 +60,12 @@ async def test_a_poisoned_sendgrid_event_is_dropped_and_its_batch_applied(
 ) -> None:
     op, mid = await inbound.accepted("poison-sg")
     at = time.time()
-    body = codec.dumps([
-        sendgrid_event(poisoned(op), mid, "bounce", at),
-        sendgrid_event(op, mid, "delivered", at),
-    ])  # fmt: skip
+    body = codec.dumps(
+        [
+            sendgrid_event(poisoned(op), mid, "bounce", at),
+            sendgrid_event(op, mid, "delivered", at),
+        ]
+    )
     status, answer = await inbound.post("sendgrid", body, inbound.signer.headers(body))
     assert (status, answer.get("applied"), answer.get("dropped")) == (200, 1, 1), answer
     assert (await inbound.operation(op))["delivery"] == "delivered"

@@ -73,13 +73,16 @@ async def test_delivered_and_bounced_arrive_by_the_providers_own_webhook(stack: 
     hooks = await poll(lambda: _posted(stack.sandbox_url, 2), timeout=30)
     assert hooks["refused"] == hooks["failed"] == 0, hooks
     poller = e2e["poller"]
-    refused = await poller.metric("resetgate_webhook_requests_total", provider=provider,
-                                  status="401")  # fmt: skip
+    refused = await poller.metric(
+        "resetgate_webhook_requests_total", provider=provider, status="401"
+    )
     assert refused == 0
     assert f"@{BOUNCE_DOMAIN}" not in poller.logs() and "@example.com" not in poller.logs()
     # The sender keeps the message id as the events name it: Mailgun's without "@domain".
-    ids = [await e2e.redis.hget(PartitionKeys.of(op).operation(op), "provider_message_id")
-           for op in (delivered, bounced)]  # fmt: skip
+    ids = [
+        await e2e.redis.hget(PartitionKeys.of(op).operation(op), "provider_message_id")
+        for op in (delivered, bounced)
+    ]
     assert all(ids) and not any("@" in str(i) for i in ids), ids
 
 

@@ -31,8 +31,9 @@ async def test_a_batch_not_applied_at_shutdown_is_handed_back_at_once(inbound: I
             op = ids.operation_id(1)
             body = json.dumps(ses_event(op, f"m-{n}", "Delivery", iso(time.time())))
             await sqs.send_message(QueueUrl=queue, MessageBody=body)
-        got = await sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10,
-                                        VisibilityTimeout=600, WaitTimeSeconds=1)  # fmt: skip
+        got = await sqs.receive_message(
+            QueueUrl=queue, MaxNumberOfMessages=10, VisibilityTimeout=600, WaitTimeSeconds=1
+        )
         messages = got["Messages"]
         assert len(messages) == 2
         down = Redis(port=free_port(), socket_connect_timeout=0.5, retry=Retry(NoBackoff(), 0))
@@ -41,7 +42,6 @@ async def test_a_batch_not_applied_at_shutdown_is_handed_back_at_once(inbound: I
         stop.set()  # shutting down
         with pytest.raises(RedisConnectionError):
             await SesQueue(settings, Ingest(down, settings))._handle_or_release(sqs, messages, stop)
-        again = await sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10,
-                                          WaitTimeSeconds=2)  # fmt: skip
+        again = await sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10, WaitTimeSeconds=2)
         await down.aclose()
     assert len(again.get("Messages", [])) == 2, "visible again, long before 600 s"

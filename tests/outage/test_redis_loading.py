@@ -68,11 +68,14 @@ async def test_every_service_is_not_ready_while_redis_loads_and_ready_after(
 ) -> None:
     async with run_sandbox() as provider_url:
         env = {
-            "RESETGATE_REDIS_URL": loading_redis.url, "RESETGATE_TOKEN_KEYS": TEST_TOKEN_KEYS,
-            "RESETGATE_PROVIDER_URL": provider_url, "RESETGATE_PROVIDER_API_KEY": SANDBOX_API_KEY,
+            "RESETGATE_REDIS_URL": loading_redis.url,
+            "RESETGATE_TOKEN_KEYS": TEST_TOKEN_KEYS,
+            "RESETGATE_PROVIDER_URL": provider_url,
+            "RESETGATE_PROVIDER_API_KEY": SANDBOX_API_KEY,
             "RESETGATE_INTERNAL_API_TOKEN": "loading-internal-token-0123456789",
-            "RESETGATE_PARTITIONS": "2", "RESETGATE_REDIS_TIMEOUT_SECONDS": "1",
-        }  # fmt: skip
+            "RESETGATE_PARTITIONS": "2",
+            "RESETGATE_REDIS_TIMEOUT_SECONDS": "1",
+        }
         async with Processes(tmp_path, env) as processes:
             services = await asyncio.gather(*(processes.start(name) for name in SERVICES))
             await asyncio.to_thread(loading_redis.restart)  # SIGTERM, then load the AOF again

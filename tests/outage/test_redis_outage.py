@@ -93,8 +93,11 @@ async def until_accepted(stack: Stack, ops: list[str], timeout: float) -> dict[s
 
 
 def loop_errors(stack: Stack, name: str) -> Counter[str]:
-    return Counter(r.get("loop", "?") for r in stack[name].log_records()
-                   if r.get("msg") == "loop error; retrying")  # fmt: skip
+    return Counter(
+        r.get("loop", "?")
+        for r in stack[name].log_records()
+        if r.get("msg") == "loop error; retrying"
+    )
 
 
 async def admit_before(stack: Stack) -> list[str]:
@@ -153,9 +156,14 @@ async def test_invariant_10_every_service_survives_a_redis_outage(
         status, body = await internal(stack, account_id(BEFORE + 2))
         assert status == 201, body
         after = body["operation_id"]
-        await stack.redis.xadd(CONTACT_FORMS, {"event_id": "outage-form-after",
-                                               "topic": "password_reset",
-                                               "login": login(BEFORE + 3)})  # fmt: skip
+        await stack.redis.xadd(
+            CONTACT_FORMS,
+            {
+                "event_id": "outage-form-after",
+                "topic": "password_reset",
+                "login": login(BEFORE + 3),
+            },
+        )
         final = await until_accepted(stack, [*before, after], timeout=90)
         assert all(s == "accepted" for s in final.values()), Counter(final.values())
         await _check_after(stack, after)
@@ -194,8 +202,9 @@ async def test_services_resume_after_redis_comes_back_without_its_data(tmp_path:
         await stack.seed_directory(4)
         status, body = await internal(stack, account_id(1))
         assert status == 201, body
-        await stack.redis.xadd(CONTACT_FORMS, {"event_id": "after-flush", "topic":
-                                               "password_reset", "login": login(2)})  # fmt: skip
+        await stack.redis.xadd(
+            CONTACT_FORMS, {"event_id": "after-flush", "topic": "password_reset", "login": login(2)}
+        )
         final = await until_accepted(stack, [body["operation_id"]], timeout=30)
         assert set(final.values()) == {"accepted"}, final
         deadline = time.monotonic() + 30

@@ -38,8 +38,9 @@ def sentinels() -> Iterator[SentinelDeployment]:
 
 
 def settings_for(deployment: SentinelDeployment) -> CommonSettings:
-    return CommonSettings(redis_sentinels=deployment.addresses, redis_sentinel_master=MASTER,
-                          redis_timeout_seconds=2)  # fmt: skip
+    return CommonSettings(
+        redis_sentinels=deployment.addresses, redis_sentinel_master=MASTER, redis_timeout_seconds=2
+    )
 
 
 async def test_the_client_follows_a_failover_and_readiness_says_not_ready_meanwhile(
@@ -91,8 +92,7 @@ async def test_a_keyless_sender_refuses_replicas_it_would_not_wait_for(
         with pytest.raises(StoreNotDurable, match="RESETGATE_WAIT_REPLICAS") as refused:
             await check_keyless_replication(client, KEYLESS, 0, sentinel=False, require=True)
         assert "RESETGATE_KEYLESS_REQUIRE_REPLICA_WAIT=false" in str(refused.value)
-        assert await check_keyless_replication(client, KEYLESS, 1, sentinel=True,
-                                               require=True) == 1  # fmt: skip
+        assert await check_keyless_replication(client, KEYLESS, 1, sentinel=True, require=True) == 1
         assert await check_keyless_replication(client, {}, 0, sentinel=True, require=True) is None
         with caplog.at_level(logging.ERROR):
             await check_keyless_replication(client, KEYLESS, 0, sentinel=True, require=False)
@@ -108,9 +108,16 @@ async def test_a_lone_redis_with_a_keyless_provider_needs_no_wait(
 
 
 def test_resetgate_ops_speaks_sentinel(sentinels: SentinelDeployment, tmp_path: Path) -> None:
-    done = resetgate("ops", "status", cwd=tmp_path, env={
-        "RESETGATE_REDIS_SENTINELS": sentinels.addresses, "RESETGATE_REDIS_SENTINEL_MASTER": MASTER,
-        "RESETGATE_PARTITIONS": "4"})  # fmt: skip
+    done = resetgate(
+        "ops",
+        "status",
+        cwd=tmp_path,
+        env={
+            "RESETGATE_REDIS_SENTINELS": sentinels.addresses,
+            "RESETGATE_REDIS_SENTINEL_MASTER": MASTER,
+            "RESETGATE_PARTITIONS": "4",
+        },
+    )
     assert done.returncode == 0, done.stderr
     assert done.stderr.splitlines()[0] == (
         f"redis: sentinel master {MASTER!r} (3 sentinels), from RESETGATE_REDIS_SENTINELS"
@@ -123,9 +130,11 @@ async def test_sentinel_password_and_tls_reach_the_data_nodes_and_the_sentinels(
     Sentinels."""
     settings = CommonSettings(
         redis_url="rediss://:data-pw@ignored:6379/2?ssl_ca_certs=/etc/redis-tls/ca.crt",
-        redis_sentinels="s-0:26379,s-1:26379", redis_sentinel_master=MASTER,
-        redis_sentinel_password="sentinel-pw", redis_sentinel_tls=True,
-    )  # fmt: skip
+        redis_sentinels="s-0:26379,s-1:26379",
+        redis_sentinel_master=MASTER,
+        redis_sentinel_password="sentinel-pw",
+        redis_sentinel_tls=True,
+    )
     client = create_client(settings)
     try:
         assert isinstance(client, SentinelRedis) and client.sentinel_manager is not None
@@ -133,7 +142,10 @@ async def test_sentinel_password_and_tls_reach_the_data_nodes_and_the_sentinels(
         assert pool.connection_class is SentinelManagedSSLConnection
         data = pool.connection_kwargs
         assert (data["password"], data["db"], data["ssl_ca_certs"]) == (
-            "data-pw", 2, "/etc/redis-tls/ca.crt")  # fmt: skip
+            "data-pw",
+            2,
+            "/etc/redis-tls/ca.crt",
+        )
         assert "host" not in data  # the Sentinels name the primary
         sentinel = client.sentinel_manager.sentinels[0].connection_pool
         assert sentinel.connection_class is SSLConnection

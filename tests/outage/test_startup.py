@@ -73,8 +73,11 @@ async def test_a_service_names_the_unreachable_redis_in_its_first_line(tmp_path:
     """Issue 15 item 6: the first "redis not ready" line says where, and there is one line
     per ten tries rather than one per try; giving up is one line naming it too."""
     nowhere = f"redis://127.0.0.1:{free_port()}/0"
-    env = {"RESETGATE_REDIS_URL": nowhere, "RESETGATE_TOKEN_KEYS": TEST_TOKEN_KEYS,
-           "RESETGATE_INTERNAL_API_TOKEN": "startup-internal-token-0123456789"}  # fmt: skip
+    env = {
+        "RESETGATE_REDIS_URL": nowhere,
+        "RESETGATE_TOKEN_KEYS": TEST_TOKEN_KEYS,
+        "RESETGATE_INTERNAL_API_TOKEN": "startup-internal-token-0123456789",
+    }
     service = ServiceProcess("admission", env, tmp_path)
     with pytest.raises(RuntimeError, match="not ready"):
         await service.start(timeout=8)

@@ -71,13 +71,22 @@ async def _serve(provider: HostileProvider) -> AsyncIterator[str]:
 
 
 def _poller(redis_server: RedisServer, url: str, logs: Path, **env: str) -> ServiceProcess:
-    return ServiceProcess("poller", {
-        "RESETGATE_REDIS_URL": redis_server.url, "RESETGATE_PROVIDER_URL": url,
-        "RESETGATE_PROVIDER_API_KEY": "hostile-provider-key", "RESETGATE_PARTITIONS": "2",
-        "RESETGATE_TOKEN_KEYS": TEST_TOKEN_KEYS, "RESETGATE_POLL_INTERVAL_SECONDS": "0.2",
-        "RESETGATE_CLOSE_INTERVAL_SECONDS": "0.2", "RESETGATE_MAX_ADVISED_WAIT_SECONDS": "1",
-        "RESETGATE_LEASE_SECONDS": "3", **env,
-    }, logs)  # fmt: skip
+    return ServiceProcess(
+        "poller",
+        {
+            "RESETGATE_REDIS_URL": redis_server.url,
+            "RESETGATE_PROVIDER_URL": url,
+            "RESETGATE_PROVIDER_API_KEY": "hostile-provider-key",
+            "RESETGATE_PARTITIONS": "2",
+            "RESETGATE_TOKEN_KEYS": TEST_TOKEN_KEYS,
+            "RESETGATE_POLL_INTERVAL_SECONDS": "0.2",
+            "RESETGATE_CLOSE_INTERVAL_SECONDS": "0.2",
+            "RESETGATE_MAX_ADVISED_WAIT_SECONDS": "1",
+            "RESETGATE_LEASE_SECONDS": "3",
+            **env,
+        },
+        logs,
+    )
 
 
 @pytest.fixture
@@ -95,16 +104,21 @@ async def provider_always() -> AsyncIterator[tuple[HostileProvider, str]]:
 
 
 async def test_a_real_poller_asks_again_after_the_capped_wait(
-    redis: Redis, redis_server: RedisServer, tmp_path: Path,
+    redis: Redis,
+    redis_server: RedisServer,
+    tmp_path: Path,
     provider_once: tuple[HostileProvider, str],
-) -> None:  # fmt: skip
+) -> None:
     provider, url = provider_once
     poller = await _poller(redis_server, url, tmp_path).start()
     try:
         await wait_for(lambda: _at_least(provider.calls["events"], 3), timeout=15)
         assert await poller.metric("resetgate_advised_wait_capped_total", loop="poller") == 1
-        capped = [r for r in poller.log_records() if r.get("loop") == "poller"
-                  and "capped" in str(r.get("msg"))]  # fmt: skip
+        capped = [
+            r
+            for r in poller.log_records()
+            if r.get("loop") == "poller" and "capped" in str(r.get("msg"))
+        ]
         assert capped and capped[0]["capped_to_s"] == 1
         last = await poller.metric("resetgate_poller_last_success_timestamp_seconds")
         assert time.time() - last < 10  # pages answered after the cap: success recorded
@@ -113,20 +127,30 @@ async def test_a_real_poller_asks_again_after_the_capped_wait(
 
 
 async def test_an_absurd_wait_on_the_feed_holds_polling_no_longer_than_its_backoff_cap(
-    redis: Redis, redis_server: RedisServer, tmp_path: Path,
+    redis: Redis,
+    redis_server: RedisServer,
+    tmp_path: Path,
     provider_once: tuple[HostileProvider, str],
-) -> None:  # fmt: skip
+) -> None:
     """With the default RESETGATE_MAX_ADVISED_WAIT_SECONDS (900 s), one absurd 429 on the
     feed held polling and every lookup behind it for 900 s; it holds them for the poller's
     own backoff cap (1 s here, RESETGATE_POLL_BACKOFF_CAP_SECONDS)."""
     provider, url = provider_once
-    poller = _poller(redis_server, url, tmp_path, RESETGATE_MAX_ADVISED_WAIT_SECONDS="900",
-                     RESETGATE_POLL_BACKOFF_CAP_SECONDS="1")  # fmt: skip
+    poller = _poller(
+        redis_server,
+        url,
+        tmp_path,
+        RESETGATE_MAX_ADVISED_WAIT_SECONDS="900",
+        RESETGATE_POLL_BACKOFF_CAP_SECONDS="1",
+    )
     await poller.start()
     try:
         await wait_for(lambda: _at_least(provider.calls["events"], 3), timeout=15)
-        capped = [r for r in poller.log_records() if r.get("loop") == "poller"
-                  and "capped" in str(r.get("msg"))]  # fmt: skip
+        capped = [
+            r
+            for r in poller.log_records()
+            if r.get("loop") == "poller" and "capped" in str(r.get("msg"))
+        ]
         assert capped and capped[0]["capped_to_s"] == 1
     finally:
         await poller.stop()
@@ -137,9 +161,11 @@ async def _at_least(value: int, minimum: int) -> bool:
 
 
 async def test_a_stalled_poller_with_work_waiting_is_not_ready(
-    redis: Redis, redis_server: RedisServer, tmp_path: Path,
+    redis: Redis,
+    redis_server: RedisServer,
+    tmp_path: Path,
     provider_always: tuple[HostileProvider, str],
-) -> None:  # fmt: skip
+) -> None:
     _, url = provider_always
     waiting = operation_id(0)  # an accepted operation whose delivery is still awaited
     await redis.zadd(PartitionKeys(0).observe, {waiting: int(time.time() * 1000) + 3_600_000})
@@ -147,8 +173,11 @@ async def test_a_stalled_poller_with_work_waiting_is_not_ready(
     started = time.time()
     try:
         ready = await _until_not_ready(poller)
-        assert ready["checks"] == {"redis": True, "provider_credentials": True,
-                                   "provider_answering": False}  # fmt: skip
+        assert ready["checks"] == {
+            "redis": True,
+            "provider_credentials": True,
+            "provider_answering": False,
+        }
         last = await poller.metric("resetgate_poller_last_success_timestamp_seconds")
         assert last <= started  # never a success: the gauge holds the process start
     finally:

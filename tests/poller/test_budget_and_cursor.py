@@ -52,8 +52,13 @@ def test_budget_429_blocks_for_the_advice_or_a_capped_backoff() -> None:
 
 @pytest.mark.parametrize("form", ["delay-seconds", "imf-fixdate"])
 async def test_poll_429_waits_for_retry_after(stack: Stack, form: str) -> None:
-    await configure(stack.provider_url, poll_rate_per_second=0.5, poll_burst=1,
-                    retry_after_form=form, delivered_delay_seconds=0.1)  # fmt: skip
+    await configure(
+        stack.provider_url,
+        poll_rate_per_second=0.5,
+        poll_burst=1,
+        retry_after_form=form,
+        delivered_delay_seconds=0.1,
+    )
     before = sample(THROTTLED, provider=DEFAULT_PROVIDER, route="events")
     op = await stack.admit(f"acct-throttled-{form}")
     async with stack.sender(), running_poller(stack):
@@ -92,8 +97,9 @@ async def test_restart_resumes_from_the_cursor_and_a_replay_is_harmless(stack: S
         # A crash after applying a page but before storing the cursor replays that page.
         await stack.redis.set(CURSOR, "0")
         async with running_poller(stack):
-            await wait_for(lambda: _at_least("resetgate_delivery_events_duplicate_total",
-                                             duplicates + 2))  # fmt: skip
+            await wait_for(
+                lambda: _at_least("resetgate_delivery_events_duplicate_total", duplicates + 2)
+            )
     for op in (first, second):
         assert (await delivery_of(stack, op, {Delivery.DELIVERED})).state == State.ACCEPTED
 

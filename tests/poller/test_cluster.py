@@ -37,8 +37,9 @@ async def test_observation_scripts_and_pipelines_on_a_cluster(
     events = [Match(DeliveryEvent(m, Delivery.DELIVERED, now), op) for m, op in ops.items()]
     outcomes = await observation.apply_events(cluster_client, events + events[:3], now)
     assert [o.result for o in outcomes].count(Applied.DUPLICATE) == 3
-    closed = [await observation.close_due(cluster_client, p, now + 120_000)
-              for p in range(PARTITIONS)]  # fmt: skip
+    closed = [
+        await observation.close_due(cluster_client, p, now + 120_000) for p in range(PARTITIONS)
+    ]
     assert sum(closed) == 0, "every window already ended with its delivered event"
     assert await observation.pending(cluster_client, PARTITIONS, now) == [0] * PARTITIONS
     assert await observation.forget_stale_messages(cluster_client, 3, 0) == (0, 0)
@@ -47,12 +48,14 @@ async def test_observation_scripts_and_pipelines_on_a_cluster(
 
 
 async def test_router_claim_and_case_on_a_cluster(cluster_client: RedisCluster) -> None:
-    claim = await RouteClaim(event_id="evt-1", case_id="case-1", now=1, ttl_ms=60_000,
-                             stale_ms=1000).run(cluster_client)  # fmt: skip
+    claim = await RouteClaim(
+        event_id="evt-1", case_id="case-1", now=1, ttl_ms=60_000, stale_ms=1000
+    ).run(cluster_client)
     assert claim.code is ClaimCode.NEW
     entry = await cases.write_case(cluster_client, {"case_id": "case-1"}, 1000)
     await cases.mark_written(cluster_client, "evt-1", entry, 60_000)
-    again = await RouteClaim(event_id="evt-1", case_id="case-2", now=2, ttl_ms=60_000,
-                             stale_ms=1000).run(cluster_client)  # fmt: skip
+    again = await RouteClaim(
+        event_id="evt-1", case_id="case-2", now=2, ttl_ms=60_000, stale_ms=1000
+    ).run(cluster_client)
     assert (again.code, again.case_id) == (ClaimCode.DONE, "case-1")
     assert await cases.find_case(cluster_client, "case-1", clock.now_ms()) == entry

@@ -54,8 +54,12 @@ async def test_bounce_is_recorded_as_bounced_and_never_resent(stack: Stack) -> N
 
 
 async def test_duplicated_and_out_of_order_events_leave_delivered(stack: Stack) -> None:
-    await configure(stack.provider_url, duplicate_event_every=1, out_of_order_every=1,
-                    delivered_delay_seconds=0.2)  # fmt: skip
+    await configure(
+        stack.provider_url,
+        duplicate_event_every=1,
+        out_of_order_every=1,
+        delivered_delay_seconds=0.2,
+    )
     duplicates = sample("resetgate_delivery_events_duplicate_total")
     late = sample("resetgate_delivery_events_total", type="deferred")
     op = await stack.admit("acct-disorder")

@@ -22,9 +22,16 @@ async def begin(
 ) -> Begun:
     """One begin of ``op``: what a test varies is the attempt, its clock and the provider."""
     return await BeginAttempt(
-        operation_id=op, attempt_id=attempt_id, now=now, lease_ms=lease_ms, provider=provider,
-        max_attempts=6, consumer="t", entry_id="", retention_ms=60_000,
-    ).run(redis)  # fmt: skip
+        operation_id=op,
+        attempt_id=attempt_id,
+        now=now,
+        lease_ms=lease_ms,
+        provider=provider,
+        max_attempts=6,
+        consumer="t",
+        entry_id="",
+        retention_ms=60_000,
+    ).run(redis)
 
 
 async def ambiguous_at(redis: Redis, settings: PolicySettings, keys: TokenKeys, name: str) -> str:

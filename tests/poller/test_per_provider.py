@@ -28,8 +28,10 @@ async def test_each_ambiguous_attempt_is_settled_by_its_owner_and_each_feed_is_r
         await configure(stack.provider_url, drop_every=1, delivered_delay_seconds=0.1)
         await move(stack.redis, [0, 1], "standby")
         ops = [await stack.admit(f"acct-lane-{i}") for i in range(12)]
-        before = {n: sample("resetgate_reconciliations_total", provider=n, outcome="accepted")
-                  for n in NAMES}  # fmt: skip
+        before = {
+            n: sample("resetgate_reconciliations_total", provider=n, outcome="accepted")
+            for n in NAMES
+        }
         async with stack.sender(named=env):
             for op in ops:
                 await stack.wait_state(op, {State.AMBIGUOUS})

@@ -27,8 +27,9 @@ async def accepted_op(redis: Redis, message_id: str, window_end: int = T0 + 10**
     """An accepted operation as finalise_attempt leaves it (only the fields read here)."""
     op = ids.operation_id(1)
     pk = PartitionKeys.of(op)
-    await redis.hset(pk.operation(op), mapping={"state": "accepted",
-                                               "provider_message_id": message_id})  # fmt: skip
+    await redis.hset(
+        pk.operation(op), mapping={"state": "accepted", "provider_message_id": message_id}
+    )
     await redis.hset(pk.messages, message_id, op)
     await redis.zadd(pk.observe, {op: window_end})
     return op
@@ -126,13 +127,22 @@ async def test_window_closes_with_delivery_unknown(redis: Redis) -> None:
 
 
 def test_parse_event_rejects_what_it_cannot_use() -> None:
-    good = {"event_id": "e", "message_id": "m", "type": "delivered",
-            "occurred_at": "2026-01-01T00:00:00.250Z"}  # fmt: skip
+    good = {
+        "event_id": "e",
+        "message_id": "m",
+        "type": "delivered",
+        "occurred_at": "2026-01-01T00:00:00.250Z",
+    }
     now = 1_767_225_600_000  # 2026-01-01T00:00:00Z
     parsed = parse_event(good, now)
     assert parsed is not None and parsed.occurred_ms % 1000 == 250
-    for bad in ({**good, "type": "opened"}, {**good, "occurred_at": "2026-01-01T00:00:00"},
-                {**good, "message_id": ""}, {**good, "occurred_at": 5}, ["x"]):  # fmt: skip
+    for bad in (
+        {**good, "type": "opened"},
+        {**good, "occurred_at": "2026-01-01T00:00:00"},
+        {**good, "message_id": ""},
+        {**good, "occurred_at": 5},
+        ["x"],
+    ):
         assert parse_event(bad, now) is None
 
 
@@ -141,8 +151,12 @@ def test_an_event_dated_outside_any_plausible_time_is_not_used() -> None:
     year 1 were stored as is. Clock skew of a few minutes is still fine."""
     now = 1_767_225_600_000  # 2026-01-01T00:00:00Z
     row = {"event_id": "e", "message_id": "m", "type": "delivered"}
-    for absurd in ("9999-12-31T23:59:59Z", "0001-01-01T00:00:00Z", "2026-01-01T00:30:00Z",
-                   "2024-12-01T00:00:00Z"):  # fmt: skip
+    for absurd in (
+        "9999-12-31T23:59:59Z",
+        "0001-01-01T00:00:00Z",
+        "2026-01-01T00:30:00Z",
+        "2024-12-01T00:00:00Z",
+    ):
         assert parse_event({**row, "occurred_at": absurd}, now) is None, absurd
     for fine in ("2026-01-01T00:05:00Z", "2025-12-31T23:00:00+01:00", "2025-06-01T00:00:00Z"):
         assert parse_event({**row, "occurred_at": fine}, now) is not None, fine
@@ -158,23 +172,29 @@ async def _in_order(redis: Redis, events: list[DeliveryEvent]) -> str:
 
 
 happenings = st.lists(
-    st.tuples(st.sampled_from(TYPES), st.integers(0, 10_000)), min_size=1, max_size=6,
+    st.tuples(st.sampled_from(TYPES), st.integers(0, 10_000)),
+    min_size=1,
+    max_size=6,
     unique_by=lambda t: t[1],  # distinct times: no exact ties, so order cannot matter
-)  # fmt: skip
+)
 
 
-@settings(max_examples=150, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(happened=happenings, data=st.data())
 async def test_any_arrival_order_and_copies_give_the_same_delivery(
     redis: Redis, happened: list[tuple[Delivery, int]], data: st.DataObject
 ) -> None:
     events = [ev(kind, at) for kind, at in happened]
-    arrivals = data.draw(st.permutations(events + data.draw(st.lists(st.sampled_from(events),
-                                                                      max_size=4))))  # fmt: skip
+    arrivals = data.draw(
+        st.permutations(events + data.draw(st.lists(st.sampled_from(events), max_size=4)))
+    )
     op = await accepted_op(redis, "msg-1")
     for arrival in arrivals:
         await apply(redis, op, arrival)
     assert await delivery(redis, op) == await _in_order(redis, events)
-    assert await delivery(redis, op) == max(events, key=lambda e: (PRECEDENCE[e.type],
-                                                                    e.occurred_ms)).type
+    assert (
+        await delivery(redis, op)
+        == max(events, key=lambda e: (PRECEDENCE[e.type], e.occurred_ms)).type
+    )

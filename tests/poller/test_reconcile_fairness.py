@@ -37,8 +37,9 @@ async def failing_lookups(upstream: str, operation_id: str) -> AsyncIterator[tup
         body = await request.read()
         url = upstream + request.path_qs
         async with session.request(request.method, url, headers=headers, data=body) as answer:
-            return web.Response(body=await answer.read(), status=answer.status,
-                                content_type=answer.content_type)  # fmt: skip
+            return web.Response(
+                body=await answer.read(), status=answer.status, content_type=answer.content_type
+            )
 
     app = web.Application()
     app.router.add_route("*", "/{tail:.*}", forward)
@@ -55,8 +56,9 @@ async def failing_lookups(upstream: str, operation_id: str) -> AsyncIterator[tup
 
 
 def account_in(partition: int, stem: str) -> str:
-    return next(f"{stem}-{i}" for i in range(1000)
-                if partition_of(f"{stem}-{i}", PARTITIONS) == partition)  # fmt: skip
+    return next(
+        f"{stem}-{i}" for i in range(1000) if partition_of(f"{stem}-{i}", PARTITIONS) == partition
+    )
 
 
 async def ambiguous(stack: Stack, account_id: str) -> str:

@@ -60,8 +60,7 @@ async def test_ambiguous_not_found_is_replayed_once_with_the_same_key(stack: Sta
     # Forge the lost-before-the-provider case: the provider never saw this operation's key.
     other = await stack.admit("acct-lost")
     pk = PartitionKeys.of(other)
-    await stack.redis.hset(pk.operation(other), mapping={"state": "ambiguous",
-                                                         "ambiguous_at": 1})  # fmt: skip
+    await stack.redis.hset(pk.operation(other), mapping={"state": "ambiguous", "ambiguous_at": 1})
     await stack.redis.zadd(pk.ambiguous, {other: 1})
     async with running_poller(stack), stack.sender():
         done = await stack.wait_state(other, {State.ACCEPTED})

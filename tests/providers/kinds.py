@@ -19,10 +19,17 @@ JSON = {"Content-Type": "application/json"}
 
 def config(kind: str, url: str, key: str = "sandbox-key", **overrides: Any) -> ProviderConfig:
     values: dict[str, Any] = {
-        "name": kind, "kind": kind, "url": url, "api_key": key, "connect_timeout": 1.0,
-        "total_timeout": 2.0, "key_retention_seconds": 0, "settle_seconds": 0.0,
-        "mailgun_domain": DOMAIN, "mailgun_events_delay_seconds": 0.0,
-    }  # fmt: skip
+        "name": kind,
+        "kind": kind,
+        "url": url,
+        "api_key": key,
+        "connect_timeout": 1.0,
+        "total_timeout": 2.0,
+        "key_retention_seconds": 0,
+        "settle_seconds": 0.0,
+        "mailgun_domain": DOMAIN,
+        "mailgun_events_delay_seconds": 0.0,
+    }
     values.update(overrides)
     return ProviderConfig(**values)
 
@@ -36,8 +43,13 @@ def success(kind: str, message_id: str = "m-1") -> tuple[int, dict[str, str], by
     if kind == "sendgrid":
         return 202, {"X-Message-Id": message_id}, b""
     if kind == "postmark":
-        body = {"To": "p@example.com", "SubmittedAt": "2026-11-30T10:00:00-05:00",
-                "MessageID": message_id, "ErrorCode": 0, "Message": "OK"}  # fmt: skip
+        body = {
+            "To": "p@example.com",
+            "SubmittedAt": "2026-11-30T10:00:00-05:00",
+            "MessageID": message_id,
+            "ErrorCode": 0,
+            "Message": "OK",
+        }
         return 200, JSON, orjson.dumps(body)
     return 200, JSON, orjson.dumps({"id": f"<{message_id}>", "message": "Queued. Thank you."})
 

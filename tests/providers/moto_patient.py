@@ -39,8 +39,10 @@ def moto(**env: str) -> Iterator[str]:
     port = free_port()
     child = subprocess.Popen(
         [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, **env},
-    )  # fmt: skip
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, **env},
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         _wait_up(url, child)

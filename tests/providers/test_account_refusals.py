@@ -53,11 +53,16 @@ async def test_an_account_refusal_pauses_the_provider_and_resume_delivers_every_
             assert all(op.attempts == 0 for op in waiting)  # the player's budget is refunded
             assert (await sandbox_stats(url))["emails_sent_total"] == 0
             await configure(url, refusal="")  # the account is fixed
-            resumed = await asyncio.to_thread(ops, redis_server, "provider-resume",
-                                              "--provider", kind)  # fmt: skip
+            resumed = await asyncio.to_thread(
+                ops, redis_server, "provider-resume", "--provider", kind
+            )
             assert resumed.returncode == 0 and "account pause lifted" in resumed.stdout
-            done = [await stack.wait_state(op, {State.ACCEPTED, State.FAILED, State.EXHAUSTED},
-                                           timeout=30) for op in ops_ids]  # fmt: skip
+            done = [
+                await stack.wait_state(
+                    op, {State.ACCEPTED, State.FAILED, State.EXHAUSTED}, timeout=30
+                )
+                for op in ops_ids
+            ]
         stats = await sandbox_stats(url)
     assert [d.state for d in done] == [State.ACCEPTED] * N
     assert stats["emails_sent_total"] == N and stats["refused_total"] >= 1

@@ -91,9 +91,14 @@ async def emails_sent(kind: str, url: str) -> int:
 async def stack(kind: str, refusal: str, server: RedisServer) -> AsyncIterator[E2E]:
     logs = Path(tempfile.mkdtemp(prefix=f"rg-refusal-{kind}-"))
     async with provider(kind, refusal, logs) as url:
-        base = {**service_env(server.url, url), **AWS_ENV, "RESETGATE_PROVIDER_KIND": kind,
-                "RESETGATE_PROVIDER_NAME": kind, "RESETGATE_MAILGUN_DOMAIN": "mg.game.example",
-                "RESETGATE_MAILGUN_EVENTS_DELAY_SECONDS": "0"}  # fmt: skip
+        base = {
+            **service_env(server.url, url),
+            **AWS_ENV,
+            "RESETGATE_PROVIDER_KIND": kind,
+            "RESETGATE_PROVIDER_NAME": kind,
+            "RESETGATE_MAILGUN_DOMAIN": "mg.game.example",
+            "RESETGATE_MAILGUN_EVENTS_DELAY_SECONDS": "0",
+        }
         async with Processes(logs, base) as processes:
             processes.add("admission")
             processes.add("sender", **SENDER_ENV)
@@ -122,16 +127,15 @@ async def test_an_account_refusal_pauses_the_sender_process_and_the_cli_resume_d
         assert note["kind"] == "account" and words in str(note["reason"]), note
         assert "@" not in str(note["reason"]), "no address in the pause"
         # The attempt that met the refusal goes back to the queue, refunded: nothing failed.
-        views = [await e2e.until(op, lambda v: v["state"] != "attempting", timeout=15)
-                 for op in ops_ids]  # fmt: skip
+        views = [
+            await e2e.until(op, lambda v: v["state"] != "attempting", timeout=15) for op in ops_ids
+        ]
         assert {v["state"] for v in views} == {"queued"}, views
         assert await emails_sent(kind, e2e.provider_url) == 0
         await fix_the_account(kind, e2e.provider_url)
-        resumed = await asyncio.to_thread(ops, durable_redis, "provider-resume",
-                                          "--provider", kind)  # fmt: skip
+        resumed = await asyncio.to_thread(ops, durable_redis, "provider-resume", "--provider", kind)
         assert resumed.returncode == 0 and "account pause lifted" in resumed.stdout, resumed
-        done = [await e2e.until(op, lambda v: v["state"] in SETTLED, timeout=30)
-                for op in ops_ids]  # fmt: skip
+        done = [await e2e.until(op, lambda v: v["state"] in SETTLED, timeout=30) for op in ops_ids]
         sent = await emails_sent(kind, e2e.provider_url)
         assert all(s.running for s in e2e.processes.services.values()), "a service died"
     assert [d["state"] for d in done] == ["accepted"] * N, done  # 0 failed, 0 exhausted

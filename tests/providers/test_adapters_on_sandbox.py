@@ -27,15 +27,26 @@ from tests.providers.kinds import DOMAIN, KINDS, adapter, refused, success
 from tests.sender.conftest import Stack, wait_for
 from tests.support.sandbox import configure, run_sandbox, sandbox_stats, sent_emails
 
-MESSAGE = {"from": "Recovery <no-reply@game.example>", "to": ["p@example.com"],
-           "subject": "Reset", "text": "link", "html": "<a>link</a>"}  # fmt: skip
+MESSAGE = {
+    "from": "Recovery <no-reply@game.example>",
+    "to": ["p@example.com"],
+    "subject": "Reset",
+    "text": "link",
+    "html": "<a>link</a>",
+}
 TOKEN = re.compile(rb"token(?:=|%3D)([A-Za-z0-9_-]+)")
 OPERATION = re.compile(rb"op-\d+-[0-9A-Z]{26}")
 
 
 def overrides(kind: str, **more: object) -> dict[str, object]:
-    return {"provider_kind": kind, "provider_name": kind, "mailgun_domain": DOMAIN,
-            "reconcile_grace_seconds": 0, "mailgun_events_delay_seconds": 0, **more}  # fmt: skip
+    return {
+        "provider_kind": kind,
+        "provider_name": kind,
+        "mailgun_domain": DOMAIN,
+        "reconcile_grace_seconds": 0,
+        "mailgun_events_delay_seconds": 0,
+        **more,
+    }
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -119,8 +130,10 @@ async def test_sendgrid_rate_headers_ride_on_every_answer_and_end_the_period() -
     requests are used, a 429 until X-RateLimit-Reset, an epoch second
     (https://www.twilio.com/docs/sendgrid/api-reference/how-to-use-the-sendgrid-v3-api/rate-limits).
     """
-    async with run_sandbox(mode="sendgrid", send_rate_per_second=2) as url, \
-            aiohttp.ClientSession() as session:  # fmt: skip
+    async with (
+        run_sandbox(mode="sendgrid", send_rate_per_second=2) as url,
+        aiohttp.ClientSession() as session,
+    ):
         provider = adapter("sendgrid", session, url)
         results = [await provider.send(f"op-3-RATE{i}", MESSAGE) for i in range(3)]
     accepted = [r for r in results if r.outcome is Outcome.ACCEPTED]
@@ -135,8 +148,10 @@ async def test_sendgrid_rate_headers_ride_on_every_answer_and_end_the_period() -
 async def test_mailgun_sandbox_states_its_wait_in_the_message_and_the_adapter_reads_it() -> None:
     """The Mailgun mode throttles as Mailgun words it ("… try again after <date>",
     github.com/mailgun/mailgun-java/issues/50), and the adapter trusts that text first."""
-    async with run_sandbox(mode="mailgun", send_rate_per_second=0.2, send_burst=1) as url, \
-            aiohttp.ClientSession() as session:  # fmt: skip
+    async with (
+        run_sandbox(mode="mailgun", send_rate_per_second=0.2, send_burst=1) as url,
+        aiohttp.ClientSession() as session,
+    ):
         provider = adapter("mailgun", session, url)
         first = await provider.send("op-3-FIRST", MESSAGE)
         second = await provider.send("op-3-SECOND", MESSAGE)
@@ -162,8 +177,10 @@ async def test_mailgun_events_ignore_the_undocumented_user_variables_filter() ->
 async def test_postmark_search_has_a_configurable_indexing_delay() -> None:
     """Postmark documents no delay after which the outbound search
     (postmarkapp.com/developer/api/messages-api) shows a send; the sandbox's is settable."""
-    async with run_sandbox(mode="postmark", search_delay_seconds=30) as url, \
-            aiohttp.ClientSession() as session:  # fmt: skip
+    async with (
+        run_sandbox(mode="postmark", search_delay_seconds=30) as url,
+        aiohttp.ClientSession() as session,
+    ):
         provider = adapter("postmark", session, url)
         sent = await provider.send("op-3-PMDELAY", MESSAGE)
         early = await provider.lookup("op-3-PMDELAY")

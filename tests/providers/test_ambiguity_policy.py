@@ -90,8 +90,9 @@ async def test_key_kept_one_second_two_percent_dropped_no_duplicate(
     async with run_sandbox(idempotency_window_seconds=1, drop_every=50) as url:
         stack = Stack(redis, redis_server.url, url)
         common = {"idempotency_window_seconds": 1, "observation_window_seconds": 3}
-        states, stats = await _storm(stack, url, n, common, {**common,
-                                     "reconcile_interval_seconds": 0.05})  # fmt: skip
+        states, stats = await _storm(
+            stack, url, n, common, {**common, "reconcile_interval_seconds": 0.05}
+        )
     _no_duplicates(stats, n)
     assert set(states) <= {State.ACCEPTED, State.REVIEW}
 
@@ -102,8 +103,11 @@ async def test_no_idempotency_key_two_percent_dropped_no_duplicate(
     n = 100
     async with run_sandbox(mode="postmark", drop_every=50) as url:
         stack = Stack(redis, redis_server.url, url)
-        kind = {"provider_kind": "postmark", "provider_name": "postmark",
-                "reconcile_grace_seconds": 0.5}  # fmt: skip
+        kind = {
+            "provider_kind": "postmark",
+            "provider_name": "postmark",
+            "reconcile_grace_seconds": 0.5,
+        }
         states, stats = await _storm(stack, url, n, kind, kind)
     _no_duplicates(stats, n)
     assert states == [State.ACCEPTED] * n  # each dropped send found by its metadata
@@ -117,8 +121,11 @@ async def test_no_key_lookup_found_before_the_grace_is_accepted_at_once(
     n = 100
     async with run_sandbox(mode="postmark", drop_every=50) as url:
         stack = Stack(redis, redis_server.url, url)
-        kind = {"provider_kind": "postmark", "provider_name": "postmark",
-                "reconcile_grace_seconds": 3600}  # fmt: skip
+        kind = {
+            "provider_kind": "postmark",
+            "provider_name": "postmark",
+            "reconcile_grace_seconds": 3600,
+        }
         states, stats = await _storm(stack, url, n, kind, kind)
     _no_duplicates(stats, n)
     assert states == [State.ACCEPTED] * n
@@ -131,8 +138,11 @@ async def test_no_key_lookup_not_found_before_the_grace_is_not_a_replay(
     found", which is no answer yet: the attempt waits, no email is sent."""
     async with run_sandbox(mode="postmark") as url:
         stack = Stack(redis, redis_server.url, url)
-        kind = {"provider_kind": "postmark", "provider_name": "postmark",
-                "reconcile_grace_seconds": 3600}  # fmt: skip
+        kind = {
+            "provider_kind": "postmark",
+            "provider_name": "postmark",
+            "reconcile_grace_seconds": 3600,
+        }
         op = await stack.admit("acct-early", **kind)
         await stack.abandoned_attempt(op)
         async with stack.sender(**kind), running_poller(stack, **kind):
@@ -164,8 +174,9 @@ async def test_after_the_key_retention_not_found_is_unknown_not_a_replay(
         await configure(url, drop_every=0)
         await asyncio.sleep(1.2)  # the key's retention passes before anyone asks
         async with stack.sender(**common), running_poller(stack, **common):
-            final = await stack.wait_state(op, {State.REVIEW, State.ACCEPTED, State.QUEUED,
-                                                State.DEFERRED}, timeout=15)  # fmt: skip
+            final = await stack.wait_state(
+                op, {State.REVIEW, State.ACCEPTED, State.QUEUED, State.DEFERRED}, timeout=15
+            )
             await asyncio.sleep(0.5)
         stats = await sandbox_stats(url, operation_id=op)
     assert final.state is State.REVIEW
@@ -177,8 +188,11 @@ async def test_no_key_and_no_lookup_waits_for_the_event_window_then_review(
 ) -> None:
     async with run_sandbox(mode="sendgrid", drop_every=1) as url:
         stack = Stack(redis, redis_server.url, url)
-        kind = {"provider_kind": "sendgrid", "provider_name": "sendgrid",
-                "observation_window_seconds": 2}  # fmt: skip
+        kind = {
+            "provider_kind": "sendgrid",
+            "provider_name": "sendgrid",
+            "observation_window_seconds": 2,
+        }
         op = await stack.admit("acct-neither", **kind)
         async with stack.sender(**kind), running_poller(stack, **kind):
             await stack.wait_state(op, {State.AMBIGUOUS})

@@ -20,39 +20,75 @@ from shared.providers.postmark import ERROR_CODES, RECIPIENT_CODES
 from tests.providers.conftest import Scripted
 from tests.providers.kinds import DOMAIN, JSON, KINDS, adapter, success
 
-A, T, P, TH, AU, AM = (Outcome.ACCEPTED, Outcome.TRANSIENT, Outcome.PERMANENT,
-                       Outcome.THROTTLED, Outcome.AUTH, Outcome.AMBIGUOUS)  # fmt: skip
-MESSAGE = {"from": "Recovery <no-reply@game.example>", "to": ["p@example.com"],
-           "subject": "Reset", "text": "link", "html": "<a>link</a>"}  # fmt: skip
+A, T, P, TH, AU, AM = (
+    Outcome.ACCEPTED,
+    Outcome.TRANSIENT,
+    Outcome.PERMANENT,
+    Outcome.THROTTLED,
+    Outcome.AUTH,
+    Outcome.AMBIGUOUS,
+)
+MESSAGE = {
+    "from": "Recovery <no-reply@game.example>",
+    "to": ["p@example.com"],
+    "subject": "Reset",
+    "text": "link",
+    "html": "<a>link</a>",
+}
 SG_ERR = orjson.dumps({"errors": [{"field": None, "message": "x"}]})
 MG_ERR = orjson.dumps({"message": "x"})
 PM_ERR = orjson.dumps({"ErrorCode": 0, "Message": "x"})
 DOCUMENTED_ERROR = {"sendgrid": SG_ERR, "mailgun": MG_ERR, "postmark": PM_ERR}
-GATEWAY_PAGE = (b"<html><body><h1>502 Bad Gateway</h1></body></html>",
-                {"Content-Type": "text/html"})  # fmt: skip
+GATEWAY_PAGE = (
+    b"<html><body><h1>502 Bad Gateway</h1></body></html>",
+    {"Content-Type": "text/html"},
+)
 
 SENDGRID = [
-    (400, P, "bad_request"), (401, AU, "http_401"), (403, AU, "http_403"),
-    (404, AU, "not_found"), (406, AU, "not_acceptable"), (413, AU, "payload_too_large"),
-    (415, AU, "unsupported_media_type"), (451, AU, "data_residency"),
-    (429, TH, "rate_limited"), (500, AM, "unproven_500"), (503, AM, "unproven_503"),
-    (408, AM, "unproven_408"), (418, P, "http_418"),
-    (200, AM, "undocumented_200"), (201, AM, "undocumented_201"), (204, AM, "undocumented_204"),
-]  # fmt: skip
-MAILGUN = [
-    (400, P, "bad_request"), (401, AU, "http_401"), (403, AU, "http_403"),
-    (404, T, "http_404"), (413, AU, "payload_too_large"), (429, TH, "http_429"),
-    (500, AM, "unproven_500"), (502, AM, "unproven_502"), (408, AM, "unproven_408"),
-    (418, P, "http_418"), (201, AM, "undocumented_201"),
+    (400, P, "bad_request"),
+    (401, AU, "http_401"),
+    (403, AU, "http_403"),
+    (404, AU, "not_found"),
+    (406, AU, "not_acceptable"),
+    (413, AU, "payload_too_large"),
+    (415, AU, "unsupported_media_type"),
+    (451, AU, "data_residency"),
+    (429, TH, "rate_limited"),
+    (500, AM, "unproven_500"),
+    (503, AM, "unproven_503"),
+    (408, AM, "unproven_408"),
+    (418, P, "http_418"),
+    (200, AM, "undocumented_200"),
+    (201, AM, "undocumented_201"),
     (204, AM, "undocumented_204"),
-]  # fmt: skip
+]
+MAILGUN = [
+    (400, P, "bad_request"),
+    (401, AU, "http_401"),
+    (403, AU, "http_403"),
+    (404, T, "http_404"),
+    (413, AU, "payload_too_large"),
+    (429, TH, "http_429"),
+    (500, AM, "unproven_500"),
+    (502, AM, "unproven_502"),
+    (408, AM, "unproven_408"),
+    (418, P, "http_418"),
+    (201, AM, "undocumented_201"),
+    (204, AM, "undocumented_204"),
+]
 POSTMARK_STATUS = [
-    (401, AU, "unauthorized"), (404, AU, "entity_does_not_exist"),
-    (413, AU, "payload_too_large"), (415, AU, "unsupported_media_type"),
-    (429, TH, "rate_limit_exceeded"), (500, AM, "unproven_500"), (503, AM, "unproven_503"),
-    (408, AM, "unproven_408"), (418, P, "http_418"),
-    (201, AM, "undocumented_201"), (204, AM, "undocumented_204"),
-]  # fmt: skip
+    (401, AU, "unauthorized"),
+    (404, AU, "entity_does_not_exist"),
+    (413, AU, "payload_too_large"),
+    (415, AU, "unsupported_media_type"),
+    (429, TH, "rate_limit_exceeded"),
+    (500, AM, "unproven_500"),
+    (503, AM, "unproven_503"),
+    (408, AM, "unproven_408"),
+    (418, P, "http_418"),
+    (201, AM, "undocumented_201"),
+    (204, AM, "undocumented_204"),
+]
 
 
 async def _send(kind: str, scripted: Scripted) -> object:
@@ -61,8 +97,9 @@ async def _send(kind: str, scripted: Scripted) -> object:
 
 
 @pytest.mark.parametrize(("status", "outcome", "reason"), SENDGRID)
-async def test_sendgrid_statuses(scripted: Scripted, status: int, outcome: Outcome,
-                                 reason: str) -> None:  # fmt: skip
+async def test_sendgrid_statuses(
+    scripted: Scripted, status: int, outcome: Outcome, reason: str
+) -> None:
     scripted.script((status, JSON, SG_ERR if status >= 400 else b""))
     result = await _send("sendgrid", scripted)
     assert (result.outcome, result.status, result.reason) == (outcome, status, reason)
@@ -70,8 +107,18 @@ async def test_sendgrid_statuses(scripted: Scripted, status: int, outcome: Outco
 
 async def test_sendgrid_429_waits_until_x_ratelimit_reset(scripted: Scripted) -> None:
     reset = int(time.time()) + 7
-    scripted.script((429, {**JSON, "X-RateLimit-Limit": "600", "X-RateLimit-Remaining": "0",
-                           "X-RateLimit-Reset": str(reset)}, SG_ERR))  # fmt: skip
+    scripted.script(
+        (
+            429,
+            {
+                **JSON,
+                "X-RateLimit-Limit": "600",
+                "X-RateLimit-Remaining": "0",
+                "X-RateLimit-Reset": str(reset),
+            },
+            SG_ERR,
+        )
+    )
     result = await _send("sendgrid", scripted)
     assert result.outcome is TH and result.retry_source == "x-ratelimit-reset"
     assert 6 <= int(result.retry_after) <= 8
@@ -80,16 +127,18 @@ async def test_sendgrid_429_waits_until_x_ratelimit_reset(scripted: Scripted) ->
 
 
 @pytest.mark.parametrize(("status", "outcome", "reason"), MAILGUN)
-async def test_mailgun_statuses(scripted: Scripted, status: int, outcome: Outcome,
-                                reason: str) -> None:  # fmt: skip
+async def test_mailgun_statuses(
+    scripted: Scripted, status: int, outcome: Outcome, reason: str
+) -> None:
     scripted.script((status, JSON, MG_ERR))
     result = await _send("mailgun", scripted)
     assert (result.outcome, result.status, result.reason) == (outcome, status, reason)
 
 
 @pytest.mark.parametrize(("status", "outcome", "reason"), POSTMARK_STATUS)
-async def test_postmark_statuses(scripted: Scripted, status: int, outcome: Outcome,
-                                 reason: str) -> None:  # fmt: skip
+async def test_postmark_statuses(
+    scripted: Scripted, status: int, outcome: Outcome, reason: str
+) -> None:
     scripted.script((status, JSON, PM_ERR))
     result = await _send("postmark", scripted)
     assert (result.outcome, result.status, result.reason) == (outcome, status, reason)
@@ -145,14 +194,19 @@ async def test_postmark_unknown_error_code_is_undocumented(scripted: Scripted) -
     scripted.script((422, JSON, orjson.dumps({"ErrorCode": 9999, "Message": "x"})))
     result = await _send("postmark", scripted)
     assert (result.outcome, result.reason, result.refusal) == (
-        P, "error_code_9999", Refusal.UNDOCUMENTED)  # fmt: skip
+        P,
+        "error_code_9999",
+        Refusal.UNDOCUMENTED,
+    )
 
 
 @pytest.mark.parametrize(
     ("words", "outcome"),
-    [("Invalid 'From' address: 'sender@example.com' is not a verified sender signature.", AU),
-     ("Invalid 'To' address: 'p@'.", P)],
-)  # fmt: skip
+    [
+        ("Invalid 'From' address: 'sender@example.com' is not a verified sender signature.", AU),
+        ("Invalid 'To' address: 'p@'.", P),
+    ],
+)
 async def test_postmark_300_naming_the_from_pauses_and_naming_the_to_fails_the_reset(
     scripted: Scripted, words: str, outcome: Outcome
 ) -> None:
@@ -184,17 +238,22 @@ async def test_a_mailgun_404_without_json_pauses_naming_the_base_url(scripted: S
 
 @pytest.mark.parametrize(
     ("field", "refusal"),
-    [("personalizations.0.to.0.email", Refusal.RECIPIENT), ("from.email", None),
-     ("content.0.value", None), (None, Refusal.UNDOCUMENTED)],
-)  # fmt: skip
+    [
+        ("personalizations.0.to.0.email", Refusal.RECIPIENT),
+        ("from.email", None),
+        ("content.0.value", None),
+        (None, Refusal.UNDOCUMENTED),
+    ],
+)
 async def test_sendgrid_400_names_whose_field_it_is(
     scripted: Scripted, field: str | None, refusal: Refusal | None
 ) -> None:
     """twilio.com/docs/sendgrid/api-reference/how-to-use-the-sendgrid-v3-api/errors: each
     error names its ``field``: the recipient's fails the reset, the From or the content we
     build pauses (None), no field at all is undocumented."""
-    body = orjson.dumps({"errors": [{"field": field, "message": "Does not contain a valid "
-                                     "address."}]})  # fmt: skip
+    body = orjson.dumps(
+        {"errors": [{"field": field, "message": "Does not contain a valid address."}]}
+    )
     scripted.script((400, JSON, body))
     result = await _send("sendgrid", scripted)
     if refusal is None:
@@ -205,9 +264,11 @@ async def test_sendgrid_400_names_whose_field_it_is(
 
 @pytest.mark.parametrize(
     ("text", "refusal"),
-    [("'to' parameter is not a valid address. please check documentation", Refusal.RECIPIENT),
-     ("Sandbox: refused by a rule no documentation names", Refusal.UNDOCUMENTED)],
-)  # fmt: skip
+    [
+        ("'to' parameter is not a valid address. please check documentation", Refusal.RECIPIENT),
+        ("Sandbox: refused by a rule no documentation names", Refusal.UNDOCUMENTED),
+    ],
+)
 async def test_a_mailgun_400_fails_the_reset_only_when_it_names_the_recipient(
     scripted: Scripted, text: str, refusal: Refusal
 ) -> None:
@@ -253,8 +314,9 @@ async def test_mailgun_throttle_wait_is_read_from_its_message_first(
     github.com/mailgun/mailgun-java/issues/50 shows it): trusted before Retry-After."""
     at = time.strftime("%a, %d %b %Y %H:%M:%S UTC", time.gmtime(time.time() + 120))
     text = f"Domain {DOMAIN} is not allowed to send: recipient limit exceeded, try again after {at}"
-    scripted.script((status, {**JSON, "Retry-After": "5", "X-RateLimit-Reset": "1"},
-                     _mailgun_says(text)))  # fmt: skip
+    scripted.script(
+        (status, {**JSON, "Retry-After": "5", "X-RateLimit-Reset": "1"}, _mailgun_says(text))
+    )
     result = await _send("mailgun", scripted)
     assert (result.outcome, result.retry_source) == (TH, "message")
     # kept the instant it states (an HTTP date), not a delay rounded to whole seconds
@@ -276,20 +338,34 @@ async def test_mailgun_throttle_wait_falls_back_to_retry_after_then_rate_reset(
 
 @pytest.mark.parametrize(
     ("status", "text", "reason"),
-    [(400, "Domain mg.game.example is not allowed to send: Please activate your Mailgun "
-           "account. Check your inbox", "domain_not_allowed"),
-     (400, "Please activate your Mailgun account. Check your inbox", "account_not_activated"),
-     (400, "Free accounts are for test purposes only. Please upgrade or add the address to "
-           "authorized recipients in Account Settings.", "free_account"),
-     (404, "Domain not found: mg.game.example", "domain_not_found")],
-)  # fmt: skip
+    [
+        (
+            400,
+            "Domain mg.game.example is not allowed to send: Please activate your Mailgun "
+            "account. Check your inbox",
+            "domain_not_allowed",
+        ),
+        (400, "Please activate your Mailgun account. Check your inbox", "account_not_activated"),
+        (
+            400,
+            "Free accounts are for test purposes only. Please upgrade or add the address to "
+            "authorized recipients in Account Settings.",
+            "free_account",
+        ),
+        (404, "Domain not found: mg.game.example", "domain_not_found"),
+    ],
+)
 async def test_mailgun_account_refusals_pause_with_mailguns_words(
     scripted: Scripted, status: int, text: str, reason: str
 ) -> None:
     scripted.script((status, JSON, _mailgun_says(text)))
     result = await _send("mailgun", scripted)
     assert (result.outcome, result.pause, result.reason, result.detail) == (
-        AU, "account", reason, text)  # fmt: skip
+        AU,
+        "account",
+        reason,
+        text,
+    )
 
 
 async def test_a_mailgun_json_404_without_domain_not_found_stays_transient(

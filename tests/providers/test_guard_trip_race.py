@@ -30,8 +30,7 @@ async def test_forty_operations_under_an_undocumented_refusal_none_fails(
 ) -> None:
     async with run_sandbox(mode="postmark", refusal="undocumented") as url:
         stack = Stack(redis, redis_server.url, url)
-        settings = overrides("postmark", concurrency=4, read_batch=4,
-                             refusal_guard_operations=K)  # fmt: skip
+        settings = overrides("postmark", concurrency=4, read_batch=4, refusal_guard_operations=K)
         ids = [await stack.admit(f"acct-race-{i}") for i in range(N)]
         async with stack.sender(**settings):
             note = await wait_for(_pause(redis), timeout=30)

@@ -39,14 +39,27 @@ from tests.support.sandbox import run_sandbox, sent_emails
 
 TEMPLATE = "password-reset-{locale}"
 HOSTED = {"provider_template": TEMPLATE, "provider_template_locales": "en,fr,ja"}
-VARIABLES = {"link", "operation_id", "expires_at", "expires_in_minutes", "brand", "locale",
-             "direction"}  # fmt: skip
+VARIABLES = {
+    "link",
+    "operation_id",
+    "expires_at",
+    "expires_in_minutes",
+    "brand",
+    "locale",
+    "direction",
+}
 
 
 def overrides(kind: str, **more: object) -> dict[str, object]:
-    return {"provider_kind": kind, "provider_name": kind, "mailgun_domain": DOMAIN,
-            "reconcile_grace_seconds": 0, "mailgun_events_delay_seconds": 0, **HOSTED,
-            **more}  # fmt: skip
+    return {
+        "provider_kind": kind,
+        "provider_name": kind,
+        "mailgun_domain": DOMAIN,
+        "reconcile_grace_seconds": 0,
+        "mailgun_events_delay_seconds": 0,
+        **HOSTED,
+        **more,
+    }
 
 
 async def admit(stack: Stack, account_id: str, locale: str) -> str:
@@ -146,11 +159,17 @@ async def test_postmark_answers_a_missing_template_with_1101_and_the_provider_pa
 async def test_postmark_sandbox_answer_is_classified_as_template_not_found() -> None:
     async with run_sandbox(mode="postmark", templates="") as url, aiohttp.ClientSession() as s:
         provider = adapter("postmark", s, url)
-        message = {"from": "a@game.example", "to": ["p@example.com"],
-                   "template": {"name": "nope", "data": {"link": "x"}}}  # fmt: skip
+        message = {
+            "from": "a@game.example",
+            "to": ["p@example.com"],
+            "template": {"name": "nope", "data": {"link": "x"}},
+        }
         result = await provider.send("op-1-MISSING", message)
-    assert (result.outcome, result.status, result.reason) == (Outcome.AUTH, 422,
-                                                              "template_not_found")  # fmt: skip
+    assert (result.outcome, result.status, result.reason) == (
+        Outcome.AUTH,
+        422,
+        "template_not_found",
+    )
 
 
 @pytest.mark.parametrize("kind", ["sendgrid", "mailgun"])
@@ -181,9 +200,13 @@ def test_the_ses_template_request_is_valid_for_the_sesv2_model() -> None:
 
 
 def test_ses_reports_a_missing_template_as_an_account_level_refusal() -> None:
-    error = ClientError({"Error": {"Code": "NotFoundException", "Message": "Template x does "
-                                   "not exist"}, "ResponseMetadata": {"HTTPStatusCode": 404}},
-                        "SendEmail")  # fmt: skip
+    error = ClientError(
+        {
+            "Error": {"Code": "NotFoundException", "Message": "Template x does not exist"},
+            "ResponseMetadata": {"HTTPStatusCode": 404},
+        },
+        "SendEmail",
+    )
     assert ses.classify_error(error, templated=True).outcome is Outcome.AUTH
     assert ses.classify_error(error, templated=True).reason == "template_not_found"
     # Without a template, NotFoundException stays what it was (a permanent refusal).

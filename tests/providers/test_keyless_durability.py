@@ -53,8 +53,11 @@ async def _configured(server: RedisServer, **config: str) -> Redis:
 
 def test_every_provider_but_the_keyed_contract_is_keyless() -> None:
     assert [k for k in ("http", "sendgrid", "postmark", "mailgun", "ses") if keyless(k)] == [
-        "sendgrid", "postmark", "mailgun", "ses",
-    ]  # fmt: skip
+        "sendgrid",
+        "postmark",
+        "mailgun",
+        "ses",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -139,8 +142,14 @@ def test_the_sender_process_refuses_to_start_with_one_line(own_redis: RedisServe
         "RESETGATE_TOKEN_KEYS": TEST_TOKEN_KEYS,
         "RESETGATE_METRICS_PORT": "0",
     }
-    done = subprocess.run([sys.executable, "-m", "services.sender"], env=env,
-                          capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "services.sender"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert done.returncode == 2, done.stderr[-2000:]
     (line,) = [x for x in done.stderr.splitlines() if x.startswith("invalid configuration:")]
     assert "appendfsync everysec" in line and "default (postmark)" in line

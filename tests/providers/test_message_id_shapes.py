@@ -13,8 +13,13 @@ from shared.model import Outcome
 from tests.providers.conftest import Scripted
 from tests.providers.kinds import adapter, success
 
-MESSAGE = {"from": "Recovery <no-reply@game.example>", "to": ["p@example.com"],
-           "subject": "Reset", "text": "link", "html": "<a>link</a>"}  # fmt: skip
+MESSAGE = {
+    "from": "Recovery <no-reply@game.example>",
+    "to": ["p@example.com"],
+    "subject": "Reset",
+    "text": "link",
+    "html": "<a>link</a>",
+}
 HOSTILE = ["victim@example.com", "m-1\nstate: accepted", "m-1\x1b]0;owned\x07", "m 1", "x" * 257]
 
 

@@ -46,8 +46,10 @@ def test_each_name_gets_its_own_kind_url_key_and_rate_in_listed_order(
 ) -> None:
     primary, standby = configured(monkeypatch, TWO)
     assert (primary.name, primary.kind, primary.url) == (
-        "primary", "sendgrid", "http://127.0.0.1:1",
-    )  # fmt: skip
+        "primary",
+        "sendgrid",
+        "http://127.0.0.1:1",
+    )
     assert primary.api_key == "sg-key" and primary.max_rate == 40.0
     assert (standby.name, standby.kind) == ("standby", "mailgun")
     assert standby.mailgun_domain == "mg.game.example" and standby.max_rate is None
@@ -66,13 +68,15 @@ def test_without_the_list_the_single_provider_settings_define_one_provider() -> 
         ({"RESETGATE_PROVIDERS": "primary,primary"}, "RESETGATE_PROVIDERS"),
         ({"RESETGATE_PROVIDER_STANDBY_KIND": "smtp"}, "RESETGATE_PROVIDER_STANDBY_KIND"),
         ({"RESETGATE_PROVIDER_PRIMARY_API_KEY": ""}, "RESETGATE_PROVIDER_PRIMARY_API_KEY"),
-        ({"RESETGATE_PROVIDER_STANDBY_MAILGUN_DOMAIN": ""},
-         "RESETGATE_PROVIDER_STANDBY_MAILGUN_DOMAIN"),
+        (
+            {"RESETGATE_PROVIDER_STANDBY_MAILGUN_DOMAIN": ""},
+            "RESETGATE_PROVIDER_STANDBY_MAILGUN_DOMAIN",
+        ),
         ({"RESETGATE_PROVIDER_PRIMARY_URL": ""}, "RESETGATE_PROVIDER_PRIMARY_URL"),
         ({"RESETGATE_PROVIDER_PRIMARY_MAX_RATE": "0"}, "RESETGATE_PROVIDER_PRIMARY_MAX_RATE"),
         ({"RESETGATE_PROVIDER_PRIMARY_MAX_RATE": "fast"}, "RESETGATE_PROVIDER_PRIMARY_MAX_RATE"),
     ],
-)  # fmt: skip
+)
 def test_a_bad_setting_is_refused_in_one_line_naming_the_variable(
     monkeypatch: pytest.MonkeyPatch, change: dict[str, str], variable: str
 ) -> None:

@@ -116,8 +116,9 @@ async def test_an_unreadable_from_fails_naming_its_setting() -> None:
 
 # -- SES on moto -----------------------------------------------------------------------------
 def _ses(url: str, configuration_set: str = "resets") -> ProviderConfig:
-    return config("ses", url, name="ses", ses_configuration_set=configuration_set,
-                  ses_region=REGION)  # fmt: skip
+    return config(
+        "ses", url, name="ses", ses_configuration_set=configuration_set, ses_region=REGION
+    )
 
 
 async def _ses_account(url: str) -> None:

@@ -25,8 +25,12 @@ from shared.retry_after import MAX_DELAY_MS, parse
 from tests.providers.conftest import Scripted
 from tests.providers.kinds import JSON, adapter
 
-MESSAGE = {"from": "Recovery <no-reply@game.example>", "to": ["p@example.com"],
-           "subject": "Reset", "text": "link"}  # fmt: skip
+MESSAGE = {
+    "from": "Recovery <no-reply@game.example>",
+    "to": ["p@example.com"],
+    "subject": "Reset",
+    "text": "link",
+}
 SG_ERR = orjson.dumps({"errors": [{"field": None, "message": "too many requests"}]})
 HOSTILE = ["-inf", "inf", "nan", "1e308", "1e400", "-5", "-1e308", "0x10", "9" * 400]
 POLICY = RetryPolicy(6, 500, 60_000, 1000)
@@ -48,8 +52,16 @@ async def test_a_hostile_ratelimit_reset_is_a_throttle_the_sender_can_finalise(
     seen = pacing.observe(result, now, now, floor=0.1, no_advice_ms=200)
     assert now <= seen.blocked_until <= now + MAX_RESET_SECONDS * 1000 + 1000
     advice = parse(result.retry_after, pacing.datetime.now(pacing.UTC), result.server_date)
-    final = decide(Outcome.THROTTLED, 429, attempt=1, now=now, horizon_at=now + 3_600_000,
-                   policy=POLICY, rng=random.Random(0), retry_after=advice)  # fmt: skip
+    final = decide(
+        Outcome.THROTTLED,
+        429,
+        attempt=1,
+        now=now,
+        horizon_at=now + 3_600_000,
+        policy=POLICY,
+        rng=random.Random(0),
+        retry_after=advice,
+    )
     assert final.next_state == State.DEFERRED
     assert final.retry_at - now <= min(MAX_DELAY_MS, POLICY.max_advised_wait_ms)
 
@@ -59,8 +71,10 @@ async def test_a_hostile_ratelimit_remaining_never_makes_an_unbounded_hint(
     scripted: Scripted, value: str
 ) -> None:
     reset = str(int(time.time()) + 5)
-    result = await _send_429(scripted, {"X-RateLimit-Remaining": value, "X-RateLimit-Reset": reset,
-                                        "X-RateLimit-Limit": value})  # fmt: skip
+    result = await _send_429(
+        scripted,
+        {"X-RateLimit-Remaining": value, "X-RateLimit-Reset": reset, "X-RateLimit-Limit": value},
+    )
     now = int(time.time() * 1000)
     seen = pacing.observe(result, now, now, floor=0.1, no_advice_ms=200)
     assert math.isfinite(seen.hint) and seen.hint < 1e9

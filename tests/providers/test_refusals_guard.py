@@ -44,8 +44,7 @@ async def test_an_undocumented_refusal_of_every_send_pauses_holds_and_the_resume
         stack = Stack(redis, redis_server.url, url)
         # One worker: nothing else is in flight as it trips, so it holds all K (with more,
         # one refused in flight waits in the queue instead; test_guard_trip_race.py).
-        settings = overrides("postmark", concurrency=1, read_batch=1,
-                             refusal_guard_operations=K)  # fmt: skip
+        settings = overrides("postmark", concurrency=1, read_batch=1, refusal_guard_operations=K)
         ids = [await stack.admit(f"acct-guard-{i}") for i in range(N)]
         async with stack.sender(**settings) as sender:
             note = await wait_for(lambda: _pause(redis))
@@ -62,8 +61,9 @@ async def test_an_undocumented_refusal_of_every_send_pauses_holds_and_the_resume
             refused = (await sandbox_stats(url))["refused_total"]
             assert K <= refused <= K + 2, refused  # within K (one more per worker in flight)
             await configure(url, refusal="")
-            resumed = await asyncio.to_thread(ops, redis_server, "provider-resume",
-                                              "--provider", "postmark")  # fmt: skip
+            resumed = await asyncio.to_thread(
+                ops, redis_server, "provider-resume", "--provider", "postmark"
+            )
             out = resumed.stdout + resumed.stderr
             assert "refusals pause lifted" in out and "probe:" in out, out
             rest = [op for op in ids if op not in in_review]
@@ -91,12 +91,13 @@ async def test_five_requests_for_refused_recipients_never_pause_the_provider(
     an address inactive): those resets fail alone, K of them or more; the players' go out."""
     async with run_sandbox(mode="postmark", reject_domain="attacker.example") as url:
         stack = Stack(redis, redis_server.url, url)
-        settings = overrides("postmark", concurrency=2, read_batch=1,
-                             refusal_guard_operations=K)  # fmt: skip
+        settings = overrides("postmark", concurrency=2, read_batch=1, refusal_guard_operations=K)
         async with stack.sender(**settings) as sender:
             # The attacker's requests first, with nothing accepted in between to end a streak.
-            attack = [await stack.admit(f"acct-bad-{i}", "attacker.example", entry_point)
-                      for i in range(2 * K)]  # fmt: skip
+            attack = [
+                await stack.admit(f"acct-bad-{i}", "attacker.example", entry_point)
+                for i in range(2 * K)
+            ]
             bad = [await stack.wait_state(op, DONE, timeout=30) for op in attack]
             assert await _pause(redis) is None and sender.sending_allowed()
             players = [await stack.admit(f"acct-player-{i}") for i in range(N)]

@@ -23,20 +23,44 @@ from shared.settings import ProviderKind, ProviderSettings
 # kind: (adapter class, events, keyless, sandbox dialect, inbound decoder)
 PARTS = {
     "http": ("HttpProvider", EventModel.POLL, False, "", ""),
-    "mailgun": ("MailgunProvider", EventModel.WEBHOOK, True,
-                "services.sandbox.dialects.mailgun", "services.poller.inbound.mailgun"),
-    "postmark": ("PostmarkProvider", EventModel.WEBHOOK, True,
-                 "services.sandbox.dialects.postmark", "services.poller.inbound.postmark"),
-    "sendgrid": ("SendGridProvider", EventModel.WEBHOOK, True,
-                 "services.sandbox.dialects.sendgrid", "services.poller.inbound.sendgrid"),
+    "mailgun": (
+        "MailgunProvider",
+        EventModel.WEBHOOK,
+        True,
+        "services.sandbox.dialects.mailgun",
+        "services.poller.inbound.mailgun",
+    ),
+    "postmark": (
+        "PostmarkProvider",
+        EventModel.WEBHOOK,
+        True,
+        "services.sandbox.dialects.postmark",
+        "services.poller.inbound.postmark",
+    ),
+    "sendgrid": (
+        "SendGridProvider",
+        EventModel.WEBHOOK,
+        True,
+        "services.sandbox.dialects.sendgrid",
+        "services.poller.inbound.sendgrid",
+    ),
     "ses": ("SesProvider", EventModel.QUEUE, True, "", "services.poller.inbound.ses"),
-}  # fmt: skip
+}
 
 
 def _config(kind: str) -> ProviderConfig:
-    return ProviderConfig(f"{kind}1", kind, "http://127.0.0.1:9", "key", 1.0, 2.0,
-                          key_retention_seconds=60.0, settle_seconds=5.0,
-                          mailgun_domain="mg.game.example", ses_region="eu-west-1")  # fmt: skip
+    return ProviderConfig(
+        f"{kind}1",
+        kind,
+        "http://127.0.0.1:9",
+        "key",
+        1.0,
+        2.0,
+        key_retention_seconds=60.0,
+        settle_seconds=5.0,
+        mailgun_domain="mg.game.example",
+        ses_region="eu-west-1",
+    )
 
 
 def test_the_registry_holds_every_kind_the_settings_accept() -> None:
@@ -62,12 +86,18 @@ async def test_each_kind_builds_its_adapter_with_the_capabilities_its_entry_decl
 @pytest.mark.parametrize("kind", sorted(PARTS))
 def test_each_kind_names_settings_that_exist(kind: str) -> None:
     known = set(ProviderSettings.model_fields) | set(InboundSettings.model_fields)
-    named = [s for s in entry(kind).settings if s not in known and
-             not isinstance(getattr(ProviderSettings, s, None), property)]  # fmt: skip
+    named = [
+        s
+        for s in entry(kind).settings
+        if s not in known and not isinstance(getattr(ProviderSettings, s, None), property)
+    ]
     assert entry(kind).settings and named == []
     credential = entry(kind).event_credential
-    assert (credential.lower() in InboundSettings.model_fields) if credential else (
-        entry(kind).events is EventModel.POLL)  # fmt: skip
+    assert (
+        (credential.lower() in InboundSettings.model_fields)
+        if credential
+        else (entry(kind).events is EventModel.POLL)
+    )
     assert EVENT_CREDENTIAL.get(kind, "") == credential
 
 

@@ -27,8 +27,13 @@ from tests.providers.kinds import KINDS, adapter
 from tests.support.sandbox import SANDBOX_API_KEY, run_sandbox, sandbox_stats
 from tests.support.webhooks import hook_receiver
 
-MESSAGE = {"from": "no-reply@game.example", "to": ["p@bounce.example"], "subject": "Reset",
-           "text": "link", "html": ""}  # fmt: skip
+MESSAGE = {
+    "from": "no-reply@game.example",
+    "to": ["p@bounce.example"],
+    "subject": "Reset",
+    "text": "link",
+    "html": "",
+}
 KEY = "mailgun-signing-key-for-the-sandbox"
 USER, PASSWORD = "hooks", "hook-password-0123"
 SCALE = 0.001  # Mailgun's first retry, 5 minutes after the failure, in 0.3 s
@@ -56,13 +61,20 @@ async def receiver() -> AsyncIterator[Receiver]:
 async def verified(kind: str, sandbox_url: str, headers: dict[str, str], body: bytes) -> Parsed:
     """The poller's own checks on one POST (each raises on a bad signature or credential)."""
     if kind == "sendgrid":
-        async with aiohttp.ClientSession() as session, session.get(
-            f"{sandbox_url}/v3/user/webhooks/event/settings/signed/any",
-            headers={"Authorization": f"Bearer {SANDBOX_API_KEY}"},
-        ) as answer:  # fmt: skip
+        async with (
+            aiohttp.ClientSession() as session,
+            session.get(
+                f"{sandbox_url}/v3/user/webhooks/event/settings/signed/any",
+                headers={"Authorization": f"Bearer {SANDBOX_API_KEY}"},
+            ) as answer,
+        ):
             key = sendgrid_public_key((await answer.json())["public_key"])
-        sendgrid.verify(key, headers.get(sendgrid.SIGNATURE_HEADER),
-                        headers.get(sendgrid.TIMESTAMP_HEADER), body)  # fmt: skip
+        sendgrid.verify(
+            key,
+            headers.get(sendgrid.SIGNATURE_HEADER),
+            headers.get(sendgrid.TIMESTAMP_HEADER),
+            body,
+        )
         return sendgrid.parse(body)
     if kind == "mailgun":
         signed = mailgun.decode(body)
@@ -76,10 +88,14 @@ async def verified(kind: str, sandbox_url: str, headers: dict[str, str], body: b
 async def test_events_are_pushed_signed_as_the_provider_signs_them(
     kind: str, receiver: Receiver
 ) -> None:
-    settings = {"mode": kind, "webhook_url": receiver.url, "webhook_signing_key": KEY,
-                "delivered_delay_seconds": 0.05, "bounce_domain": "bounce.example"}  # fmt: skip
-    expected = [Delivery.BOUNCED] if kind == "postmark" else [Acceptance.ACCEPTED,
-                                                             Delivery.BOUNCED]  # fmt: skip
+    settings = {
+        "mode": kind,
+        "webhook_url": receiver.url,
+        "webhook_signing_key": KEY,
+        "delivered_delay_seconds": 0.05,
+        "bounce_domain": "bounce.example",
+    }
+    expected = [Delivery.BOUNCED] if kind == "postmark" else [Acceptance.ACCEPTED, Delivery.BOUNCED]
     async with run_sandbox(**settings) as url, aiohttp.ClientSession() as session:
         sent = await adapter(kind, session, url).send("op-3-HOOKED", MESSAGE)
 
@@ -87,8 +103,11 @@ async def test_events_are_pushed_signed_as_the_provider_signs_them(
             return len(receiver.posts) >= len(expected)
 
         await poll(arrived, timeout=10)
-        events = [ev for headers, body in receiver.posts
-                  for ev in (await verified(kind, url, headers, body)).events]  # fmt: skip
+        events = [
+            ev
+            for headers, body in receiver.posts
+            for ev in (await verified(kind, url, headers, body)).events
+        ]
     assert sorted(str(ev.meaning) for ev in events) == sorted(map(str, expected))
     assert {ev.operation_id for ev in events} == {"op-3-HOOKED"}
     assert sent.message_id.startswith(events[0].message_id), "joined to the send's message id"
@@ -96,8 +115,13 @@ async def test_events_are_pushed_signed_as_the_provider_signs_them(
 
 async def test_a_failed_post_is_tried_again_and_mailguns_406_is_final(receiver: Receiver) -> None:
     receiver.statuses = [503, 406]
-    settings = {"mode": "mailgun", "webhook_url": receiver.url, "webhook_signing_key": KEY,
-                "delivered_delay_seconds": 3600, "webhook_retry_scale": SCALE}  # fmt: skip
+    settings = {
+        "mode": "mailgun",
+        "webhook_url": receiver.url,
+        "webhook_signing_key": KEY,
+        "delivered_delay_seconds": 3600,
+        "webhook_retry_scale": SCALE,
+    }
     async with run_sandbox(**settings) as url, aiohttp.ClientSession() as session:
         await adapter("mailgun", session, url).send("op-3-RETRIED", MESSAGE)
 
@@ -114,8 +138,13 @@ async def test_mailgun_never_retries_a_delivered_notification(receiver: Receiver
     """documentation.mailgun.com/docs/mailgun/user-manual/webhooks/webhook-retries: every
     failed POST is retried "other than for delivery notification": a 503 loses it."""
     receiver.statuses = [200, 503, 200]  # the acceptance lands; the delivery meets a 503
-    settings = {"mode": "mailgun", "webhook_url": receiver.url, "webhook_signing_key": KEY,
-                "delivered_delay_seconds": 0.1, "webhook_retry_scale": SCALE}  # fmt: skip
+    settings = {
+        "mode": "mailgun",
+        "webhook_url": receiver.url,
+        "webhook_signing_key": KEY,
+        "delivered_delay_seconds": 0.1,
+        "webhook_retry_scale": SCALE,
+    }
     async with run_sandbox(**settings) as url, aiohttp.ClientSession() as session:
         await adapter("mailgun", session, url).send("op-3-DELIVERED", MESSAGE)
 

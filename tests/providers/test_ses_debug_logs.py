@@ -60,8 +60,14 @@ def moto() -> Iterator[str]:
 @pytest.fixture
 def moto_with_key() -> Iterator[str]:
     saved = dict(os.environ)
-    os.environ.update({"AWS_ACCESS_KEY_ID": KEY_ID, "AWS_SECRET_ACCESS_KEY": "x" * 40,
-                       "AWS_REGION": REGION, "AWS_DEFAULT_REGION": REGION})  # fmt: skip
+    os.environ.update(
+        {
+            "AWS_ACCESS_KEY_ID": KEY_ID,
+            "AWS_SECRET_ACCESS_KEY": "x" * 40,
+            "AWS_REGION": REGION,
+            "AWS_DEFAULT_REGION": REGION,
+        }
+    )
     try:
         with moto() as url:
             yield url
@@ -101,8 +107,10 @@ async def test_an_ses_send_at_debug_logs_no_key_id_or_signature(
 
 def test_a_botocore_shaped_line_that_reaches_the_formatter_is_scrubbed() -> None:
     signature = "ab12" * 16
-    line = (f"Authorization: AWS4-HMAC-SHA256 Credential={KEY_ID}/20261202/eu-west-1/ses/"
-            f"aws4_request, SignedHeaders=host;x-amz-date, Signature={signature}")  # fmt: skip
+    line = (
+        f"Authorization: AWS4-HMAC-SHA256 Credential={KEY_ID}/20261202/eu-west-1/ses/"
+        f"aws4_request, SignedHeaders=host;x-amz-date, Signature={signature}"
+    )
     record = logging.LogRecord("botocore.endpoint", logging.DEBUG, __file__, 1, line, None, None)
     out = service_logging.JsonFormatter("sender").format(record)
     assert KEY_ID not in out and signature not in out

@@ -34,15 +34,26 @@ from tests.providers.moto_patient import moto
 from tests.sender.conftest import Stack, configured_providers, wait_for
 
 REGION = "eu-west-1"
-MESSAGE = {"from": "Recovery <no-reply@game.example>", "to": ["p@example.com"],
-           "subject": "Reset", "text": "link", "html": "<a>link</a>"}  # fmt: skip
+MESSAGE = {
+    "from": "Recovery <no-reply@game.example>",
+    "to": ["p@example.com"],
+    "subject": "Reset",
+    "text": "link",
+    "html": "<a>link</a>",
+}
 
 
 @pytest.fixture(scope="module")
 def aws_env() -> Iterator[None]:
     saved = dict(os.environ)
-    os.environ.update({"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                       "AWS_REGION": REGION, "AWS_DEFAULT_REGION": REGION})  # fmt: skip
+    os.environ.update(
+        {
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_REGION": REGION,
+            "AWS_DEFAULT_REGION": REGION,
+        }
+    )
     for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_CONFIG_FILE"):
         os.environ.pop(name, None)
     yield
@@ -79,8 +90,9 @@ async def ses(moto_url: str) -> AsyncIterator[SesProvider]:
 
 
 async def _v1(moto_url: str, call: str, **kwargs: str) -> dict[str, object]:
-    async with get_session().create_client("ses", region_name=REGION,
-                                           endpoint_url=moto_url) as client:  # fmt: skip
+    async with get_session().create_client(
+        "ses", region_name=REGION, endpoint_url=moto_url
+    ) as client:
         result: dict[str, object] = await getattr(client, call)(**kwargs)
         return result
 
@@ -112,22 +124,34 @@ async def test_an_unverified_sender_pauses_ses_and_resume_delivers(
 
 @pytest.mark.parametrize(
     ("code", "words"),
-    [("RequestExpired", "Request has expired."),
-     ("MessageRejected", "Email address is not verified. The following identities failed "
-                         "the check in region EU-WEST-1: no-reply@game.example")],
-)  # fmt: skip
+    [
+        ("RequestExpired", "Request has expired."),
+        (
+            "MessageRejected",
+            "Email address is not verified. The following identities failed "
+            "the check in region EU-WEST-1: no-reply@game.example",
+        ),
+    ],
+)
 def test_account_level_ses_errors_pause_with_ses_words(code: str, words: str) -> None:
     """CommonErrors.html: RequestExpired (the request reached AWS more than 15 minutes
     after its date: our clock); API_SendEmail.html: MessageRejected for an identity."""
-    error = ClientError({"Error": {"Code": code, "Message": words},
-                         "ResponseMetadata": {"HTTPStatusCode": 400}}, "SendEmail")  # fmt: skip
+    error = ClientError(
+        {"Error": {"Code": code, "Message": words}, "ResponseMetadata": {"HTTPStatusCode": 400}},
+        "SendEmail",
+    )
     result = classify_error(error)
     assert (result.outcome, result.pause, result.detail) == (Outcome.AUTH, "account", words)
 
 
 def test_other_message_rejections_stay_permanent() -> None:
-    error = ClientError({"Error": {"Code": "MessageRejected", "Message": "Illegal header"},
-                         "ResponseMetadata": {"HTTPStatusCode": 400}}, "SendEmail")  # fmt: skip
+    error = ClientError(
+        {
+            "Error": {"Code": "MessageRejected", "Message": "Illegal header"},
+            "ResponseMetadata": {"HTTPStatusCode": 400},
+        },
+        "SendEmail",
+    )
     assert classify_error(error).outcome is Outcome.PERMANENT
 
 
@@ -175,8 +199,13 @@ async def test_rejected_credentials_pause_the_provider(
     operation_id = await stack.admit("acct-ses-key")
     try:
         # moto loads its IAM backend on the first checked call: allow a slow first answer.
-        async with stack.sender(ses, provider_kind="ses", provider_name="ses",
-                                lease_seconds=60, total_timeout_seconds=20) as sender:
+        async with stack.sender(
+            ses,
+            provider_kind="ses",
+            provider_name="ses",
+            lease_seconds=60,
+            total_timeout_seconds=20,
+        ) as sender:
             await wait_for(lambda: _paused(redis), timeout=60)
             assert not sender.sending_allowed()
             operation = await stack.wait_state(operation_id, {State.QUEUED})
@@ -200,14 +229,21 @@ async def test_a_refused_connection_is_safe_to_retry(aws_env: None) -> None:
 
 @pytest.mark.parametrize("code", sorted(ERROR_CODES))
 def test_every_documented_error_code_is_classified(code: str) -> None:
-    error = ClientError({"Error": {"Code": code, "Message": "x"},
-                         "ResponseMetadata": {"HTTPStatusCode": 400}}, "SendEmail")  # fmt: skip
+    error = ClientError(
+        {"Error": {"Code": code, "Message": "x"}, "ResponseMetadata": {"HTTPStatusCode": 400}},
+        "SendEmail",
+    )
     assert classify_error(error).outcome is ERROR_CODES[code]
 
 
 def test_sending_paused_pauses_the_provider() -> None:
-    error = ClientError({"Error": {"Code": "SendingPausedException", "Message": "x"},
-                         "ResponseMetadata": {"HTTPStatusCode": 400}}, "SendEmail")  # fmt: skip
+    error = ClientError(
+        {
+            "Error": {"Code": "SendingPausedException", "Message": "x"},
+            "ResponseMetadata": {"HTTPStatusCode": 400},
+        },
+        "SendEmail",
+    )
     assert classify_error(error).outcome is Outcome.AUTH
 
 
@@ -217,14 +253,16 @@ async def test_every_send_names_the_configuration_set(moto_url: str) -> None:
     moto accepts the call, and the request botocore signed carries it."""
     await _v1(moto_url, "verify_domain_identity", Domain="game.example")
     sent: list[bytes] = []
-    ses = SesProvider(REGION, moto_url, connect_timeout=2, total_timeout=20,
-                      configuration_set="resetgate-events")  # fmt: skip
+    ses = SesProvider(
+        REGION, moto_url, connect_timeout=2, total_timeout=20, configuration_set="resetgate-events"
+    )
     bare = SesProvider(REGION, moto_url, connect_timeout=2, total_timeout=20)
     try:
         for provider in (ses, bare):
             client = await provider._client("sesv2")
-            client.meta.events.register("before-send.sesv2.SendEmail",
-                                        lambda request, **_: sent.append(request.body))
+            client.meta.events.register(
+                "before-send.sesv2.SendEmail", lambda request, **_: sent.append(request.body)
+            )
             result = await provider.send("op-1-SESCONF", MESSAGE)
             assert result.outcome is Outcome.ACCEPTED
     finally:
@@ -241,15 +279,20 @@ def test_the_poller_warns_when_the_ses_queue_has_no_configuration_set(
     from services.poller.app import build_poller
     from tests.poller.conftest import poller_settings
 
-    settings = poller_settings("redis://127.0.0.1:1", "http://127.0.0.1:1",
-                               ses_queue_url="http://127.0.0.1:1/queue/events")  # fmt: skip
+    settings = poller_settings(
+        "redis://127.0.0.1:1", "http://127.0.0.1:1", ses_queue_url="http://127.0.0.1:1/queue/events"
+    )
     with caplog.at_level("WARNING"):
         asyncio.run(_build(build_poller, settings))
     assert "RESETGATE_SES_CONFIGURATION_SET" in caplog.text
     caplog.clear()
     with caplog.at_level("WARNING"):
-        asyncio.run(_build(build_poller, settings.model_copy(
-            update={"ses_configuration_set": "resetgate-events"})))  # fmt: skip
+        asyncio.run(
+            _build(
+                build_poller,
+                settings.model_copy(update={"ses_configuration_set": "resetgate-events"}),
+            )
+        )
     assert "RESETGATE_SES_CONFIGURATION_SET" not in caplog.text
 
 
@@ -274,8 +317,13 @@ async def test_a_daily_quota_below_n_waits_for_the_window_then_sends_the_rest(
     ops = [await stack.admit(f"acct-quota-{i}") for i in range(5)]
     ses = SesProvider(REGION, moto_url, connect_timeout=2, total_timeout=20)
     try:
-        async with stack.sender(ses, provider_kind="ses", provider_name="ses",
-                                provider_daily_quota=3, quota_window_seconds=4):  # fmt: skip
+        async with stack.sender(
+            ses,
+            provider_kind="ses",
+            provider_name="ses",
+            provider_daily_quota=3,
+            quota_window_seconds=4,
+        ):
             pause = await wait_for(lambda: _quota_pause(redis), timeout=30)
             assert pause["until"] > pause["since"]
             states = await wait_for(lambda: _states_when_three_sent(redis, ops), timeout=10)
@@ -306,6 +354,11 @@ async def test_the_daily_quota_is_read_from_the_account(ses: SesProvider) -> Non
 
 
 def test_daily_message_quota_exceeded_is_a_quota_not_a_rate() -> None:
-    error = ClientError({"Error": {"Code": "Throttling", "Message": "Daily message quota exceeded"},
-                         "ResponseMetadata": {"HTTPStatusCode": 400}}, "SendEmail")  # fmt: skip
+    error = ClientError(
+        {
+            "Error": {"Code": "Throttling", "Message": "Daily message quota exceeded"},
+            "ResponseMetadata": {"HTTPStatusCode": 400},
+        },
+        "SendEmail",
+    )
     assert classify_error(error).reason == QUOTA_EXCEEDED

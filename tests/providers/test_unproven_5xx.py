@@ -33,8 +33,11 @@ from tests.support.sandbox import sandbox_stats
 
 PROVIDERS = ("sendgrid", "postmark", "mailgun")
 # What answers after the provider took the mail: (shape, status).
-ANSWERS = {"gateway-502": ("gateway", 502), "provider-500": ("provider", 500),
-           "provider-408": ("provider", 408)}  # fmt: skip
+ANSWERS = {
+    "gateway-502": ("gateway", 502),
+    "provider-500": ("provider", 500),
+    "provider-408": ("provider", 408),
+}
 SETTLED = {"accepted", "exhausted", "review", "failed"}
 
 
@@ -45,15 +48,17 @@ def keyless_redis() -> Iterator[RedisServer]:
     server.stop()
 
 
-@pytest.fixture(
-    scope="module", params=[(p, a) for p in PROVIDERS for a in ANSWERS], ids="-".join
-)  # fmt: skip
+@pytest.fixture(scope="module", params=[(p, a) for p in PROVIDERS for a in ANSWERS], ids="-".join)
 async def stack(request: Any, keyless_redis: RedisServer) -> AsyncIterator[tuple[E2E, str]]:
     provider, answer = request.param
     shape, status = ANSWERS[answer]
     logs = Path(tempfile.mkdtemp(prefix=f"rg-5xx-{provider}-"))
-    sandbox = {"late_error_every": 1, "late_error_shape": shape, "late_error_status": status,
-               "delivered_delay_seconds": 0.5}  # fmt: skip
+    sandbox = {
+        "late_error_every": 1,
+        "late_error_shape": shape,
+        "late_error_status": status,
+        "delivered_delay_seconds": 0.5,
+    }
     async with pushed_events_stack(
         keyless_redis.url, provider, logs, sandbox, RESETGATE_MAILGUN_EVENTS_DELAY_SECONDS="1"
     ) as e2e:

@@ -21,25 +21,33 @@ from shared.model import Outcome
 from shared.providers.base import Refusal
 from shared.providers.ses import classify_error
 
-MESSAGE = {"from": "Recovery <no-reply@game.example>", "to": ["Player@Example.com"],
-           "subject": "Reset", "text": "link"}  # fmt: skip
+MESSAGE = {
+    "from": "Recovery <no-reply@game.example>",
+    "to": ["Player@Example.com"],
+    "subject": "Reset",
+    "text": "link",
+}
 UNVERIFIED = "Email address is not verified. The following identities failed the check in region "
 
 
 def _ses(code: str, words: str) -> ClientError:
-    return ClientError({"Error": {"Code": code, "Message": words},
-                        "ResponseMetadata": {"HTTPStatusCode": 400}}, "SendEmail")  # fmt: skip
+    return ClientError(
+        {"Error": {"Code": code, "Message": words}, "ResponseMetadata": {"HTTPStatusCode": 400}},
+        "SendEmail",
+    )
 
 
 def test_an_ses_sandbox_recipient_fails_that_reset_only() -> None:
-    result = classify_error(_ses("MessageRejected", UNVERIFIED + "EU-WEST-1: player@example.com"),
-                            message=MESSAGE)  # fmt: skip
+    result = classify_error(
+        _ses("MessageRejected", UNVERIFIED + "EU-WEST-1: player@example.com"), message=MESSAGE
+    )
     assert (result.outcome, result.refusal) == (Outcome.PERMANENT, Refusal.RECIPIENT)
     assert result.reason == "recipient_not_verified"
 
 
-@pytest.mark.parametrize("named", ["no-reply@game.example", "game.example",
-                                   "no-reply@game.example, player@example.com"])  # fmt: skip
+@pytest.mark.parametrize(
+    "named", ["no-reply@game.example", "game.example", "no-reply@game.example, player@example.com"]
+)
 def test_an_unverified_from_identity_pauses_ses(named: str) -> None:
     words = UNVERIFIED + "EU-WEST-1: " + named
     result = classify_error(_ses("MessageRejected", words), message=MESSAGE)
@@ -55,9 +63,11 @@ def test_an_unverified_identity_ses_names_no_way_we_know_pauses() -> None:
 
 @pytest.mark.parametrize(
     ("code", "words"),
-    [("NotFoundException", "Configuration set <resetgate-events> does not exist."),
-     ("BadRequestException", "Configuration set name resetgate events is invalid.")],
-)  # fmt: skip
+    [
+        ("NotFoundException", "Configuration set <resetgate-events> does not exist."),
+        ("BadRequestException", "Configuration set name resetgate events is invalid."),
+    ],
+)
 def test_a_configuration_set_refusal_pauses_ses(code: str, words: str) -> None:
     result = classify_error(_ses(code, words), message=MESSAGE)
     assert (result.outcome, result.pause, result.detail) == (Outcome.AUTH, "account", words)
@@ -68,10 +78,10 @@ def test_a_not_found_ses_does_not_explain_is_undocumented() -> None:
     assert (result.outcome, result.refusal) == (Outcome.PERMANENT, Refusal.UNDOCUMENTED)
 
 
-def _refused(guard: RefusalGuard, op: str, at: int, account: str = "", recipient: str = "",
-             reason: str = "r") -> object:  # fmt: skip
-    return guard.refused(Refused(op, account or f"acct-{op}", at, recipient or f"to-{op}"),
-                         reason)  # fmt: skip
+def _refused(
+    guard: RefusalGuard, op: str, at: int, account: str = "", recipient: str = "", reason: str = "r"
+) -> object:
+    return guard.refused(Refused(op, account or f"acct-{op}", at, recipient or f"to-{op}"), reason)
 
 
 def test_the_guard_counts_distinct_operations_accounts_and_recipients() -> None:

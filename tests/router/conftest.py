@@ -50,8 +50,12 @@ class Desk:
 
     async def submit(self, **fields: str) -> str:
         self.sequence += 1
-        values = {"event_id": f"evt-{self.sequence}", "topic": "password_reset",
-                  "submitted_at": "2026-01-01T00:00:00Z", **fields}  # fmt: skip
+        values = {
+            "event_id": f"evt-{self.sequence}",
+            "topic": "password_reset",
+            "submitted_at": "2026-01-01T00:00:00Z",
+            **fields,
+        }
         return str(await self.redis.xadd(CONTACT_FORMS, values))  # type: ignore[arg-type]
 
     async def cases(self) -> list[dict[str, str]]:

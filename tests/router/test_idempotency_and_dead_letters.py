@@ -45,8 +45,13 @@ async def test_an_entry_redelivered_after_its_case_is_acked_once(desk: Desk) -> 
 async def test_crash_between_claim_and_case_still_makes_the_case(desk: Desk) -> None:
     login = await desk.account("acct-crash-1")
     case_id = ids.case_id()
-    await RouteClaim(event_id="evt-crash-1", case_id=case_id, now=clock.now_ms() - HOUR_MS,
-                     ttl_ms=24 * HOUR_MS, stale_ms=1000).run(desk.redis)  # fmt: skip
+    await RouteClaim(
+        event_id="evt-crash-1",
+        case_id=case_id,
+        now=clock.now_ms() - HOUR_MS,
+        ttl_ms=24 * HOUR_MS,
+        stale_ms=1000,
+    ).run(desk.redis)
     await desk.submit(event_id="evt-crash-1", login=login)
     async with desk.router():
         (case,) = await desk.wait_cases(1)
@@ -58,8 +63,9 @@ async def test_crash_between_case_and_ack_makes_no_second_case(desk: Desk) -> No
     login = await desk.account("acct-crash-2")
     case_id = ids.case_id()
     claimed = clock.now_ms() - 5000
-    await RouteClaim(event_id="evt-crash-2", case_id=case_id, now=claimed, ttl_ms=24 * HOUR_MS,
-                     stale_ms=1000).run(desk.redis)  # fmt: skip
+    await RouteClaim(
+        event_id="evt-crash-2", case_id=case_id, now=claimed, ttl_ms=24 * HOUR_MS, stale_ms=1000
+    ).run(desk.redis)
     await cases.write_case(desk.redis, {"case_id": case_id, "event_id": "evt-crash-2"}, 1000)
     await desk.submit(event_id="evt-crash-2", login=login)
     async with desk.router():
@@ -94,9 +100,13 @@ async def test_a_claim_taken_over_while_routing_writes_no_second_case(desk: Desk
     async with desk.router(directory):
         await asyncio.wait_for(directory.asked.wait(), timeout=10)
         # Another router, past the stale limit, takes the claim over and writes the case.
-        other = await RouteClaim(event_id="evt-slow", case_id=ids.case_id(),
-                                 now=clock.now_ms() + HOUR_MS, ttl_ms=24 * HOUR_MS,
-                                 stale_ms=1000).run(desk.redis)  # fmt: skip
+        other = await RouteClaim(
+            event_id="evt-slow",
+            case_id=ids.case_id(),
+            now=clock.now_ms() + HOUR_MS,
+            ttl_ms=24 * HOUR_MS,
+            stale_ms=1000,
+        ).run(desk.redis)
         entry = await cases.write_case(
             desk.redis, {"case_id": other.case_id, "event_id": "evt-slow"}, 1000
         )
@@ -108,8 +118,13 @@ async def test_a_claim_taken_over_while_routing_writes_no_second_case(desk: Desk
 
 async def test_a_claim_in_progress_elsewhere_is_left_alone(desk: Desk) -> None:
     login = await desk.account("acct-busy")
-    await RouteClaim(event_id="evt-busy", case_id=ids.case_id(), now=clock.now_ms(),
-                     ttl_ms=HOUR_MS, stale_ms=1000).run(desk.redis)  # fmt: skip
+    await RouteClaim(
+        event_id="evt-busy",
+        case_id=ids.case_id(),
+        now=clock.now_ms(),
+        ttl_ms=HOUR_MS,
+        stale_ms=1000,
+    ).run(desk.redis)
     await desk.submit(event_id="evt-busy", login=login)
     async with desk.router(claim_idle_seconds=60):
         await wait_for(lambda: _pending(desk, 1))
@@ -134,15 +149,21 @@ async def test_malformed_events_are_dead_lettered_and_the_router_keeps_going(des
     async with desk.router():
         await wait_for(desk.settled)
     dead = await desk.dead()
-    assert [d["reason"] for d in dead] == ["missing_event_id", "bad_topic", "missing_identity",
-                                           "field_too_long"]  # fmt: skip
+    assert [d["reason"] for d in dead] == [
+        "missing_event_id",
+        "bad_topic",
+        "missing_identity",
+        "field_too_long",
+    ]
     for record in dead:
         text = str(record)
         assert "@" not in text and "hunter2" not in text and "someone" not in text
         assert "login" in record["fields"] or "message" in record["fields"]
     assert [c["event_id"] for c in await desk.cases()] == ["evt-ok"]
-    assert sample("resetgate_contact_forms_dead_lettered_total",
-                  reason="missing_identity") == before + 1  # fmt: skip
+    assert (
+        sample("resetgate_contact_forms_dead_lettered_total", reason="missing_identity")
+        == before + 1
+    )
 
 
 async def test_directory_outage_leaves_the_event_pending_not_dead(desk: Desk) -> None:

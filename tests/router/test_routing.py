@@ -50,8 +50,9 @@ async def test_invariant_1_contact_form_converges_in_every_state(desk: Desk, sta
     login = await desk.account("acct-1")
     op = await operation_in(desk, "acct-1", state)
     jobs = await send_jobs(desk)
-    before = sample("resetgate_support_cases_total", queue="account-recovery",
-                    priority=EXPECTED[state][0])  # fmt: skip
+    before = sample(
+        "resetgate_support_cases_total", queue="account-recovery", priority=EXPECTED[state][0]
+    )
     await desk.submit(event_id="evt-state", login=login, topic="password_reset")
     async with desk.router():
         (case,) = await desk.wait_cases(1)
@@ -64,8 +65,10 @@ async def test_invariant_1_contact_form_converges_in_every_state(desk: Desk, sta
     assert await send_jobs(desk) == jobs, "the router never adds a send job by itself"
     raw = await desk.redis.hgetall(PartitionKeys.of(op).operation(op))
     assert raw["ep:contact_form"] == "1" and raw["last_actor"] == "contact-form:evt-state"
-    assert sample("resetgate_support_cases_total", queue="account-recovery",
-                  priority=priority) == before + 1  # fmt: skip
+    assert (
+        sample("resetgate_support_cases_total", queue="account-recovery", priority=priority)
+        == before + 1
+    )
 
 
 async def test_no_operation_yet_admission_creates_exactly_one(desk: Desk) -> None:

@@ -188,10 +188,16 @@ def test_a_shared_quota_takes_its_share_of_the_rate() -> None:
 
 @pytest.mark.parametrize(
     ("text", "problem"),
-    [("100:20,50", None), ("100", None), ("100:x,50", "not a number"),
-     ("100,50", "value:seconds"), ("100:20,50:10", "open-ended"), ("0:5,100", "above 0"),
-     ("-5:1,100", "above 0")],
-)  # fmt: skip
+    [
+        ("100:20,50", None),
+        ("100", None),
+        ("100:x,50", "not a number"),
+        ("100,50", "value:seconds"),
+        ("100:20,50:10", "open-ended"),
+        ("0:5,100", "above 0"),
+        ("-5:1,100", "above 0"),
+    ],
+)
 def test_schedule_errors_name_the_phase(text: str, problem: str | None) -> None:
     if problem is None:
         Schedule.parse(text)
@@ -205,9 +211,11 @@ def test_the_settings_read_the_schedule_from_the_environment(monkeypatch) -> Non
     monkeypatch.setenv("RESETGATE_SANDBOX_SEND_SHARED_QUOTA", "0.3:10,0")
     settings = SandboxSettings()
     bucket = send_bucket(
-        settings.send_rate_per_second, settings.send_rate_schedule,
-        settings.send_shared_quota, settings.send_burst,
-    )  # fmt: skip
+        settings.send_rate_per_second,
+        settings.send_rate_schedule,
+        settings.send_shared_quota,
+        settings.send_burst,
+    )
     assert bucket.schedule == Schedule(((100.0, 20.0), (50.0, 20.0)), 100.0)
     assert bucket.taken == Schedule(((0.3, 10.0),), 0.0)
     monkeypatch.setenv("RESETGATE_SANDBOX_SEND_SHARED_QUOTA", "1.0")

@@ -34,13 +34,17 @@ from tests.providers.kinds import adapter
 from tests.support.sandbox import run_sandbox, sandbox_stats
 from tests.support.webhooks import hook_receiver
 
-MESSAGE = {"from": "no-reply@game.example", "to": ["p@example.com"], "subject": "Reset",
-           "text": "link", "html": ""}  # fmt: skip
+MESSAGE = {
+    "from": "no-reply@game.example",
+    "to": ["p@example.com"],
+    "subject": "Reset",
+    "text": "link",
+    "html": "",
+}
 # Scales that put each whole schedule in a few seconds (Mailgun's 7.5 h in 2.7 s, Postmark's
 # 72 min in 2.2 s, SendGrid's 24 h in 1.7 s).
 SCALES = {"mailgun": 1e-4, "postmark": 5e-4, "sendgrid": 2e-5}
-RETRIES = {"mailgun": mailgun.RETRIES, "postmark": postmark.RETRIES,
-           "sendgrid": sendgrid.RETRIES}  # fmt: skip
+RETRIES = {"mailgun": mailgun.RETRIES, "postmark": postmark.RETRIES, "sendgrid": sendgrid.RETRIES}
 EARLY = 0.005  # clocks and sleeps: a retry may not come sooner than its wait, minus this
 SLACK = 0.5  # each POST's own time on a loaded 2-core machine, accumulated
 
@@ -73,8 +77,13 @@ def settings(kind: str, receiver: Receiver) -> dict[str, object]:
     """One POST per send: the acceptance event (SendGrid, Mailgun; their delivery is an hour
     away) or Postmark's delivery record (it has no acceptance webhook)."""
     delay = 0.01 if kind == "postmark" else 3600
-    return {"mode": kind, "webhook_url": receiver.url, "webhook_signing_key": "k" * 32,
-            "delivered_delay_seconds": delay, "webhook_retry_scale": SCALES[kind]}  # fmt: skip
+    return {
+        "mode": kind,
+        "webhook_url": receiver.url,
+        "webhook_signing_key": "k" * 32,
+        "delivered_delay_seconds": delay,
+        "webhook_retry_scale": SCALES[kind],
+    }
 
 
 async def hooks_when(url: str, done: str) -> dict[str, int]:
@@ -120,8 +129,9 @@ async def test_the_sandbox_stops_retrying_at_the_documented_end(
     assert (hooks["retried"], hooks["refused"]) == (len(RETRIES[kind]), 1)
 
 
-@pytest.mark.parametrize(("kind", "status"), [("mailgun", 406), ("postmark", 403),
-                                              ("postmark", 422)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("kind", "status"), [("mailgun", 406), ("postmark", 403), ("postmark", 422)]
+)
 async def test_a_documented_final_answer_stops_the_retries(
     kind: str, status: int, receiver: Receiver
 ) -> None:

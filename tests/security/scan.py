@@ -42,8 +42,10 @@ def scan(
     found = []
     for what, pattern in PATTERNS.items():
         if pattern is TOKEN_SHAPE and shape_text is not None:
-            found += [Finding(where, what, _excerpt(shape_text, m.start(), m.end()))
-                      for m in pattern.finditer(shape_text)]  # fmt: skip
+            found += [
+                Finding(where, what, _excerpt(shape_text, m.start(), m.end()))
+                for m in pattern.finditer(shape_text)
+            ]
             continue
         for match in pattern.finditer(text):
             found.append(Finding(where, what, _excerpt(text, match.start(), match.end())))

@@ -20,8 +20,10 @@ class Comparison:
     median_difference_us: float  # b's median minus a's
 
     def __str__(self) -> str:
-        return (f"KS D={self.ks_statistic:.4f} p={self.ks_p:.3f}, Mann-Whitney p={self.mwu_p:.3f}, "
-                f"median difference {self.median_difference_us:+.1f} µs")  # fmt: skip
+        return (
+            f"KS D={self.ks_statistic:.4f} p={self.ks_p:.3f}, Mann-Whitney p={self.mwu_p:.3f}, "
+            f"median difference {self.median_difference_us:+.1f} µs"
+        )
 
 
 def compare(a_ns: Sequence[int], b_ns: Sequence[int]) -> Comparison:

@@ -35,10 +35,18 @@ async def test_routed_free_text_is_not_in_the_streams_dump_while_a_neighbour_wai
 ) -> None:
     with refused_url() as nowhere:  # the directory is down: lookups fail
         await stack.start("router", RESETGATE_DIRECTORY_URL=nowhere, **ROUTER_ENV)
-        await redis.xadd(CONTACT_FORMS, {"event_id": "e-billing", "topic": "billing",
-                                         "message": FREE_TEXT})  # fmt: skip
-        await redis.xadd(CONTACT_FORMS, {"event_id": "e-waiting", "topic": "account_access",
-                                         "login": "waiting-player", "message": "help"})  # fmt: skip
+        await redis.xadd(
+            CONTACT_FORMS, {"event_id": "e-billing", "topic": "billing", "message": FREE_TEXT}
+        )
+        await redis.xadd(
+            CONTACT_FORMS,
+            {
+                "event_id": "e-waiting",
+                "topic": "account_access",
+                "login": "waiting-player",
+                "message": "help",
+            },
+        )
         await wait_for(lambda: _one_routed_one_waiting(redis))
     raw = Redis.from_url(redis_server.url)  # DUMP is bytes
     try:
@@ -63,8 +71,10 @@ async def test_a_form_waiting_on_the_directory_keeps_the_login_a_day_at_most(
     waited under rg:router:form:* for 14 days; now a day, then it is dead-lettered."""
     with refused_url() as nowhere:
         await stack.start("router", RESETGATE_DIRECTORY_URL=nowhere, **ROUTER_ENV)
-        await redis.xadd(CONTACT_FORMS, {"event_id": "e-outage", "topic": "account_access",
-                                         "login": LOGIN, "message": "help"})  # fmt: skip
+        await redis.xadd(
+            CONTACT_FORMS,
+            {"event_id": "e-outage", "topic": "account_access", "login": LOGIN, "message": "help"},
+        )
         await wait_for(lambda: _taken_over(redis))
     keys = [k async for k in redis.scan_iter(ROUTER_FORM_PREFIX + "*")]
     ttl = await redis.ttl(keys[0])
@@ -80,14 +90,22 @@ async def test_a_form_past_its_retention_is_dead_lettered_without_its_login(
     starved CPU: seen in the suite with retries 2 s apart) finds the fields gone and
     dead-letters it without them: the retries here are far enough apart for any stall."""
     with refused_url() as nowhere:
-        await stack.start("router", **{**ROUTER_ENV, "RESETGATE_CLAIM_IDLE_SECONDS": "6"},
-                          RESETGATE_DIRECTORY_URL=nowhere,
-                          RESETGATE_FORM_RETENTION_SECONDS="1")  # fmt: skip
-        await redis.xadd(CONTACT_FORMS, {"event_id": "e-expired", "topic": "account_access",
-                                         "login": LOGIN, "message": "help"})  # fmt: skip
+        await stack.start(
+            "router",
+            **{**ROUTER_ENV, "RESETGATE_CLAIM_IDLE_SECONDS": "6"},
+            RESETGATE_DIRECTORY_URL=nowhere,
+            RESETGATE_FORM_RETENTION_SECONDS="1",
+        )
+        await redis.xadd(
+            CONTACT_FORMS,
+            {"event_id": "e-expired", "topic": "account_access", "login": LOGIN, "message": "help"},
+        )
         dead = await wait_for(lambda: _dead(redis), timeout=60)
     assert (dead["reason"], dead["event_id"], dead["topic"]) == (
-        "expired", "e-expired", "account_access")  # fmt: skip
+        "expired",
+        "e-expired",
+        "account_access",
+    )
     assert LOGIN not in str(dead)
     assert not [k async for k in redis.scan_iter(ROUTER_FORM_PREFIX + "*")]
     assert await redis.zcard(ROUTER_RETRY) == 0

@@ -58,8 +58,15 @@ async def test_garbage_forms_are_dead_lettered_and_the_router_keeps_going(
             await raw.xadd(CONTACT_FORMS, entry)
         # Well-formed, but carrying free text where it does not belong: routed, not copied.
         await raw.xadd(CONTACT_FORMS, form("evt-huge-message", login=login, message="x" * MIB))
-        await raw.xadd(CONTACT_FORMS, {"event_id": "evt-general", "topic": "billing",
-                                       "account_id": FREE_TEXT, "message": FREE_TEXT})  # fmt: skip
+        await raw.xadd(
+            CONTACT_FORMS,
+            {
+                "event_id": "evt-general",
+                "topic": "billing",
+                "account_id": FREE_TEXT,
+                "message": FREE_TEXT,
+            },
+        )
         await raw.xadd(CONTACT_FORMS, form("evt-odd-time", login=login, submitted_at=FREE_TEXT))
         # A digit to str.isdigit() that int() refuses: once a ValueError that stopped the router.
         await raw.xadd(CONTACT_FORMS, form("evt-odd-digit", login=login, submitted_at="²"))
@@ -73,8 +80,13 @@ async def test_garbage_forms_are_dead_lettered_and_the_router_keeps_going(
     dead = [fields for _, fields in await redis.xrange(CONTACT_FORMS_DEAD)]
     assert [d["reason"] for d in dead] == [reason for *_, reason in GARBAGE]
     by_event = {c["event_id"]: c for c in cases}
-    assert set(by_event) == {"evt-huge-message", "evt-general", "evt-odd-time", "evt-odd-digit",
-                             "evt-last"}  # fmt: skip
+    assert set(by_event) == {
+        "evt-huge-message",
+        "evt-general",
+        "evt-odd-time",
+        "evt-odd-digit",
+        "evt-last",
+    }
     assert by_event["evt-general"]["queue"] == "general"
     assert by_event["evt-general"]["account_id"] == ""  # free text is not an account id
     assert by_event["evt-last"]["account_id"] == account_id

@@ -51,8 +51,15 @@ async def studio() -> AsyncIterator[tuple[Studio, str]]:
 
 
 async def _form(redis: Redis, event_id: str, account_id: str) -> None:
-    await redis.xadd(CONTACT_FORMS, {"event_id": event_id, "topic": "account_access",
-                                     "account_id": account_id, "message": "help"})  # fmt: skip
+    await redis.xadd(
+        CONTACT_FORMS,
+        {
+            "event_id": event_id,
+            "topic": "account_access",
+            "account_id": account_id,
+            "message": "help",
+        },
+    )
 
 
 async def _settled(redis: Redis, count: int) -> list[dict[str, Any]]:
@@ -70,14 +77,21 @@ async def test_a_hostile_account_id_never_reaches_the_directory_as_a_path(
 ) -> None:
     directory, url = studio
     await stack.start("router", RESETGATE_DIRECTORY_URL=url, RESETGATE_BLOCK_MS="100")
-    for event_id, account_id in (("e-hostile", HOSTILE), ("e-dots", ".."), ("e-dot", "."),
-                                 ("e-colon", "acct:colon")):  # fmt: skip
+    for event_id, account_id in (
+        ("e-hostile", HOSTILE),
+        ("e-dots", ".."),
+        ("e-dot", "."),
+        ("e-colon", "acct:colon"),
+    ):
         await _form(redis, event_id, account_id)
     await _settled(redis, 4)
     assert directory.paths == ["/accounts/acct%3Acolon"]  # quoted; the others never sent
     dead = {f["event_id"]: f["reason"] for _, f in await redis.xrange(CONTACT_FORMS_DEAD)}
-    assert dead == {"e-hostile": "bad_account_id", "e-dots": "bad_account_id",
-                    "e-dot": "bad_account_id"}  # fmt: skip
+    assert dead == {
+        "e-hostile": "bad_account_id",
+        "e-dots": "bad_account_id",
+        "e-dot": "bad_account_id",
+    }
     assert not await redis.keys(ANY_PARTITION.account("acct-victim"))  # no operation for the victim
 
 
@@ -89,8 +103,9 @@ async def test_the_internal_api_refuses_an_account_id_of_another_shape(
     async with aiohttp.ClientSession() as session:
         for account_id in (HOSTILE, "..", ".", "-x", "a/b", "a%2Fb", "acct-1\n"):
             body = {"account_id": account_id, "entry_point": "agent", "actor": "agent:ann"}
-            async with session.post(admission.url + "/internal/v1/recovery-operations",
-                                    json=body, headers=BEARER) as reply:  # fmt: skip
+            async with session.post(
+                admission.url + "/internal/v1/recovery-operations", json=body, headers=BEARER
+            ) as reply:
                 assert reply.status == 422, account_id
                 assert (await reply.json())["error"] == "invalid_field"
     assert directory.paths == []

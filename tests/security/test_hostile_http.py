@@ -27,8 +27,13 @@ PUBLIC = b"/v1/password-resets"
 
 
 def post(body: bytes, *headers: bytes, path: bytes = PUBLIC, length: bool = True) -> bytes:
-    head = [b"POST " + path + b" HTTP/1.1", b"Host: rg", b"Connection: close",
-            b"Content-Type: application/json", *headers]  # fmt: skip
+    head = [
+        b"POST " + path + b" HTTP/1.1",
+        b"Host: rg",
+        b"Connection: close",
+        b"Content-Type: application/json",
+        *headers,
+    ]
     if length:
         head.append(b"Content-Length: %d" % len(body))
     return b"\r\n".join(head) + b"\r\n\r\n" + body
@@ -46,38 +51,67 @@ AUTH = b"Authorization: Bearer " + INTERNAL_TOKEN.encode()
 # (name, raw request, status, JSON error code or None for aiohttp's own plain-text 400)
 HOSTILE: list[tuple[str, bytes, int, str | None]] = [
     ("gzip bomb (10 MiB inflated)", post(BOMB, b"Content-Encoding: gzip"), 413, "body_too_large"),
-    ("gzip header, bytes not gzip", post(b"plain", b"Content-Encoding: gzip"), 400,
-     "unreadable_body"),
-    ("deflate header, bytes not deflate", post(b"plain", b"Content-Encoding: deflate"), 400,
-     "unreadable_body"),
+    (
+        "gzip header, bytes not gzip",
+        post(b"plain", b"Content-Encoding: gzip"),
+        400,
+        "unreadable_body",
+    ),
+    (
+        "deflate header, bytes not deflate",
+        post(b"plain", b"Content-Encoding: deflate"),
+        400,
+        "unreadable_body",
+    ),
     ("unsupported encoding", post(b"xx", b"Content-Encoding: br"), 400, None),
-    ("1 GB announced, nothing sent", post(b"{", b"Content-Length: 1000000000", length=False), 413,
-     "body_too_large"),
+    (
+        "1 GB announced, nothing sent",
+        post(b"{", b"Content-Length: 1000000000", length=False),
+        413,
+        "body_too_large",
+    ),
     ("Content-Length and chunked", post(b"0\r\n\r\n", b"Transfer-Encoding: chunked"), 400, None),
     ("two Content-Lengths", post(b'{"login":"a"}', b"Content-Length: 14"), 400, None),
     ("negative Content-Length", post(b"", b"Content-Length: -1", length=False), 400, None),
-    ("bad chunk size", post(b"zz\r\nabc\r\n0\r\n\r\n", b"Transfer-Encoding: chunked",
-                            length=False), 400, None),
+    (
+        "bad chunk size",
+        post(b"zz\r\nabc\r\n0\r\n\r\n", b"Transfer-Encoding: chunked", length=False),
+        400,
+        None,
+    ),
     ("5,000-deep nesting", post(DEEP), 400, "malformed_json"),
     ("lone surrogate", post(b'{"login": "\\ud800"}'), 400, "malformed_json"),
     ("number out of range", post(b'{"login": 1e999999}'), 400, "malformed_json"),
     ("byte-order mark", post(b'\xef\xbb\xbf{"login": "a"}'), 400, "malformed_json"),
     ("NUL in a header", post(b"{}", b"X-Note: a\x00b"), 400, None),
-    ("non-UTF-8 bearer", get(b"/internal/v1/recovery-operations", b"Authorization: Bearer \xe9"),
-     401, "unauthorized"),
-    ("bearer then a control byte", get(b"/internal/v1/recovery-operations", AUTH + b"\x01"), 400,
-     None),
+    (
+        "non-UTF-8 bearer",
+        get(b"/internal/v1/recovery-operations", b"Authorization: Bearer \xe9"),
+        401,
+        "unauthorized",
+    ),
+    (
+        "bearer then a control byte",
+        get(b"/internal/v1/recovery-operations", AUTH + b"\x01"),
+        400,
+        None,
+    ),
     ("HTTP/2 preface", b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 400, None),
-    ("TLS hello on the HTTP port", b"\x16\x03\x01\x00\xa5\x01\x00\x00\xa1\x03\x03" + b"\0" * 64,
-     400, None),
+    (
+        "TLS hello on the HTTP port",
+        b"\x16\x03\x01\x00\xa5\x01\x00\x00\xa1\x03\x03" + b"\0" * 64,
+        400,
+        None,
+    ),
     ("65 headers", get(b"/healthz", *(b"X-H%d: v" % i for i in range(65))), 400, None),
     ("a 9 KiB header", get(b"/healthz", b"X-Big: " + b"a" * 9000), 400, None),
     ("a 9 KiB request line", get(b"/healthz?" + b"a" * 9000), 400, None),
-]  # fmt: skip
+]
 
 
-@pytest.mark.parametrize(("request_bytes", "status", "error"), [h[1:] for h in HOSTILE],
-                         ids=[h[0] for h in HOSTILE])  # fmt: skip
+@pytest.mark.parametrize(
+    ("request_bytes", "status", "error"), [h[1:] for h in HOSTILE], ids=[h[0] for h in HOSTILE]
+)
 async def test_hostile_request_gets_a_4xx_and_writes_nothing(
     admission: ServiceProcess, redis: Redis, request_bytes: bytes, status: int, error: str | None
 ) -> None:

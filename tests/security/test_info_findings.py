@@ -49,8 +49,12 @@ async def loose_provider() -> AsyncIterator[str]:
 
     async def messages(request: web.Request) -> web.Response:
         asked = request.query["idempotency_key"]
-        row = {"id": "msg-other", "idempotency_key": asked + "-other", "status": "accepted",
-               "created_at": "2026-01-01T00:00:00Z"}  # fmt: skip
+        row = {
+            "id": "msg-other",
+            "idempotency_key": asked + "-other",
+            "status": "accepted",
+            "created_at": "2026-01-01T00:00:00Z",
+        }
         return web.json_response({"data": [row]})
 
     app = web.Application()

@@ -64,15 +64,18 @@ async def test_every_internal_route_and_method_refuses_a_missing_or_wrong_bearer
                 for credentials in WRONG:
                     headers = {} if credentials is None else {"Authorization": credentials}
                     body = {"account_id": "acct-sec-0", "entry_point": "agent"}
-                    async with session.request(method, admission.url + path, json=body,
-                                               headers=headers) as reply:  # fmt: skip
+                    async with session.request(
+                        method, admission.url + path, json=body, headers=headers
+                    ) as reply:
                         assert reply.status == 401, (method, path, credentials)
                         assert reply.headers["WWW-Authenticate"].startswith("Bearer realm=")
                         if method != "HEAD":
                             assert (await reply.json())["error"] == "unauthorized"
                     checked += 1
-    print(f"{checked} requests: {len(paths)} paths x {len(METHODS)} methods x "
-          f"{len(WRONG)} credentials, all 401")  # fmt: skip
+    print(
+        f"{checked} requests: {len(paths)} paths x {len(METHODS)} methods x "
+        f"{len(WRONG)} credentials, all 401"
+    )
     assert await redis.dbsize() == before
 
 

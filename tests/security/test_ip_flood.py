@@ -50,8 +50,9 @@ async def flood(
     async def worker(session: aiohttp.ClientSession) -> None:
         for xff, login in pending:
             headers = {"X-Forwarded-For": xff}
-            async with session.post(url + "/v1/password-resets", json={"login": login},
-                                    headers=headers) as reply:  # fmt: skip
+            async with session.post(
+                url + "/v1/password-resets", json={"login": login}, headers=headers
+            ) as reply:
                 body = await reply.read()
                 results.append((reply.status, login, body, reply.headers.get("Retry-After")))
 
@@ -91,10 +92,12 @@ async def test_one_client_flooding_gets_its_budget_and_nothing_reveals_the_accou
 
     statuses = Counter(status for status, *_ in results)
     limited = [r for r in results if r[0] == 429]
-    print(f"flood: {len(results)} requests from one client in {elapsed:.2f} s -> "
-          f"{statuses[202]} admitted (budget {budget(elapsed)}), {statuses[429]} x 429; "
-          f"{len(bystanders)} requests from 5 other clients meanwhile: "
-          f"{Counter(s for s, *_ in bystanders)}")  # fmt: skip
+    print(
+        f"flood: {len(results)} requests from one client in {elapsed:.2f} s -> "
+        f"{statuses[202]} admitted (budget {budget(elapsed)}), {statuses[429]} x 429; "
+        f"{len(bystanders)} requests from 5 other clients meanwhile: "
+        f"{Counter(s for s, *_ in bystanders)}"
+    )
     assert set(statuses) == {202, 429}
     assert BURST <= statuses[202] <= budget(elapsed)
     assert len({body for _, _, body, _ in limited}) == 1  # one body for every login
@@ -110,8 +113,9 @@ async def test_rotating_inside_one_ipv6_64_or_sending_garbage_does_not_buy_a_big
 ) -> None:
     admission = await stack.start("admission", **LIMIT_ENV)
     rotating = [f"2001:db8:1:2:{random.randrange(65536):x}::{i:x}" for i in range(150)]
-    garbage = [random.choice(["not-an-ip", "999.1.1.1", "::::", "[", "1.2.3", "a, b"])
-               for _ in range(150)]  # fmt: skip
+    garbage = [
+        random.choice(["not-an-ip", "999.1.1.1", "::::", "[", "1.2.3", "a, b"]) for _ in range(150)
+    ]
     for forwarded in (rotating, garbage):
         results, elapsed = await flood(admission.url, forwarded, ["someone@example.com"])
         admitted = sum(1 for status, *_ in results if status == 202)
@@ -134,8 +138,9 @@ async def test_a_fresh_connection_per_request_buys_nothing(redis: Redis, stack: 
         async with aiohttp.ClientSession() as session:
             headers = {"X-Forwarded-For": "198.51.100.99"}
             body = {"login": "someone@example.com"}
-            async with session.post(admission.url + "/v1/password-resets", json=body,
-                                    headers=headers) as reply:  # fmt: skip
+            async with session.post(
+                admission.url + "/v1/password-resets", json=body, headers=headers
+            ) as reply:
                 statuses[reply.status] += 1
     assert statuses[202] <= budget(10) and statuses[429] >= 40 - budget(10)
 
@@ -147,11 +152,17 @@ async def test_every_forwarded_for_line_is_read_as_one_list(redis: Redis, stack:
     statuses: Counter[int] = Counter()
     async with aiohttp.ClientSession() as session:
         for _ in range(25):
-            headers = CIMultiDict([("X-Forwarded-For", f"198.18.{random.randrange(256)}.1"),
-                                   ("X-Forwarded-For", "198.51.100.77")])  # fmt: skip
-            async with session.post(admission.url + "/v1/password-resets",
-                                    json={"login": "someone@example.com"},
-                                    headers=headers) as reply:  # fmt: skip
+            headers = CIMultiDict(
+                [
+                    ("X-Forwarded-For", f"198.18.{random.randrange(256)}.1"),
+                    ("X-Forwarded-For", "198.51.100.77"),
+                ]
+            )
+            async with session.post(
+                admission.url + "/v1/password-resets",
+                json={"login": "someone@example.com"},
+                headers=headers,
+            ) as reply:
                 statuses[reply.status] += 1
     print(f"\n25 requests with two X-Forwarded-For lines: {statuses[202]} admitted")
     assert statuses[202] <= budget(10), statuses

@@ -47,11 +47,18 @@ from tests.support.processes import Processes
 from tests.support.sandbox import SANDBOX_API_KEY, run_sandbox_process, sent_emails
 
 SANDBOX: dict[str, Any] = {
-    "delivered_delay_seconds": 0.3, "send_rate_per_second": 40, "send_burst": 5,
-    "error_every": 9, "drop_every": 11, "duplicate_event_every": 5, "out_of_order_every": 7,
-    "bounce_domain": "bounce.example", "complaint_domain": "complaint.example",
-    "reject_domain": "reject.example", "seed": 7,
-}  # fmt: skip
+    "delivered_delay_seconds": 0.3,
+    "send_rate_per_second": 40,
+    "send_burst": 5,
+    "error_every": 9,
+    "drop_every": 11,
+    "duplicate_event_every": 5,
+    "out_of_order_every": 7,
+    "bounce_domain": "bounce.example",
+    "complaint_domain": "complaint.example",
+    "reject_domain": "reject.example",
+    "seed": 7,
+}
 DOMAINS = (
     ["example.org"] * 24
     + ["bounce.example"] * 3
@@ -68,9 +75,13 @@ async def test_invariant_8_nothing_secret_in_logs_metrics_or_redis(
     accounts = await directory(redis)
     # Held until the first scan, so that it sees operations queued (live sets, send jobs).
     await pause_partitions(redis, list(range(4)), "security scan: hold until first look")
-    env = base_env(redis_server.url, RESETGATE_IP_LIMIT_PER_MINUTE="120",
-                   RESETGATE_IP_LIMIT_BURST="20", RESETGATE_TRUSTED_PROXY_HOPS="1",
-                   RESETGATE_OBSERVATION_WINDOW_SECONDS="5")  # fmt: skip
+    env = base_env(
+        redis_server.url,
+        RESETGATE_IP_LIMIT_PER_MINUTE="120",
+        RESETGATE_IP_LIMIT_BURST="20",
+        RESETGATE_TRUSTED_PROXY_HOPS="1",
+        RESETGATE_OBSERVATION_WINDOW_SECONDS="5",
+    )
     async with run_sandbox_process(**SANDBOX) as provider_url:
         env.update(RESETGATE_PROVIDER_URL=provider_url, RESETGATE_PROVIDER_API_KEY=SANDBOX_API_KEY)
         async with Processes(tmp_path / "logs", env) as stack:
@@ -97,8 +108,10 @@ async def test_invariant_8_nothing_secret_in_logs_metrics_or_redis(
             )
             findings += in_flight[0]
             assert all(service.running for service in stack.services.values())
-    print(f"scanned {looked_at}; in flight {in_flight[1]}; {len(operations)} operations, "
-          f"{len(tokens)} tokens looked for")  # fmt: skip
+    print(
+        f"scanned {looked_at}; in flight {in_flight[1]}; {len(operations)} operations, "
+        f"{len(tokens)} tokens looked for"
+    )
     assert {"string", "hash", "list", "zset", "stream"} <= set(kinds + in_flight[1])
     assert not findings, "\n".join(str(f) for f in findings[:30])
 
@@ -129,13 +142,18 @@ async def drive_public(url: str, accounts: list[tuple[str, str, str]]) -> None:
             if i % 3 == 0:  # resend clicks
                 assert await post(session, url, client, json={"login": login.upper()}) == 202
             assert await post(session, url, client, json={"login": f"x{i}@nowhere.example"}) == 202
-        odd = [b'{"login": "broken@example.com"', b'{"alice@example.com": 1}',
-               b'{"login": "' + b"z" * 300 + b'@example.com"}']  # fmt: skip
+        odd = [
+            b'{"login": "broken@example.com"',
+            b'{"alice@example.com": 1}',
+            b'{"login": "' + b"z" * 300 + b'@example.com"}',
+        ]
         for body in odd:
             headers = {"Content-Type": "application/json"}
             assert await post(session, url, "192.0.2.9", data=body, headers=headers) in (400, 422)
-        statuses = [await post(session, url, "192.0.2.10", json={"login": login})
-                    for login, _, _ in accounts]  # fmt: skip
+        statuses = [
+            await post(session, url, "192.0.2.10", json={"login": login})
+            for login, _, _ in accounts
+        ]
         assert 429 in statuses  # the flood reached the limit (its keys are scanned too)
 
 
@@ -146,21 +164,37 @@ async def drive_contact_forms(
     forms: list[dict[Any, Any]] = []
     for i, (login, account_id, _) in enumerate(accounts[:8]):
         who = {"login": login} if i % 2 else {"account_id": account_id}
-        forms.append({"event_id": f"evt-rest-{i}", "topic": "password_reset", **who,
-                      "message": free_text})  # fmt: skip
+        forms.append(
+            {"event_id": f"evt-rest-{i}", "topic": "password_reset", **who, "message": free_text}
+        )
     forms += [
-        {"event_id": "evt-rest-unknown", "topic": "login_problem", "login": "ghost@example.com",
-         "message": free_text},
-        {"event_id": "evt-rest-general", "topic": "billing", "account_id": accounts[1][2],
-         "message": free_text},
+        {
+            "event_id": "evt-rest-unknown",
+            "topic": "login_problem",
+            "login": "ghost@example.com",
+            "message": free_text,
+        },
+        {
+            "event_id": "evt-rest-general",
+            "topic": "billing",
+            "account_id": accounts[1][2],
+            "message": free_text,
+        },
         {"event_id": accounts[2][2], "topic": "password_reset", "login": accounts[2][0]},
         {"event_id": "evt-rest-topic", "topic": free_text, "login": accounts[3][0]},
-        {"event_id": "evt-rest-binary", "topic": "password_reset",
-         "login": accounts[4][0].encode() + b"\xff"},
-        {"event_id": "evt-rest-time", "topic": "password_reset", "login": accounts[5][0],
-         "submitted_at": free_text},
+        {
+            "event_id": "evt-rest-binary",
+            "topic": "password_reset",
+            "login": accounts[4][0].encode() + b"\xff",
+        },
+        {
+            "event_id": "evt-rest-time",
+            "topic": "password_reset",
+            "login": accounts[5][0],
+            "submitted_at": free_text,
+        },
         {"event_id": "evt-rest-name", free_text: "1"},
-    ]  # fmt: skip
+    ]
     raw = Redis.from_url(redis_url)  # bytes as given: one form is not UTF-8
     try:
         for form in forms:
@@ -220,8 +254,11 @@ async def drive_internal(
                 return reply.status
 
         for i, (_, account_id, _) in enumerate(accounts[:6]):
-            body = {"account_id": account_id, "entry_point": ["agent", "automation"][i % 2],
-                    "actor": f"agent:{i}"}  # fmt: skip
+            body = {
+                "account_id": account_id,
+                "entry_point": ["agent", "automation"][i % 2],
+                "actor": f"agent:{i}",
+            }
             assert await call("POST", "/internal/v1/recovery-operations", json=body) in (200, 201)
             path = f"/internal/v1/accounts/{account_id}/recovery-operation"
             assert await call("GET", path) == 200
@@ -271,14 +308,19 @@ def literals(accounts: list[tuple[str, str, str]], tokens: set[str]) -> dict[str
 
 
 async def operation_ids(redis: Redis) -> list[str]:
-    return [key.rsplit(":", 1)[1] async for key in redis.scan_iter(ANY_PARTITION.operation("*"))
-            if not key.endswith(":attempts")]  # fmt: skip
+    return [
+        key.rsplit(":", 1)[1]
+        async for key in redis.scan_iter(ANY_PARTITION.operation("*"))
+        if not key.endswith(":attempts")
+    ]
 
 
 async def look_everywhere(
-    redis_server: RedisServer, stack: Processes, accounts: list[tuple[str, str, str]],
+    redis_server: RedisServer,
+    stack: Processes,
+    accounts: list[tuple[str, str, str]],
     tokens: set[str],
-) -> tuple[list[Finding], str, Counter[str]]:  # fmt: skip
+) -> tuple[list[Finding], str, Counter[str]]:
     looked_for = literals(accounts, tokens)
     findings: list[Finding] = []
     lines = 0
@@ -290,8 +332,10 @@ async def look_everywhere(
         findings += scan(f"{service.name} /metrics", page, looked_for, metric_data(page))
     in_redis, kinds = await redis_findings(redis_server.url, looked_for)
     names = ", ".join(stack.services)
-    looked_at = (f"{lines} log lines and {len(stack.services)} /metrics pages of {names}; "
-                 f"{kinds.total()} Redis keys {dict(kinds)}")  # fmt: skip
+    looked_at = (
+        f"{lines} log lines and {len(stack.services)} /metrics pages of {names}; "
+        f"{kinds.total()} Redis keys {dict(kinds)}"
+    )
     return findings + in_redis, looked_at, kinds
 
 

@@ -36,8 +36,9 @@ async def test_admission_public_port_serves_nothing_operational(
     [(login, _)] = await add_accounts(redis, 1)
     async with aiohttp.ClientSession() as session:
         for who in (login, "nobody@example.com"):
-            async with session.post(admission.url + "/v1/password-resets",
-                                    json={"login": who}) as reply:  # fmt: skip
+            async with session.post(
+                admission.url + "/v1/password-resets", json={"login": who}
+            ) as reply:
                 assert reply.status == 202
     for path in OPERATIONAL:
         status, body = await _get(admission.url + path)
@@ -55,8 +56,12 @@ async def test_operational_listener_answers_before_redis_does(tmp_path: Path, na
     """Started with no Redis at its URL: /healthz 200 at once, /readyz 503 until Redis is
     there, then 200 from the same process."""
     port = free_port()
-    env = base_env(f"redis://127.0.0.1:{port}/0", RESETGATE_REDIS_TIMEOUT_SECONDS="0.5",
-                   RESETGATE_PROVIDER_API_KEY="k" * 20, RESETGATE_LOG_LEVEL="INFO")  # fmt: skip
+    env = base_env(
+        f"redis://127.0.0.1:{port}/0",
+        RESETGATE_REDIS_TIMEOUT_SECONDS="0.5",
+        RESETGATE_PROVIDER_API_KEY="k" * 20,
+        RESETGATE_LOG_LEVEL="INFO",
+    )
     service = ServiceProcess(name, env, tmp_path)
     server = RedisServer(port)
     try:

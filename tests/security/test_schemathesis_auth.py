@@ -27,8 +27,11 @@ SCHEMATHESIS = Path(sys.executable).with_name("schemathesis")
 
 
 @pytest.mark.timeout(SCHEMATHESIS_TIMEOUT + REPORT_MARGIN)
-@pytest.mark.parametrize("authorization", [None, "Bearer wrong-token-0123456789abcdef"],
-                         ids=["no-bearer", "wrong-bearer"])  # fmt: skip
+@pytest.mark.parametrize(
+    "authorization",
+    [None, "Bearer wrong-token-0123456789abcdef"],
+    ids=["no-bearer", "wrong-bearer"],
+)
 async def test_without_the_bearer_every_internal_answer_is_401_and_nothing_breaks(
     redis: Redis, stack: Processes, tmp_path: Path, authorization: str | None
 ) -> None:
@@ -36,13 +39,31 @@ async def test_without_the_bearer_every_internal_answer_is_401_and_nothing_break
     admission = await stack.start("admission")  # IP limit off: a 429 is not what is tested
     # One worker: with threads, hypothesis's ast.parse on CPython 3.11 now and then raises a
     # spurious "AST constructor recursion depth mismatch" (python/cpython#106905).
-    command = [str(SCHEMATHESIS), "run", f"{admission.url}/openapi.json", "--checks", "all",
-               "--max-examples", "30", "--workers", "1", "--request-timeout", "5",
-               "--report", "ndjson", "--report-dir", str(tmp_path)]  # fmt: skip
+    command = [
+        str(SCHEMATHESIS),
+        "run",
+        f"{admission.url}/openapi.json",
+        "--checks",
+        "all",
+        "--max-examples",
+        "30",
+        "--workers",
+        "1",
+        "--request-timeout",
+        "5",
+        "--report",
+        "ndjson",
+        "--report-dir",
+        str(tmp_path),
+    ]
     if authorization is not None:
         command += ["--header", f"Authorization: {authorization}"]
     run = await asyncio.to_thread(
-        subprocess.run, command, cwd=tmp_path, capture_output=True, text=True,
+        subprocess.run,
+        command,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
         timeout=SCHEMATHESIS_TIMEOUT,
     )
     assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-2000:]

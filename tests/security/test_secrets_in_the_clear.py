@@ -32,11 +32,20 @@ PASSWORD = "s3cr/etPW"  # an unencoded "/" ends the host part early
 
 @pytest.mark.parametrize("service", ["admission", "sender"])
 def test_a_malformed_url_with_a_password_is_one_line_without_it(service: str) -> None:
-    env = {**os.environ, "RESETGATE_REDIS_URL": f"redis://:{PASSWORD}@127.0.0.1:6379/0",
-           "RESETGATE_TOKEN_KEYS": TEST_TOKEN_KEYS,
-           "RESETGATE_INTERNAL_API_TOKEN": "x" * 32}  # fmt: skip
-    done = subprocess.run([sys.executable, "-m", f"services.{service}"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    env = {
+        **os.environ,
+        "RESETGATE_REDIS_URL": f"redis://:{PASSWORD}@127.0.0.1:6379/0",
+        "RESETGATE_TOKEN_KEYS": TEST_TOKEN_KEYS,
+        "RESETGATE_INTERNAL_API_TOKEN": "x" * 32,
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", f"services.{service}"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 2
     lines = [line for line in done.stderr.splitlines() if "RESETGATE_REDIS_URL" in line]
     assert len(lines) == 1 and "does not parse" in lines[0], done.stderr
@@ -53,10 +62,13 @@ def test_a_percent_encoded_password_parses_and_is_never_displayed() -> None:
 
 
 def test_the_up_banner_never_prints_the_redis_password(tmp_path: Path) -> None:
-    env = {"RESETGATE_REDIS_URL": "redis://:hunter2secret@127.0.0.1:6390/0",
-           "RESETGATE_INTERNAL_API_TOKEN": "t" * 32, "RESETGATE_PROVIDER_KIND": "http",
-           "RESETGATE_PROVIDER_NAME": "default",
-           "RESETGATE_PROVIDER_URL": "http://127.0.0.1:6391"}  # fmt: skip
+    env = {
+        "RESETGATE_REDIS_URL": "redis://:hunter2secret@127.0.0.1:6390/0",
+        "RESETGATE_INTERNAL_API_TOKEN": "t" * 32,
+        "RESETGATE_PROVIDER_KIND": "http",
+        "RESETGATE_PROVIDER_NAME": "default",
+        "RESETGATE_PROVIDER_URL": "http://127.0.0.1:6391",
+    }
     ports = {"admission": 6380, "console": 6386}
     shown = banner.text(env, ports, tmp_path, embedded=False)
     assert "hunter2secret" not in shown
@@ -64,8 +76,10 @@ def test_the_up_banner_never_prints_the_redis_password(tmp_path: Path) -> None:
 
 
 def test_a_pause_reason_keeps_no_url_or_token_and_keeps_the_words() -> None:
-    reason = ("Account suspended, see https://provider.example/acct?sig=abc for details; "
-              "server token 7a1c6b2e-1d4f-4b6a-9c0e-1f2a3b4c5d6e rejected")  # fmt: skip
+    reason = (
+        "Account suspended, see https://provider.example/acct?sig=abc for details; "
+        "server token 7a1c6b2e-1d4f-4b6a-9c0e-1f2a3b4c5d6e rejected"
+    )
     clean = sanitise(reason)
     assert "provider.example" not in clean and "7a1c6b2e" not in clean
     assert clean.startswith("Account suspended, see [url] for details; server token [token]")

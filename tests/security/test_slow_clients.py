@@ -34,8 +34,10 @@ async def test_dripped_heads_and_idle_connections_are_closed_while_others_are_se
     latencies = await _ordinary_traffic(admission.url, login, seconds=KEEPALIVE + 2)
     lifetimes = await asyncio.gather(*drips, *idle)
     worst_ms = max(latencies) * 1000
-    print(f"slow heads closed after {min(lifetimes):.2f}-{max(lifetimes):.2f} s; "
-          f"{len(latencies)} ordinary requests meanwhile, max {worst_ms:.0f} ms")  # fmt: skip
+    print(
+        f"slow heads closed after {min(lifetimes):.2f}-{max(lifetimes):.2f} s; "
+        f"{len(latencies)} ordinary requests meanwhile, max {worst_ms:.0f} ms"
+    )
     assert all(KEEPALIVE - 0.2 <= t <= KEEPALIVE + SLACK for t in lifetimes), lifetimes
     assert len(latencies) >= 20 and max(latencies) < SLACK
 

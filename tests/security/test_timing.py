@@ -33,8 +33,11 @@ from tests.support.processes import Processes
 
 KINDS = ("unknown", "created", "converged", "cooldown")
 THRESHOLD = 0.001  # generous: a real difference of tens of µs shows up as p ~ 0 at n=3,000
-ENV = {"RESETGATE_IP_LIMIT_PER_MINUTE": "1000000", "RESETGATE_IP_LIMIT_BURST": "100000",
-       "RESETGATE_LOG_LEVEL": "INFO"}  # fmt: skip
+ENV = {
+    "RESETGATE_IP_LIMIT_PER_MINUTE": "1000000",
+    "RESETGATE_IP_LIMIT_BURST": "100000",
+    "RESETGATE_LOG_LEVEL": "INFO",
+}
 
 
 @pytest.mark.serial  # a measurement: parallel workers' load would be noise in the samples
@@ -72,8 +75,9 @@ async def measure(
     order = [kind for kind in KINDS for _ in range(samples)]
     random.shuffle(order)
     timings: dict[str, list[int]] = {kind: [] for kind in KINDS}
-    await asyncio.gather(*(client(admission.url, warm_up, logins, {k: [] for k in KINDS})
-                           for _ in range(clients)))  # fmt: skip
+    await asyncio.gather(
+        *(client(admission.url, warm_up, logins, {k: [] for k in KINDS}) for _ in range(clients))
+    )
     queue = iter(order)
     await asyncio.gather(*(client(admission.url, queue, logins, timings) for _ in range(clients)))
     results = {kind: compare(timings["unknown"], timings[kind]) for kind in KINDS[1:]}
@@ -85,9 +89,11 @@ async def measure(
 
 
 async def client(
-    url: str, kinds: Iterator[str], logins: dict[str, Iterator[str]],
+    url: str,
+    kinds: Iterator[str],
+    logins: dict[str, Iterator[str]],
     timings: dict[str, list[int]],
-) -> None:  # fmt: skip
+) -> None:
     """One caller on one keep-alive connection, one request at a time, timing each."""
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=1)) as session:
         for kind in kinds:
@@ -114,8 +120,7 @@ async def prepare(redis: Redis, url: str, samples: int) -> dict[str, Iterator[st
                 operation_id = (await r.json())["operation_id"]
             if (_, account_id) in spent:
                 token = {"operation_id": operation_id, "token": keys.derive(operation_id)}
-                async with session.post(url + "/internal/v1/reset-tokens/consume",
-                                        json=token) as r:  # fmt: skip
+                async with session.post(url + "/internal/v1/reset-tokens/consume", json=token) as r:
                     assert r.status == 200
     return {
         "unknown": (f"nobody{i}@example.net" for i in range(10**9)),
@@ -139,8 +144,7 @@ def report(
     for kind in KINDS:
         values = timings[kind]
         p99 = quantiles(values, n=100)[98] / 1000
-        print(f"{kind:>9}: n={len(values)} median {median(values) / 1000:.0f} µs, "
-              f"p99 {p99:.0f} µs")  # fmt: skip
+        print(f"{kind:>9}: n={len(values)} median {median(values) / 1000:.0f} µs, p99 {p99:.0f} µs")
     for kind, result in results.items():
         print(f"{kind:>9} vs unknown: {result}")
 

@@ -81,8 +81,13 @@ class Stack:
     def settings(self, **overrides: Any) -> SenderSettings:
         return sender_settings(self.redis_url, self.provider_url, **overrides)
 
-    async def admit(self, account_id: str, domain: str = "example.com",
-                    entry_point: str = "public", **overrides: Any) -> str:  # fmt: skip
+    async def admit(
+        self,
+        account_id: str,
+        domain: str = "example.com",
+        entry_point: str = "public",
+        **overrides: Any,
+    ) -> str:
         await RedisDirectory(self.redis).add(
             f"login-{account_id}", Account(account_id, f"{account_id}@{domain}")
         )
@@ -116,8 +121,7 @@ class Stack:
             client = fast_client(self.redis, settings.fast_redis)
             if client is not self.redis:
                 adapters.push_async_callback(client.aclose)
-            replicas = Replicas(client, settings, settings.wait_replicas,
-                                settings.wait_timeout_ms)  # fmt: skip
+            replicas = Replicas(client, settings, settings.wait_replicas, settings.wait_timeout_ms)
             adapters.push_async_callback(replicas.close)
             sender = build_sender(settings, client, session, opened, replicas=replicas)
             await sender.refresh_control()
@@ -131,17 +135,24 @@ class Stack:
     async def reconcile(self, operation_id: str, **overrides: Any) -> Any:
         async with aiohttp.ClientSession() as session:
             settings = self.settings(**overrides)
-            provider = HttpProvider(session, self.provider_url, SANDBOX_API_KEY,
-                                    name=settings.provider_name)  # fmt: skip
+            provider = HttpProvider(
+                session, self.provider_url, SANDBOX_API_KEY, name=settings.provider_name
+            )
             return await reconcile(self.redis, provider, settings, operation_id)
 
     async def abandoned_attempt(self, operation_id: str) -> Begun:
         """A worker that wrote its attempt and died before the provider call: its 1 ms lease
         has run out by the next begin, which finds the attempt ambiguous."""
         return await BeginAttempt(
-            operation_id=operation_id, attempt_id="at-dead", now=clock.now_ms(), lease_ms=1,
-            max_attempts=6, consumer="dead-worker", entry_id="", retention_ms=60_000,
-        ).run(self.redis)  # fmt: skip
+            operation_id=operation_id,
+            attempt_id="at-dead",
+            now=clock.now_ms(),
+            lease_ms=1,
+            max_attempts=6,
+            consumer="dead-worker",
+            entry_id="",
+            retention_ms=60_000,
+        ).run(self.redis)
 
     async def wait_state(self, operation_id: str, states: set[State], timeout: float = 15.0) -> Any:
         return await wait_for(lambda: self._state_in(operation_id, states), timeout)

@@ -29,8 +29,13 @@ async def test_each_email_goes_over_the_link_the_setting_names(
             senders = {getattr(w, "__self__", None) for w in wiring.workers}
             sender = next(s for s in senders if isinstance(s, Sender))
             runner = sender.runner
-            used = {sender.client, runner.client, runner.pacer.client, runner.replicas.client,
-                    getattr(runner.messages.directory, "client", sender.client)}  # fmt: skip
+            used = {
+                sender.client,
+                runner.client,
+                runner.pacer.client,
+                runner.replicas.client,
+                getattr(runner.messages.directory, "client", sender.client),
+            }
             assert all(isinstance(c, FastRedis) is fast for c in used), used
             assert (client in used) is not fast  # off: the plain client, as before
             assert await wiring.readiness() == {"redis": True}

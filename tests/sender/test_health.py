@@ -20,13 +20,15 @@ from tests.sender.conftest import wait_for
 
 NAME = "primary"
 KEY = "key-one"
-UNDOCUMENTED = SendResult(Outcome.PERMANENT, 422, reason="error_code_9001",
-                          refusal=Refusal.UNDOCUMENTED)  # fmt: skip
+UNDOCUMENTED = SendResult(
+    Outcome.PERMANENT, 422, reason="error_code_9001", refusal=Refusal.UNDOCUMENTED
+)
 WAITS = Finalisation(Outcome.PERMANENT, 422, State.DEFERRED, reason="error_code_9001")
 
 
-def health(redis: Redis, *, key: str = KEY, guard: int = 3,
-           quota: DailyQuota | None = None) -> ProviderHealth:  # fmt: skip
+def health(
+    redis: Redis, *, key: str = KEY, guard: int = 3, quota: DailyQuota | None = None
+) -> ProviderHealth:
     return ProviderHealth(redis, NAME, key, RefusalGuard(guard, window_ms=60_000), quota)
 
 
@@ -97,8 +99,9 @@ async def test_rejected_credentials_pause_until_another_key_is_deployed(redis: R
 
 async def test_an_account_pause_outlives_a_new_key(redis: Redis) -> None:
     provider = health(redis)
-    await provider.answered(SendResult(Outcome.AUTH, 403, pause="account",
-                                       detail="domain suspended"), None)  # fmt: skip
+    await provider.answered(
+        SendResult(Outcome.AUTH, 403, pause="account", detail="domain suspended"), None
+    )
     assert (await refreshed(redis, health(redis, key="key-two"))).paused
     paused = await note(redis)
     assert paused is not None and paused["reason"] == "domain suspended"
@@ -121,8 +124,10 @@ async def test_undocumented_refusals_of_distinct_operations_trip_the_guard_once(
     provider = health(redis, guard=3)
     now = clock.now_ms()
     ops = [ids.operation_id(i % 2) for i in range(4)]
-    trips = [provider.judge(UNDOCUMENTED, WAITS, Refused(op, f"acct-{op}", now, f"to-{op}"))
-             for op in ops]  # fmt: skip
+    trips = [
+        provider.judge(UNDOCUMENTED, WAITS, Refused(op, f"acct-{op}", now, f"to-{op}"))
+        for op in ops
+    ]
     trip = trips[2]
     assert trips[:2] == [None, None] and trip is not None and trips[3] is None
     assert provider.paused  # at once, before any await: no concurrent attempt counts on

@@ -227,9 +227,11 @@ def test_a_delay_of_one_second_is_a_ceiling_and_a_longer_one_is_waited(seconds: 
 def test_an_http_date_is_an_instant_to_the_millisecond(offset_ms: int) -> None:
     when = (NOW + offset_ms) // 1000 * 1000 + 1000  # a whole second, as HTTP dates are
     result = SendResult(
-        Outcome.THROTTLED, 429, retry_after=imf_fixdate(when / 1000),
+        Outcome.THROTTLED,
+        429,
+        retry_after=imf_fixdate(when / 1000),
         server_date=imf_fixdate(NOW / 1000),
-    )  # fmt: skip
+    )
     assert pacing.block_until(result, NOW, 20.0) == when
 
 

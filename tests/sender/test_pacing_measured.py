@@ -195,8 +195,9 @@ def test_a_stated_whole_seconds_wait_ends_at_its_instant_then_paces_per_wait(
     async def steps(client: Redis) -> tuple[float, float]:
         at, slot = await _slot(client, NOW)
         stated = at + 5000
-        adjusted = await _throttled(client, at, slot, blocked_until=stated, stated=True,
-                                    advised_rate=0.2)  # fmt: skip
+        adjusted = await _throttled(
+            client, at, slot, blocked_until=stated, stated=True, advised_rate=0.2
+        )
         at, slot = await _slot(client, at)
         return adjusted.rate, slot - stated
 
@@ -304,8 +305,9 @@ async def _calm_at(client: Redis, ceiling: float, calm_ms: int) -> tuple[int, fl
     429: (now, the rate given last)."""
     at = NOW
     for _ in range(8):
-        slots = await PaceAcquire(provider="prop", now=at, ceiling=ceiling, burst=5, want=1,
-                                  tuning=TUNING, accepted=1).run(client)  # fmt: skip
+        slots = await PaceAcquire(
+            provider="prop", now=at, ceiling=ceiling, burst=5, want=1, tuning=TUNING, accepted=1
+        ).run(client)
         at += 10
     for _ in range(calm_ms // 100):
         slots = await _at(client, at, ceiling, accepted=int(ceiling / 10))
@@ -314,8 +316,9 @@ async def _calm_at(client: Redis, ceiling: float, calm_ms: int) -> tuple[int, fl
 
 
 async def _at(client: Redis, at: int, ceiling: float, accepted: int = 0) -> Slots:
-    return await PaceAcquire(provider="prop", now=at, ceiling=ceiling, burst=5, want=1,
-                             tuning=TUNING, accepted=accepted).run(client)  # fmt: skip
+    return await PaceAcquire(
+        provider="prop", now=at, ceiling=ceiling, burst=5, want=1, tuning=TUNING, accepted=accepted
+    ).run(client)
 
 
 def test_a_cut_after_a_calm_spell_is_back_at_the_rate_it_left_within_recover_ms(

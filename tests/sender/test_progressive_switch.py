@@ -56,11 +56,24 @@ async def driving(
 
 
 async def ask(redis: Redis, to: str = "standby", window: float = 1.0, **limits: Any) -> Plan:
-    values: dict[str, Any] = {"first": 1, "growth": 2.0, "window_ms": int(window * 1000),
-                              "max_throttled_share": 0.5, "abort_age_ms": 0,
-                              "settle_ms": 30_000, **limits}  # fmt: skip
-    plan = progressive.plan_for(await control.read(redis), to, PARTITIONS, NAMES,
-                                progressive.Limits(**values), "cli:test", "test")  # fmt: skip
+    values: dict[str, Any] = {
+        "first": 1,
+        "growth": 2.0,
+        "window_ms": int(window * 1000),
+        "max_throttled_share": 0.5,
+        "abort_age_ms": 0,
+        "settle_ms": 30_000,
+        **limits,
+    }
+    plan = progressive.plan_for(
+        await control.read(redis),
+        to,
+        PARTITIONS,
+        NAMES,
+        progressive.Limits(**values),
+        "cli:test",
+        "test",
+    )
     assert await actions.progressive_switch(redis, plan) == ""
     return plan
 
@@ -106,13 +119,18 @@ async def test_a_switch_to_a_standby_refusing_every_send_rolls_its_first_partiti
         assert {state.provider_for(p, "primary") for p in PARTITIONS} == {"primary"}
         assert not state.paused and state.switch is None
         # The first partition's work went to the standby and was refused there, never sent.
-        tried = {op: [a.outcome for a in await load_attempts(stack.redis, op)
-                      if a.provider == "standby"] for op in ops}  # fmt: skip
+        tried = {
+            op: [a.outcome for a in await load_attempts(stack.redis, op) if a.provider == "standby"]
+            for op in ops
+        }
         tried = {op: outcomes for op, outcomes in tried.items() if outcomes}
         assert tried and {o for outcomes in tried.values() for o in outcomes} == {"auth"}
         assert {int(op.split("-")[1]) for op in tried} == {first}, tried
-        trail = [f["reason"] for _, f in await stack.redis.xrange(AUDIT)
-                 if f["action"] == "progressive-switch"]  # fmt: skip
+        trail = [
+            f["reason"]
+            for _, f in await stack.redis.xrange(AUDIT)
+            if f["action"] == "progressive-switch"
+        ]
         assert any("rolled back" in line for line in trail), trail
 
 

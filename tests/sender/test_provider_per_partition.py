@@ -118,8 +118,9 @@ async def test_a_replay_decided_at_the_old_provider_is_sent_there_after_a_switch
     # Primary's lookup finds nothing, so the replay is decided there: it must go through
     # primary (which was looked up and holds the key), never through standby.
     op = await stack.admit("replayed")
-    common: dict[str, Any] = dict(max_attempts=6, consumer="t", entry_id="",
-                                  retention_ms=60_000, provider="primary")  # fmt: skip
+    common: dict[str, Any] = dict(
+        max_attempts=6, consumer="t", entry_id="", retention_ms=60_000, provider="primary"
+    )
     started = clock.now_ms() - 30_000  # older than the lookup's settle time: trusted
     await BeginAttempt(operation_id=op, attempt_id="a1", now=started, lease_ms=1, **common).run(
         stack.redis

@@ -56,8 +56,9 @@ async def _admit_with(stack: Stack, account_id: str, address: str) -> str:
     return operation_id
 
 
-@pytest.mark.parametrize("address", ["a@x.example, b@y.example, c@z.example",
-                                     "a@x.example\r\nBcc: b@y.example"])  # fmt: skip
+@pytest.mark.parametrize(
+    "address", ["a@x.example, b@y.example, c@z.example", "a@x.example\r\nBcc: b@y.example"]
+)
 async def test_a_directory_record_with_several_recipients_or_crlf_fails_and_sends_nothing(
     stack: Stack, address: str
 ) -> None:

@@ -97,8 +97,14 @@ def stated(result: SendResult, answered: float) -> float:
 
 
 def overrides(kind: str) -> dict[str, Any]:
-    return {"provider_kind": kind, "provider_name": kind, "mailgun_domain": DOMAIN,
-            "provider_burst": 1, "concurrency": 4, "provider_max_rate": 50}  # fmt: skip
+    return {
+        "provider_kind": kind,
+        "provider_name": kind,
+        "mailgun_domain": DOMAIN,
+        "provider_burst": 1,
+        "concurrency": 4,
+        "provider_max_rate": 50,
+    }
 
 
 async def sent_through(
@@ -154,9 +160,9 @@ async def test_a_short_burst_limit_costs_seconds_not_the_queue(
     nothing stated), then the provider takes 600/s: 30 of 30 sent within 15 s. Before, the
     SendGrid resets were read as "1 s", which blocked nothing, and each 429 halved the rate:
     1 of 30 sent after 45 s."""
-    recorded, elapsed, _ = await sent_through(redis, redis_server, kind, 30, timeout=15,
-                                              send_rate_per_second=600,
-                                              send_blackout_seconds=3)  # fmt: skip
+    recorded, elapsed, _ = await sent_through(
+        redis, redis_server, kind, 30, timeout=15, send_rate_per_second=600, send_blackout_seconds=3
+    )
     assert elapsed <= 15
     refused = sum(1 for *_, r in recorded.calls if r.outcome is Outcome.THROTTLED)
     assert refused <= 8  # paused for the stated time, not hammered (3 s at 5/s is 15)
@@ -174,9 +180,16 @@ async def test_a_provider_that_states_nothing_is_probed_not_hammered(
     slower than the next made slots 1.0 s apart read as 0.89 s. Sends refused while the
     schedule was still above one a second (the halving, and the sends already on their way
     at each step, more of them when answers are slow) are not probes of the outage."""
-    recorded, elapsed, _ = await sent_through(redis, redis_server, "http", 5, timeout=40,
-                                              send_rate_per_second=600, send_blackout_seconds=12,
-                                              retry_after_form="absent")  # fmt: skip
+    recorded, elapsed, _ = await sent_through(
+        redis,
+        redis_server,
+        "http",
+        5,
+        timeout=40,
+        send_rate_per_second=600,
+        send_blackout_seconds=12,
+        retry_after_form="absent",
+    )
     refused = [c for c in recorded.calls if c[2].outcome is Outcome.THROTTLED]
     assert len(refused) <= 3 + 12
     # The first slots at one a second may have been reserved just before that rate landed.

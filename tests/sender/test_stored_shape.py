@@ -12,8 +12,17 @@ from tests.sender.conftest import Stack
 
 # Derivable (the id carries the id, partition and creation time; the cooldown is the
 # account's; acceptance time is the ledger's) or back at a default once the attempt ends.
-NOT_STORED = {"operation_id", "partition", "created_at", "cooldown_until", "accepted_at",
-              "attempt_id", "lease_until", "next_attempt_at", "replays"}  # fmt: skip
+NOT_STORED = {
+    "operation_id",
+    "partition",
+    "created_at",
+    "cooldown_until",
+    "accepted_at",
+    "attempt_id",
+    "lease_until",
+    "next_attempt_at",
+    "replays",
+}
 
 
 async def test_an_accepted_operation_stores_nothing_derivable_and_reads_back_whole(

@@ -49,5 +49,6 @@ async def test_a_job_queued_behind_a_slow_pace_for_a_lease_is_not_taken_over(
 async def _pending(stack: Stack, partition: int) -> list[dict[str, object]]:
     stream = PartitionKeys(partition).send
     rows = await stack.redis.xpending_range(stream, SEND_GROUP, "-", "+", 100)
-    return [{k: (v.decode() if isinstance(v, bytes) else v) for k, v in row.items()}
-            for row in rows]  # fmt: skip
+    return [
+        {k: (v.decode() if isinstance(v, bytes) else v) for k, v in row.items()} for row in rows
+    ]

@@ -15,8 +15,9 @@ HOUR_MS = 3_600_000
 def email(locale: str, **settings: object) -> dict[str, object]:
     mailer = Mailer(EmailSettings(**settings), templates_for(EmailSettings(**settings)))  # type: ignore[arg-type]
     account = Account("acct-t", "t@example.com", locale)
-    return mailer.compose(account, operation_id="op-1-X", token="tok", expires_at_ms=HOUR_MS,
-                          now_ms=0).message  # fmt: skip
+    return mailer.compose(
+        account, operation_id="op-1-X", token="tok", expires_at_ms=HOUR_MS, now_ms=0
+    ).message
 
 
 def test_the_french_email_is_french_in_both_parts() -> None:

@@ -22,11 +22,13 @@ from tests.templates.helpers import studio_dir, write
 
 def _ops_show(redis_url: str, operation_id: str) -> str:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RESETGATE_")}
-    env.update(RESETGATE_REDIS_URL=redis_url, RESETGATE_PARTITIONS="4",
-               RESETGATE_REDIS_CLUSTER=str(CLUSTER).lower())
+    env.update(
+        RESETGATE_REDIS_URL=redis_url,
+        RESETGATE_PARTITIONS="4",
+        RESETGATE_REDIS_CLUSTER=str(CLUSTER).lower(),
+    )
     command = [sys.executable, "-m", "services.ctl.main", "ops", "show", operation_id]
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60,
-                          check=False)  # fmt: skip
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
     return done.stdout
 
@@ -61,8 +63,13 @@ async def test_a_brands_from_and_reset_page_reach_the_provider(stack: Stack) -> 
     await RedisDirectory(stack.redis).add(
         "login-acct-brand", Account("acct-brand", "acct-brand@example.com", "fr-CA", "starfall")
     )
-    brands = {"starfall": Brand(name="Starfall", email_from="Starfall <no-reply@starfall.example>",
-                                reset_url_base="https://starfall.example/reset")}  # fmt: skip
+    brands = {
+        "starfall": Brand(
+            name="Starfall",
+            email_from="Starfall <no-reply@starfall.example>",
+            reset_url_base="https://starfall.example/reset",
+        )
+    }
     async with stack.sender(brands=brands):
         await stack.wait_state(operation_id, {State.ACCEPTED})
     [email] = await sent_emails(stack.provider_url, operation_id=operation_id)
@@ -81,8 +88,9 @@ async def test_a_template_that_fails_only_at_send_time_defers_unspent(
     late = '{% if operation_id != "op-0-01SAMPLE0000000000000000" %}{{ oops }}{% endif %}'
     write(root, "en/body.txt", (root / "en" / "body.txt").read_text() + late)
     operation_id = await stack.admit("acct-late-error")
-    async with stack.sender(templates_dir=str(root), backoff_base_seconds=30,
-                            backoff_cap_seconds=60):  # fmt: skip
+    async with stack.sender(
+        templates_dir=str(root), backoff_base_seconds=30, backoff_cap_seconds=60
+    ):
         operation = await stack.wait_state(operation_id, {State.DEFERRED})
     assert operation.attempts == 0 and operation.reason == "template_error"
     assert await sent_emails(stack.provider_url, operation_id=operation_id) == []

@@ -12,14 +12,27 @@ from shared.retry_after import RetryAfter, Source
 from tests.sender.conftest import Stack
 from tests.support.sandbox import configure, sandbox_stats
 
-POLICY = RetryPolicy(max_attempts=6, backoff_base_ms=500, backoff_cap_ms=60_000,
-                     observation_window_ms=1000, max_advised_wait_ms=900_000)  # fmt: skip
+POLICY = RetryPolicy(
+    max_attempts=6,
+    backoff_base_ms=500,
+    backoff_cap_ms=60_000,
+    observation_window_ms=1000,
+    max_advised_wait_ms=900_000,
+)
 HOUR = 3_600_000
 
 
 def throttled(attempt: int, advice: RetryAfter | None, horizon_at: int = HOUR) -> State:
-    final = decide(Outcome.THROTTLED, 429, attempt=attempt, now=0, horizon_at=horizon_at,
-                   policy=POLICY, rng=random.Random(0), retry_after=advice)  # fmt: skip
+    final = decide(
+        Outcome.THROTTLED,
+        429,
+        attempt=attempt,
+        now=0,
+        horizon_at=horizon_at,
+        policy=POLICY,
+        rng=random.Random(0),
+        retry_after=advice,
+    )
     assert final.refund, "a throttle is never counted as an attempt"
     return State(final.next_state)
 
@@ -31,8 +44,16 @@ def test_a_throttle_at_the_last_attempt_is_deferred_not_exhausted() -> None:
 
 def test_an_absurd_retry_after_defers_by_the_capped_wait_not_past_the_horizon() -> None:
     absurd = RetryAfter(Source.DELTA, 10**12)
-    final = decide(Outcome.THROTTLED, 429, attempt=1, now=0, horizon_at=HOUR, policy=POLICY,
-                   rng=random.Random(0), retry_after=absurd)  # fmt: skip
+    final = decide(
+        Outcome.THROTTLED,
+        429,
+        attempt=1,
+        now=0,
+        horizon_at=HOUR,
+        policy=POLICY,
+        rng=random.Random(0),
+        retry_after=absurd,
+    )
     assert (final.next_state, final.retry_at) == (State.DEFERRED, POLICY.max_advised_wait_ms)
 
 

@@ -94,9 +94,15 @@ async def switch(env: dict[str, str], partitions: str, to: str, result: Result) 
     """Run the CLI's switch once, as on-call would: it must succeed the first time."""
     args = ["ops", "provider", "switch", "--partitions", partitions, "--to", to, "--timeout", "60"]
     child = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "services.ctl.main", *args, cwd=PROJECT_ROOT,
-        env=child_env(env), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
+        sys.executable,
+        "-m",
+        "services.ctl.main",
+        *args,
+        cwd=PROJECT_ROOT,
+        env=child_env(env),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     _, err = await asyncio.wait_for(child.communicate(), timeout=120)
     if child.returncode != 0:
         raise AssertionError(f"switch {partitions} -> {to} failed: {err.decode()[-2000:]}")
@@ -138,8 +144,9 @@ def replay_problems(op: str, ledger: list[Attempt], result: Result) -> None:
         if attempt.reconciled == "replay":
             result.replays += 1
             if after.provider != attempt.provider:
-                result.problems.append(f"{op}: replay decided at {attempt.provider}, "
-                                       f"sent at {after.provider}")  # fmt: skip
+                result.problems.append(
+                    f"{op}: replay decided at {attempt.provider}, sent at {after.provider}"
+                )
 
 
 async def switch_storm(tmp_path: Path, n: int, rate: float, senders: int) -> Result:
@@ -148,8 +155,12 @@ async def switch_storm(tmp_path: Path, n: int, rate: float, senders: int) -> Res
     client = Redis.from_url(server.url, decode_responses=True)
     # The incident: answers dropped, and most lookups (and feed pages) failing, so ambiguous
     # attempts at the old provider outlive each switch.
-    sandbox = {"send_rate_per_second": rate, "drop_probability": DROP, "log_level": "WARNING",
-               "poll_error_probability": LOOKUP_ERRORS}  # fmt: skip
+    sandbox = {
+        "send_rate_per_second": rate,
+        "drop_probability": DROP,
+        "log_level": "WARNING",
+        "poll_error_probability": LOOKUP_ERRORS,
+    }
     try:
         await seed_directory(client, n)
         async with (
@@ -161,13 +172,16 @@ async def switch_storm(tmp_path: Path, n: int, rate: float, senders: int) -> Res
             async with Processes(tmp_path, env) as stack:
                 admission = await stack.start("admission", STARTUP_SECONDS)
                 await stack.start("poller", STARTUP_SECONDS)
-                fleet = [ServiceProcess(f"sender-{i}", env, tmp_path, module="services.sender")
-                         for i in range(senders)]  # fmt: skip
+                fleet = [
+                    ServiceProcess(f"sender-{i}", env, tmp_path, module="services.sender")
+                    for i in range(senders)
+                ]
                 stack.services.update({s.name: s for s in fleet})
                 await asyncio.gather(*(s.start(STARTUP_SECONDS) for s in fleet))
                 ops = await storm(client, env, admission.url, result)
-            result.sent = {name: (await sandbox_stats(url))["sent_by_operation"]
-                           for name, url in urls.items()}  # fmt: skip
+            result.sent = {
+                name: (await sandbox_stats(url))["sent_by_operation"] for name, url in urls.items()
+            }
         state = await control.read(client)
         expected = {p: "a" if p < 8 else "b" for p in range(16)}
         if state.providers != expected or state.paused or state.switch:
@@ -228,13 +242,15 @@ async def ambiguous_in(client: Redis, partitions: str) -> int:
 
 def summary(result: Result) -> str:
     sent = {name: sum(counts.values()) for name, counts in result.sent.items()}
-    return (f"switch storm: {result.n} operations drained in {result.drained_s:.1f} s; emails "
-            f"{sent}; owners {result.owners}; hand-overs {result.handovers}; ambiguous attempts "
-            f"{result.ambiguous}; replays "
-            f"{result.replays}; switch runs {result.switches}, all first time, with "
-            f"{result.held_at_switch} ambiguous operations left in the moved partitions; problems "
-            f"{len(result.problems)}; load average "
-            f"{result.load[0]:.1f}-{result.load[1]:.1f}")  # fmt: skip
+    return (
+        f"switch storm: {result.n} operations drained in {result.drained_s:.1f} s; emails "
+        f"{sent}; owners {result.owners}; hand-overs {result.handovers}; ambiguous attempts "
+        f"{result.ambiguous}; replays "
+        f"{result.replays}; switch runs {result.switches}, all first time, with "
+        f"{result.held_at_switch} ambiguous operations left in the moved partitions; problems "
+        f"{len(result.problems)}; load average "
+        f"{result.load[0]:.1f}-{result.load[1]:.1f}"
+    )
 
 
 def assert_whole(result: Result) -> None:

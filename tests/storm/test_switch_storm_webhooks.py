@@ -66,9 +66,12 @@ def services_env(
     }
     for name, url in urls.items():
         infix = f"RESETGATE_PROVIDER_{name.upper()}"
-        env |= {f"{infix}_KIND": "sendgrid", f"{infix}_URL": url,
-                f"{infix}_API_KEY": SANDBOX_API_KEY,
-                f"{infix}_SENDGRID_WEBHOOK_PUBLIC_KEY": keys[name]}  # fmt: skip
+        env |= {
+            f"{infix}_KIND": "sendgrid",
+            f"{infix}_URL": url,
+            f"{infix}_API_KEY": SANDBOX_API_KEY,
+            f"{infix}_SENDGRID_WEBHOOK_PUBLIC_KEY": keys[name],
+        }
     return env
 
 
@@ -122,13 +125,22 @@ async def storm(tmp_path: Path) -> Hooks:
         async with (
             # a refuses every send for its first 4 s (429s), so operations it deferred are
             # still waiting when their partitions move to b.
-            run_sandbox_process(STARTUP_SECONDS, seed=7, send_rate_per_second=RATE / 10,
-                                send_burst=2, send_blackout_seconds=4, webhook_url=f"http://127.0.0.1:{port}/webhooks/a",
-                                **sandbox) as a_url,
-            run_sandbox_process(STARTUP_SECONDS, seed=8,
-                                webhook_url=f"http://127.0.0.1:{port}/webhooks/b",
-                                **sandbox) as b_url,
-        ):  # fmt: skip
+            run_sandbox_process(
+                STARTUP_SECONDS,
+                seed=7,
+                send_rate_per_second=RATE / 10,
+                send_burst=2,
+                send_blackout_seconds=4,
+                webhook_url=f"http://127.0.0.1:{port}/webhooks/a",
+                **sandbox,
+            ) as a_url,
+            run_sandbox_process(
+                STARTUP_SECONDS,
+                seed=8,
+                webhook_url=f"http://127.0.0.1:{port}/webhooks/b",
+                **sandbox,
+            ) as b_url,
+        ):
             urls = {"a": a_url, "b": b_url}
             keys = {name: await sendgrid_public_key(url) for name, url in urls.items()}
             env = services_env(server.url, urls, keys, port)
@@ -148,8 +160,9 @@ async def storm(tmp_path: Path) -> Hooks:
                 if not await wait_until(lambda: delivered(client, ops), timeout=120):
                     hooks.problems.append("not every delivery event arrived")
                 await read_metrics(poller, hooks)
-            sent = {name: (await sandbox_stats(url))["sent_by_operation"]
-                    for name, url in urls.items()}  # fmt: skip
+            sent = {
+                name: (await sandbox_stats(url))["sent_by_operation"] for name, url in urls.items()
+            }
         await judge(client, ops, sent, hooks)
     finally:
         await client.aclose()
@@ -163,10 +176,12 @@ async def test_two_sendgrid_accounts_switch_mid_run_each_event_joined_to_its_pro
     tmp_path: Path,
 ) -> None:
     hooks = await storm(tmp_path)
-    print(f"same-kind switch storm: {N} operations; owners {hooks.owned}; delivered events per "
-          f"path {hooks.delivered_events}; refused {hooks.refused}; other-provider "
-          f"{hooks.other_provider}; handed over after 429s {hooks.handovers}; problems "
-          f"{len(hooks.problems)}")  # fmt: skip
+    print(
+        f"same-kind switch storm: {N} operations; owners {hooks.owned}; delivered events per "
+        f"path {hooks.delivered_events}; refused {hooks.refused}; other-provider "
+        f"{hooks.other_provider}; handed over after 429s {hooks.handovers}; problems "
+        f"{len(hooks.problems)}"
+    )
     assert hooks.problems == [], hooks.problems[:20]
     assert sum(hooks.owned.values()) == N and set(hooks.owned) == set(NAMES), hooks.owned
     # Each path carried the delivered events of exactly the operations its provider holds.

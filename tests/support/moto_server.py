@@ -23,8 +23,11 @@ from tests.support.processes import PROJECT_ROOT, START_TIMEOUT, listens
 
 REGION = "us-east-1"
 # moto accepts any credentials; these keep botocore from looking for real ones.
-AWS_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-           "AWS_DEFAULT_REGION": REGION}  # fmt: skip
+AWS_ENV = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_DEFAULT_REGION": REGION,
+}
 
 
 @contextlib.asynccontextmanager
@@ -33,9 +36,18 @@ async def moto_server(log_dir: Path) -> AsyncIterator[str]:
     port = free_port()
     with (log_dir / "moto.log").open("ab") as log:
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port),
-            cwd=PROJECT_ROOT, stdout=log, stderr=log, start_new_session=True,
-        )  # fmt: skip
+            sys.executable,
+            "-m",
+            "moto.server",
+            "-H",
+            "127.0.0.1",
+            "-p",
+            str(port),
+            cwd=PROJECT_ROOT,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+        )
     endpoint = f"http://127.0.0.1:{port}"
     try:
         await _wait_ready(endpoint, process)
@@ -64,10 +76,12 @@ async def _wait_ready(endpoint: str, process: asyncio.subprocess.Process) -> Non
 
 def aws_client(service: str, endpoint: str) -> Any:
     return get_session().create_client(
-        service, region_name=REGION, endpoint_url=endpoint,
+        service,
+        region_name=REGION,
+        endpoint_url=endpoint,
         aws_access_key_id=AWS_ENV["AWS_ACCESS_KEY_ID"],
         aws_secret_access_key=AWS_ENV["AWS_SECRET_ACCESS_KEY"],
-    )  # fmt: skip
+    )
 
 
 async def ses_event_queue(endpoint: str) -> tuple[str, str, str]:
@@ -78,6 +92,7 @@ async def ses_event_queue(endpoint: str) -> tuple[str, str, str]:
         dead = (await sqs.create_queue(QueueName="resetgate-ses-events-dlq"))["QueueUrl"]
         queue = (await sqs.create_queue(QueueName="resetgate-ses-events"))["QueueUrl"]
         attributes = await sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])
-        await sns.subscribe(TopicArn=topic, Protocol="sqs",
-                            Endpoint=attributes["Attributes"]["QueueArn"])  # fmt: skip
+        await sns.subscribe(
+            TopicArn=topic, Protocol="sqs", Endpoint=attributes["Attributes"]["QueueArn"]
+        )
     return topic, queue, dead

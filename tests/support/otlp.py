@@ -69,14 +69,24 @@ def _spans(request: ExportTraceServiceRequest) -> list[Span]:
         service = str(resource.get("service.name", ""))
         for scope_spans in resource_spans.scope_spans:
             for span in scope_spans.spans:
-                found.append(Span(
-                    service, span.name, span.trace_id.hex(), span.span_id.hex(),
-                    span.parent_span_id.hex(), span.kind, _attributes(span.attributes),
-                    [{"name": e.name, **_attributes(e.attributes)} for e in span.events],
-                    [(link.trace_id.hex(), link.span_id.hex(), _attributes(link.attributes))
-                     for link in span.links],
-                    resource, span.status.message,
-                ))  # fmt: skip
+                found.append(
+                    Span(
+                        service,
+                        span.name,
+                        span.trace_id.hex(),
+                        span.span_id.hex(),
+                        span.parent_span_id.hex(),
+                        span.kind,
+                        _attributes(span.attributes),
+                        [{"name": e.name, **_attributes(e.attributes)} for e in span.events],
+                        [
+                            (link.trace_id.hex(), link.span_id.hex(), _attributes(link.attributes))
+                            for link in span.links
+                        ],
+                        resource,
+                        span.status.message,
+                    )
+                )
     return found
 
 
@@ -125,9 +135,11 @@ class OtlpReceiver:
         return self
 
     async def __aexit__(
-        self, kind: type[BaseException] | None, error: BaseException | None,
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
         traceback: TracebackType | None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         await self._runner.cleanup()
 
 

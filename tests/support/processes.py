@@ -62,8 +62,11 @@ def listens(pid: int, port: int) -> bool:
         with contextlib.suppress(OSError), open(table) as rows:
             for row in list(rows)[1:]:
                 fields = row.split()  # local address, ..., state, ..., inode
-                if (fields[3] == LISTEN and int(fields[1].rsplit(":", 1)[1], 16) == port
-                        and f"socket:[{fields[9]}]" in owned):  # fmt: skip
+                if (
+                    fields[3] == LISTEN
+                    and int(fields[1].rsplit(":", 1)[1], 16) == port
+                    and f"socket:[{fields[9]}]" in owned
+                ):
                     return True
     return False
 
@@ -77,16 +80,25 @@ class ServiceProcess:
     cwd: Path = PROJECT_ROOT
 
     def __init__(
-        self, name: str, env: dict[str, str], log_dir: Path, *, module: str | None = None,
-        ready_path: str = "/readyz", port: int | None = None,
-    ) -> None:  # fmt: skip
+        self,
+        name: str,
+        env: dict[str, str],
+        log_dir: Path,
+        *,
+        module: str | None = None,
+        ready_path: str = "/readyz",
+        port: int | None = None,
+    ) -> None:
         self.name = name
         self.module = module or f"services.{name}"
         self.port = port or free_port()
         self.metrics_port = free_port()
-        self.env = {"RESETGATE_HTTP_HOST": "127.0.0.1", **env,
-                    "RESETGATE_HTTP_PORT": str(self.port),
-                    "RESETGATE_METRICS_PORT": str(self.metrics_port)}  # fmt: skip
+        self.env = {
+            "RESETGATE_HTTP_HOST": "127.0.0.1",
+            **env,
+            "RESETGATE_HTTP_PORT": str(self.port),
+            "RESETGATE_METRICS_PORT": str(self.metrics_port),
+        }
         self.log_path = log_dir / f"{name}.log"
         self.ready_path = ready_path
         self.process: asyncio.subprocess.Process | None = None
@@ -126,9 +138,15 @@ class ServiceProcess:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("ab") as log:
             self.process = await asyncio.create_subprocess_exec(
-                self.python, "-m", self.module, cwd=self.cwd, env=child_env(self.env),
-                stdout=log, stderr=log, start_new_session=True,
-            )  # fmt: skip
+                self.python,
+                "-m",
+                self.module,
+                cwd=self.cwd,
+                env=child_env(self.env),
+                stdout=log,
+                stderr=log,
+                start_new_session=True,
+            )
 
     def _bind_failed(self, since: int) -> bool:
         with self.log_path.open("rb") as log:
@@ -249,7 +267,9 @@ class Processes:
         return self
 
     async def __aexit__(
-        self, kind: type[BaseException] | None, error: BaseException | None,
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
         traceback: TracebackType | None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         await self.stop_all()

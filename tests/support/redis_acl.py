@@ -14,8 +14,12 @@ async def url_without_config(server: RedisServer) -> str:
     password = secrets.token_hex(8)
     admin = Redis.from_url(server.url)
     await admin.acl_setuser(
-        "app", enabled=True, passwords=[f"+{password}"], keys=["*"], channels=["*"],
+        "app",
+        enabled=True,
+        passwords=[f"+{password}"],
+        keys=["*"],
+        channels=["*"],
         commands=["+@all", "-@admin", "-config"],
-    )  # fmt: skip
+    )
     await admin.aclose()
     return server.url.replace("redis://", f"redis://app:{password}@")

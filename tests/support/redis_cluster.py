@@ -20,12 +20,17 @@ class RedisClusterServers:
     ``nodes[i]``."""
 
     def __init__(
-        self, masters: int = 3, replicas: int = 0, server: type[RedisServer] = RedisServer,
+        self,
+        masters: int = 3,
+        replicas: int = 0,
+        server: type[RedisServer] = RedisServer,
         **options: object,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.nodes = [server(cluster=True, **options) for _ in range(masters)]  # type: ignore[arg-type]
-        self.replicas_of = [[server(cluster=True, **options) for _ in range(replicas)]  # type: ignore[arg-type]
-                            for _ in range(masters)]  # fmt: skip
+        self.replicas_of = [
+            [server(cluster=True, **options) for _ in range(replicas)]  # type: ignore[arg-type]
+            for _ in range(masters)
+        ]
 
     @property
     def url(self) -> str:
@@ -53,8 +58,11 @@ class RedisClusterServers:
         return self
 
     def _add_replicas(self, masters: list[redis.Redis], deadline: float) -> None:
-        pairs = [(master, replica) for master, replicas in zip(masters, self.replicas_of,
-                 strict=True) for replica in replicas]  # fmt: skip
+        pairs = [
+            (master, replica)
+            for master, replicas in zip(masters, self.replicas_of, strict=True)
+            for replica in replicas
+        ]
         for master in masters:  # a full sync at once, not after Redis' 5 s wait for company
             _command(master, "CONFIG SET", "repl-diskless-sync-delay", "0")
         for master, replica in pairs:
@@ -93,8 +101,11 @@ def _command(client: redis.Redis, *args: object) -> Any:
 def _online_replicas(info: Any) -> int:
     text = info.decode() if isinstance(info, bytes) else str(info)
     if isinstance(info, dict):
-        return sum(1 for k, v in info.items() if k.startswith("slave") and isinstance(v, dict)
-                   and v.get("state") == "online")  # fmt: skip
+        return sum(
+            1
+            for k, v in info.items()
+            if k.startswith("slave") and isinstance(v, dict) and v.get("state") == "online"
+        )
     return text.count("state=online")
 
 

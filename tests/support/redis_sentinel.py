@@ -59,9 +59,11 @@ class SentinelServer(RedisServer):
                 f"sentinel parallel-syncs {MASTER} 1\n"
                 f"sentinel myid {self.myid}\n"
                 f"sentinel known-replica {MASTER} 127.0.0.1 {self.replica.port}\n"
-                + "".join(f"sentinel known-sentinel {MASTER} 127.0.0.1 {o.port} {o.myid}\n"
-                          for o in self.others)
-            )  # fmt: skip
+                + "".join(
+                    f"sentinel known-sentinel {MASTER} 127.0.0.1 {o.port} {o.myid}\n"
+                    for o in self.others
+                )
+            )
         return [redis_server_binary(), str(config), "--sentinel"]
 
 
@@ -69,9 +71,11 @@ class SentinelDeployment:
     """Primary + replica + three Sentinels; ``primary_port()`` asks the Sentinels."""
 
     def __init__(
-        self, appendonly: bool = True, appendfsync: str = "always",
+        self,
+        appendonly: bool = True,
+        appendfsync: str = "always",
         server: type[DataServer] = DataServer,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.primary = server(appendonly=appendonly, appendfsync=appendfsync)
         self.replica = server(self.primary, appendonly=appendonly, appendfsync=appendfsync)
         self.sentinels = [SentinelServer(self.primary, self.replica) for _ in range(3)]

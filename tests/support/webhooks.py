@@ -45,8 +45,11 @@ def webhook_url(provider: str, port: int) -> str:
 
 def sandbox_webhooks(provider: str, port: int) -> dict[str, Any]:
     """The sandbox settings that make it push to a poller listening on ``port``."""
-    return {"webhook_url": webhook_url(provider, port), "webhook_signing_key": MAILGUN_KEY,
-            "webhook_retry_scale": RETRY_SCALE}  # fmt: skip
+    return {
+        "webhook_url": webhook_url(provider, port),
+        "webhook_signing_key": MAILGUN_KEY,
+        "webhook_retry_scale": RETRY_SCALE,
+    }
 
 
 async def sendgrid_public_key(sandbox_url: str) -> str:
@@ -64,8 +67,10 @@ async def poller_credentials(provider: str, sandbox_url: str) -> dict[str, str]:
         return {"RESETGATE_SENDGRID_WEBHOOK_PUBLIC_KEY": await sendgrid_public_key(sandbox_url)}
     if provider == "mailgun":
         return {"RESETGATE_MAILGUN_WEBHOOK_SIGNING_KEY": MAILGUN_KEY}
-    return {"RESETGATE_POSTMARK_WEBHOOK_USERNAME": POSTMARK_USER,
-            "RESETGATE_POSTMARK_WEBHOOK_PASSWORD": POSTMARK_PASSWORD}  # fmt: skip
+    return {
+        "RESETGATE_POSTMARK_WEBHOOK_USERNAME": POSTMARK_USER,
+        "RESETGATE_POSTMARK_WEBHOOK_PASSWORD": POSTMARK_PASSWORD,
+    }
 
 
 @asynccontextmanager

@@ -35,8 +35,14 @@ def mailer(**settings: Any) -> Mailer:
     return Mailer(values, templates_for(values))
 
 
-def compose(m: Mailer, locale: str = "en", brand: str = "", token: str = "tok-1",
-            now_ms: int = 0) -> Composed:  # fmt: skip
+def compose(
+    m: Mailer, locale: str = "en", brand: str = "", token: str = "tok-1", now_ms: int = 0
+) -> Composed:
     account = Account("acct-1", "p@example.com", locale, brand)
-    return m.compose(account, operation_id="op-1-TEMPLATES", token=token,
-                     expires_at_ms=now_ms + HOUR_MS, now_ms=now_ms)  # fmt: skip
+    return m.compose(
+        account,
+        operation_id="op-1-TEMPLATES",
+        token=token,
+        expires_at_ms=now_ms + HOUR_MS,
+        now_ms=now_ms,
+    )

@@ -91,17 +91,29 @@ def test_load_raises_the_first_problem(tmp_path: Path) -> None:
 
 def _run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("RESETGATE_")}
-    return subprocess.run([sys.executable, *args], env={**clean, **env}, capture_output=True,
-                          text=True, timeout=90, check=False)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, *args],
+        env={**clean, **env},
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=False,
+    )
 
 
 def test_a_broken_template_stops_the_sender_at_start_with_one_line(tmp_path: Path) -> None:
     root = studio_dir(tmp_path)
-    write(root, "fr/body.html", '{% extends "layout.html" %}{% block intro %}{{ player }}'
-          "{% endblock %}")  # fmt: skip
-    env = {"RESETGATE_TEMPLATES_DIR": str(root), "RESETGATE_TOKEN_KEYS": TEST_TOKEN_KEYS,
-           "RESETGATE_PROVIDER_API_KEY": "k",
-           "RESETGATE_REDIS_URL": "redis://127.0.0.1:1/0"}  # fmt: skip
+    write(
+        root,
+        "fr/body.html",
+        '{% extends "layout.html" %}{% block intro %}{{ player }}{% endblock %}',
+    )
+    env = {
+        "RESETGATE_TEMPLATES_DIR": str(root),
+        "RESETGATE_TOKEN_KEYS": TEST_TOKEN_KEYS,
+        "RESETGATE_PROVIDER_API_KEY": "k",
+        "RESETGATE_REDIS_URL": "redis://127.0.0.1:1/0",
+    }
     done = _run(["-m", "services.sender"], env)
     assert done.returncode == 2, done.stderr[-2000:]
     lines = done.stderr.strip().splitlines()
@@ -113,8 +125,9 @@ def test_templates_check_lists_every_problem_and_fails(tmp_path: Path) -> None:
     root = studio_dir(tmp_path)
     write(root, "fr/body.txt", "no link\n")
     write(root, "de/subject.txt", "{{ nope }}\n")
-    done = _run(["-m", "services.ctl.main", "templates", "check"],
-                {"RESETGATE_TEMPLATES_DIR": str(root)})  # fmt: skip
+    done = _run(
+        ["-m", "services.ctl.main", "templates", "check"], {"RESETGATE_TEMPLATES_DIR": str(root)}
+    )
     assert done.returncode == 1
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 2, done.stderr
@@ -125,42 +138,71 @@ def test_templates_check_lists_every_problem_and_fails(tmp_path: Path) -> None:
 
 
 def test_templates_preview_prints_what_a_player_gets() -> None:
-    env = {"RESETGATE_BRANDS": '{"starfall": {"name": "Starfall", "email_from": '
-           '"Starfall <no-reply@starfall.example>", "reset_url_base": '
-           '"https://starfall.example/reset"}}'}  # fmt: skip
-    text = _run(["-m", "services.ctl.main", "templates", "preview", "--locale", "ja",
-                 "--brand", "starfall"], env)  # fmt: skip
+    env = {
+        "RESETGATE_BRANDS": '{"starfall": {"name": "Starfall", "email_from": '
+        '"Starfall <no-reply@starfall.example>", "reset_url_base": '
+        '"https://starfall.example/reset"}}'
+    }
+    text = _run(
+        [
+            "-m",
+            "services.ctl.main",
+            "templates",
+            "preview",
+            "--locale",
+            "ja",
+            "--brand",
+            "starfall",
+        ],
+        env,
+    )
     assert text.returncode == 0, text.stderr
-    assert text.stdout.startswith("From: Starfall <no-reply@starfall.example>\n"
-                                  "Subject: Starfall のパスワード再設定\n")  # fmt: skip
+    assert text.stdout.startswith(
+        "From: Starfall <no-reply@starfall.example>\nSubject: Starfall のパスワード再設定\n"
+    )
     assert "https://starfall.example/reset?operation=" in text.stdout
-    html = _run(["-m", "services.ctl.main", "templates", "preview", "--locale", "ar",
-                 "--html"], {})  # fmt: skip
+    html = _run(["-m", "services.ctl.main", "templates", "preview", "--locale", "ar", "--html"], {})
     assert html.returncode == 0 and '<html lang="ar" dir="rtl">' in html.stdout
 
 
 @pytest.mark.parametrize(
     ("env", "expected"),
     [
-        ({"RESETGATE_PROVIDER_KIND": "postmark", "RESETGATE_PROVIDER_URL": "http://127.0.0.1:1",
-          "RESETGATE_PROVIDER_TEMPLATE": "reset-{lang}"},
-         "invalid configuration: RESETGATE_PROVIDER_TEMPLATE: only {locale} and {brand} may "
-         "appear in braces"),
-        ({"RESETGATE_PROVIDER_TEMPLATE": "reset"},
-         "invalid configuration: RESETGATE_PROVIDER_TEMPLATE: provider kind http hosts no "
-         "templates (mailgun, postmark, sendgrid, ses do)"),
-        ({"RESETGATE_PROVIDERS": "primary", "RESETGATE_PROVIDER_PRIMARY_KIND": "sendgrid",
-          "RESETGATE_PROVIDER_PRIMARY_URL": "http://127.0.0.1:1",
-          "RESETGATE_PROVIDER_PRIMARY_API_KEY": "k", "RESETGATE_PROVIDER_PRIMARY_TEMPLATE": "{0}"},
-         "invalid configuration: RESETGATE_PROVIDER_PRIMARY_TEMPLATE: only {locale} and {brand} "
-         "may appear in braces"),
+        (
+            {
+                "RESETGATE_PROVIDER_KIND": "postmark",
+                "RESETGATE_PROVIDER_URL": "http://127.0.0.1:1",
+                "RESETGATE_PROVIDER_TEMPLATE": "reset-{lang}",
+            },
+            "invalid configuration: RESETGATE_PROVIDER_TEMPLATE: only {locale} and {brand} may "
+            "appear in braces",
+        ),
+        (
+            {"RESETGATE_PROVIDER_TEMPLATE": "reset"},
+            "invalid configuration: RESETGATE_PROVIDER_TEMPLATE: provider kind http hosts no "
+            "templates (mailgun, postmark, sendgrid, ses do)",
+        ),
+        (
+            {
+                "RESETGATE_PROVIDERS": "primary",
+                "RESETGATE_PROVIDER_PRIMARY_KIND": "sendgrid",
+                "RESETGATE_PROVIDER_PRIMARY_URL": "http://127.0.0.1:1",
+                "RESETGATE_PROVIDER_PRIMARY_API_KEY": "k",
+                "RESETGATE_PROVIDER_PRIMARY_TEMPLATE": "{0}",
+            },
+            "invalid configuration: RESETGATE_PROVIDER_PRIMARY_TEMPLATE: only {locale} and {brand} "
+            "may appear in braces",
+        ),
     ],
-)  # fmt: skip
+)
 def test_a_hosted_template_that_cannot_work_stops_the_sender_with_one_line(
     env: dict[str, str], expected: str
 ) -> None:
-    base = {"RESETGATE_TOKEN_KEYS": TEST_TOKEN_KEYS, "RESETGATE_PROVIDER_API_KEY": "k",
-            "RESETGATE_REDIS_URL": "redis://127.0.0.1:1/0"}  # fmt: skip
+    base = {
+        "RESETGATE_TOKEN_KEYS": TEST_TOKEN_KEYS,
+        "RESETGATE_PROVIDER_API_KEY": "k",
+        "RESETGATE_REDIS_URL": "redis://127.0.0.1:1/0",
+    }
     done = _run(["-m", "services.sender"], {**base, **env})
     assert done.returncode == 2, done.stderr[-2000:]
     assert done.stderr.strip().splitlines() == [expected]

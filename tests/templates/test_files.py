@@ -29,12 +29,19 @@ def test_each_shipped_locale_is_its_own_translation() -> None:
 
 def test_a_studio_directory_replaces_the_defaults_without_code(tmp_path: Path) -> None:
     root = studio_dir(tmp_path, copy_defaults=False)
-    write(root, "layout.html", '<html lang="{{ locale }}"><body>{% block body %}{% endblock %}'
-          "</body></html>")  # fmt: skip
+    write(
+        root,
+        "layout.html",
+        '<html lang="{{ locale }}"><body>{% block body %}{% endblock %}</body></html>',
+    )
     write(root, "en/subject.txt", "Starfall: your reset link\n")
     write(root, "en/body.txt", "Hi! {{ link }} ({{ expires_in_minutes }} min)\n")
-    write(root, "en/body.html", '{% extends "layout.html" %}{% block body %}<a href="{{ link }}">'
-          "Reset</a> {{ operation_id }}{% endblock %}")  # fmt: skip
+    write(
+        root,
+        "en/body.html",
+        '{% extends "layout.html" %}{% block body %}<a href="{{ link }}">'
+        "Reset</a> {{ operation_id }}{% endblock %}",
+    )
     composed = compose(mailer(templates_dir=str(root)), locale="fr")
     assert composed.message["subject"] == "Starfall: your reset link"
     assert str(composed.message["text"]).startswith("Hi! https://game.example/reset-password?")
@@ -43,8 +50,13 @@ def test_a_studio_directory_replaces_the_defaults_without_code(tmp_path: Path) -
 
 
 def test_a_brand_gets_its_from_its_reset_page_and_its_name(tmp_path: Path) -> None:
-    brands = {"starfall": Brand(name="Starfall", email_from="Starfall <no-reply@starfall.example>",
-                                reset_url_base="https://starfall.example/reset")}  # fmt: skip
+    brands = {
+        "starfall": Brand(
+            name="Starfall",
+            email_from="Starfall <no-reply@starfall.example>",
+            reset_url_base="https://starfall.example/reset",
+        )
+    }
     m = mailer(brands=brands)
     branded = compose(m, locale="de", brand="starfall").message
     assert branded["from"] == "Starfall <no-reply@starfall.example>"
@@ -67,8 +79,11 @@ def test_a_brand_with_only_a_from_keeps_the_default_reset_page() -> None:
 
 def test_a_brand_folder_overrides_only_the_files_it_has(tmp_path: Path) -> None:
     root = studio_dir(tmp_path)
-    write(root, "brands/starfall/layout.html",
-          (root / "layout.html").read_text().replace("#2563eb", "#7c3aed"))  # fmt: skip
+    write(
+        root,
+        "brands/starfall/layout.html",
+        (root / "layout.html").read_text().replace("#2563eb", "#7c3aed"),
+    )
     write(root, "brands/starfall/fr/subject.txt", "Starfall : nouveau mot de passe\n")
     m = mailer(templates_dir=str(root))
     french = compose(m, locale="fr", brand="starfall")

@@ -120,9 +120,11 @@ def create_console_app(
     # Token sign-in attempts per client address, counted before the token is looked at, so a
     # limited client learns nothing about the token it sent.
     app[SIGN_IN_LIMITER] = IpLimiter(
-        client, settings.console_sign_in_per_minute, settings.console_sign_in_burst,
+        client,
+        settings.console_sign_in_per_minute,
+        settings.console_sign_in_burst,
         key=keys.console_sign_in_limit,
-    )  # fmt: skip
+    )
     router = app.router
     router.add_get("/", _root)
     router.add_get("/console", _root)

@@ -37,9 +37,16 @@ from shared.logging import event
 
 log = logging.getLogger("services.admission.console")
 # A proxy identity that is not one plain name: no role, and a page that says why.
-REFUSED = Principal("console:refused", frozenset(), "proxy", "", refusal=(
-    "The identity your sign-in proxy sent is not one plain name in Unicode NFC; ask whoever "
-    "runs the proxy."))  # fmt: skip
+REFUSED = Principal(
+    "console:refused",
+    frozenset(),
+    "proxy",
+    "",
+    refusal=(
+        "The identity your sign-in proxy sent is not one plain name in Unicode NFC; ask whoever "
+        "runs the proxy."
+    ),
+)
 
 COOKIE = "rg_console"
 COOKIE_PATH = "/console/"

@@ -69,8 +69,9 @@ async def sample(client: RedisClient, settings: AdmissionSettings, now: int) -> 
             if (share := horizon_share(r)) is not None
         ]
         per_mille = round(1000 * max(shares)) if shares else -1
-        await ChartSample(provider=name, now=now, oldest=per_mille, max_gap_ms=MAX_GAP_MS,
-                          keep_ms=KEEP_MS).run(client)  # fmt: skip
+        await ChartSample(
+            provider=name, now=now, oldest=per_mille, max_gap_ms=MAX_GAP_MS, keep_ms=KEEP_MS
+        ).run(client)
 
 
 async def keep_sampling(
@@ -148,22 +149,44 @@ def _row(name: str, series: Series) -> Markup:
     oldest = _shares(series.oldest)
     cells = (
         name,
-        _chart(sparkline.bars(series.accepted, f"{name}: sends accepted per minute, last hour: "
-                              f"{accepted}", "accepted"), accepted),
-        _chart(sparkline.bars(series.throttled, f"{name}: 429s per minute, last hour: "
-                              f"{throttled}", "throttled"), throttled),
-        _chart(sparkline.against_limit(series.oldest, f"{name}: oldest eligible operation "
-                                       f"against its delivery horizon, last hour: {oldest}",
-                                       "oldest"), oldest),
-    )  # fmt: skip
+        _chart(
+            sparkline.bars(
+                series.accepted,
+                f"{name}: sends accepted per minute, last hour: {accepted}",
+                "accepted",
+            ),
+            accepted,
+        ),
+        _chart(
+            sparkline.bars(
+                series.throttled, f"{name}: 429s per minute, last hour: {throttled}", "throttled"
+            ),
+            throttled,
+        ),
+        _chart(
+            sparkline.against_limit(
+                series.oldest,
+                f"{name}: oldest eligible operation "
+                f"against its delivery horizon, last hour: {oldest}",
+                "oldest",
+            ),
+            oldest,
+        ),
+    )
     return Markup(f'<tr data-chart="{escape(name)}">{join(cell(c) for c in cells)}</tr>')
 
 
-COLUMNS = ("Provider", "Sends accepted per minute", "429s per minute",
-           "Oldest eligible against its horizon (dashed: the horizon)")  # fmt: skip
-CAPTION = ("The last hour, a value per minute, oldest at the left; sampled every "
-           f"{SAMPLE_EVERY_SECONDS:.0f} s from the pacer's counts and the partitions' oldest "
-           "eligible operation (a faint mark: no sample that minute).")  # fmt: skip
+COLUMNS = (
+    "Provider",
+    "Sends accepted per minute",
+    "429s per minute",
+    "Oldest eligible against its horizon (dashed: the horizon)",
+)
+CAPTION = (
+    "The last hour, a value per minute, oldest at the left; sampled every "
+    f"{SAMPLE_EVERY_SECONDS:.0f} s from the pacer's counts and the partitions' oldest "
+    "eligible operation (a faint mark: no sample that minute)."
+)
 
 
 def charts_table(series: dict[str, Series]) -> Markup:

@@ -9,8 +9,11 @@ from shared.preflight.store import Checked
 
 def failing_checks(checked: dict[str, Checked]) -> Markup:
     """A table of the failing checks with what to do, or nothing when none fails."""
-    rows = [row(c.provider, c.check, c.detail, when(found.checked_at))
-            for found in checked.values() for c in found.failing]  # fmt: skip
+    rows = [
+        row(c.provider, c.check, c.detail, when(found.checked_at))
+        for found in checked.values()
+        for c in found.failing
+    ]
     if not rows:
         return Markup("")
     caption = "Failing provider checks (warning ProviderMisconfigured): what a send would hit"

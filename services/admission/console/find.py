@@ -67,16 +67,29 @@ async def _by_login(request: web.Request, login: str) -> web.StreamResponse:
     try:
         account = await request.app[DIRECTORY].lookup_login(login)
     except DirectoryError as error:
-        event(log, logging.WARNING, "console find by login", actor=actor, result="unavailable",
-              error=str(error))  # fmt: skip
+        event(
+            log,
+            logging.WARNING,
+            "console find by login",
+            actor=actor,
+            result="unavailable",
+            error=str(error),
+        )
         return message(
-            request, 503, "Find by login",
+            request,
+            503,
+            "Find by login",
             "The account directory did not answer, so the login could not be resolved; try "
             "again shortly, or search by account id.",
-        )  # fmt: skip
+        )
     # The login itself is never logged: it names a player.
-    event(log, logging.INFO, "console find by login", actor=actor,
-          result="found" if account else "unknown")  # fmt: skip
+    event(
+        log,
+        logging.INFO,
+        "console find by login",
+        actor=actor,
+        result="found" if account else "unknown",
+    )
     if account is None:
         return _not_found(request)
     raise web.HTTPSeeOther(account_href(account.account_id) + "?result=by-login")

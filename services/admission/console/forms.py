@@ -169,9 +169,12 @@ async def confirm_close(request: web.Request) -> web.Response:
     operation_id = request.match_info["operation_id"]
     if await _state(request, operation_id) not in CLOSABLE:
         return message(
-            request, 409, "Close", "This operation is not held for review.",
+            request,
+            409,
+            "Close",
+            "This operation is not held for review.",
             operation_href(operation_id),
-        )  # fmt: skip
+        )
     question = (
         f"Close {operation_id} without sending it? It ends as failed: no email is sent for "
         "it, and the account must ask again to get one."
@@ -226,9 +229,12 @@ async def close(request: web.Request) -> web.Response:
     if not (reason := await _reason(request)):
         return _no_reason(request, "Close")
     outcome = await actions.close(
-        request.app[REDIS], request.match_info["operation_id"], principal.actor, reason,
+        request.app[REDIS],
+        request.match_info["operation_id"],
+        principal.actor,
+        reason,
         request.app[SETTINGS].retention_ms,
-    )  # fmt: skip
+    )
     return await _after_hold(request, outcome, "closed")
 
 

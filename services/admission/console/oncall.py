@@ -143,8 +143,10 @@ def _pacing(name: str, pacing: Pacing, now: int) -> Markup:
     measured = pacing.accepting is not None
     accepting = f"{pacing.accepting:.2f} sends/s" if measured else "not measured yet"
     settled = f"{pacing.settled:.2f} sends/s" if pacing.settled else "-"
-    text = (f"Accepting now: {accepting}; settled at {settled}; "
-            f"next slot {relative(pacing.next_slot_at, now)}.")  # fmt: skip
+    text = (
+        f"Accepting now: {accepting}; settled at {settled}; "
+        f"next slot {relative(pacing.next_slot_at, now)}."
+    )
     if pacing.paused_until:
         text += f" <strong>Paused until {when(pacing.paused_until)} (daily quota)</strong>."
     return Markup(f"<p><strong>{escape(name)}</strong>. {text}</p>")

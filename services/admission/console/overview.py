@@ -39,13 +39,19 @@ COUNTERS = (
 
 def _counters(rows: list[dict[str, Any]], paused: int) -> Markup:
     items = [
-        Markup(f'<div class="counter" data-count="{name}"><dt>{escape(label)}</dt>'
-               f"<dd><strong>{sum(int(r[name]) for r in rows)}</strong> "
-               f'<span class="hint">{escape(hint)}</span></dd></div>')
+        Markup(
+            f'<div class="counter" data-count="{name}"><dt>{escape(label)}</dt>'
+            f"<dd><strong>{sum(int(r[name]) for r in rows)}</strong> "
+            f'<span class="hint">{escape(hint)}</span></dd></div>'
+        )
         for name, label, hint in COUNTERS
-    ]  # fmt: skip
-    items.append(Markup(f'<div class="counter" data-count="paused"><dt>Partitions paused</dt>'
-                        f"<dd><strong>{paused}</strong> of {len(rows)}</dd></div>"))  # fmt: skip
+    ]
+    items.append(
+        Markup(
+            f'<div class="counter" data-count="paused"><dt>Partitions paused</dt>'
+            f"<dd><strong>{paused}</strong> of {len(rows)}</dd></div>"
+        )
+    )
     return join(items)
 
 
@@ -55,39 +61,58 @@ def _progressive(plan: progressive.Plan | None, can_act: bool) -> list[Markup]:
         return []
     actions = ""
     if can_act and not plan.ended:
-        actions = join([link(STOP, "Stop…"), link(STOP + "?rollback=1", "Stop and roll back…")],
-                       " ")  # fmt: skip
+        actions = join(
+            [link(STOP, "Stop…"), link(STOP + "?rollback=1", "Stop and roll back…")], " "
+        )
     steps = join(Markup(f"<li>{escape(line)}</li>") for line in plan.log[-6:])
     why = f" (failover: {plan.reason})" if plan.policy else ""
-    return [Markup(f"<li><strong>{escape(plan.describe() + why)}</strong> {actions}"
-                   f"<ul>{steps}</ul></li>")]  # fmt: skip
+    return [
+        Markup(
+            f"<li><strong>{escape(plan.describe() + why)}</strong> {actions}<ul>{steps}</ul></li>"
+        )
+    ]
 
 
 def _pauses(
-    state: control.ControlState, can_act: bool, previous: dict[int, str],
+    state: control.ControlState,
+    can_act: bool,
+    previous: dict[int, str],
     plan: progressive.Plan | None = None,
-) -> Markup:  # fmt: skip
+) -> Markup:
     items = [
-        Markup(f"<li>Provider <strong>{escape(name)}</strong>: {pause_text(note)}"
-               f"{provider_resume_link(name, can_act)}</li>")
+        Markup(
+            f"<li>Provider <strong>{escape(name)}</strong>: {pause_text(note)}"
+            f"{provider_resume_link(name, can_act)}</li>"
+        )
         for name, note in sorted(state.auth_paused.items())
-    ]  # fmt: skip
+    ]
     for p in sorted(state.paused):
         note = state.paused_notes.get(p, {})
         action = link(f"/console/partitions/{p}/resume", "Resume…") if can_act else ""
-        items.append(Markup(
-            f"<li>Partition {p} paused since {when(int(note.get('since') or 0))}: "
-            f"{escape(note.get('reason') or 'no reason given')} {action}</li>"))  # fmt: skip
+        items.append(
+            Markup(
+                f"<li>Partition {p} paused since {when(int(note.get('since') or 0))}: "
+                f"{escape(note.get('reason') or 'no reason given')} {action}</li>"
+            )
+        )
     if state.switch:
         targets = switch.Plan.from_record(state.switch).targets
         action = link("/console/providers/switch/finish", "Finish the switch…") if can_act else ""
-        items.append(Markup(f"<li><strong>Switch in progress</strong>: "
-                            f"{escape(switch.describe(targets))} {action}</li>"))  # fmt: skip
+        items.append(
+            Markup(
+                f"<li><strong>Switch in progress</strong>: "
+                f"{escape(switch.describe(targets))} {action}</li>"
+            )
+        )
     elif previous:
         action = link("/console/providers/rollback", "Roll back…") if can_act else ""
-        items.append(Markup(f"<li>Last switch moved partitions {escape(_list(previous))} away "
-                            f"from {escape(', '.join(sorted(set(previous.values()))))} "
-                            f"{action}</li>"))  # fmt: skip
+        items.append(
+            Markup(
+                f"<li>Last switch moved partitions {escape(_list(previous))} away "
+                f"from {escape(', '.join(sorted(set(previous.values()))))} "
+                f"{action}</li>"
+            )
+        )
     items += _progressive(plan, can_act)
     if not items:
         return notice("No provider or partition is paused; no switch is in progress.")
@@ -99,9 +124,11 @@ def _list(partitions: dict[int, str]) -> str:
 
 
 def _partition_rows(
-    per_partition: list[dict[str, Any] | None], state: control.ControlState, default: str,
+    per_partition: list[dict[str, Any] | None],
+    state: control.ControlState,
+    default: str,
     now: int,
-) -> list[Markup]:  # fmt: skip
+) -> list[Markup]:
     rows = []
     for p, r in enumerate(per_partition):
         head = (p, state.provider_for(p, default), "paused" if p in state.paused else "no")

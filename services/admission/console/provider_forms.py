@@ -102,9 +102,13 @@ async def do_switch(request: web.Request) -> web.Response:
     if form.get("progressive"):
         return await _progressive(request, chosen, to, principal.actor, reason)
     outcome = await actions.provider_switch(
-        request.app[REDIS], dict.fromkeys(chosen, to), _configured(request),
-        CONSOLE_WAIT_SECONDS, principal.actor, reason,
-    )  # fmt: skip
+        request.app[REDIS],
+        dict.fromkeys(chosen, to),
+        _configured(request),
+        CONSOLE_WAIT_SECONDS,
+        principal.actor,
+        reason,
+    )
     return await _done(request, "Switch provider", outcome)
 
 
@@ -117,9 +121,15 @@ async def _progressive(
     try:
         if to not in configured:
             raise progressive.Refused(f"provider {to!r} is not configured")
-        plan = progressive.plan_for(await control.read(client), to, chosen, configured,
-                                    progressive.Limits.of(request.app[SETTINGS]), actor,
-                                    reason)  # fmt: skip
+        plan = progressive.plan_for(
+            await control.read(client),
+            to,
+            chosen,
+            configured,
+            progressive.Limits.of(request.app[SETTINGS]),
+            actor,
+            reason,
+        )
         refused = await actions.progressive_switch(client, plan)
     except progressive.Refused as error:
         refused = str(error)
@@ -132,24 +142,32 @@ async def confirm_stop(request: web.Request) -> web.Response:
     _actor(request)
     plan = await progressive.running(request.app[REDIS])
     if plan is None:
-        return message(request, 409, "Stop the switch", "No progressive switch is under way.",
-                       BACK)  # fmt: skip
+        return message(request, 409, "Stop the switch", "No progressive switch is under way.", BACK)
     rollback = request.query.get("rollback") == "1"
-    then = ("every partition it moved goes back where it was" if rollback else
-            "the partitions it moved stay where they are")  # fmt: skip
+    then = (
+        "every partition it moved goes back where it was"
+        if rollback
+        else "the partitions it moved stay where they are"
+    )
     field = Markup('<input type="hidden" name="rollback" value="1">') if rollback else Markup("")
-    return _confirm(request, "Stop the switch", f"Stop {plan.describe()}? No further step; "
-                    f"{then}.", "Stop", BACK, field)  # fmt: skip
+    return _confirm(
+        request,
+        "Stop the switch",
+        f"Stop {plan.describe()}? No further step; {then}.",
+        "Stop",
+        BACK,
+        field,
+    )
 
 
 async def stop(request: web.Request) -> web.Response:
     principal = _actor(request)
     form = await request.post()
-    plan = await actions.progressive_stop(request.app[REDIS], principal.actor,
-                                          form.get("rollback") == "1")  # fmt: skip
+    plan = await actions.progressive_stop(
+        request.app[REDIS], principal.actor, form.get("rollback") == "1"
+    )
     if plan is None:
-        return message(request, 409, "Stop the switch", "No progressive switch is under way.",
-                       BACK)  # fmt: skip
+        return message(request, 409, "Stop the switch", "No progressive switch is under way.", BACK)
     raise web.HTTPSeeOther("/console/?result=progressive-stop")
 
 

@@ -24,8 +24,18 @@ from shared.providers.named import ProviderConfigError, provider_kinds
 from shared.redis import RedisClient
 from shared.status import ProviderLine, provider_lines
 
-COLUMNS = ("Provider", "Kind", "Partitions", "Sending / paused why", "Accepting now",
-           "Pacing rate", "429s", "Last 429", "Ambiguous", "Checks")  # fmt: skip
+COLUMNS = (
+    "Provider",
+    "Kind",
+    "Partitions",
+    "Sending / paused why",
+    "Accepting now",
+    "Pacing rate",
+    "429s",
+    "Last 429",
+    "Ambiguous",
+    "Checks",
+)
 
 
 def configured_kinds(default: str) -> dict[str, str]:
@@ -61,12 +71,23 @@ def _line_row(line: ProviderLine, can_act: bool, now: int) -> Markup:
         paused = Markup(paused + resume_link(line.name, can_act))
     accepting = f"{pacing.accepting:.2f} sends/s" if pacing.accepting is not None else "-"
     owned = ", ".join(map(str, line.partitions)) or "none"
-    checks = "not run yet" if line.checks is None else (
-        f"{len(line.checks.failing)} failing (below)" if line.checks.failing else "passing"
+    checks = (
+        "not run yet"
+        if line.checks is None
+        else (f"{len(line.checks.failing)} failing (below)" if line.checks.failing else "passing")
     )
-    cells = (line.name, line.kind, owned, paused, accepting, f"{status.rate:.1f} sends/s",
-             status.throttled_total, relative(status.last_throttled_at, now), line.ambiguous,
-             checks)  # fmt: skip
+    cells = (
+        line.name,
+        line.kind,
+        owned,
+        paused,
+        accepting,
+        f"{status.rate:.1f} sends/s",
+        status.throttled_total,
+        relative(status.last_throttled_at, now),
+        line.ambiguous,
+        checks,
+    )
     return Markup(f'<tr data-provider="{escape(line.name)}">{join(cell(c) for c in cells)}</tr>')
 
 

@@ -37,11 +37,13 @@ def query(request: web.Request, **changed: int) -> str:
 def counters(counts: dict[str, Any]) -> Markup:
     more = "+" if counts["capped"] else ""
     return join(
-        Markup(f'<div class="counter" data-count="{name}-hour"><dt>{escape(label)}, last hour'
-               f"</dt><dd><strong>{counts[name]['hour']}{more}</strong> "
-               f'<span class="hint">{counts[name]["day"]}{more} in the last day</span></dd></div>')
+        Markup(
+            f'<div class="counter" data-count="{name}-hour"><dt>{escape(label)}, last hour'
+            f"</dt><dd><strong>{counts[name]['hour']}{more}</strong> "
+            f'<span class="hint">{counts[name]["day"]}{more} in the last day</span></dd></div>'
+        )
         for name, label, _ in LISTS
-    )  # fmt: skip
+    )
 
 
 def _item(r: dict[str, Any]) -> Markup:

@@ -38,8 +38,12 @@ def bars(values: Sequence[int | None], label: str, kind: str) -> Markup:
     for i, v in enumerate(values):
         if v:
             h = max(1.0, round(v / top * (HEIGHT - 2), 1))
-            parts.append(Markup(f'<rect class="{escape(kind)}" x="{i * STEP}" y="{HEIGHT - h}" '
-                                f'width="{STEP - 1}" height="{h}"/>'))  # fmt: skip
+            parts.append(
+                Markup(
+                    f'<rect class="{escape(kind)}" x="{i * STEP}" y="{HEIGHT - h}" '
+                    f'width="{STEP - 1}" height="{h}"/>'
+                )
+            )
     return _svg(len(values), label, parts)
 
 
@@ -53,8 +57,9 @@ def against_limit(values: Sequence[float | None], label: str, kind: str) -> Mark
 
     parts = _gaps(values)
     limit = y(1.0)
-    parts.append(Markup(f'<line class="limit" x1="0" y1="{limit}" x2="{len(values) * STEP}" '
-                        f'y2="{limit}"/>'))  # fmt: skip
+    parts.append(
+        Markup(f'<line class="limit" x1="0" y1="{limit}" x2="{len(values) * STEP}" y2="{limit}"/>')
+    )
     run: list[str] = []
     for i, v in enumerate([*values, None]):
         if v is not None:

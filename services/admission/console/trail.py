@@ -58,10 +58,12 @@ def _filter(request: web.Request) -> actions.TrailFilter | None:
 def _options(request: web.Request, chosen: str) -> Markup:
     names = ["", *configured_kinds(request.app[SETTINGS].provider_name)]
     return join(
-        Markup(f'<option value="{escape(n)}"{" selected" if n == chosen else ""}>'
-               f"{escape(n or 'any')}</option>")
+        Markup(
+            f'<option value="{escape(n)}"{" selected" if n == chosen else ""}>'
+            f"{escape(n or 'any')}</option>"
+        )
         for n in names
-    )  # fmt: skip
+    )
 
 
 async def trail_page(request: web.Request) -> web.Response:
@@ -71,15 +73,22 @@ async def trail_page(request: web.Request) -> web.Response:
         why = "Filter by an operation id (op-…), a partition number or a configured provider."
         return message(request, 422, "Operator actions", why, "/console/audit")
     entries, more = await actions.trail(request.app[REDIS], chosen, limit=PAGE, before=before)
-    query = {"operation": chosen.operation, "provider": chosen.provider,
-             "partition": "" if chosen.partition is None else str(chosen.partition)}  # fmt: skip
+    query = {
+        "operation": chosen.operation,
+        "provider": chosen.provider,
+        "partition": "" if chosen.partition is None else str(chosen.partition),
+    }
     pager = Markup("")
     if more:
         pager = link("/console/audit?" + urlencode({**query, "before": more}), "Older actions")
     body = render(
-        "trail", operation=chosen.operation, partition=query["partition"],
-        providers=_options(request, chosen.provider), entries=entries_table(entries), pager=pager,
-    )  # fmt: skip
+        "trail",
+        operation=chosen.operation,
+        partition=query["partition"],
+        providers=_options(request, chosen.provider),
+        entries=entries_table(entries),
+        pager=pager,
+    )
     return page(request, "Operator actions", body)
 
 

@@ -52,8 +52,7 @@ def account_href(account_id: str) -> str:
 def state_badge(state: str, delivery: str) -> Markup:
     """The state as support should read it: an accepted email that bounced is a bounce."""
     if state == State.ACCEPTED and delivery in UNDELIVERED:
-        return Markup(f'<span class="state state-bounced">accepted, then {escape(delivery)}'
-                      "</span>")  # fmt: skip
+        return Markup(f'<span class="state state-bounced">accepted, then {escape(delivery)}</span>')
     return Markup(f'<span class="state state-{escape(state)}">{escape(state)}</span>')
 
 
@@ -118,8 +117,12 @@ def _fencing(attempt: Attempt) -> Markup:
         Markup(f"<small>attempt <code>{escape(attempt.attempt_id)}</code></small>"),
     ]
     if attempt.reason == "lease_expired":
-        parts.append(escape("the sender stopped answering: this attempt was checked with the "
-                            "provider instead of being sent again"))  # fmt: skip
+        parts.append(
+            escape(
+                "the sender stopped answering: this attempt was checked with the "
+                "provider instead of being sent again"
+            )
+        )
     if attempt.reconciled:
         parts.append(escape(f"checked with the provider: {attempt.reconciled}"))
     return join(parts, "<br>")
@@ -213,13 +216,17 @@ def _next_attempt(
     if operation.state in WAITING and owner in state.auth_paused:
         kind = control.pause_kind(state.auth_paused[owner])
         action = link(f"/console/providers/{owner}/resume", f"Resume {owner}…") if can_act else ""
-        return Markup(f"<strong>waiting for provider {escape(owner)} to resume</strong> (paused: "
-                      f"{escape(kind)}); nothing is sent until then {action}")  # fmt: skip
+        return Markup(
+            f"<strong>waiting for provider {escape(owner)} to resume</strong> (paused: "
+            f"{escape(kind)}); nothing is sent until then {action}"
+        )
     if operation.state in WAITING and operation.partition in state.paused:
         note = state.paused_notes.get(operation.partition, {})
         why = f" ({escape(note['reason'])})" if note.get("reason") else ""
-        return Markup(f"<strong>waits for partition {operation.partition} to be resumed</strong>"
-                      f": it is paused{why}; nothing is sent until then")  # fmt: skip
+        return Markup(
+            f"<strong>waits for partition {operation.partition} to be resumed</strong>"
+            f": it is paused{why}; nothing is sent until then"
+        )
     return relative(operation.next_attempt_at, now)
 
 
@@ -279,8 +286,13 @@ async def operation_page(request: web.Request) -> web.Response:
     try:
         found = await request.app[EVIDENCE].operation(request.match_info["operation_id"])
     except ArchiveUnavailable:
-        return message(request, 503, "Archive unavailable", "Redis no longer holds this "
-                       "operation and the archive did not answer; try again shortly.")  # fmt: skip
+        return message(
+            request,
+            503,
+            "Archive unavailable",
+            "Redis no longer holds this "
+            "operation and the archive did not answer; try again shortly.",
+        )
     if found is None:
         return message(
             request, 404, "No such operation", "There is no recovery operation with this id."

@@ -116,9 +116,13 @@ def iso_ms(value: Any) -> int | None:
 
 
 def add_event(
-    parsed: Parsed, provider: str, kind: str, meaning: Meaning | None, ids: tuple[Any, Any],
+    parsed: Parsed,
+    provider: str,
+    kind: str,
+    meaning: Meaning | None,
+    ids: tuple[Any, Any],
     occurred_ms: int | None,
-) -> None:  # fmt: skip
+) -> None:
     """The shared tail of every parser: ``meaning`` from the provider's table (absent key:
     unknown type), ``ids`` = (operation id, message id) as found in the payload."""
     if meaning is None:

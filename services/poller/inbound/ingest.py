@@ -51,9 +51,14 @@ class Result:
 
     def view(self) -> dict[str, int]:
         t = self.tally
-        return {"applied": t.applied, "kept": t.kept, "duplicate": t.duplicate,
-                "settled": self.settled, "acceptances": self.acceptances,
-                "dropped": sum(self.dropped.values())}  # fmt: skip
+        return {
+            "applied": t.applied,
+            "kept": t.kept,
+            "duplicate": t.duplicate,
+            "settled": self.settled,
+            "acceptances": self.acceptances,
+            "dropped": sum(self.dropped.values()),
+        }
 
 
 class Ingest:
@@ -74,28 +79,38 @@ class Ingest:
         with traced.received(provider, "pushed", len(parsed.events)):
             return await self._apply(provider, parsed, senders)
 
-    async def _apply(
-        self, provider: str, parsed: Parsed, senders: frozenset[str] | None
-    ) -> Result:
+    async def _apply(self, provider: str, parsed: Parsed, senders: frozenset[str] | None) -> Result:
         result = Result(dropped=Counter(parsed.dropped))
         for ev in parsed.events:
             metrics.inbound_events.labels(provider, ev.kind).inc()
         now = clock.now_ms()
         usable = [ev for ev in parsed.events if self._usable(ev, now, result)]
         usable = await self._joined(provider, usable, senders, result)
-        matches = [Match(DeliveryEvent(ev.message_id, ev.meaning, ev.occurred_ms), ev.operation_id)
-                   for ev in usable if isinstance(ev.meaning, Delivery)]  # fmt: skip
+        matches = [
+            Match(DeliveryEvent(ev.message_id, ev.meaning, ev.occurred_ms), ev.operation_id)
+            for ev in usable
+            if isinstance(ev.meaning, Delivery)
+        ]
         proofs = [ev for ev in usable if not isinstance(ev.meaning, Delivery)]
         outcomes = await observation.apply_events(self.client, matches, now, record=True)
         states = await self._states(proofs)
         result.acceptances = len(proofs) - sum(1 for ev in proofs if not states[ev.operation_id])
         result.tally = count(outcomes, now)
-        result.dropped[Drop.UNKNOWN_OPERATION] += result.tally.missing + len(proofs) - (
-            result.acceptances)  # fmt: skip
-        ambiguous = {o.match.operation_id: o.match.event.message_id for o in outcomes
-                     if o.state == State.AMBIGUOUS}  # fmt: skip
-        ambiguous.update({ev.operation_id: ev.message_id for ev in proofs
-                          if states[ev.operation_id] == State.AMBIGUOUS})  # fmt: skip
+        result.dropped[Drop.UNKNOWN_OPERATION] += (
+            result.tally.missing + len(proofs) - (result.acceptances)
+        )
+        ambiguous = {
+            o.match.operation_id: o.match.event.message_id
+            for o in outcomes
+            if o.state == State.AMBIGUOUS
+        }
+        ambiguous.update(
+            {
+                ev.operation_id: ev.message_id
+                for ev in proofs
+                if states[ev.operation_id] == State.AMBIGUOUS
+            }
+        )
         await self._settle(provider, ambiguous, now, result)
         for reason, n in result.dropped.items():
             metrics.inbound_events_dropped.labels(provider, reason.value).inc(n)
@@ -122,9 +137,12 @@ class Ingest:
         return None
 
     async def _joined(
-        self, source: str, events: list[ProviderEvent], senders: frozenset[str] | None,
+        self,
+        source: str,
+        events: list[ProviderEvent],
+        senders: frozenset[str] | None,
         result: Result,
-    ) -> list[ProviderEvent]:  # fmt: skip
+    ) -> list[ProviderEvent]:
         """The events about operations one of ``senders`` holds (the provider of their latest
         attempt): another provider's event must neither settle nor describe them."""
         if senders is None or not events:
@@ -135,9 +153,14 @@ class Ingest:
         joined = [ev for ev in events if held[ev.operation_id] in ours]
         for ev in events:
             if held[ev.operation_id] not in ours:
-                log_event(log, logging.WARNING, "event from a provider that does not hold the "
-                          "operation; dropped", operation_id=ev.operation_id, source=source,
-                          holder=held[ev.operation_id])  # fmt: skip
+                log_event(
+                    log,
+                    logging.WARNING,
+                    "event from a provider that does not hold the operation; dropped",
+                    operation_id=ev.operation_id,
+                    source=source,
+                    holder=held[ev.operation_id],
+                )
         result.dropped[Drop.OTHER_PROVIDER] += len(events) - len(joined)
         return joined
 
@@ -153,20 +176,28 @@ class Ingest:
 
     async def _settle(
         self, provider: str, proofs: dict[str, str], now: int, result: Result
-    ) -> None:  # fmt: skip
+    ) -> None:
         """An ambiguous attempt with an event about its message: the provider had it. (An
         event applied first that ended the wait keeps the window closed: resolve_ambiguous
         opens it only while delivery is still undecided.)"""
         for operation_id, message_id in proofs.items():
             code, _ = await ResolveAmbiguous(
-                operation_id=operation_id, now=now, decision=Resolution.ACCEPTED,
+                operation_id=operation_id,
+                now=now,
+                decision=Resolution.ACCEPTED,
                 message_id=message_id,
                 observe_until=now + self.settings.observation_window_ms,
-                reason=SETTLED_REASON, retention_ms=self.settings.settled_retention_ms,
-            ).run(self.client)  # fmt: skip
+                reason=SETTLED_REASON,
+                retention_ms=self.settings.settled_retention_ms,
+            ).run(self.client)
             if code is Settled.OK:
                 result.settled += 1
                 metrics.inbound_settled.labels(provider).inc()
                 metrics.reconciliations.labels(provider, Resolution.ACCEPTED).inc()
-                log_event(log, logging.INFO, "ambiguous attempt settled by a delivery event",
-                          operation_id=operation_id, provider=provider)  # fmt: skip
+                log_event(
+                    log,
+                    logging.INFO,
+                    "ambiguous attempt settled by a delivery event",
+                    operation_id=operation_id,
+                    provider=provider,
+                )

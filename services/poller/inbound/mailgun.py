@@ -140,8 +140,12 @@ def receiver(settings: PollerSettings, client: RedisClient) -> Receive:
     async def receive(_: web.Request, body: bytes) -> Receipt:
         signed = decode(body)
         verify(key, signed)
-        check_fresh(signed.timestamp, settings.webhook_max_age_seconds, clock.now_ms(),
-                    RETRY_HORIZON_SECONDS)  # fmt: skip
+        check_fresh(
+            signed.timestamp,
+            settings.webhook_max_age_seconds,
+            clock.now_ms(),
+            RETRY_HORIZON_SECONDS,
+        )
         replay_key = keys.webhook_token(NAME, token_digest(signed))
         if not await client.set(replay_key, "1", nx=True, ex=ttl):
             # Mailgun does not retry a 406: a replayed token is refused for good.

@@ -81,12 +81,17 @@ class SesQueue:
         from aiobotocore.config import AioConfig
         from aiobotocore.session import get_session
 
-        config = AioConfig(connect_timeout=5, read_timeout=self.settings.ses_wait_seconds + 10,
-                           retries={"max_attempts": 2, "mode": "standard"})  # fmt: skip
+        config = AioConfig(
+            connect_timeout=5,
+            read_timeout=self.settings.ses_wait_seconds + 10,
+            retries={"max_attempts": 2, "mode": "standard"},
+        )
         return get_session().create_client(
-            "sqs", region_name=self.settings.aws_region, config=config,
+            "sqs",
+            region_name=self.settings.aws_region,
+            config=config,
             endpoint_url=self.settings.aws_endpoint_url or None,
-        )  # fmt: skip
+        )
 
     @asynccontextmanager
     async def receiving(self, stop: asyncio.Event) -> AsyncIterator[Step]:
@@ -107,10 +112,13 @@ class SesQueue:
     async def _receive(self, sqs: Any, stop: asyncio.Event) -> list[dict[str, Any]]:
         """One long poll, abandoned at shutdown (what it would have returned stays queued)."""
         with tracing.unrecorded_http():  # the task copies the context: its call is not traced
-            receive = asyncio.ensure_future(sqs.receive_message(
-                QueueUrl=self.settings.ses_queue_url, MaxNumberOfMessages=BATCH,
-                WaitTimeSeconds=self.settings.ses_wait_seconds,
-            ))  # fmt: skip
+            receive = asyncio.ensure_future(
+                sqs.receive_message(
+                    QueueUrl=self.settings.ses_queue_url,
+                    MaxNumberOfMessages=BATCH,
+                    WaitTimeSeconds=self.settings.ses_wait_seconds,
+                )
+            )
         stopping = asyncio.ensure_future(stop.wait())
         await asyncio.wait([receive, stopping], return_when=asyncio.FIRST_COMPLETED)
         stopping.cancel()
@@ -133,15 +141,23 @@ class SesQueue:
 
     async def release(self, sqs: Any, messages: list[dict[str, Any]]) -> None:
         """Make messages visible again now (best effort: else the visibility timeout does)."""
-        entries = [{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"], "VisibilityTimeout": 0}
-                   for i, m in enumerate(messages)]  # fmt: skip
+        entries = [
+            {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"], "VisibilityTimeout": 0}
+            for i, m in enumerate(messages)
+        ]
         try:
             async with asyncio.timeout(RELEASE_SECONDS):
-                await sqs.change_message_visibility_batch(QueueUrl=self.settings.ses_queue_url,
-                                                          Entries=entries)  # fmt: skip
+                await sqs.change_message_visibility_batch(
+                    QueueUrl=self.settings.ses_queue_url, Entries=entries
+                )
         except (BotoCoreError, ClientError, TimeoutError) as error:
-            event(log, logging.WARNING, "SQS messages not handed back; they return after the "
-                  "visibility timeout", count=len(entries), error=type(error).__name__)  # fmt: skip
+            event(
+                log,
+                logging.WARNING,
+                "SQS messages not handed back; they return after the visibility timeout",
+                count=len(entries),
+                error=type(error).__name__,
+            )
             return
         metrics.queue_messages.labels(self.source.route, "released").inc(len(entries))
         event(log, logging.INFO, "SQS messages handed back at shutdown", count=len(entries))
@@ -151,8 +167,7 @@ class SesQueue:
         source = self.source  # a store error leaves them queued
         await self.ingest.apply(source.route, batch.parsed, source.providers)
         if batch.done:
-            await sqs.delete_message_batch(QueueUrl=self.settings.ses_queue_url,
-                                           Entries=batch.done)  # fmt: skip
+            await sqs.delete_message_batch(QueueUrl=self.settings.ses_queue_url, Entries=batch.done)
             metrics.queue_messages.labels(self.source.route, "applied").inc(len(batch.done))
         for message in batch.unparseable:
             await self._dead_letter(sqs, message)
@@ -161,10 +176,17 @@ class SesQueue:
         if not self.settings.ses_dead_letter_queue_url:
             metrics.queue_messages.labels(self.source.route, "returned").inc()
             return  # left for the queue's redrive policy
-        await sqs.send_message(QueueUrl=self.settings.ses_dead_letter_queue_url,
-                               MessageBody=str(message.get("Body", "")))  # fmt: skip
-        await sqs.delete_message(QueueUrl=self.settings.ses_queue_url,
-                                 ReceiptHandle=message["ReceiptHandle"])  # fmt: skip
+        await sqs.send_message(
+            QueueUrl=self.settings.ses_dead_letter_queue_url,
+            MessageBody=str(message.get("Body", "")),
+        )
+        await sqs.delete_message(
+            QueueUrl=self.settings.ses_queue_url, ReceiptHandle=message["ReceiptHandle"]
+        )
         metrics.queue_messages.labels(self.source.route, "dead_lettered").inc()
-        event(log, logging.WARNING, "unparseable SES queue message dead-lettered",
-              message_id=str(message.get("MessageId", ""))[:64])  # fmt: skip
+        event(
+            log,
+            logging.WARNING,
+            "unparseable SES queue message dead-lettered",
+            message_id=str(message.get("MessageId", ""))[:64],
+        )

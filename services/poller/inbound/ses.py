@@ -45,8 +45,12 @@ TABLE: dict[str, Meaning] = {
     "Subscription": None,
 }
 # Where each type keeps its own timestamp; the others use mail.timestamp.
-DETAIL = {"Delivery": "delivery", "DeliveryDelay": "deliveryDelay", "Bounce": "bounce",
-          "Complaint": "complaint"}  # fmt: skip
+DETAIL = {
+    "Delivery": "delivery",
+    "DeliveryDelay": "deliveryDelay",
+    "Bounce": "bounce",
+    "Complaint": "complaint",
+}
 
 
 class Unparseable(ValueError):

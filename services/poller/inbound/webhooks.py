@@ -58,9 +58,12 @@ def receivers(
 
 class Webhooks:
     def __init__(
-        self, settings: PollerSettings, client: RedisClient, ingest: Ingest,
+        self,
+        settings: PollerSettings,
+        client: RedisClient,
+        ingest: Ingest,
         found: Sequence[Source] | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.settings = settings
         self.client = client
         self.ingest = ingest
@@ -68,8 +71,10 @@ class Webhooks:
         self.listening = asyncio.Event()
 
     def app(self) -> web.Application:
-        app = web.Application(client_max_size=self.settings.webhook_max_body_bytes,
-                              middlewares=[service.instrument(SERVICE)])  # fmt: skip
+        app = web.Application(
+            client_max_size=self.settings.webhook_max_body_bytes,
+            middlewares=[service.instrument(SERVICE)],
+        )
         for name, (source, receive) in self.receivers.items():
             app.router.add_post(f"{PREFIX}/{name}", self._handler(source, receive))
         app.router.add_route("*", "/{tail:.*}", self._elsewhere)
@@ -99,8 +104,14 @@ class Webhooks:
             limit = self.settings.webhook_max_body_bytes
             return service.json_error(413, "too_large", f"the body exceeds {limit} bytes")
         except Rejected as rejected:
-            event(log, logging.WARNING, "webhook refused", provider=name,
-                  status=rejected.status, reason=rejected.message)  # fmt: skip
+            event(
+                log,
+                logging.WARNING,
+                "webhook refused",
+                provider=name,
+                status=rejected.status,
+                reason=rejected.message,
+            )
             return service.json_error(rejected.status, rejected.error, rejected.message)
         except ERRORS as error:  # the replay guard could not reach the store
             return self._unavailable(name, error)
@@ -113,8 +124,13 @@ class Webhooks:
 
     @staticmethod
     def _unavailable(name: str, error: BaseException) -> web.Response:
-        event(log, logging.WARNING, "webhook not applied; the provider will retry",
-              provider=name, error=type(error).__name__)  # fmt: skip
+        event(
+            log,
+            logging.WARNING,
+            "webhook not applied; the provider will retry",
+            provider=name,
+            error=type(error).__name__,
+        )
         return service.json_error(503, "unavailable", "the store is unavailable; retry")
 
     async def _forget(self, receipt: Receipt) -> None:
@@ -125,15 +141,21 @@ class Webhooks:
 
     async def serve(self, stop: asyncio.Event) -> None:
         """A worker: listen on the webhook port until shutdown."""
-        runner = web.AppRunner(self.app(), access_log=None, shutdown_timeout=5.0,
-                               **service.http_limits(self.settings))  # fmt: skip
+        runner = web.AppRunner(
+            self.app(), access_log=None, shutdown_timeout=5.0, **service.http_limits(self.settings)
+        )
         await runner.setup()
         try:
             site = web.TCPSite(runner, self.settings.http_host, self.settings.webhook_port)
             await site.start()
             self.listening.set()
-            event(log, logging.INFO, "webhook listener started", port=self.settings.webhook_port,
-                  providers=sorted(self.receivers))  # fmt: skip
+            event(
+                log,
+                logging.INFO,
+                "webhook listener started",
+                port=self.settings.webhook_port,
+                providers=sorted(self.receivers),
+            )
             await stop.wait()
         finally:
             await runner.cleanup()

@@ -44,18 +44,27 @@ def _message(status: int, text: str, headers: dict[str, str] | None = None) -> w
 # is also what a domain registered in the EU region gets on the US base URL, see
 # documentation.mailgun.com/docs/mailgun/api-reference/send/mailgun/messages on regions).
 REFUSALS = {
-    "domain_not_allowed": (400, "Domain {domain} is not allowed to send: Please activate "
-                           "your Mailgun account. Check your inbox or log in to your "
-                           "control panel to resend the activation email."),
-    "account_not_activated": (400, "Please activate your Mailgun account. Check your inbox "
-                              "or log in to your control panel to resend the activation "
-                              "email."),
-    "free_account": (400, "Free accounts are for test purposes only. Please upgrade or add "
-                     "the address to authorized recipients in Account Settings."),
+    "domain_not_allowed": (
+        400,
+        "Domain {domain} is not allowed to send: Please activate "
+        "your Mailgun account. Check your inbox or log in to your "
+        "control panel to resend the activation email.",
+    ),
+    "account_not_activated": (
+        400,
+        "Please activate your Mailgun account. Check your inbox "
+        "or log in to your control panel to resend the activation "
+        "email.",
+    ),
+    "free_account": (
+        400,
+        "Free accounts are for test purposes only. Please upgrade or add "
+        "the address to authorized recipients in Account Settings.",
+    ),
     "domain_not_found": (404, "Domain not found: {domain}"),
     # Not documented anywhere: what the refusals guard exists for.
     "undocumented": (400, "Sandbox: refused by a rule no documentation names"),
-}  # fmt: skip
+}
 
 
 async def _wrong_base_url(_request: web.Request) -> web.Response:
@@ -78,8 +87,7 @@ def _refusal(name: str) -> Callable[[web.Request], Awaitable[web.Response]]:
 
 def authorized(request: web.Request, key: str) -> bool:
     expected = "Basic " + base64.b64encode(f"api:{key}".encode()).decode()
-    return hmac.compare_digest(request.headers.get("Authorization", "").encode(),
-                               expected.encode())  # fmt: skip
+    return hmac.compare_digest(request.headers.get("Authorization", "").encode(), expected.encode())
 
 
 async def parse(request: web.Request, limit: int) -> Parsed:
@@ -95,9 +103,14 @@ async def parse(request: web.Request, limit: int) -> Parsed:
         return _templated(form, to)
     if not (form.get("text") or form.get("html")):
         return _message(400, "Need at least one of 'text' or 'html' parameters specified")
-    return {"from": str(form["from"]), "to": to, "subject": str(form.get("subject") or ""),
-            "text": str(form.get("text") or ""), "html": str(form.get("html") or ""),
-            "tags": {"operation_id": form.get("v:operation_id")}}  # fmt: skip
+    return {
+        "from": str(form["from"]),
+        "to": to,
+        "subject": str(form.get("subject") or ""),
+        "text": str(form.get("text") or ""),
+        "html": str(form.get("html") or ""),
+        "tags": {"operation_id": form.get("v:operation_id")},
+    }
 
 
 def _templated(form: Any, to: list[str]) -> Parsed:
@@ -107,14 +120,22 @@ def _templated(form: Any, to: list[str]) -> Parsed:
         data = None
     if not isinstance(data, dict):
         return _message(400, "t:variables must be a valid JSON object")
-    return {"from": str(form["from"]), "to": to, "subject": str(form.get("subject") or ""),
-            "text": "", "html": "", "template": str(form["template"]), "template_data": data,
-            "tags": {"operation_id": form.get("v:operation_id")}}  # fmt: skip
+    return {
+        "from": str(form["from"]),
+        "to": to,
+        "subject": str(form.get("subject") or ""),
+        "text": "",
+        "html": "",
+        "template": str(form["template"]),
+        "template_data": data,
+        "tags": {"operation_id": form.get("v:operation_id")},
+    }
 
 
 def accepted(message: Message) -> web.Response:
-    return json_response({"id": f"<{message.id}@sandbox.mailgun.test>",
-                          "message": "Queued. Thank you."})  # fmt: skip
+    return json_response(
+        {"id": f"<{message.id}@sandbox.mailgun.test>", "message": "Queued. Thank you."}
+    )
 
 
 def throttled(sandbox: Sandbox, wait: float) -> web.Response:
@@ -140,12 +161,21 @@ def events(request: web.Request, sandbox: Sandbox) -> web.Response:
     except ValueError:
         return _message(400, "begin must be a Unix timestamp")
     ascending = request.query.get("ascending", "no") == "yes"
-    sent = sorted((m for m in sandbox.store.messages.values() if m.created_at >= begin),
-                  key=lambda m: m.created_at, reverse=not ascending)  # fmt: skip
-    items = [{"event": "accepted", "timestamp": m.created_at, "id": f"ev-{m.id}",
-              "user-variables": {"operation_id": m.operation_id},
-              "message": {"headers": {"message-id": f"{m.id}@sandbox.mailgun.test"}}}
-             for m in sent[: int(limit)]]  # fmt: skip
+    sent = sorted(
+        (m for m in sandbox.store.messages.values() if m.created_at >= begin),
+        key=lambda m: m.created_at,
+        reverse=not ascending,
+    )
+    items = [
+        {
+            "event": "accepted",
+            "timestamp": m.created_at,
+            "id": f"ev-{m.id}",
+            "user-variables": {"operation_id": m.operation_id},
+            "message": {"headers": {"message-id": f"{m.id}@sandbox.mailgun.test"}},
+        }
+        for m in sent[: int(limit)]
+    ]
     return json_response({"items": items, "paging": {}})
 
 
@@ -155,19 +185,25 @@ def events(request: web.Request, sandbox: Sandbox) -> web.Response:
 # the HTTP webhook signing key) and .../user-manual/events/ (event-data: event, severity of a
 # failure, timestamp, message headers, user-variables). One event per POST; a 406 answer
 # tells Mailgun not to retry (.../webhooks/webhooks, "Retry Schedule").
-EVENT_NAMES = {ACCEPTED: ("accepted", None), "delivered": ("delivered", None),
-               "bounced": ("failed", "permanent"), "deferred": ("failed", "temporary"),
-               "complained": ("complained", None)}  # fmt: skip
+EVENT_NAMES = {
+    ACCEPTED: ("accepted", None),
+    "delivered": ("delivered", None),
+    "bounced": ("failed", "permanent"),
+    "deferred": ("failed", "temporary"),
+    "complained": ("complained", None),
+}
 
 
 def _event_data(event: Event, message: Message) -> dict[str, Any]:
     name, severity = EVENT_NAMES[event.type]
     data: dict[str, Any] = {
-        "event": name, "timestamp": event.occurred_at, "id": event.event_id,
+        "event": name,
+        "timestamp": event.occurred_at,
+        "id": event.event_id,
         "recipient": message.body["to"][0],
         "message": {"headers": {"message-id": f"{message.id}@sandbox.mailgun.test"}},
         "user-variables": {"operation_id": message.operation_id},
-    }  # fmt: skip
+    }
     if severity is not None:
         data["severity"] = severity
     return data
@@ -195,8 +231,10 @@ def webhook_posts(signing: Signing, due: list[Pending]) -> list[Post]:
     for event, message in due:
         stamp, token = str(int(time.time())), secrets.token_hex(25)
         signature = hmac.new(key, (stamp + token).encode(), hashlib.sha256).hexdigest()
-        body = {"signature": {"timestamp": stamp, "token": token, "signature": signature},
-                "event-data": _event_data(event, message)}  # fmt: skip
+        body = {
+            "signature": {"timestamp": stamp, "token": token, "signature": signature},
+            "event-data": _event_data(event, message),
+        }
         posts.append((json.dumps(body).encode(), {"Content-Type": "application/json"}))
     return posts
 

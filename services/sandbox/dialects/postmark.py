@@ -35,8 +35,11 @@ def _error(status: int, code: int, message: str) -> web.Response:
 
 async def _forbidden(_request: web.Request) -> web.Response:
     """A 403 from Postmark's network layer, in front of the API: no ``ErrorCode`` body."""
-    return web.Response(status=403, text="<html><body><h1>403 Forbidden</h1></body></html>",
-                        content_type="text/html")  # fmt: skip
+    return web.Response(
+        status=403,
+        text="<html><body><h1>403 Forbidden</h1></body></html>",
+        content_type="text/html",
+    )
 
 
 async def _from_not_signature(request: web.Request) -> web.Response:
@@ -44,15 +47,17 @@ async def _from_not_signature(request: web.Request) -> web.Response:
     troubleshooting-422-unprocessable-entity-errors shows it."""
     body = await read_json(request, 256 * 1024)
     sender = str(body.get("From") or "") if isinstance(body, dict) else ""
-    return _error(422, 300, f"Invalid 'From' address: '{sender}' is not a verified sender "
-                  "signature.")  # fmt: skip
+    return _error(
+        422, 300, f"Invalid 'From' address: '{sender}' is not a verified sender signature."
+    )
 
 
 async def _not_found(_request: web.Request) -> web.Response:
     """404 (postmarkapp.com/developer/api/overview: "ensure the endpoint … are correct"), as a
     base URL with a wrong path gets it."""
-    return _error(404, 0, "Not found: ensure the endpoint and the request's identifiers are "
-                  "correct.")  # fmt: skip
+    return _error(
+        404, 0, "Not found: ensure the endpoint and the request's identifiers are correct."
+    )
 
 
 async def _undocumented(_request: web.Request) -> web.Response:
@@ -69,8 +74,11 @@ async def _read(
 ) -> tuple[dict[str, Any], list[str]] | web.Response:
     body = await read_json(request, limit)
     if isinstance(body, web.Response):
-        return _error(413, 0, "Payload too large") if body.status == 413 else _error(
-            422, 402, "Invalid JSON")  # fmt: skip
+        return (
+            _error(413, 0, "Payload too large")
+            if body.status == 413
+            else _error(422, 402, "Invalid JSON")
+        )
     if not isinstance(body, dict):
         return _error(422, 403, "Incompatible JSON")
     to = [a.strip() for a in str(body.get("To") or "").split(",") if a.strip()]
@@ -111,9 +119,16 @@ async def parse_templated(request: web.Request, limit: int) -> Parsed:
     name = body.get("TemplateAlias") or body.get("TemplateId")
     if not name or not isinstance(body.get("TemplateModel"), dict):
         return _error(422, 1109, "TemplateAlias or TemplateId, and a TemplateModel, are required.")
-    return {"from": str(body["From"]), "to": to, "subject": "", "text": "", "html": "",
-            "template": str(name), "template_data": body["TemplateModel"],
-            "tags": _operation(body)}  # fmt: skip
+    return {
+        "from": str(body["From"]),
+        "to": to,
+        "subject": "",
+        "text": "",
+        "html": "",
+        "template": str(name),
+        "template_data": body["TemplateModel"],
+        "tags": _operation(body),
+    }
 
 
 async def parse(request: web.Request, limit: int) -> Parsed:
@@ -123,15 +138,27 @@ async def parse(request: web.Request, limit: int) -> Parsed:
     body, to = read
     if not (body.get("TextBody") or body.get("HtmlBody")):
         return _error(422, 300, "Provide either email TextBody or HtmlBody or both.")
-    return {"from": str(body["From"]), "to": to, "subject": str(body.get("Subject") or ""),
-            "text": str(body.get("TextBody") or ""), "html": str(body.get("HtmlBody") or ""),
-            "tags": _operation(body)}  # fmt: skip
+    return {
+        "from": str(body["From"]),
+        "to": to,
+        "subject": str(body.get("Subject") or ""),
+        "text": str(body.get("TextBody") or ""),
+        "html": str(body.get("HtmlBody") or ""),
+        "tags": _operation(body),
+    }
 
 
 def accepted(message: Message) -> web.Response:
     submitted = datetime.fromtimestamp(message.created_at, UTC).isoformat()
-    return json_response({"To": ", ".join(message.body["to"]), "SubmittedAt": submitted,
-                          "MessageID": message.id, "ErrorCode": 0, "Message": "OK"})  # fmt: skip
+    return json_response(
+        {
+            "To": ", ".join(message.body["to"]),
+            "SubmittedAt": submitted,
+            "MessageID": message.id,
+            "ErrorCode": 0,
+            "Message": "OK",
+        }
+    )
 
 
 def search(request: web.Request, sandbox: Sandbox) -> web.Response:
@@ -143,11 +170,21 @@ def search(request: web.Request, sandbox: Sandbox) -> web.Response:
     # Postmark documents no delay after which a send appears in the search: the sandbox's
     # is configurable (search_delay_seconds), so a lookup that trusts "not found" shows.
     indexed = time.time() - sandbox.settings.search_delay_seconds
-    found = [m for m in (by_operation(sandbox, operation_id) if operation_id else [])
-             if m.created_at <= indexed]  # fmt: skip
-    rows = [{"MessageID": m.id, "Recipients": m.body["to"], "Status": "Sent",
-             "ReceivedAt": rfc3339(m.created_at), "Metadata": {"operation_id": m.operation_id}}
-            for m in found[int(offset):int(offset) + int(count)]]  # fmt: skip
+    found = [
+        m
+        for m in (by_operation(sandbox, operation_id) if operation_id else [])
+        if m.created_at <= indexed
+    ]
+    rows = [
+        {
+            "MessageID": m.id,
+            "Recipients": m.body["to"],
+            "Status": "Sent",
+            "ReceivedAt": rfc3339(m.created_at),
+            "Metadata": {"operation_id": m.operation_id},
+        }
+        for m in found[int(offset) : int(offset) + int(count)]
+    ]
     return json_response({"TotalCount": len(found), "Messages": rows})
 
 
@@ -156,8 +193,11 @@ def search(request: web.Request, sandbox: Sandbox) -> web.Response:
 # /spam-complaint-webhook (one record per POST; MessageID, Metadata, DeliveredAt/BouncedAt);
 # the basic-auth credentials come from the webhook URL, as
 # postmarkapp.com/developer/webhooks/webhooks-overview shows them. No acceptance event.
-BOUNCES = {"bounced": ("HardBounce", 1), "deferred": ("Transient", 2),
-           "complained": ("SpamComplaint", 512)}  # fmt: skip
+BOUNCES = {
+    "bounced": ("HardBounce", 1),
+    "deferred": ("Transient", 2),
+    "complained": ("SpamComplaint", 512),
+}
 
 
 # Postmark's developer pages (webhooks-overview and each webhook's page) give no retry
@@ -174,15 +214,30 @@ FINAL = frozenset(range(400, 500)) - {408, 429}
 
 def _record(event: Event, message: Message) -> dict[str, Any]:
     at = rfc3339(event.occurred_at)
-    record: dict[str, Any] = {"MessageID": message.id, "MessageStream": "outbound",
-                              "Metadata": {"operation_id": message.operation_id}}  # fmt: skip
+    record: dict[str, Any] = {
+        "MessageID": message.id,
+        "MessageStream": "outbound",
+        "Metadata": {"operation_id": message.operation_id},
+    }
     if event.type == "delivered":
-        return {**record, "RecordType": "Delivery", "Recipient": message.body["to"][0],
-                "DeliveredAt": at, "Details": "sandbox delivery"}  # fmt: skip
+        return {
+            **record,
+            "RecordType": "Delivery",
+            "Recipient": message.body["to"][0],
+            "DeliveredAt": at,
+            "Details": "sandbox delivery",
+        }
     kind, code = BOUNCES[event.type]
-    return {**record, "RecordType": "SpamComplaint" if kind == "SpamComplaint" else "Bounce",
-            "Type": kind, "TypeCode": code, "Email": message.body["to"][0], "BouncedAt": at,
-            "Description": "sandbox bounce", "Inactive": kind != "Transient"}  # fmt: skip
+    return {
+        **record,
+        "RecordType": "SpamComplaint" if kind == "SpamComplaint" else "Bounce",
+        "Type": kind,
+        "TypeCode": code,
+        "Email": message.body["to"][0],
+        "BouncedAt": at,
+        "Description": "sandbox bounce",
+        "Inactive": kind != "Transient",
+    }
 
 
 def _credentials(url: str) -> dict[str, str]:
@@ -194,8 +249,7 @@ def _credentials(url: str) -> dict[str, str]:
 
 
 def webhook_posts(signing: Signing, due: list[Pending]) -> list[Post]:
-    headers = {"Content-Type": "application/json",
-               **_credentials(signing.settings.webhook_url)}  # fmt: skip
+    headers = {"Content-Type": "application/json", **_credentials(signing.settings.webhook_url)}
     return [(json.dumps(_record(e, m)).encode(), headers) for e, m in due]
 
 
@@ -213,8 +267,12 @@ DIALECT = Dialect(
     lookup_path="/messages/outbound",
     lookup=search,
     hook=Hook(webhook_posts, RETRIES, final=FINAL),
-    refusals={"forbidden": _forbidden, "undocumented": _undocumented,
-              "from_not_signature": _from_not_signature, "not_found": _not_found},
+    refusals={
+        "forbidden": _forbidden,
+        "undocumented": _undocumented,
+        "from_not_signature": _from_not_signature,
+        "not_found": _not_found,
+    },
     template_path="/email/withTemplate",
     template_parse=parse_templated,
     missing_template=lambda _name: _error(422, 1101, "Template ID invalid or not found"),

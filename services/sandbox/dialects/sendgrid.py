@@ -37,15 +37,20 @@ from services.sandbox.webhooks import (
 )
 
 
-def _errors(status: int, message: str, field: str | None = None,
-            headers: dict[str, str] | None = None) -> web.Response:  # fmt: skip
+def _errors(
+    status: int, message: str, field: str | None = None, headers: dict[str, str] | None = None
+) -> web.Response:
     return json_response({"errors": [{"field": field, "message": message}]}, status, headers)
 
 
 async def _sender_not_verified(_request: web.Request) -> web.Response:
     """403 on .../how-to-use-the-sendgrid-v3-api/responses: no verified Sender Identity."""
-    return _errors(403, "The from address does not match a verified Sender Identity. Mail "
-                   "cannot be sent until this error is resolved.", "from")  # fmt: skip
+    return _errors(
+        403,
+        "The from address does not match a verified Sender Identity. Mail "
+        "cannot be sent until this error is resolved.",
+        "from",
+    )
 
 
 async def _undocumented(_request: web.Request) -> web.Response:
@@ -87,9 +92,14 @@ async def parse(request: web.Request, limit: int) -> Parsed:
         return _templated(body, to)
     if not body.get("subject") or not body.get("content"):
         return _errors(400, "The subject and content parameters are required.", "content")
-    return {"from": _sender(body["from"]), "to": to, "subject": body["subject"],
-            "text": _content(body, "text/plain"), "html": _content(body, "text/html"),
-            "tags": _operation(body)}  # fmt: skip
+    return {
+        "from": _sender(body["from"]),
+        "to": to,
+        "subject": body["subject"],
+        "text": _content(body, "text/plain"),
+        "html": _content(body, "text/html"),
+        "tags": _operation(body),
+    }
 
 
 def _sender(given: dict[str, Any]) -> str:
@@ -105,19 +115,32 @@ def _operation(body: dict[str, Any]) -> dict[str, Any]:
 def _templated(body: dict[str, Any], to: list[str]) -> Parsed:
     data = body["personalizations"][0].get("dynamic_template_data")
     if not isinstance(data, dict):
-        return _errors(400, "dynamic_template_data must be an object.",
-                       "personalizations.0.dynamic_template_data")  # fmt: skip
-    return {"from": _sender(body["from"]), "to": to, "subject": "", "text": "",
-            "html": "", "template": str(body["template_id"]), "template_data": data,
-            "tags": _operation(body)}  # fmt: skip
+        return _errors(
+            400,
+            "dynamic_template_data must be an object.",
+            "personalizations.0.dynamic_template_data",
+        )
+    return {
+        "from": _sender(body["from"]),
+        "to": to,
+        "subject": "",
+        "text": "",
+        "html": "",
+        "template": str(body["template_id"]),
+        "template_data": data,
+        "tags": _operation(body),
+    }
 
 
 def _limits(sandbox: Sandbox) -> dict[str, str]:
     """The refresh period's figures: in this mode the send bucket is a FixedWindow."""
     bucket = getattr(sandbox.send_bucket, "inner", sandbox.send_bucket)  # under a Blackout
     assert isinstance(bucket, FixedWindow), "state._send_bucket builds one for sendgrid"
-    return {"X-RateLimit-Limit": str(bucket.limit), "X-RateLimit-Remaining": str(bucket.remaining),
-            "X-RateLimit-Reset": str(bucket.reset)}  # fmt: skip
+    return {
+        "X-RateLimit-Limit": str(bucket.limit),
+        "X-RateLimit-Remaining": str(bucket.remaining),
+        "X-RateLimit-Reset": str(bucket.reset),
+    }
 
 
 def accepted(message: Message) -> web.Response:
@@ -134,8 +157,13 @@ def throttled(sandbox: Sandbox, wait: float) -> web.Response:
 # the top level of each), .../getting-started-event-webhook-security-features (ECDSA P-256
 # over timestamp + body, base64 in X-Twilio-Email-Event-Webhook-Signature) and
 # api-reference/webhooks/get-signed-event-webhooks-public-key (the public key, base64 DER).
-EVENT_NAMES = {ACCEPTED: "processed", "delivered": "delivered", "bounced": "bounce",
-               "complained": "spamreport", "deferred": "deferred"}  # fmt: skip
+EVENT_NAMES = {
+    ACCEPTED: "processed",
+    "delivered": "delivered",
+    "bounced": "bounce",
+    "complained": "spamreport",
+    "deferred": "deferred",
+}
 
 
 # twilio.com/docs/sendgrid/for-developers/tracking-events/troubleshooting: any answer but a 2xx
@@ -148,11 +176,14 @@ RETRIES = exponential(60.0, 24 * 3600.0)
 
 def _event(event: Event, message: Message) -> dict[str, Any]:
     row: dict[str, Any] = {
-        "email": message.body["to"][0], "timestamp": int(event.occurred_at),
-        "event": EVENT_NAMES[event.type], "smtp-id": f"<{message.id}@sandbox.sendgrid.test>",
-        "sg_event_id": event.event_id, "sg_message_id": f"{message.id}.sandbox-filter-0",
+        "email": message.body["to"][0],
+        "timestamp": int(event.occurred_at),
+        "event": EVENT_NAMES[event.type],
+        "smtp-id": f"<{message.id}@sandbox.sendgrid.test>",
+        "sg_event_id": event.event_id,
+        "sg_message_id": f"{message.id}.sandbox-filter-0",
         "operation_id": message.operation_id,
-    }  # fmt: skip
+    }
     if event.type == "bounced":
         row.update(type="bounce", reason="550 5.1.1 unknown user", status="5.1.1")
     elif event.type == "deferred":
@@ -166,10 +197,16 @@ def webhook_posts(signing: Signing, due: list[Pending]) -> list[Post]:
         body = orjson.dumps([_event(e, m) for e, m in due[start : start + MAX_BATCH]])
         stamp = str(int(time.time()))
         signature = signing.ecdsa.sign(stamp.encode() + body, ec.ECDSA(hashes.SHA256()))
-        posts.append((body, {"Content-Type": "application/json",
-                             "X-Twilio-Email-Event-Webhook-Signature":
-                                 base64.b64encode(signature).decode(),
-                             "X-Twilio-Email-Event-Webhook-Timestamp": stamp}))  # fmt: skip
+        posts.append(
+            (
+                body,
+                {
+                    "Content-Type": "application/json",
+                    "X-Twilio-Email-Event-Webhook-Signature": base64.b64encode(signature).decode(),
+                    "X-Twilio-Email-Event-Webhook-Timestamp": stamp,
+                },
+            )
+        )
     return posts
 
 
@@ -182,8 +219,9 @@ async def public_key(request: web.Request) -> web.Response:
         .signing.ecdsa.public_key()
         .public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
     )
-    return json_response({"id": request.match_info["id"],
-                          "public_key": base64.b64encode(der).decode()})  # fmt: skip
+    return json_response(
+        {"id": request.match_info["id"], "public_key": base64.b64encode(der).decode()}
+    )
 
 
 DIALECT = Dialect(
