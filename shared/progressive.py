@@ -107,7 +107,7 @@ class Plan:
 
     def line(self, text: str) -> Plan:
         """The plan with one more step line (the newest last, the oldest dropped)."""
-        stamp = time.strftime("%H:%M:%SZ", time.gmtime(clock.now_ms() / 1000))
+        stamp = time.strftime("%H:%M:%SZ", time.gmtime(clock.to_seconds(clock.now_ms())))
         return replace(self, log=[*self.log, f"{stamp} {text}"][-LOG_KEPT:])
 
     def record(self) -> dict[str, Any]:

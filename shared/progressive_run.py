@@ -17,6 +17,7 @@ import logging
 from dataclasses import replace
 
 from shared import actions, clock, codec, control, metrics, progressive, switch
+from shared.clock import to_seconds
 from shared.keys import CONTROL, PROGRESSIVE_LEASE
 from shared.logging import event
 from shared.progressive import Phase, Plan
@@ -104,7 +105,7 @@ class Driver:
                 return await self._abort(
                     plan,
                     f"step {plan.step + 1}: still in flight after "
-                    f"{plan.limits.settle_ms // 1000} s: {busy}",
+                    f"{int(to_seconds(plan.limits.settle_ms))} s: {busy}",
                 )
             return plan
         moved = [*plan.moved, *plan.batch]
@@ -114,7 +115,7 @@ class Driver:
             plan,
             f"step {plan.step + 1}: partitions {_list(moved)} send "
             f"through {plan.to}; watching for "
-            f"{plan.limits.window_ms / 1000:g} s",
+            f"{to_seconds(plan.limits.window_ms):g} s",
         )
 
     async def _remember_before(self, plan: Plan, moved: list[int]) -> None:
@@ -139,8 +140,8 @@ class Driver:
             return await self._abort(
                 plan,
                 f"an operation of partitions {_list(plan.moved)} "
-                f"waited {age // 1000} s (over "
-                f"{limits.abort_age_ms // 1000} s)",
+                f"waited {int(to_seconds(age))} s (over "
+                f"{int(to_seconds(limits.abort_age_ms))} s)",
             )
         if now - watch.started_at < limits.window_ms:
             return plan
@@ -148,7 +149,9 @@ class Driver:
 
     async def _judge(self, plan: Plan, watch: StepWatch, age_ms: int) -> Plan:
         throttled, accepted = await watch.throttled(self.client), watch.accepted
-        figures = f"accepted {accepted}, 429s {throttled}, oldest eligible {age_ms // 1000} s"
+        figures = (
+            f"accepted {accepted}, 429s {throttled}, oldest eligible {int(to_seconds(age_ms))} s"
+        )
         window = plan.limits.window_ms
         if throttled > plan.limits.max_throttled_share * (accepted + throttled):
             return await self._abort(plan, f"step {plan.step + 1} does not hold: {figures}")
@@ -157,7 +160,7 @@ class Driver:
             return await self._abort(
                 plan,
                 f"step {plan.step + 1}: {plan.to} accepted nothing "
-                f"in {window / 1000:g} s while {waiting} waited ({figures})",
+                f"in {to_seconds(window):g} s while {waiting} waited ({figures})",
             )
         plan = await self.note(plan, f"step {plan.step + 1} holds: {figures}", plan.moved)
         if len(plan.moved) == len(plan.order):

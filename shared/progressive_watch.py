@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from shared import operation_views
+from shared.clock import to_ms
 from shared.keys import PartitionKeys, provider_pacing
 from shared.model import State
 from shared.redis import RedisClient
@@ -71,7 +72,7 @@ async def oldest_ages_ms(client: RedisClient, partitions: int, now_ms: int) -> d
     """Each partition's oldest eligible operation's age (ms), 0 where it has none: the
     same reading as on-call's views (shared.operation_views)."""
     rows = await operation_views.oldest_per_partition(client, partitions, 1, now_ms)
-    return {p: int(row["age_seconds"] * 1000) if row else 0 for p, row in enumerate(rows)}
+    return {p: to_ms(row["age_seconds"]) if row else 0 for p, row in enumerate(rows)}
 
 
 @dataclass(slots=True)

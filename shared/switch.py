@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from shared import clock, codec, control
+from shared.clock import to_seconds
 from shared.keys import CONTROL
 from shared.redis import RedisClient
 from shared.status import in_flight
@@ -121,7 +122,7 @@ async def settle(client: RedisClient, plan: Plan, wait_seconds: float) -> dict[i
             return {}
         if time.monotonic() > deadline:
             return busy or dict.fromkeys(plan.targets, 0)
-        await asyncio.sleep(max(0.2, min(wait_ms / 1000, 0.5)))
+        await asyncio.sleep(max(0.2, min(to_seconds(wait_ms), 0.5)))
 
 
 async def finish(client: RedisClient, plan: Plan, configured: list[str]) -> None:

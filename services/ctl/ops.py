@@ -20,6 +20,7 @@ from services.ctl.output import print_view as _print
 from services.ctl.stack import StackError, use_local_stack, with_redis
 from shared import actions, clock, control, operation_views
 from shared.archive import ArchiveUnavailable, Evidence, maybe_pool
+from shared.clock import to_seconds
 from shared.preflight.store import Checked
 from shared.redis import RedisClient
 from shared.settings import (
@@ -62,7 +63,7 @@ NONE = "—"  # one mark for "nothing here" in every human-readable column
 def _when(ms: int | None) -> str:
     if not ms:
         return NONE
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ms / 1000))
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(to_seconds(ms)))
 
 
 def _field(name: str, value: Any) -> str:

@@ -16,6 +16,7 @@ import sys
 from typing import Any
 
 from shared import actions, control, progressive
+from shared.clock import to_seconds
 from shared.progressive import Limits, Phase, Plan
 from shared.progressive_run import Driver
 from shared.redis import RedisClient
@@ -68,7 +69,7 @@ async def start(
         return 1
     print(
         f"progressive switch to {args.to} asked: partitions {plan.order[0]} first, then "
-        f"{plan.limits.growth:g}x more each {plan.limits.window_ms / 1000:g} s window"
+        f"{plan.limits.growth:g}x more each {to_seconds(plan.limits.window_ms):g} s window"
     )
     if args.detach:
         print(

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 from shared import actions, clock, control, progressive
 from shared.admit import horizon
+from shared.clock import to_seconds
 from shared.logging import event
 from shared.loops import named_loop
 from shared.preflight import Check, failing, store
@@ -146,8 +147,8 @@ class Policy:
             provider,
             "stalled",
             f"{provider} accepted nothing for partition "
-            f"{first} in {(now - self.last_accepted[first]) // 1000} s while its "
-            f"oldest eligible operation waited {ages[first] // 1000} s",
+            f"{first} in {int(to_seconds(now - self.last_accepted[first]))} s while its "
+            f"oldest eligible operation waited {int(to_seconds(ages[first]))} s",
             first,
         )
 

@@ -11,6 +11,8 @@ from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
 
+from shared.clock import to_seconds
+
 _TEMPLATES = Path(__file__).parent / "templates"
 
 
@@ -65,8 +67,8 @@ def when(ms: int | None) -> Markup:
     """A time as UTC text in a <time> element; '-' when there is none."""
     if not ms:
         return Markup("-")
-    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ms / 1000))
-    iso = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ms / 1000))
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(to_seconds(ms)))
+    iso = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(to_seconds(ms)))
     return Markup(f'<time datetime="{iso}">{stamp} UTC</time>')
 
 
@@ -87,6 +89,6 @@ def relative(ms: int | None, now_ms: int) -> Markup:
     """A time and how far from now it is: "… (in 12 s)" / "… (3 min 2 s ago)"."""
     if not ms:
         return Markup("-")
-    delta = (ms - now_ms) / 1000
+    delta = to_seconds(ms - now_ms)
     words = f"in {seconds(delta)}" if delta >= 0 else f"{seconds(-delta)} ago"
     return Markup(f"{when(ms)} ({escape(words)})")
