@@ -50,11 +50,11 @@ BENCHES = (
     Bench("storm-ceiling-1.5", "storm, pacing ceiling 1.5 x the provider's rate",
           f"{STORM} ceiling-1.5", readme=True),
     Bench("storm-ceiling-1.0", "storm, ceiling at the provider's rate",
-          f"{STORM} ceiling-1.0", readme=True),
+          f"{STORM} ceiling-1.0"),
     Bench("storm-restart", "storm, each sender restarted mid-run",
           f"{STORM} restart", readme=True),
     Bench("storm-slow-1", "a new SES account's quota: 1 send/s, burst 1",
-          f"{STORM} slow-1 -n 120", readme=True),
+          f"{STORM} slow-1 -n 120"),
     Bench("storm-slow-0.2", "0.2 sends/s, burst 1", f"{STORM} slow-0.2 -n 30"),
     Bench("storm-incident-90", "429s stating no wait for 90 s, then 20 sends/s",
           f"{STORM} incident -n 400 --outage 90", readme=True),
@@ -119,8 +119,8 @@ def table(results: dict[str, dict[str, object]], readme: bool) -> str:
         else:
             pairs = result["figures"]
             assert isinstance(pairs, dict)
-            shown = "; ".join(  # the README's: the first three, the headline's first
-                f"{label}: {value}" for label, value in list(pairs.items())[: 3 if readme else None]
+            shown = "; ".join(  # the README's: the first two, the headline's first
+                f"{label}: {value}" for label, value in list(pairs.items())[: 2 if readme else None]
             )
             ran = f"{result['ran']} ({result['load']}, {result['commit']})"
         if readme and result is not None:
