@@ -1,4 +1,4 @@
-"""The event tables in docs/providers.md say exactly what the code's tables do."""
+"""The event tables in docs/delivery-events.md say exactly what the code's tables do."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from services.poller.inbound import mailgun, postmark, sendgrid, ses
 from services.poller.inbound.events import Acceptance, Meaning
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "providers.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "delivery-events.md"
 HEADINGS = {
     sendgrid: "#### SendGrid",
     mailgun: "#### Mailgun",

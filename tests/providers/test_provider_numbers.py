@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import random
 import time
+from datetime import UTC, datetime
 
 import aiohttp
 import orjson
@@ -51,7 +52,7 @@ async def test_a_hostile_ratelimit_reset_is_a_throttle_the_sender_can_finalise(
     now = int(time.time() * 1000)
     seen = pacing.observe(result, now, now, floor=0.1, no_advice_ms=200)
     assert now <= seen.blocked_until <= now + MAX_RESET_SECONDS * 1000 + 1000
-    advice = parse(result.retry_after, pacing.datetime.now(pacing.UTC), result.server_date)
+    advice = parse(result.retry_after, datetime.now(UTC), result.server_date)
     final = decide(
         Outcome.THROTTLED,
         429,
