@@ -86,12 +86,15 @@ class Tracer:
         kind: SpanKind = SpanKind.INTERNAL,
         attributes: Attributes = None,
         links: Sequence[trace.Link] | None = None,
+        start_ms: int = 0,
     ) -> AbstractContextManager[trace.Span]:
+        """``start_ms``: when the work began, if before now (a job claimed, then paced)."""
         if not _installed:
             return _NOT_RECORDED
         if self._tracer is None:
             self._tracer = trace.get_tracer(self.name)
-        return self._tracer.start_as_current_span(name, context, kind, attributes, links)
+        start = start_ms * 1_000_000 if start_ms else None
+        return self._tracer.start_as_current_span(name, context, kind, attributes, links, start)
 
 
 _NOT_RECORDED = nullcontext(trace.INVALID_SPAN)  # reusable: nullcontext keeps no state

@@ -105,7 +105,9 @@ class AttemptRunner:
                 tracing.PARTITION: job.partition,
                 tracing.PROVIDER: self.name,
             },
+            start_ms=job.claimed_ms,
         ):
+            traced.claimed(job)
             return await self._run(job, slot_ms, quota_at)
 
     async def _run(self, job: Job, slot_ms: float, quota_at: int) -> Pinned | None:

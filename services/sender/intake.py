@@ -172,11 +172,11 @@ class Intake:
                 taken = await self.streams[partition].claim(lease_ms, places)
                 for entry in taken.entries:
                     claimed += 1
-                    await self._enqueue(partition, entry)
+                    await self._enqueue(partition, entry, taken_over=True)
         finally:
             await self.capacity.release(places - claimed)
 
-    async def _enqueue(self, partition: int, entry: Entry) -> None:
+    async def _enqueue(self, partition: int, entry: Entry, taken_over: bool = False) -> None:
         """Queue a job; an entry that names no operation of this partition is dropped."""
         fields, _ = entry.fields(JOB_FIELDS)  # a job field that is not UTF-8 reads as ""
         operation_id = fields.get(JOB_FIELD, "")
@@ -187,8 +187,10 @@ class Intake:
         if valid:
             # A traceparent only admission adds (shared.keys.TRACE_FIELD); read leniently,
             # a malformed one only starts a trace of the attempt's own.
-            job = Job(partition, entry.entry_id, operation_id, fields.get(TRACE_FIELD, ""))
-            self.taken[job] = clock.now_ms()
+            now = clock.now_ms()
+            trace = fields.get(TRACE_FIELD, "")
+            job = Job(partition, entry.entry_id, operation_id, trace, now, taken_over)
+            self.taken[job] = now
             self._queue.put_nowait(job)
             return
         await self.capacity.release(1)

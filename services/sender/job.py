@@ -11,3 +11,5 @@ class Job:
     entry_id: str
     operation_id: str
     traceparent: str = field(default="", compare=False)  # the admission's, on a first attempt
+    claimed_ms: int = field(default=0, compare=False)  # when the intake took it off the stream
+    taken_over: bool = field(default=False, compare=False)  # from a consumer gone quiet

@@ -15,6 +15,7 @@ from __future__ import annotations
 from opentelemetry.context import Context
 from opentelemetry.trace import Link, Span, get_current_span
 
+from services.sender.job import Job
 from shared import tracing
 from shared.keys import TRACE_FIELD, PartitionKeys
 from shared.logging import cut, scrub
@@ -26,6 +27,7 @@ STATUS = "http.response.status_code"
 OUTCOME = "resetgate.outcome"
 RETRY_AFTER = "resetgate.retry_after"
 NEXT_STATE = "resetgate.next_state"
+TAKEN_OVER = "resetgate.taken_over"
 _RETRY_AFTER_CHARS = 64  # seconds or an HTTP date; anything longer is not one
 
 
@@ -40,6 +42,14 @@ async def origin(
         return tracing.continued({TRACE_FIELD: traceparent}), []
     stored = await client.hget(PartitionKeys.of(operation_id).operation(operation_id), TRACE_FIELD)
     return None, tracing.links(str(stored or ""))
+
+
+def claimed(job: Job) -> None:
+    """The job's claim off its stream (read, or taken over from a consumer gone quiet) up to
+    its attempt: the wait for a worker, a pacing slot and the daily quota."""
+    if job.claimed_ms:
+        with TRACER.start_as_current_span("claim", start_ms=job.claimed_ms) as span:
+            span.set_attribute(TAKEN_OVER, job.taken_over)
 
 
 def answered(span: Span, result: SendResult) -> None:

@@ -22,7 +22,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span as SpanProto
 from redis.asyncio import Redis
 
 from services.poller.traced import EVENT_TYPE, EVENTS
-from services.sender.traced import OUTCOME, STATUS
+from services.sender.traced import OUTCOME, STATUS, TAKEN_OVER
 from shared import tracing
 from shared.directory import Account, RedisDirectory
 from shared.keys import CONTACT_FORMS, TRACE_FIELD, PartitionKeys, partition_of
@@ -134,6 +134,9 @@ async def test_one_reset_is_one_trace_and_its_retry_a_linked_one(stack: Traced) 
     # The first attempt is the admission's child, and the sandbox throttled it.
     assert len(first) == 1 and first[0].parent_span_id == script.span_id
     assert first[0].attributes[tracing.PROVIDER] and tracing.PARTITION in first[0].attributes
+    # Its claim off the send stream (read, not taken over from a quiet consumer) is its child.
+    (claim,) = [s for s in where(spans, "claim") if s.parent_span_id == first[0].span_id]
+    assert claim.attributes[TAKEN_OVER] is False
     (throttled,) = [
         s for s in where(spans, "provider call") if s.parent_span_id == first[0].span_id
     ]
