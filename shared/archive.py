@@ -59,10 +59,6 @@ async def open_pool(settings: ArchiveSettings) -> AsyncIterator[asyncpg.Pool]:
         await pool.close()
 
 
-def to_time(ms: int) -> datetime:
-    return to_datetime(ms)
-
-
 def to_ms(at: datetime) -> int:
     return round(at.timestamp() * 1000)
 
@@ -143,7 +139,7 @@ async def account_history(
     """(operation id, hash) of the account's archived operations created at or after
     ``since_ms``, newest first (ids sort by creation: ``op-<p>-<ulid>``)."""
     try:
-        rows = await pool.fetch(_HISTORY, account_id, to_time(since_ms), limit)
+        rows = await pool.fetch(_HISTORY, account_id, to_datetime(since_ms), limit)
     except ARCHIVE_ERRORS as error:
         raise ArchiveUnavailable(type(error).__name__) from error
     return [(r["operation_id"], codec.loads(r["hash"])) for r in rows]

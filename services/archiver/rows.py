@@ -11,7 +11,7 @@ from typing import Any
 import asyncpg
 
 from shared import codec
-from shared.archive import to_time
+from shared.clock import to_datetime
 from shared.ids import operation_created_ms
 from shared.model import Delivery
 
@@ -31,13 +31,13 @@ class Batch:
 
     def add(self, operation_id: str, raw: dict[str, str], ledger: list[str]) -> None:
         """One settled operation: its hash and ledger exactly as Redis held them."""
-        at = to_time(int(raw["settled_at"]))
+        at = to_datetime(int(raw["settled_at"]))
         self.operations.append(
             (
                 at,
                 operation_id,
                 raw["account_id"],
-                to_time(operation_created_ms(operation_id)),
+                to_datetime(operation_created_ms(operation_id)),
                 raw["state"],
                 raw.get("provider", ""),
                 raw.get("provider_message_id", ""),

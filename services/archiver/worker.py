@@ -16,7 +16,8 @@ from services.archiver import related, rows
 from services.archiver.settings import ArchiverSettings
 from shared import archive_schema as schema
 from shared import clock, metrics
-from shared.archive import ARCHIVE_ERRORS, to_time
+from shared.archive import ARCHIVE_ERRORS
+from shared.clock import to_datetime
 from shared.consumer import Entry, StreamConsumer
 from shared.ids import operation_created_ms
 from shared.keys import ARCHIVE_GROUP, JOB_FIELD, PartitionKeys
@@ -193,7 +194,7 @@ class Archiver:
     ) -> None:
         if not found:
             return
-        settled = {op: to_time(int(raw["settled_at"])) for op, (raw, _) in found.items()}
+        settled = {op: to_datetime(int(raw["settled_at"])) for op, (raw, _) in found.items()}
         since = min(operation_created_ms(op) for op in found)
         for table, reader in (
             ("operator_actions", related.operator_actions),
