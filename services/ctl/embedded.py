@@ -47,14 +47,21 @@ def bindable(port: int) -> bool:
     return True
 
 
+# Where blocks of ports for a whole `resetgate up` stack (its fixed offsets) are drawn in
+# tests and benchmarks: below the ephemeral range and above every port free_port draws.
+STACK_PORTS = range(30000, 32768)
+
+
 def free_port(*, cluster_bus: bool = False) -> int:
     """A free loopback port; with ``cluster_bus``, port + 10000 is free too.
 
     Drawn from below Linux's ephemeral range (32768 and up), which outgoing connections take
     their local ports from: a port picked there can be taken by a client socket before the
-    server meant for it binds (seen under parallel test workers)."""
+    server meant for it binds (seen under parallel test workers). Kept below
+    ``STACK_PORTS`` too, cluster bus included: blocks of `resetgate up`'s fixed offsets are
+    drawn there, so a single port drawn here never lands inside one."""
     for _ in range(200):
-        port = random.randint(10000, 22767)
+        port = random.randint(10000, STACK_PORTS.start - 10001)
         if bindable(port) and (not cluster_bus or bindable(port + 10000)):
             return port
     raise RuntimeError("no free loopback port found")

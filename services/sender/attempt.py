@@ -166,7 +166,7 @@ class AttemptRunner:
     async def _send(self, job: Job, begun: Begun) -> _Sent:
         """The provider call, or the finalisation decided without one (nothing to send)."""
         now = clock.now_ms()
-        ready = await self.messages.prepare(job.operation_id, job.partition, begun, now)
+        ready = await self.messages.prepare(job.operation_id, job.partition, begun)
         if not isinstance(ready, Ready):
             return _Sent(self.decisions.unsent(ready, begun, now))
         message = ready.composed.message

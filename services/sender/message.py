@@ -51,9 +51,7 @@ class Messages:
         self.mailer = mailer
         self.hosted = hosted
 
-    async def prepare(
-        self, operation_id: str, partition: int, begun: Begun, now: int
-    ) -> Ready | Unsent:
+    async def prepare(self, operation_id: str, partition: int, begun: Begun) -> Ready | Unsent:
         if begun.token_kid and begun.token_kid not in self.keys.secrets:
             return await self._key_missing(operation_id, partition, begun.token_kid)
         found = await self._account(begun)
@@ -66,7 +64,7 @@ class Messages:
                 operation_id=operation_id,
                 token=token,
                 expires_at_ms=begun.token_expires_at,
-                now_ms=now,
+                now_ms=begun.body_at,
                 hosted=self.hosted,
             )
         except TemplateError as error:

@@ -33,6 +33,9 @@ class Begun:
     horizon_at: int = 0
     detail: str = ""
     token_expires_at: int = 0  # what the link's expiry tells the player
+    # The time the email is composed as of: this attempt's start, or that of an earlier
+    # attempt that may have reached the provider (a same-key replay must be the same email).
+    body_at: int = 0
 
 
 @dataclass(slots=True, kw_only=True)
@@ -55,7 +58,14 @@ class BeginAttempt(Request[Begun]):
         code = BeginCode(raw[0])
         if code is BeginCode.BEGIN:
             return Begun(
-                code, int(raw[1]), raw[2], raw[3], raw[4], int(raw[5]), token_expires_at=int(raw[6])
+                code,
+                int(raw[1]),
+                raw[2],
+                raw[3],
+                raw[4],
+                int(raw[5]),
+                token_expires_at=int(raw[6]),
+                body_at=int(raw[7]),
             )
         return Begun(code, detail=str(raw[1]) if len(raw) > 1 else "")
 

@@ -24,7 +24,8 @@
 --
 -- Returns {code, detail...}:
 --   {"begin", attempts, account_id, token_kid, template_revision, horizon_at,
---    token_expires_at} - go and send
+--    token_expires_at, body_at} - go and send; body_at: the time the email is composed
+--                       as of (its "expires in N minutes"), see finalise_attempt
 --   {"busy"}            - another worker holds a live lease; leave the entry pending
 --   {"skip", state}     - nothing to send (duplicate delivery, stale job); entry acked
 --   {"ambiguous"}       - the previous holder's lease ran out mid-attempt; entry acked
@@ -55,7 +56,7 @@ end
 
 local f = redis.call("HMGET", operation, "state", "lease_until", "token_expires_at", "attempts",
   "horizon_at", "account_id", "token_kid", "template_revision", "token_consumed_at", "pinned",
-  "pinned_for")
+  "pinned_for", "body_at")
 local state = f[1]
 if not state then ack() return {"missing"} end
 
@@ -69,6 +70,8 @@ if state == "attempting" then
       row[LEDGER.outcome] = "ambiguous"; row[LEDGER.ended_at] = now
       row[LEDGER.reason] = "lease_expired"
       redis.call("LSET", ledger, -1, ledger_encode(row))
+      -- The request may be at the provider: a replay under its key must be the same email.
+      redis.call("HSETNX", operation, "body_at", row[LEDGER.started_at])
     end
   end
   redis.call("HSET", operation, "state", "ambiguous", "reason", "lease_expired",
@@ -103,4 +106,4 @@ if provider ~= "" then
 end
 if f[11] == "replay" then redis.call("HDEL", operation, "pinned", "pinned_for") end
 redis.call("RPUSH", ledger, ledger_encode(row))
-return {"begin", attempts, f[6], f[7], f[8] or "", f[5], f[3]}
+return {"begin", attempts, f[6], f[7], f[8] or "", f[5], f[3], f[12] or now}

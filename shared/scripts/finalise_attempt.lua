@@ -55,6 +55,12 @@ if last then
     row[LEDGER.retry_after_source] = retry_after_source
     row[LEDGER.template] = template_revision
     redis.call("LSET", ledger, -1, ledger_encode(row))
+    -- An attempt that may have reached the provider (no answer, or a 5xx) is replayed under
+    -- the same idempotency key, and a provider may refuse a key reused with another body:
+    -- every later attempt composes the email as of this one's start (begin_attempt).
+    if (outcome == "transient" or outcome == "ambiguous") and not refund then
+      redis.call("HSETNX", operation, "body_at", row[LEDGER.started_at])
+    end
   end
 end
 

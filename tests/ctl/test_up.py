@@ -8,6 +8,7 @@ import argparse
 import asyncio
 import json
 import os
+import random
 import re
 import signal
 import socket
@@ -22,17 +23,23 @@ import pytest
 
 from services.ctl import ports, stack, up
 from services.ctl.banner import DEMO_ACCOUNTS
-from services.ctl.embedded import bindable, free_port
+from services.ctl.embedded import STACK_PORTS, bindable
 
 
 def free_stack_port() -> int:
-    """A port for `resetgate up --port`: that one, the next four and + 10 all free."""
-    for _ in range(100):
-        port = free_port()
-        widest = ports.plan_ports(port, "postmark", ["a", "b"], prometheus=True)  # every port
-        if all(bindable(p) for p in [*widest.values(), port + ports.SANDBOX_OFFSET]):
+    """A port for `resetgate up --port` with every fixed offset from it free (the archive's
+    and each sandbox's included). Blocks are drawn from ``STACK_PORTS``, where no single
+    port is drawn, and each xdist worker has blocks of its own: a port found free here is
+    not taken by another test's server before this stack binds it."""
+    span = max(*ports.PORT_OFFSETS.values(), ports.SANDBOX_OFFSET + ports.MAX_PROVIDERS) + 1
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw"))
+    blocks = list(range(STACK_PORTS.start, STACK_PORTS.stop - span, span))[worker::workers]
+    random.shuffle(blocks)
+    for port in blocks:
+        if all(bindable(port + offset) for offset in range(span)):
             return port
-    raise AssertionError("no free block of ports")
+    raise AssertionError(f"no free block of {span} ports for worker {worker}")
 
 
 def child_env(**extra: str) -> dict[str, str]:
