@@ -136,7 +136,8 @@ def _replay(sandbox: Sandbox, earlier: Message, body: JsonDict) -> web.Response:
     if earlier.fingerprint != fingerprint(body):
         # The same key with a different email: a client bug worth seeing (e.g. a new token).
         sandbox.stats.count("mismatch")
-        log("sandbox.idempotency.mismatch", logging.WARNING, message_id=earlier.id)
+        differ = sorted(k for k in {*earlier.body, *body} if earlier.body.get(k) != body.get(k))
+        log("sandbox.idempotency.mismatch", logging.WARNING, message_id=earlier.id, fields=differ)
     return web.Response(
         body=earlier.response,
         status=sandbox.settings.accepted_status,

@@ -47,11 +47,15 @@ def check(verdict: run.Verdict, appendfsync: str) -> None:
     emails = verdict.emails
     assert emails["duplicate_sends"] == 0, emails["operations_sent_twice"]
     assert emails["max_emails_per_operation"] <= 1, emails["operations_sent_twice"]
-    assert emails["idempotency_body_mismatches"] == 0
     assert verdict.report["acknowledged"]["gave_up"] == 0
     if appendfsync == "always":
         assert verdict.lost.total == 0, verdict.report["acknowledged_then_lost"]
         assert emails["emails_for_forgotten_operations"] == 0
+        # Under everysec a host crash can roll back an attempt's begin with everything it
+        # recorded: the resend under the same key is composed anew and its "expires in N
+        # minutes" may differ (the provider answers with the email it kept; printed in the
+        # report, not asserted). Nothing rolls back under always: every replay is the same.
+        assert emails["idempotency_body_mismatches"] == 0
 
 
 @pytest.mark.timeout(420)
