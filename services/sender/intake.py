@@ -123,16 +123,26 @@ class Intake:
                 self.readers_done.set()
 
     def _reader(self, partition: int, stop: asyncio.Event) -> Step:
+        busy = False  # the last read found work, and perhaps left some: read a batch at once
+
         async def step() -> float:
+            nonlocal busy
             if not self._readable(partition):
                 return 0.5
+            if busy:
+                # A batch as soon as the low-water mark is free: one round trip for it,
+                # not one per place (every reader woken would take one place each).
+                places = await self.capacity.reserve(self.settings.read_batch, stop)
+                got = await self._read(partition, places, block=None)
+                busy = bool(got) and got == places
+                return 0
             # Wait on an idle stream with one place reserved; read the rest of a batch only once
             # it has work, so idle partitions never take the places busy ones need.
             first = await self.capacity.reserve(1, stop)
             got = await self._read(partition, first, block=READ_BLOCK_MS) if first else 0
             if got == first and got:
                 more = self.capacity.reserve_now(self.settings.read_batch - 1)
-                await self._read(partition, more, block=None)
+                busy = await self._read(partition, more, block=None) == more
             return 0
 
         return step

@@ -45,8 +45,10 @@ class Sender:
         self._serving: dict[int, str] = {}  # partition -> provider, as last exported
         self.unserved = Unserved(settings.partitions)
         self._gauge_ticks = 0  # control refreshes so far (partition gauges every GAUGE_TICKS)
-        # partition -> its jobs' waits for a send slot, ended when the partition is paused
-        self._slot_waits: dict[int, set[asyncio.Future[float | None]]] = {}
+        # partition -> the workers waiting for a send slot for one of its jobs; a pause of
+        # the partition cancels their waits (and only those: see _slot)
+        self._slot_waits: dict[int, set[asyncio.Task[Any]]] = {}
+        self._waits_ended: set[asyncio.Task[Any]] = set()
 
     # -- control -------------------------------------------------------------------------
     def runner_for(self, partition: int) -> AttemptRunner | None:
@@ -169,22 +171,29 @@ class Sender:
         """A send slot; None at shutdown, or once the job's partition is paused while it
         waits (``refresh_control`` ends the wait): a throttled provider's next slot may be
         minutes away, and a switch of the partition waits until nothing of it is in flight."""
-        waiting = asyncio.ensure_future(runner.pacer.acquire(stop))
-        self._slot_waits.setdefault(job.partition, set()).add(waiting)
+        # The wait runs in this worker's task, not a task of its own (one per email): a
+        # pause cancels this task while it is in the wait, and only there (it leaves the
+        # set before any other await), and the cancel is taken back here.
+        worker = asyncio.current_task()
+        assert worker is not None
+        waits = self._slot_waits.setdefault(job.partition, set())
+        waits.add(worker)
         try:
-            return await waiting
+            return await runner.pacer.acquire(stop)
         except asyncio.CancelledError:
-            current = asyncio.current_task()
-            if current is not None and current.cancelling():
+            if worker not in self._waits_ended or worker.uncancel():
                 raise  # this worker is being cancelled, not only its wait
             return None
         finally:
-            self._slot_waits[job.partition].discard(waiting)
+            waits.discard(worker)
+            self._waits_ended.discard(worker)
 
     def _end_paused_waits(self) -> None:
         for partition in self.state.paused:
-            for waiting in self._slot_waits.get(partition, ()):
-                waiting.cancel()
+            for worker in self._slot_waits.get(partition, ()):
+                if worker not in self._waits_ended:  # one cancel per wait, taken back once
+                    self._waits_ended.add(worker)
+                    worker.cancel()
 
     # -- scheduling and gauges -------------------------------------------------------------
     async def promote_step(self) -> float:

@@ -32,6 +32,7 @@ DEFAULTS = Path(__file__).parent / "defaults"
 PARTS = ("subject.txt", "body.txt", "body.html")
 BRANDS = "brands"
 _NAME = re.compile(r"^[a-z0-9_-]{1,32}$")
+_CHOSEN_MAX = 4096  # players' (brand, locale tag) pairs remembered
 
 
 class TemplateError(ValueError):
@@ -82,6 +83,8 @@ class Templates:
             )
         self._revisions: dict[Choice, str] = {}
         self._compiled: dict[tuple[Choice, str], jinja2.Template] = {}
+        # (brand, locale tag) -> the choice: the files never change, so neither does it
+        self._chosen: dict[tuple[str, str], Choice] = {}
 
     def _loader(self, brand: str) -> jinja2.BaseLoader:
         base = jinja2.FileSystemLoader(self.root)
@@ -112,6 +115,14 @@ class Templates:
 
     def choose(self, brand: str, locale_tag: str) -> Choice:
         """The templates a player of ``brand`` with ``locale_tag`` gets (both fall back)."""
+        found = self._chosen.get((brand, locale_tag))
+        if found is None:
+            if len(self._chosen) >= _CHOSEN_MAX:  # tags come from the directory: bounded
+                self._chosen.clear()
+            found = self._chosen[brand, locale_tag] = self._choose(brand, locale_tag)
+        return found
+
+    def _choose(self, brand: str, locale_tag: str) -> Choice:
         brand = brand if brand in self._envs else ""
         locale = locales.negotiate(locale_tag, self._locales[brand], self.default_locale)
         return Choice(brand, locale)
