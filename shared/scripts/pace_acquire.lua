@@ -29,7 +29,8 @@
 --   blocked_until (ms); hint, hint_until (ms): a cap from X-RateLimit-Remaining / -Reset;
 --   good: the settled rate; since (ms), accepted, refused: sends accepted and refused
 --   since the last cut (pace_feedback measures the provider's rate from them); peak: the
---   rate the last cut left after a calm spell (0: none to return to)
+--   rate a cut after a calm spell returns to (0: none); calm_at (ms), calm_accepted: when
+--   the rate settled after the last cut (recover_ms after it) and `accepted` then
 -- arg now: ms
 -- arg ceiling: sends/s
 -- arg burst: slots
@@ -77,8 +78,8 @@ if cut > 0 and recover_ms > 0 and since_cut * 1000 >= recover_ms and not f[11] t
 end
 local scale = math.min(1, math.max(good, base) / slot_rate)
 local rate = base * (1 + climb(since_cut * scale))
--- After a cut near the provider's rate that followed a calm spell (`peak`: the rate cut
--- from), back to it within recover_ms, fast at first and flat as it nears it (as TCP's
+-- After a cut near the provider's rate that followed a calm spell (`peak`: what the
+-- provider took, at most the rate cut from), back to it within recover_ms, fast at first and flat as it nears it (as TCP's
 -- CUBIC does), then the climb and probe beyond it. Not below slot_rate: a provider at
 -- 1/s with a burst of 1 refuses every send above its rate, and there the climb stays per
 -- slot.

@@ -45,7 +45,8 @@
 -- arg outage_share: the longest gap between probes, as a share of the time refused
 -- arg probe_gap_ms: probes never closer than this while the outage bound applies
 -- arg recover_ms: a cut near the provider's rate at least this long after the last one
---   keeps the rate it cut from (`peak`), for pace_acquire's way back to it
+--   keeps what the provider took (`peak`, at most the rate it cut from), for
+--   pace_acquire's way back to it
 --
 -- Returns {rate*1000, blocked_until (ms), cut (1|0)}.
 -- @request
@@ -74,17 +75,18 @@ local function probing()
 end
 
 -- What the provider accepted since the rate settled after the last cut (pace_acquire's
--- calm_at, at least half a second ago; else since the cut): the rate a calm cut returns
--- to. Not the rate cut from: with a bucket 10 deep, a climb of 5 %/s is 7 % over the
--- provider's rate when its 429 comes, and returning there cost a 429 every second.
+-- calm_at, when that was a second ago or more) or since the cut, whichever is more, and
+-- at most the rate cut from: the rate a calm cut returns to. Not the rate cut from: with a
+-- bucket 10 deep, a climb of 5 %/s is 7 % over the provider's rate when its 429 comes,
+-- and returning there cost a 429 every 1.25 s at a ceiling 1.5 x the provider's rate.
 local function took()
   local since = tonumber(f[5] or now)
-  local took = accepted_since * 1000 / math.max(now - since, recover_ms)
+  local per_s = accepted_since * 1000 / math.max(now - since, recover_ms)
   local calm = tonumber(f[9] or "0")
   if calm > 0 and now - calm >= 1000 then
-    took = math.max(took, (accepted_since - tonumber(f[10] or "0")) * 1000 / (now - calm))
+    per_s = math.max(per_s, (accepted_since - tonumber(f[10] or "0")) * 1000 / (now - calm))
   end
-  return math.min(rate, took)
+  return math.min(rate, per_s)
 end
 
 local function measured()
