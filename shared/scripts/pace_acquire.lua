@@ -48,7 +48,8 @@
 -- Returns {count, first (µs), rate*1000, blocked_until (ms), wait (ms), starting (1|0)}:
 --   count >= 1: slots at first, first + 1/rate, ... (times before now mean "now");
 --   count = 0: no slot within the horizon, ask again in wait ms (then half a horizon is free);
---   starting = 1: a slow start is under way: ask again as soon as a send is accepted.
+--   starting = 1: a fresh schedule's slow start is under way: ask again as soon as a send
+--   is accepted.
 -- @request
 local f = redis.call("HMGET", pacing, "base", "cut_at", "tat", "blocked_until", "hint",
   "hint_until", "good", "accepted", "rate", "peak", "calm_at")
@@ -95,17 +96,18 @@ end
 -- Back to the settled rate at full speed once a send got through since the last cut (the
 -- provider is taking sends again); while none has, a probe per slot at the cut rate.
 if good > rate and taken > 0 then rate = math.min(good, base * (1 + climb(since_cut))) end
-local starting = false
+local starting = false  -- a fresh schedule's slow start, clocked by answers (below)
 if cut == 0 and start_rate > 0 then
   rate = start_rate * 2 ^ math.min(taken, 64)
   starting = rate < cap
 elseif taken > 0 and start_rate > 0 then
   -- Accepted again after a cut: a slow start back to the settled rate (or, with none
-  -- measured, the ceiling), never below where the climb already is.
+  -- measured, the ceiling), never below where the climb already is. Clocked by the rate,
+  -- not by answers (as a fresh one is, below): this one follows an outage, or a cut that
+  -- came before an accepted send was reported (under load), and clocked by answers it
+  -- carried the rate to the untuned ceiling within a few answers, into more 429s.
   local target = good > 0 and good or cap
-  local slow = start_rate * 2 ^ math.min(taken - 1, 64)
-  starting = slow < target and slow >= rate
-  rate = math.max(rate, math.min(target, slow))
+  rate = math.max(rate, math.min(target, start_rate * 2 ^ math.min(taken - 1, 64)))
 end
 rate = math.min(cap, rate)
 local spacing = 1000 / rate
