@@ -11,12 +11,17 @@ a 429 voiding the replica's slots). The provider is the sandbox's token bucket
 ``--latency`` ms later (drawn per send) and is answered ``--rtt`` ms after that; with
 ``--stall-every MS`` a stall of about ``--stall`` ms comes that often on average, half of
 them the provider's (it reads what arrived meanwhile at the stall's end, as a sandbox that is
-not scheduled does) and half a sender's (its sends wait, then go together). Runs are
-deterministic per seed, and take seconds whatever the load.
+not scheduled does) and half a sender's (its sends wait, then go together). Each worker
+holds one of N operations, taken in queue order; a 429'd one is queued again after
+``--retry`` ms (the sandbox's ``Retry-After: 1``, which the operation honours) and the
+promoter's tick, so a 429 near the end of the drain delays it, as in the storm. Each run
+says where the drain lost time: the first 3 s (the slow start, the descent to the rate), the
+steady run, and the tail (beyond the last sends' own time, once only 429s' retries were
+left). Runs are deterministic per seed, and take seconds whatever the load.
 
     .venv/bin/python benchmarks/pacing_sim.py                          # ceiling 1.5 x 200/s
     .venv/bin/python benchmarks/pacing_sim.py --ceiling 200 --stall-every 2000
-    .venv/bin/python benchmarks/pacing_sim.py --recover-ms 0 --seeds 6   # without the way back
+    .venv/bin/python benchmarks/pacing_sim.py --tune recover_ms 0 --seeds 6   # no way back
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import heapq
 import itertools
 import random
 import sys
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -64,6 +70,7 @@ class Replica:
     waiting: list[int] = field(default_factory=list)
     asking: bool = False
     long_wait: bool = False
+    starting: bool = False
     turn: int = 0  # the refill due; a newer one makes it void
     stalled_until: float = 0.0
 
@@ -81,12 +88,34 @@ class Storm:
         self.per_second: dict[int, list[int]] = {}
         self.provider_stalled_until = 0.0
         self.replicas = [Replica(args.ceiling) for _ in range(args.replicas)]
+        self.ready = deque(range(args.n))  # operations queued, in stream order
+        self.idle: list[tuple[Replica, int]] = []  # workers waiting for an operation
+        self.op: dict[tuple[int, int], int] = {}  # the operation each worker holds
+        self.dry_at = 0.0  # when the queue first ran dry (the rest wait out retries)
+        self.left_at_dry = 0  # operations not yet accepted then
 
     def at(self, when: float, step: Callable[..., Awaitable[None]], *args: Any) -> None:
         heapq.heappush(self.events, (when, next(self.order), step, args))
 
     def burst_ms(self, replica: Replica) -> float:
         return BURST * 1000 / replica.rate
+
+    async def want_op(self, replica: Replica, worker: int) -> None:
+        """A worker takes the next operation from the queue, then waits for a slot for it;
+        with none ready (the rest wait out a 429's retry) it idles until one is."""
+        if not self.ready:
+            if not self.dry_at:
+                self.dry_at, self.left_at_dry = self.now, self.args.n - self.accepted
+            self.idle.append((replica, worker))
+            return
+        self.op[(id(replica), worker)] = self.ready.popleft()
+        await self.want_slot(replica, worker)
+
+    async def due(self, op: int) -> None:
+        """A throttled operation's retry is due (promoted to the stream again)."""
+        self.ready.append(op)
+        if self.idle:
+            await self.want_op(*self.idle.pop(0))
 
     async def want_slot(self, replica: Replica, worker: int) -> None:
         while replica.slots:
@@ -99,6 +128,7 @@ class Storm:
         if not replica.asking:
             replica.asking = True
             ahead = replica.reserved_until - self.now - self.tuning.horizon_ms / 2
+            replica.long_wait = ahead > 0 and replica.starting  # cut short when accepted
             self.ask_at(replica, self.now + max(0.0, ahead))
 
     def ask_at(self, replica: Replica, when: float) -> None:
@@ -120,11 +150,11 @@ class Storm:
             want=max(1, len(replica.waiting)),
             accepted=accepted,
         ).run(self.client)
-        replica.rate = slots.rate
+        replica.rate, replica.starting = slots.rate, slots.starting
         replica.long_wait = False
         if not slots.count:
             wait = slots.wait_ms
-            if wait > self.tuning.horizon_ms:  # cut short by an accepted send
+            if wait > self.tuning.horizon_ms or slots.starting:  # cut short when accepted
                 wait, replica.long_wait = min(wait, 1000), True
             return self.ask_at(replica, self.now + wait)
         times = slots.times_ms()
@@ -156,6 +186,10 @@ class Storm:
 
     async def answer(self, replica: Replica, worker: int, slot: float, taken: bool) -> None:
         result = SendResult(Outcome.ACCEPTED if taken else Outcome.THROTTLED)
+        op = self.op.pop((id(replica), worker))
+        if not taken:  # Retry-After: 1 is its own retry time, then the promoter's tick
+            retry = self.args.retry + self.rng.uniform(0, self.args.promote)
+            self.at(self.now + retry, self.due, op)
         if taken:
             replica.accepted += 1
             if replica.long_wait:
@@ -166,7 +200,7 @@ class Storm:
         if seen.matters(replica.rate):
             await self.feedback(replica, seen)
         if self.accepted < self.args.n:
-            self.at(self.now + self.args.work, self.want_slot, replica, worker)
+            self.at(self.now + self.args.work, self.want_op, replica, worker)
 
     async def feedback(self, replica: Replica, seen: Observation) -> None:
         if seen.throttled or seen.blocked_until > seen.now:
@@ -191,11 +225,23 @@ class Storm:
             self.rng.choice(self.replicas).stalled_until = self.now + length
         self.at(self.now + self.rng.expovariate(1 / self.args.stall_every), self.stall)
 
+    def losses(self, drain: float) -> str:
+        """Where the drain lost time against the provider's rate: the first seconds (the
+        slow start and the descent to the rate), the steady run, and the tail (from the
+        moment the queue ran dry, only 429s' retries are left)."""
+        start_s, rate = 3, self.args.rate
+        taken = {s: counts[0] for s, counts in self.per_second.items()}
+        start = sum(rate - taken.get(s, 0) for s in range(start_s)) / rate
+        dry = self.dry_at / 1000 if self.dry_at else drain
+        tail = drain - dry - self.left_at_dry / rate
+        steady = drain - self.args.n / rate - start - tail
+        return f"start {start:.2f} s, steady {steady:.2f} s, tail {tail:.2f} s"
+
     async def run(self) -> float:
         """Seconds until the provider took N sends."""
         for replica in self.replicas:
             for worker in range(self.args.workers):
-                self.at(self.rng.uniform(0, 50), self.want_slot, replica, worker)
+                self.at(self.rng.uniform(0, 50), self.want_op, replica, worker)
         if self.args.stall_every:
             self.at(self.rng.expovariate(1 / self.args.stall_every), self.stall)
         while self.events and self.accepted < self.args.n:
@@ -205,16 +251,17 @@ class Storm:
 
 
 async def main(args: argparse.Namespace) -> None:
-    tuning = Tuning() if args.recover_ms is None else Tuning(recover_ms=args.recover_ms)
+    tuning = Tuning(**{k: type(getattr(Tuning(), k))(v) for k, v in args.tune})
     server = RedisServer().start()
     client = Redis.from_url(server.url, decode_responses=True)
     ideal = args.n / args.rate
+    tuned = ", ".join(f"{k}={v}" for k, v in args.tune)
     stalls = "no stalls"
     if args.stall_every:
         stalls = f"a stall of ~{args.stall:g} ms every ~{args.stall_every:g} ms"
     print(
         f"N={args.n} at {args.rate:g}/s (bucket {args.depth}), ceiling {args.ceiling:g}/s, "
-        f"{args.replicas} senders x {args.workers} workers, recover_ms {tuning.recover_ms}, "
+        f"{args.replicas} senders x {args.workers} workers, tuning {tuned or 'default'}, "
         f"{stalls}"
     )
     ratios, refusals = [], []
@@ -226,8 +273,9 @@ async def main(args: argparse.Namespace) -> None:
             ratios.append(drain / ideal)
             refusals.append(storm.refused)
             print(
-                f"seed {seed}: drain {drain:.1f} s, {drain / ideal:.3f} x ideal, "
-                f"{storm.refused} 429s ({100 * storm.refused / args.n:.2f} % of N)"
+                f"seed {seed}: drain {drain:.2f} s, {drain / ideal:.3f} x ideal, "
+                f"{storm.refused} 429s ({100 * storm.refused / args.n:.2f} % of N); "
+                f"lost: {storm.losses(drain)}"
             )
             if args.timeline:
                 for second, (taken, refused) in sorted(storm.per_second.items()):
@@ -259,9 +307,18 @@ def parse() -> argparse.Namespace:
     )
     parser.add_argument("--rtt", type=float, default=10.0, help="ms to the answer (5-10)")
     parser.add_argument("--work", type=float, default=1.0, help="ms between answer and ask")
+    parser.add_argument("--retry", type=float, default=1000.0, help="ms a 429's op waits")
+    parser.add_argument("--promote", type=float, default=250.0, help="ms promoter tick")
     parser.add_argument("--stall", type=float, default=60.0, help="ms a stall lasts (~60)")
     parser.add_argument("--stall-every", type=float, default=0.0, help="ms between (0: none)")
-    parser.add_argument("--recover-ms", type=int, default=None, help="Tuning.recover_ms")
+    parser.add_argument(
+        "--tune",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("FIELD", "VALUE"),
+        help="a Tuning field, e.g. --tune recover_ms 0",
+    )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--seeds", type=int, default=3, help="runs, one per seed (3)")
     parser.add_argument("--timeline", action="store_true", help="taken and 429s a second")

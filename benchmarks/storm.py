@@ -545,7 +545,7 @@ async def _storm(
                 if timeline:
                     run.timeline = work.timeline.lines()
                     if not scenario.schedule and not scenario.blackout:
-                        run.timeline.append(work.timeline.losses(run.rate))
+                        run.timeline.append(work.timeline.losses(run.rate, run.drain_s))
     finally:
         await client.aclose()
         server.stop()

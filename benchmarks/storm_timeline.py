@@ -23,7 +23,7 @@ from tests.support.sandbox import sandbox_stats
 
 STARTUP_S = 5.0  # the start and the discovery of the provider's rate
 BURST_429S = 3  # this many 429s in one second are a burst, not a probe
-LOSS_KINDS = ("start", "sandbox late", "429 burst", "steady")
+LOSS_KINDS = ("start", "sandbox late", "429 burst", "steady", "tail")
 # An id no operation has: the sandbox then answers its counters without the 10,000-entry maps.
 _LIGHT = {"operation_id": "storm-timeline"}
 
@@ -79,15 +79,20 @@ class Timeline:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), 1.0)
 
-    def losses(self, rate: float, startup_s: float = STARTUP_S) -> str:
+    def losses(self, rate: float, drain_s: float, startup_s: float = STARTUP_S) -> str:
         """Where the drain lost time against a provider at ``rate``: the sends each second
         fell short of it, summed by what that second was (the first seconds: the start and
         the discovery of the rate; a second the sandbox ran late in; one with a burst of
-        429s; the rest), in seconds of the provider's rate. The last, partial second is
-        left out."""
+        429s; the rest), in seconds of the provider's rate; then the tail: from the first
+        second with no more than a second's operations live, the drain took this much
+        longer than they needed at the rate (the last 429s' operations waiting out their
+        Retry-After)."""
         lost = dict.fromkeys(LOSS_KINDS, 0.0)
         previous = Row(0.0, 0, 0, 0.0, -1.0, 0, 0.0)
         for row in self.rows[:-1]:
+            if row.live <= rate:
+                lost["tail"] = max(0.0, drain_s - row.t - row.live / rate)
+                break
             span = row.t - previous.t
             short = max(0.0, rate * span - (row.sends - previous.sends)) / rate
             if row.t <= startup_s:

@@ -52,6 +52,7 @@ class Pacer:
         self._waiting = 0  # workers in acquire()
         self._reserved_until = 0.0  # the last slot of the last batch (ms)
         self._accepted = 0  # sends accepted since the shared schedule last heard of them
+        self._starting = False  # the shared schedule is in a slow start
         self._lock = asyncio.Lock()
         self._accepted_seen = asyncio.Event()
 
@@ -98,8 +99,12 @@ class Pacer:
         async with self._lock:
             # Slots of the last batch still ahead cover the next moments: asking now would
             # only find the horizon taken. Ask when half a horizon of them is left.
+            # In a slow start an accepted send doubles the rate and frees a slot now: ask
+            # at once then, not half a horizon before a slot of the slower rate.
             ahead = self._reserved_until - clock.now_ms() - self.tuning.horizon_ms / 2
-            if ahead > 0:
+            if ahead > 0 and self._starting:
+                await self._until_accepted(stop, clock.to_seconds(ahead))
+            elif ahead > 0:
                 await sleep_or_stop(stop, clock.to_seconds(ahead))
             if self._slots or stop.is_set():
                 return
@@ -113,10 +118,11 @@ class Pacer:
                 accepted=self._take_accepted(),
             ).run(self.client)
             self._publish(slots.rate, slots.blocked_until)
+            self._starting = slots.starting
             if slots.count:
                 self._slots.extend(times := slots.times_ms())
                 self._reserved_until = times[-1]
-            elif slots.wait_ms > self.tuning.horizon_ms:
+            elif slots.wait_ms > self.tuning.horizon_ms or slots.starting:
                 await self._until_accepted(stop, clock.to_seconds(min(slots.wait_ms, 1000)))
             else:
                 await sleep_or_stop(stop, clock.to_seconds(slots.wait_ms))

@@ -29,7 +29,8 @@
 --   blocked_until (ms); hint, hint_until (ms): a cap from X-RateLimit-Remaining / -Reset;
 --   good: the settled rate; since (ms), accepted, refused: sends accepted and refused
 --   since the last cut (pace_feedback measures the provider's rate from them); peak: the
---   rate the last cut left after a calm spell (0: none to return to)
+--   rate a cut after a calm spell returns to (0: none); calm_at (ms), calm_accepted: when
+--   the rate settled after the last cut (recover_ms after it) and `accepted` then
 -- arg now: ms
 -- arg ceiling: sends/s
 -- arg burst: slots
@@ -44,12 +45,14 @@
 --   ceiling at once)
 -- arg recover_ms: how long the way back to `peak` takes (none below slot_rate)
 --
--- Returns {count, first (µs), rate*1000, blocked_until (ms), wait (ms)}:
+-- Returns {count, first (µs), rate*1000, blocked_until (ms), wait (ms), starting (1|0)}:
 --   count >= 1: slots at first, first + 1/rate, ... (times before now mean "now");
---   count = 0: no slot within the horizon, ask again in wait ms (then half a horizon is free).
+--   count = 0: no slot within the horizon, ask again in wait ms (then half a horizon is free);
+--   starting = 1: a fresh schedule's slow start is under way: ask again as soon as a send
+--   is accepted.
 -- @request
 local f = redis.call("HMGET", pacing, "base", "cut_at", "tat", "blocked_until", "hint",
-  "hint_until", "good", "accepted", "rate", "peak")
+  "hint_until", "good", "accepted", "rate", "peak", "calm_at")
 local base, cut = tonumber(f[1] or ceiling), tonumber(f[2] or "0")
 local tat, blocked = tonumber(f[3] or now), tonumber(f[4] or "0")
 if not f[3] then redis.call("HSET", pacing, "since", now) end
@@ -68,10 +71,16 @@ local function climb(seconds)
   return growth * seconds + probe * q * q
 end
 local good, since_cut = tonumber(f[7] or "0"), math.max(0, now - cut) / 1000
+local taken = tonumber(f[8] or "0") + accepted
+-- Once the rate is settled after a cut (recover_ms on), what the provider accepts from then
+-- on is its rate as near as we can tell: pace_feedback's next calm cut returns to it.
+if cut > 0 and recover_ms > 0 and since_cut * 1000 >= recover_ms and not f[11] then
+  redis.call("HSET", pacing, "calm_at", now, "calm_accepted", taken)
+end
 local scale = math.min(1, math.max(good, base) / slot_rate)
 local rate = base * (1 + climb(since_cut * scale))
--- After a cut near the provider's rate that followed a calm spell (`peak`: the rate cut
--- from), back to it within recover_ms, fast at first and flat as it nears it (as TCP's
+-- After a cut near the provider's rate that followed a calm spell (`peak`: what the
+-- provider took, at most the rate cut from), back to it within recover_ms, fast at first and flat as it nears it (as TCP's
 -- CUBIC does), then the climb and probe beyond it. Not below slot_rate: a provider at
 -- 1/s with a burst of 1 refuses every send above its rate, and there the climb stays per
 -- slot.
@@ -86,19 +95,29 @@ if peak > base and recover_ms > 0 and scale >= 1 then
 end
 -- Back to the settled rate at full speed once a send got through since the last cut (the
 -- provider is taking sends again); while none has, a probe per slot at the cut rate.
-local taken = tonumber(f[8] or "0") + accepted
 if good > rate and taken > 0 then rate = math.min(good, base * (1 + climb(since_cut))) end
-if cut == 0 and start_rate > 0 then rate = start_rate * 2 ^ math.min(taken, 64)
+local starting = false  -- a fresh schedule's slow start, clocked by answers (below)
+if cut == 0 and start_rate > 0 then
+  rate = start_rate * 2 ^ math.min(taken, 64)
+  starting = rate < cap
 elseif taken > 0 and start_rate > 0 then
   -- Accepted again after a cut: a slow start back to the settled rate (or, with none
-  -- measured, the ceiling), never below where the climb already is.
+  -- measured, the ceiling), never below where the climb already is. Clocked by the rate,
+  -- not by answers (as a fresh one is, below): this one follows an outage, or a cut that
+  -- came before an accepted send was reported (under load), and clocked by answers it
+  -- carried the rate to the untuned ceiling within a few answers, into more 429s.
   local target = good > 0 and good or cap
   rate = math.max(rate, math.min(target, start_rate * 2 ^ math.min(taken - 1, 64)))
 end
 rate = math.min(cap, rate)
 local spacing = 1000 / rate
 local given = tonumber(f[9] or "0")
-if given > 0 and rate > given and tat > now then
+if starting and accepted > 0 then
+  -- The slow start is clocked by answers, as TCP's is by acks: a send accepted frees the
+  -- next slot now, not one slot of the doubled rate after the last (at 5/s that slot was
+  -- 200 ms away, and the climb to 200/s took 0.3 s of a 50 s storm).
+  tat = math.min(tat, now)
+elseif given > 0 and rate > given and tat > now then
   tat = math.max(now, tat - 1000 / given + spacing)
 end
 
@@ -107,8 +126,9 @@ if start >= now + horizon_ms then
   redis.call("HSET", pacing, "rate", rate, "tat", tat)
   -- Come back when half a horizon of slots is free, not one: fewer, fuller round trips.
   return {0, 0, math.floor(rate * 1000), blocked,
-    math.max(1, math.ceil(start - horizon_ms / 2 - now))}
+    math.max(1, math.ceil(start - horizon_ms / 2 - now)), starting and 1 or 0}
 end
 local count = math.min(want, math.floor((now + horizon_ms - start) / spacing) + 1)
 redis.call("HSET", pacing, "rate", rate, "tat", start + count * spacing)
-return {count, math.floor(start * 1000), math.floor(rate * 1000), blocked, 0}
+return {count, math.floor(start * 1000), math.floor(rate * 1000), blocked, 0,
+  starting and 1 or 0}

@@ -45,12 +45,13 @@
 -- arg outage_share: the longest gap between probes, as a share of the time refused
 -- arg probe_gap_ms: probes never closer than this while the outage bound applies
 -- arg recover_ms: a cut near the provider's rate at least this long after the last one
---   keeps the rate it cut from (`peak`), for pace_acquire's way back to it
+--   keeps what the provider took (`peak`, at most the rate it cut from), for
+--   pace_acquire's way back to it
 --
 -- Returns {rate*1000, blocked_until (ms), cut (1|0)}.
 -- @request
 local f = redis.call("HMGET", pacing, "rate", "cut_at", "tat", "blocked_until", "since",
-  "accepted", "refused", "refusing_since")
+  "accepted", "refused", "refusing_since", "calm_at", "calm_accepted")
 local rate = tonumber(f[1] or "0")
 local cut_at, tat = tonumber(f[2] or "0"), tonumber(f[3] or "0")
 local blocked = math.max(tonumber(f[4] or "0"), blocked_until)
@@ -73,14 +74,29 @@ local function probing()
   return math.min(rate, math.max(rate * empty_cut, 1 / gap))
 end
 
+-- What the provider accepted since the rate settled after the last cut (pace_acquire's
+-- calm_at, when that was a second ago or more) or since the cut, whichever is more, and
+-- at most the rate cut from: the rate a calm cut returns to. Not the rate cut from: with a
+-- bucket 10 deep, a climb of 5 %/s is 7 % over the provider's rate when its 429 comes,
+-- and returning there cost a 429 every 1.25 s at a ceiling 1.5 x the provider's rate.
+local function took()
+  local since = tonumber(f[5] or now)
+  local per_s = accepted_since * 1000 / math.max(now - since, recover_ms)
+  local calm = tonumber(f[9] or "0")
+  if calm > 0 and now - calm >= 1000 then
+    per_s = math.max(per_s, (accepted_since - tonumber(f[10] or "0")) * 1000 / (now - calm))
+  end
+  return math.min(rate, per_s)
+end
+
 local function measured()
   local new, good, peak = rate * cut, nil, 0
-  if recover_ms > 0 and now - cut_at >= recover_ms then peak = rate end
+  local seconds = (now - tonumber(f[5] or now)) / 1000
+  if recover_ms > 0 and now - cut_at >= recover_ms then peak = took() end
   if accepted_since <= 0 then
     new, peak = probing(), 0
   elseif refused >= accepted_since then
     peak = 0
-    local seconds = (now - tonumber(f[5] or now)) / 1000
     new = math.min(new, settle * accepted_since / math.max(seconds, 1))
     -- Within a second of the last cut a count says little (one send taken in 0.2 s at
     -- 12/s): no more than halve; the first cut of a fresh schedule may go all the way.
@@ -102,6 +118,7 @@ if throttled then
     rate, good, peak = measured()
     redis.call("HSET", pacing, "base", rate, "cut_at", now, "rate", rate, "since", now,
       "accepted", 0, "refused", 0, "peak", peak)
+    redis.call("HDEL", pacing, "calm_at", "calm_accepted")
     if good then redis.call("HSET", pacing, "good", good) end
     accepted_since, refused, did_cut = 0, 0, 1
   end

@@ -56,6 +56,7 @@ class Slots:
     rate: float
     blocked_until: int
     wait_ms: int
+    starting: bool = False  # a slow start: ask again as soon as a send is accepted
 
     def times_ms(self) -> list[float]:
         spacing = 1000 / self.rate
@@ -125,8 +126,8 @@ class PaceAcquire(_Schedule, Request[Slots]):
     recover_ms: int = part_of("tuning")
 
     def decode(self, raw: Any) -> Slots:
-        count, first_us, rate_milli, blocked, wait = (int(x) for x in raw)
-        return Slots(count, first_us / 1000, rate_milli / 1000, blocked, wait)
+        count, first_us, rate_milli, blocked, wait, starting = (int(x) for x in raw)
+        return Slots(count, first_us / 1000, rate_milli / 1000, blocked, wait, bool(starting))
 
 
 @dataclass(slots=True, kw_only=True)

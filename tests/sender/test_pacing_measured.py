@@ -78,6 +78,32 @@ def test_a_fresh_schedule_starts_slow_and_doubles_per_accepted_send(
     assert rates[-1] == CEILING and all(b >= a for a, b in itertools.pairwise(rates))
 
 
+def test_the_slow_start_is_clocked_by_answers(redis_server: RedisServer) -> None:
+    """A send accepted in the slow start frees the next slot now, not one slot of the
+    doubled rate after the last (at 5/s that slot was 200 ms away: the climb to 200/s took
+    0.3 s of every storm); the answer says a slow start is under way, so the pacer asks as
+    soon as a send is accepted. At the ceiling the slow start is over."""
+
+    async def steps(client: Redis) -> tuple[Slots, list[Slots], Slots]:
+        first = await _reserve(client, NOW, want=1)
+        at, answered = NOW + 10, []
+        for _ in range(3):
+            answered.append(await _reserve(client, at, accepted=1, want=1))
+            at += 10
+        for _ in range(4):
+            await _reserve(client, at, accepted=1, want=1)
+            at += 10
+        return first, answered, await _reserve(client, at, want=1)
+
+    first, answered, after = run(redis_server, steps)
+    assert first.starting and first.count == 1
+    assert all(
+        s.starting and s.count == 1 and s.first_ms == NOW + 10 * (k + 1)
+        for k, s in enumerate(answered)
+    )
+    assert after.rate == CEILING and not after.starting
+
+
 def test_far_above_the_provider_one_429_settles_just_under_what_it_accepted(
     redis_server: RedisServer,
 ) -> None:
@@ -340,6 +366,35 @@ def test_a_cut_after_a_calm_spell_is_back_at_the_rate_it_left_within_recover_ms(
     assert cut == pytest.approx(before * TUNING.cut, rel=0.01)
     assert cut + 0.45 * (before - cut) < early < before
     assert back == pytest.approx(before, rel=0.01)
+
+
+def test_a_calm_cut_goes_back_to_what_the_provider_took_not_above_it(
+    redis_server: RedisServer,
+) -> None:
+    """The opposite failure of the way back: the rate climbed to 220/s while the provider
+    took 200/s (its bucket let the excess through until the 429). Going back to the rate
+    it left was a 429 a second; the way back ends at the 200/s taken since the rate
+    settled (or since the cut, the first time), and the climb goes on from the cut."""
+
+    async def spell(client: Redis, at: int) -> tuple[int, float, float, float]:
+        """Three seconds of 20 sends taken per 100 ms, then a 429: (now, the rate cut from,
+        the cut rate, the rate a way back later)."""
+        for _ in range(30):
+            at += 100
+            given = (await _at(client, at, 220.0, accepted=20)).rate
+        cut = (await _throttled(client, at, at - 1.0)).rate
+        return at, given, cut, (await _at(client, at + TUNING.recover_ms, 220.0)).rate
+
+    async def steps(client: Redis) -> list[tuple[float, float, float]]:
+        at, _ = await _calm_at(client, 220.0, 0)
+        at, *first = await spell(client, at)
+        _, *second = await spell(client, at + TUNING.recover_ms)
+        return [tuple(first), tuple(second)]  # type: ignore[list-item]
+
+    climbed = 1 + TUNING.growth * TUNING.recover_ms / 1000
+    for given, cut, back in run(redis_server, steps):
+        assert given == 220.0 and cut == pytest.approx(given * TUNING.cut)
+        assert back <= max(200.0, cut * climbed) + 1e-6  # was 220: the rate it left
 
 
 def test_429s_in_quick_succession_get_no_way_back(redis_server: RedisServer) -> None:

@@ -129,17 +129,20 @@ def test_one_key_retention_reaches_the_sandbox_and_the_services_only_when_set() 
 def test_the_timeline_puts_each_short_second_where_it_belongs() -> None:
     """A second short of the provider's rate is counted once, by what it was: the start, a
     second the sandbox ran late in (even with 429s in it), a burst of 429s, or steady; a
-    second at the rate, and the last (partial) one, cost nothing."""
+    second at the rate costs nothing. Once no more than a second's operations are live, the
+    time the drain took beyond what they needed at the rate is the tail (the last 429s'
+    operations waiting out their Retry-After)."""
     rows = [
         Row(1.0, 100, 5, 300.0, 0.1, 1000, 1.0),  # start: 100 short
         Row(6.0, 1100, 5, 200.0, 4.0, 900, 1.0),  # at the rate through t = 6
         Row(7.0, 1240, 9, 180.0, 0.1, 800, 1.0, late_ms=80.0),  # late: 60 short
         Row(8.0, 1360, 13, 170.0, 0.5, 700, 1.0, late_ms=80.0),  # a burst: 80 short
         Row(9.0, 1540, 14, 190.0, 0.9, 600, 1.0, late_ms=80.0),  # steady: 20 short
-        Row(9.5, 1550, 14, 190.0, 1.4, 0, 1.0, late_ms=80.0),  # the partial last second
+        Row(10.0, 1740, 14, 190.0, 1.9, 100, 1.0, late_ms=80.0),  # 100 live: 0.5 s of work
+        Row(11.0, 1800, 14, 190.0, 2.9, 20, 1.0, late_ms=80.0),  # in the tail
     ]
     timeline = Timeline(None, "", "http", "POST /email/send", rows)  # type: ignore[arg-type]
-    assert timeline.losses(200.0) == (
+    assert timeline.losses(200.0, drain_s=11.5) == (
         "time lost against 200/s: start 0.5 s, sandbox late 0.3 s, 429 burst 0.4 s, "
-        "steady 0.1 s (sum 1.3 s)"
+        "steady 0.1 s, tail 1.0 s (sum 2.3 s)"
     )
