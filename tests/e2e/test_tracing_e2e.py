@@ -47,7 +47,12 @@ from tests.support.otlp import OtlpReceiver, Span, personal
 from tests.support.processes import Processes
 from tests.support.sandbox import configure, run_sandbox_process
 
-pytestmark = pytest.mark.skipif(CLUSTER, reason="one stack of its own, on a single Redis")
+pytestmark = [
+    pytest.mark.skipif(CLUSTER, reason="one stack of its own, on a single Redis"),
+    # Five processes started and stopped around each test: on a machine at load 30 the
+    # teardown alone outlasted the default 120 s once, the test itself having passed.
+    pytest.mark.timeout(300),
+]
 
 GAME_TRACE = "5bf92f3577b34da6a3ce929d0e0e4737"
 GAME_SPAN = "10f067aa0ba902b8"
