@@ -51,6 +51,8 @@ BENCHES = (
           f"{STORM} ceiling-1.5", readme=True),
     Bench("storm-ceiling-1.0", "storm, ceiling at the provider's rate",
           f"{STORM} ceiling-1.0"),
+    Bench("storm-traces", "storm ceiling-1.0 with traces unset, then on at sampling 1.0",
+          f"{STORM} ceiling-1.0 --traces"),
     Bench("storm-restart", "storm, each sender restarted mid-run",
           f"{STORM} restart", readme=True),
     Bench("storm-slow-1", "a new SES account's quota: 1 send/s, burst 1",

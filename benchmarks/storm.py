@@ -27,6 +27,7 @@ CPU per 1,000 emails (from /proc) and Redis memory per accepted and per queued o
     .venv/bin/python benchmarks/storm.py --scenario incident -n 400 --outage 90  # then 20/s
     .venv/bin/python benchmarks/storm.py --scenario quota --provider ses -n 250  # quota 200
     .venv/bin/python benchmarks/storm.py --scenario ceiling-1.0 --profile /tmp/rg-prof  # py-spy
+    .venv/bin/python benchmarks/storm.py --scenario ceiling-1.0 --traces  # traces unset, then on
 """
 
 from __future__ import annotations
@@ -50,8 +51,8 @@ from redis.asyncio import Redis
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks import figures, storm_moto
 from benchmarks import storm_audit as audit
-from benchmarks import storm_moto
 from benchmarks.storm_profile import Profiler
 from benchmarks.storm_report import (
     ADMISSION_CLIENTS,
@@ -552,12 +553,14 @@ async def _storm(
     return run
 
 
-def run_scenario(name: str, args: argparse.Namespace) -> Run | None:
+def run_scenario(name: str, args: argparse.Namespace, traces: bool = False) -> Run | None:
     scenario = SCENARIOS[name]
     if name == "incident" and args.outage is not None:
         scenario = replace(
             scenario, blackout=args.outage, what=scenario.what.replace("S s", f"{args.outage:g} s")
         )
+    if traces:
+        scenario = replace(scenario, name=f"{name}+traces")
     run = Run(
         scenario,
         args.n,
@@ -575,7 +578,30 @@ def run_scenario(name: str, args: argparse.Namespace) -> Run | None:
     if args.provider != "ses" and SCENARIOS[name].quota_window:
         print(f"\n== {name}: SKIPPED: a daily quota is SES's (--provider ses)")
         return None
-    return asyncio.run(storm(run, args.timeout, args.timeline, args.profile, args.traces))
+    return asyncio.run(storm(run, args.timeout, args.timeline, args.profile, traces))
+
+
+def traces_off_and_on(name: str, args: argparse.Namespace) -> list[Run]:
+    """``--traces``: the scenario with traces unset, then on at sampling 1.0, each reported,
+    then what tracing costs the senders on one ``figures:`` line (make bench's)."""
+    pair = []
+    for traces in (False, True):
+        run = run_scenario(name, args, traces)
+        if run is None:
+            return pair
+        report(run)
+        pair.append(run)
+    if pair:
+        off, on = (run.cpu_per_1000 for run in pair)
+        figures.emit(
+            {
+                "sender CPU-s per 1,000 emails, traces unset": f"{off:.2f}",
+                "traces on, sampling 1.0": f"{on:.2f}",
+                "on / unset": f"{on / off:.2f} x",
+                "load average at the starts": " / ".join(f"{run.load[0]:.1f}" for run in pair),
+            }
+        )
+    return pair
 
 
 def main() -> None:
@@ -635,7 +661,11 @@ def main() -> None:
         help="incident: how long every send is refused with no stated wait (default 90)",
     )
     parser.add_argument(
-        "--traces", action="store_true", help="export OpenTelemetry traces at sampling 1.0"
+        "--traces",
+        action="store_true",
+        help="run each scenario twice, traces unset then exported at sampling 1.0 to an "
+        "OTLP/HTTP receiver of the benchmark's, and print the senders' CPU per 1,000 emails "
+        "of both",
     )
     parser.add_argument("--scenario", action="append", choices=sorted(SCENARIOS), default=[])
     parser.add_argument("--all", action="store_true", help="every scenario, in order")
@@ -646,9 +676,16 @@ def main() -> None:
         help="give up waiting for the drain (default 5 x ideal, at least 120 s)",
     )
     args = parser.parse_args()
+    # Whether the services trace is --traces' to say: an OTEL_* setting of the shell's would
+    # reach them (tests/support/processes.py passes the environment on) and skew the figures.
+    for setting in [name for name in os.environ if name.startswith("OTEL_")]:
+        del os.environ[setting]
     names = list(SCENARIOS) if args.all else args.scenario or ["ceiling-1.5"]
     runs = []
     for name in names:
+        if args.traces:
+            runs += traces_off_and_on(name, args)
+            continue
         run = run_scenario(name, args)
         if run is not None:
             report(run)

@@ -86,6 +86,7 @@ class Admitter:
         self, account_id: str, entry_point: str, actor: str, dry: bool, expected: str
     ) -> Admission:
         partition = partition_of(account_id, self.settings.partitions)
+        traceparent, tracestate = tracing.current()
         for _ in range(_MAX_TRIES):
             now = clock.now_ms()
             new_id = ids.operation_id(partition, now)
@@ -106,7 +107,8 @@ class Admitter:
                 provider=self.settings.provider_name,
                 template_revision=self.template_revision,
                 account_retention_ms=self.settings.retention_ms,
-                traceparent=tracing.traceparent(),
+                traceparent=traceparent,
+                tracestate=tracestate,
             ).run(self.client)
             if reply.result is not AdmitResult.RETRY:
                 return Admission(reply.result, reply.operation_id, reply.state, partition)

@@ -15,9 +15,15 @@ from shared.ids import valid_operation_id
 PREFIX = "rg"
 SEND_GROUP = "senders"
 JOB_FIELD = "op"  # a send stream entry's field: the operation id
-# A W3C traceparent (shared/tracing.py), in an operation hash and beside JOB_FIELD in the
-# entry admission adds: which trace the work belongs to. Not secret: random ids and flags.
+# The W3C trace context (shared/tracing.py) of an operation's admission: kept in its hash, and
+# beside JOB_FIELD in every entry that hands the operation on (a send job, a retry, a
+# settlement), when traces were on. Not secret: random ids, flags and the caller's vendor
+# entries (tracestate, only when it had some).
 TRACE_FIELD = "traceparent"
+TRACESTATE_FIELD = "tracestate"
+# Beside a trace context in a send job that is not the admission's (a retry, a replay, a
+# release): its attempt starts a trace of its own, linked to that context, not continuing it.
+RETRY_FIELD = "is_retry"
 ROUTER_GROUP = "router"
 ARCHIVE_GROUP = "archivers"  # the archiver replicas' group on each partition's settled stream
 # The per-partition indexes of recently finished operations (finished, bounced) keep a day,

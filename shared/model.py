@@ -167,6 +167,7 @@ _TEXT_FIELDS = (
     "provider_message_id",
     "template_revision",
     "traceparent",  # shared.keys.TRACE_FIELD
+    "tracestate",  # shared.keys.TRACESTATE_FIELD
     "pinned",
 )
 
@@ -206,6 +207,7 @@ class Operation:
     replays: int = 0
     throttles: int = 0  # attempts the provider throttled: refunded, never in ``attempts``
     traceparent: str = ""  # the admission's W3C trace context ("" when traces were off)
+    tracestate: str = ""  # and its vendors' entries, when the caller sent some
     entry_points: dict[str, int] = field(default_factory=dict)
 
     @classmethod

@@ -106,15 +106,16 @@ def tracer(name: str) -> Tracer:
     return Tracer(name)
 
 
-def traceparent() -> str:
-    """The current span's W3C ``traceparent``, to store beside the work it hands on; ""
-    with traces off. An unsampled span's goes too (flags 00): the work it hands on is then
-    left unsampled alike, not sampled again as a new trace."""
+def current() -> tuple[str, str]:
+    """The current span's W3C ``traceparent`` and ``tracestate`` (the caller's vendors'
+    entries, "" when none), to store beside the work it hands on; ("", "") with traces off.
+    An unsampled span's goes too (flags 00): the work it hands on is then left unsampled
+    alike, not sampled again as a new trace."""
     if not _installed or not trace.get_current_span().get_span_context().is_valid:
-        return ""
+        return "", ""
     carrier: dict[str, str] = {}
     _W3C.inject(carrier)
-    return carrier.get("traceparent", "")
+    return carrier.get("traceparent", ""), carrier.get("tracestate", "")
 
 
 _TRACEPARENT = re.compile(r"00-([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}")
@@ -134,9 +135,11 @@ def enabled() -> bool:
     return _installed
 
 
-def links(traceparent: str) -> list[trace.Link]:
-    """A link to the span ``traceparent`` names (none if it is "" or malformed)."""
-    context = trace.get_current_span(continued({"traceparent": traceparent}))
+def links(traceparent: str, tracestate: str = "") -> list[trace.Link]:
+    """A link to the span ``traceparent`` names, with its ``tracestate`` (none if it is ""
+    or malformed)."""
+    carrier = {"traceparent": traceparent, "tracestate": tracestate}
+    context = trace.get_current_span(continued(carrier))
     span_context = context.get_span_context()
     return [trace.Link(span_context)] if span_context.is_valid else []
 

@@ -162,14 +162,14 @@ async def lookup(
     provider: Provider,
     operation_id: str,
     permit: Callable[[], float] = no_wait,
-    traceparent: str = "",
+    trace: tuple[str, str] = ("", ""),
 ) -> str:
-    """The provider's message id for this operation, or "" if it has none. ``traceparent``:
-    the operation's, which the lookup's span links to."""
+    """The provider's message id for this operation, or "" if it has none. ``trace``: the
+    operation's traceparent and tracestate, which the lookup's span links to."""
     wait = permit()
     if wait:
         raise BudgetWait(wait)
-    with traced.lookup(provider.name, operation_id, traceparent) as span:
+    with traced.lookup(provider.name, operation_id, trace) as span:
         result = await provider.lookup(operation_id)
         traced.looked_up(span, result.status, result.message_id)
     metrics.poll_requests.labels(provider.name, "lookup", str(result.status)).inc()
@@ -209,9 +209,8 @@ async def decide(
         return _NOT_ASKED[step]
     message_id = ""
     if step is not Step.REPLAY:
-        message_id = await lookup(
-            provider, operation.operation_id, asking.permit, operation.traceparent
-        )
+        trace = (operation.traceparent, operation.tracestate)
+        message_id = await lookup(provider, operation.operation_id, asking.permit, trace)
     if message_id:
         return Resolution.ACCEPTED, message_id, "reconciled: provider had accepted it", ""
     if step in _NOT_FOUND:

@@ -30,7 +30,8 @@ class AppliedEvent:
     result: Applied
     delivery: str
     state: str = ""  # the operation's state as the event found it ("" when missing)
-    traceparent: str = ""  # the one the operation's admission kept ("" when none)
+    traceparent: str = ""  # the trace context the operation's admission kept ("" when none)
+    tracestate: str = ""
 
 
 async def operations_for(

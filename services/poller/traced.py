@@ -58,13 +58,15 @@ def matched(outcomes: Sequence[AppliedEvent]) -> None:
             tracing.RESULT: str(outcome.result),
         }
         with TRACER.start_as_current_span(
-            "delivery event", links=tracing.links(outcome.traceparent), attributes=attributes
+            "delivery event",
+            links=tracing.links(outcome.traceparent, outcome.tracestate),
+            attributes=attributes,
         ):
             pass
 
 
 @contextmanager
-def lookup(provider: str, operation_id: str, traceparent: str) -> Iterator[Span]:
+def lookup(provider: str, operation_id: str, trace: tuple[str, str]) -> Iterator[Span]:
     """The span of one lookup of an ambiguous attempt by its idempotency key."""
     attributes: dict[str, str | int] = {
         tracing.OPERATION_ID: operation_id,
@@ -75,7 +77,7 @@ def lookup(provider: str, operation_id: str, traceparent: str) -> Iterator[Span]
     with TRACER.start_as_current_span(
         "provider lookup",
         kind=SpanKind.CLIENT,
-        links=tracing.links(traceparent),
+        links=tracing.links(*trace),
         attributes=attributes,
     ) as span:
         yield span

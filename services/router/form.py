@@ -13,9 +13,11 @@ from datetime import datetime
 
 from shared.clock import to_ms
 from shared.ids import valid_account_id
+from shared.keys import TRACE_FIELD, TRACESTATE_FIELD
 from shared.logging import scrub
 
 MAX_FIELD = 256
+MAX_TRACE = 512  # W3C: a tracestate of more than 512 characters may be dropped
 ROUTED_FIELDS = ("event_id", "topic", "login", "account_id", "submitted_at")
 _EVENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}", re.ASCII)
 _TOPIC = re.compile(r"[a-z0-9][a-z0-9_.-]{0,63}", re.ASCII)
@@ -38,6 +40,10 @@ class ContactForm:
     login: str
     account_id: str
     submitted_ms: int
+    # The form system's W3C trace context, when it wrote one (shared.keys.TRACE_FIELD):
+    # the form's routing continues that trace. Malformed, it starts a trace of its own.
+    traceparent: str = ""
+    tracestate: str = ""
 
 
 def entry_ms(entry_id: str) -> int:
@@ -81,7 +87,8 @@ def parse_form(
         raise Malformed("bad_account_id")  # e.g. "../../admin": never a directory path
     # A missing or odd timestamp does not stop a player's request: the entry's time stands in.
     submitted = parse_submitted(fields.get("submitted_at", "")) or entry_ms(entry_id)
-    return ContactForm(entry_id, event_id, topic, login, account_id, submitted)
+    trace = (fields.get(TRACE_FIELD, "")[:MAX_TRACE], fields.get(TRACESTATE_FIELD, "")[:MAX_TRACE])
+    return ContactForm(entry_id, event_id, topic, login, account_id, submitted, *trace)
 
 
 def account_id_or_blank(value: str) -> str:

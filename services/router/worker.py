@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from opentelemetry.context import Context
 from opentelemetry.trace import Link, SpanKind, get_current_span
 
 from services.router import cases
@@ -36,6 +37,7 @@ from shared.keys import (
     ROUTER_GROUP,
     ROUTER_RETRY,
     TRACE_FIELD,
+    TRACESTATE_FIELD,
     PartitionKeys,
 )
 from shared.logging import event
@@ -129,6 +131,8 @@ class Router:
             raw["login"],
             raw["account_id"],
             int(raw["submitted_ms"]),
+            raw.get(TRACE_FIELD, ""),
+            raw.get(TRACESTATE_FIELD, ""),
         )
         now = clock.now_ms()
         if now - int(raw.get("taken_ms") or now) >= self.form_ttl_ms:
@@ -143,18 +147,17 @@ class Router:
         neighbours' text in Redis (and in RDB files, AOF rewrites, replica syncs). Taken over
         at read, a node is freed as soon as the forms around it have been read."""
         key = ROUTER_FORM_PREFIX + form.entry_id
+        kept = {
+            "event_id": form.event_id,
+            "topic": form.topic,
+            "login": form.login,
+            "account_id": form.account_id,
+            "submitted_ms": str(form.submitted_ms),
+            "taken_ms": str(clock.now_ms()),
+        }
+        kept.update(_trace_fields(form.traceparent, form.tracestate))
         async with self.client.pipeline(transaction=False) as pipe:
-            pipe.hset(
-                key,
-                mapping={
-                    "event_id": form.event_id,
-                    "topic": form.topic,
-                    "login": form.login,
-                    "account_id": form.account_id,
-                    "submitted_ms": str(form.submitted_ms),
-                    "taken_ms": str(clock.now_ms()),
-                },
-            )
+            pipe.hset(key, mapping=kept)  # type: ignore[arg-type]
             # Outlives the retention by two retries, so one dead-letters it with its event id.
             pipe.pexpire(key, self.form_ttl_ms + 2 * self.idle_ms)
             pipe.zadd(ROUTER_RETRY, {form.entry_id: clock.now_ms() + self.idle_ms})
@@ -163,7 +166,7 @@ class Router:
 
     async def _route_or_retry(self, form: ContactForm) -> None:
         try:
-            with TRACER.start_as_current_span("contact form", kind=SpanKind.CONSUMER):
+            with TRACER.start_as_current_span("contact form", _origin(form), SpanKind.CONSUMER):
                 await self._route(form)
         except (DirectoryError, AdmissionConflict, *ERRORS) as error:
             # Kept under our key: claim_step retries it after claim_idle_seconds.
@@ -215,6 +218,7 @@ class Router:
         where = route(facts)
         now = clock.now_ms()
         fields = case_fields(claim.case_id, form.event_id, facts, where, form.submitted_ms, now)
+        fields.update(_trace_fields(*tracing.current()))  # the routing's: where the case came from
         entry = await cases.write_case(self.client, fields, self.settings.support_cases_maxlen)
         await cases.mark_written(self.client, form.event_id, entry, self.ttl_ms)
         metrics.support_cases.labels(where.queue, where.priority).inc()
@@ -252,9 +256,11 @@ class Router:
         delivery = ""
         if admission.operation_id:
             key = PartitionKeys.of(admission.operation_id).operation(admission.operation_id)
-            stored, traceparent = await self.client.hmget(key, ["delivery", TRACE_FIELD])
+            stored, *trace = await self.client.hmget(
+                key, ["delivery", TRACE_FIELD, TRACESTATE_FIELD]
+            )
             delivery = str(stored or "")
-            _joined(admission.operation_id, str(admission.result), str(traceparent or ""))
+            _joined(admission.operation_id, str(admission.result), [str(t or "") for t in trace])
         return Facts(
             form.topic,
             True,
@@ -299,9 +305,24 @@ class Router:
             await pipe.execute()
 
 
-def _joined(operation_id: str, result: str, traceparent: str) -> None:
-    """A span in the operation's own trace (a child of its admission) saying a contact form
-    came to it, linked to the form's routing span: the reset's trace shows the form too."""
+def _origin(form: ContactForm) -> Context | None:
+    """The routing span's parent: the form system's trace, when its entry carried one."""
+    if not form.traceparent or not tracing.enabled():
+        return None
+    return tracing.continued({TRACE_FIELD: form.traceparent, TRACESTATE_FIELD: form.tracestate})
+
+
+def _trace_fields(traceparent: str, tracestate: str) -> dict[str, str]:
+    """A trace context as an entry or a hash keeps it: only the fields it has."""
+    fields = {TRACE_FIELD: traceparent, TRACESTATE_FIELD: tracestate}
+    return {name: value for name, value in fields.items() if value}
+
+
+def _joined(operation_id: str, result: str, trace: list[str]) -> None:
+    """A span in the operation's own trace (a child of its admission, whose traceparent and
+    tracestate are ``trace``) saying a contact form came to it, linked to the form's routing
+    span: the reset's trace shows the form too."""
+    traceparent, tracestate = trace
     if not traceparent:
         return
     attributes: dict[str, str | int] = {
@@ -310,7 +331,7 @@ def _joined(operation_id: str, result: str, traceparent: str) -> None:
         tracing.PARTITION: PartitionKeys.of(operation_id).partition,
     }
     routing = Link(get_current_span().get_span_context())
-    parent = tracing.continued({TRACE_FIELD: traceparent})
+    parent = tracing.continued({TRACE_FIELD: traceparent, TRACESTATE_FIELD: tracestate})
     with TRACER.start_as_current_span(
         "form routed", parent, links=[routing], attributes=attributes
     ):

@@ -94,7 +94,7 @@ class AttemptRunner:
     async def run(self, job: Job, slot_ms: float, quota_at: int = 0) -> Pinned | None:
         """One attempt in the pacing slot ``slot_ms`` (the time it was granted); ``quota_at``:
         when its send was taken from the daily quota (0: none)."""
-        parent, links = await traced.origin(self.client, job.operation_id, job.traceparent)
+        parent, links = traced.origin(job)
         with traced.TRACER.start_as_current_span(
             "send attempt",
             parent,

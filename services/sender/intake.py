@@ -20,13 +20,14 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 
+from services.sender import traced
 from services.sender.capacity import Capacity
 from services.sender.job import Job
 from services.sender.settings import SenderSettings
 from shared import clock
 from shared.clock import to_seconds
 from shared.consumer import Entry, StreamConsumer
-from shared.keys import JOB_FIELD, SEND_GROUP, TRACE_FIELD, PartitionKeys
+from shared.keys import JOB_FIELD, SEND_GROUP, PartitionKeys
 from shared.logging import event
 from shared.loops import ERRORS, Step
 from shared.operations import hand_back, renew_entries
@@ -195,11 +196,18 @@ class Intake:
         except ValueError:
             valid = False
         if valid:
-            # A traceparent only admission adds (shared.keys.TRACE_FIELD); read leniently,
-            # a malformed one only starts a trace of the attempt's own.
             now = clock.now_ms()
-            trace = fields.get(TRACE_FIELD, "")
-            job = Job(partition, entry.entry_id, operation_id, trace, now, taken_over)
+            traceparent, tracestate, retry = traced.carried(fields)
+            job = Job(
+                partition,
+                entry.entry_id,
+                operation_id,
+                traceparent,
+                tracestate,
+                retry,
+                now,
+                taken_over,
+            )
             self.taken[job] = now
             self._queue.put_nowait(job)
             return

@@ -10,6 +10,10 @@ class Job:
     partition: int
     entry_id: str
     operation_id: str
-    traceparent: str = field(default="", compare=False)  # the admission's, on a first attempt
+    # The admission's trace context, as the entry carried it (shared.keys.TRACE_FIELD), and
+    # whether the entry is a retry's (RETRY_FIELD): its attempt links to that trace.
+    traceparent: str = field(default="", compare=False)
+    tracestate: str = field(default="", compare=False)
+    retry: bool = field(default=False, compare=False)
     claimed_ms: int = field(default=0, compare=False)  # when the intake took it off the stream
     taken_over: bool = field(default=False, compare=False)  # from a consumer gone quiet

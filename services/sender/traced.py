@@ -1,10 +1,13 @@
 """The sender's spans: where an attempt's trace comes from, and what its spans may say.
 
-A job admission added carries the admission's ``traceparent`` (shared.keys.TRACE_FIELD): its
-attempt is a child of the admission, one trace from the click to the provider's answer. A
-job with none is a retry (promote_due.lua adds it after a backoff) or one handed back: its
-attempt starts a trace of its own, linked to the admission's (read from the operation hash),
-so no trace stretches over hours of backoff. With traces off none of this reads Redis.
+A job admission added carries the admission's ``traceparent`` and ``tracestate``
+(shared.keys.TRACE_FIELD): its attempt is a child of the admission, one trace from the click
+to the provider's answer (a job handed back or taken over keeps its entry's fields, and so
+its place). A retry's job (after a backoff, a replay, a release: shared.keys.RETRY_FIELD)
+carries the same context, and its attempt starts a trace of its own linked to it, as the
+messaging conventions link a message's processing to its creation: no trace stretches over
+hours of backoff. Nothing is read from Redis for a span; a job that carries no context (traces
+were off at its admission) starts a trace of its own, unlinked.
 
 Attributes name the work (operation id, partition, attempt, provider) and the provider's
 answer (status, outcome, Retry-After); never the recipient, the token or the message.
@@ -12,15 +15,16 @@ answer (status, outcome, Retry-After); never the recipient, the token or the mes
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from opentelemetry.context import Context
 from opentelemetry.trace import Link, Span, get_current_span
 
 from services.sender.job import Job
 from shared import tracing
-from shared.keys import TRACE_FIELD, PartitionKeys
+from shared.keys import RETRY_FIELD, TRACE_FIELD, TRACESTATE_FIELD
 from shared.logging import cut, scrub
 from shared.providers.base import SendResult
-from shared.redis import RedisClient
 
 TRACER = tracing.tracer("services.sender")
 STATUS = "http.response.status_code"
@@ -31,17 +35,20 @@ TAKEN_OVER = "resetgate.taken_over"
 _RETRY_AFTER_CHARS = 64  # seconds or an HTTP date; anything longer is not one
 
 
-async def origin(
-    client: RedisClient, operation_id: str, traceparent: str
-) -> tuple[Context | None, list[Link]]:
-    """(parent, links) for an attempt's span: the admission as parent when the job carries
-    its context, else a link to it (when the operation kept one)."""
-    if not tracing.enabled():
+def carried(fields: Mapping[str, str]) -> tuple[str, str, bool]:
+    """The trace context a send job's entry carries, read leniently (a malformed one only
+    starts a trace of the attempt's own), and whether the job is a retry's."""
+    return fields.get(TRACE_FIELD, ""), fields.get(TRACESTATE_FIELD, ""), RETRY_FIELD in fields
+
+
+def origin(job: Job) -> tuple[Context | None, list[Link]]:
+    """(parent, links) for an attempt's span: the admission as parent on a first attempt, a
+    link to it on a retry (a new trace: an empty context, not the intake's, is its parent)."""
+    if not tracing.enabled() or not job.traceparent:
         return None, []
-    if traceparent:
-        return tracing.continued({TRACE_FIELD: traceparent}), []
-    stored = await client.hget(PartitionKeys.of(operation_id).operation(operation_id), TRACE_FIELD)
-    return None, tracing.links(str(stored or ""))
+    if job.retry:
+        return Context(), tracing.links(job.traceparent, job.tracestate)
+    return tracing.continued({TRACE_FIELD: job.traceparent, TRACESTATE_FIELD: job.tracestate}), []
 
 
 def claimed(job: Job) -> None:

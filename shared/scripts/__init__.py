@@ -43,8 +43,10 @@ from shared.keys import (
     JOB_FIELD,
     RECENT_KEEP_MS,
     RECENT_MAX,
+    RETRY_FIELD,
     SEND_GROUP,
     TRACE_FIELD,
+    TRACESTATE_FIELD,
     PartitionKeys,
 )
 from shared.model import (
@@ -112,14 +114,30 @@ NAMES = {
     "SEND_GROUP": SEND_GROUP,
     "JOB_FIELD": JOB_FIELD,
     "TRACE_FIELD": TRACE_FIELD,
+    "TRACESTATE_FIELD": TRACESTATE_FIELD,
+    "RETRY_FIELD": RETRY_FIELD,
     "ENTRY_POINT_PREFIX": ENTRY_POINT_PREFIX,
 }
+# An entry that hands an operation on carries the trace context its admission kept (nothing
+# more when it kept none: traces were off), read here from the hash the script has in KEYS.
+HANDOFF = """local function handoff(operation, operation_id, retry)
+  local trace = redis.call("HMGET", operation, TRACE_FIELD, TRACESTATE_FIELD)
+  local entry = {JOB_FIELD, operation_id}
+  if not trace[1] then return entry end
+  entry[3] = TRACE_FIELD; entry[4] = trace[1]
+  if trace[2] then entry[#entry + 1] = TRACESTATE_FIELD; entry[#entry + 1] = trace[2] end
+  if retry then entry[#entry + 1] = RETRY_FIELD; entry[#entry + 1] = "1" end
+  return entry
+end
+"""
 
 
 def names_prelude() -> str:
-    """What a script gets in place of ``-- @names``: :data:`NAMES` as Lua locals."""
+    """What a script gets in place of ``-- @names``: :data:`NAMES` as Lua locals, and
+    ``handoff(operation, operation_id, retry)``: the fields of an entry handing the operation
+    on (a send job with ``retry`` when it is not the admission's, a settlement without)."""
     lines = "".join(f'local {name} = "{value}"\n' for name, value in NAMES.items())
-    return f"-- names (rendered from shared/keys.py and shared/model.py)\n{lines}"
+    return f"-- names (rendered from shared/keys.py and shared/model.py)\n{lines}{HANDOFF}"
 
 
 def delivery_prelude() -> str:
@@ -138,9 +156,9 @@ def settle_prelude() -> str:
     """What a script that ends an operation gets in place of ``-- @settle``: ``settle``,
     which keeps the finished operation for ``retention_ms`` (the archive off), or, with the
     archive on (``retention_ms`` 0), keeps it without an expiry and hands its id to the
-    archiver's stream (with the operation's ``traceparent``, when it kept one); the archiver
+    archiver's stream (with the operation's trace context, when it kept one); the archiver
     alone gives it one, after its commit (archive.lua)."""
-    return f"""-- settling (rendered from shared/scripts/__init__.py)
+    return """-- settling (rendered from shared/scripts/__init__.py)
 local function settle(operation, ledger, settled, operation_id, retention_ms, now)
   if retention_ms > 0 then
     redis.call("PEXPIRE", operation, retention_ms)
@@ -151,13 +169,7 @@ local function settle(operation, ledger, settled, operation_id, retention_ms, no
   redis.call("PERSIST", ledger)
   redis.call("HSET", operation, "settled_at", now)
   redis.call("HDEL", operation, "archived_at")
-  -- The entry carries the operation's trace context (if it kept one), as every entry does.
-  local traceparent = redis.call("HGET", operation, "{TRACE_FIELD}")
-  if traceparent then
-    redis.call("XADD", settled, "*", "{JOB_FIELD}", operation_id, "{TRACE_FIELD}", traceparent)
-  else
-    redis.call("XADD", settled, "*", "{JOB_FIELD}", operation_id)
-  end
+  redis.call("XADD", settled, "*", unpack(handoff(operation, operation_id, false)))
 end
 """
 

@@ -52,6 +52,7 @@ class Admit(Request[AdmitReply]):
     template_revision: str
     account_retention_ms: int
     traceparent: str = ""
+    tracestate: str = ""
 
     def keys(self) -> list[str]:
         pk, expected = PartitionKeys(self.partition), self.expected_id or self.new_id

@@ -20,7 +20,8 @@
 -- arg template_revision
 -- arg account_retention_ms: how long the account hash is kept
 -- arg traceparent: the admission's W3C trace context, "" = none (traces off); kept in the
---   new operation and its send job so the sender continues (or links to) the trace
+--   new operation and its send job so the sender continues (a retry links to) the trace
+-- arg tracestate: its vendors' entries, "" = none; kept beside it
 --
 -- Returns {result, operation_id, state}:
 --   "converged" - a live operation exists; its entry-point counter was bumped, no new work
@@ -67,10 +68,15 @@ if actor ~= "" then redis.call("HSET", new_operation, "last_actor", actor) end
 redis.call("HSET", account, "last", new_id, "cooldown_until", now + cooldown_ms)
 redis.call("PEXPIRE", account, account_retention_ms)
 redis.call("ZADD", live, now, new_id)
+-- The job's fields as handoff() would read them back, written here without the read.
 if traceparent == "" then
   redis.call("XADD", send, "*", JOB_FIELD, new_id)
-else
+elseif tracestate == "" then
   redis.call("HSET", new_operation, TRACE_FIELD, traceparent)
   redis.call("XADD", send, "*", JOB_FIELD, new_id, TRACE_FIELD, traceparent)
+else
+  redis.call("HSET", new_operation, TRACE_FIELD, traceparent, TRACESTATE_FIELD, tracestate)
+  redis.call("XADD", send, "*", JOB_FIELD, new_id, TRACE_FIELD, traceparent,
+    TRACESTATE_FIELD, tracestate)
 end
 return {"created", new_id, "queued"}

@@ -16,12 +16,13 @@
 --         an operation with no provider message id yet takes this one (and the message map
 --         learns it); "" for the pull feed, which found the operation through the map.
 --
--- Returns {code, delivery, state, traceparent} (state: the operation's, which this never
--- changes; traceparent: the one its admission kept, "" if none, for the event's span link):
---   {"applied", type, state, tp}      new event; the operation's delivery is now this type
---   {"kept", current, state, tp}      new event (remembered), but the recorded delivery outranks it
---   {"duplicate", current, state, tp} this (message_id, type, occurred_at) was seen before; no write
---   {"missing", "", "", ""}           the operation is gone (retention ran out); its mapping is dropped
+-- Returns {code, delivery, state, traceparent, tracestate} (state: the operation's, which
+-- this never changes; traceparent, tracestate: the trace context its admission kept, "" if
+-- none, for the event's span link):
+--   {"applied", type, state, tp, ts}      new event; the operation's delivery is now this type
+--   {"kept", current, state, tp, ts}      new event (remembered), the recorded delivery outranks it
+--   {"duplicate", current, state, tp, ts} this (message_id, type, occurred_at) was seen before
+--   {"missing", "", "", "", ""}           the operation is gone (retention ran out); its mapping is dropped
 -- @names
 -- @delivery
 -- @recent
@@ -29,13 +30,13 @@
 local kind = event_type
 
 local f = redis.call("HMGET", operation, "state", "delivery", "delivery_event_at",
-  "provider_message_id", "evt:next", "archived_at", TRACE_FIELD)
+  "provider_message_id", "evt:next", "archived_at", TRACE_FIELD, TRACESTATE_FIELD)
 if not f[1] then
   -- Writing now would resurrect a hash without its TTL: forget the stale mapping instead.
   redis.call("HDEL", messages, message_id)
-  return {"missing", "", "", ""}
+  return {"missing", "", "", "", ""}
 end
-local traceparent = f[7] or ""
+local traceparent, tracestate = f[7] or "", f[8] or ""
 if mode == "record" and (not f[4] or f[4] == "") then
   redis.call("HSET", operation, "provider_message_id", message_id)
   redis.call("HSET", messages, message_id, operation_id)
@@ -56,7 +57,7 @@ local slots = {}
 for i = 0, REMEMBERED - 1 do slots[#slots + 1] = "evt:" .. i end
 local remembered = redis.call("HMGET", operation, unpack(slots))
 for i = 1, REMEMBERED do
-  if remembered[i] == seen then return {"duplicate", current, f[1], traceparent} end
+  if remembered[i] == seen then return {"duplicate", current, f[1], traceparent, tracestate} end
 end
 local slot = (tonumber(f[5] or "0") or 0) % REMEMBERED
 redis.call("HSET", operation, "evt:" .. slot, seen, "evt:next", (slot + 1) % REMEMBERED)
@@ -74,16 +75,13 @@ if RANK[kind] >= DEFINITIVE then
   -- A definitive outcome ends the wait, whether or not it replaces the recorded one.
   redis.call("ZREM", observe, operation_id)
 end
-if not wins then return {"kept", current, f[1], traceparent} end
+if not wins then return {"kept", current, f[1], traceparent, tracestate} end
 redis.call("HSET", operation, "delivery", kind, "delivery_observed_at", now,
   "delivery_event_at", occurred_at)
 if kind == "bounced" then note_recent(bounced, now, operation_id) end
 -- Archived already (on its tail): the archiver writes this event as one more row. One not
 -- archived yet is read whole by the archiver, which checks nothing changed before it marks.
--- The entry carries the operation's trace context, as every entry that hands work on does.
-if f[6] and traceparent == "" then
-  redis.call("XADD", settled, "*", JOB_FIELD, operation_id)
-elseif f[6] then
-  redis.call("XADD", settled, "*", JOB_FIELD, operation_id, TRACE_FIELD, traceparent)
+if f[6] then
+  redis.call("XADD", settled, "*", unpack(handoff(operation, operation_id, false)))
 end
-return {"applied", kind, f[1], traceparent}
+return {"applied", kind, f[1], traceparent, tracestate}

@@ -82,7 +82,7 @@ if outcome == "throttled" then redis.call("HINCRBY", operation, "throttles", 1) 
 if next_state == "deferred" then
   redis.call("ZADD", due, retry_at, operation_id)
 elseif next_state == "queued" then
-  redis.call("XADD", send, "*", JOB_FIELD, operation_id)
+  redis.call("XADD", send, "*", unpack(handoff(operation, operation_id, true)))
 elseif next_state == "ambiguous" then
   redis.call("HSET", operation, "ambiguous_at", now)
   redis.call("ZADD", ambiguous, now, operation_id)

@@ -24,7 +24,7 @@ local f = redis.call("HMGET", operation, "state", "settled_at", "delivery_event_
 if not f[1] then return {"missing"} end
 if not TERMINAL[f[1]] or f[2] ~= settled_at then return {"moved"} end
 if (f[3] or "") ~= delivery_event_at then
-  redis.call("XADD", settled, "*", JOB_FIELD, operation_id)
+  redis.call("XADD", settled, "*", unpack(handoff(operation, operation_id, false)))
   return {"changed"}
 end
 redis.call("HSET", operation, "archived_at", now)

@@ -20,7 +20,7 @@ class Applied(StrEnum):
 
 
 @dataclass(slots=True, kw_only=True)
-class ApplyDelivery(Request[tuple[Applied, str, str, str]]):
+class ApplyDelivery(Request[tuple[Applied, str, str, str, str]]):
     SCRIPT = Script("apply_delivery")
     CODES = Applied
     KEYS = ("operation", "observe", "messages", "settled", "bounced")
@@ -32,10 +32,10 @@ class ApplyDelivery(Request[tuple[Applied, str, str, str]]):
     operation_id: str
     mode: str  # "record": joined by operation id (pushed); "": found through the message map
 
-    def decode(self, raw: Any) -> tuple[Applied, str, str, str]:
+    def decode(self, raw: Any) -> tuple[Applied, str, str, str, str]:
         # (code, the operation's delivery now, its state as the event found it, the
-        # traceparent its admission kept)
-        return Applied(raw[0]), str(raw[1]), str(raw[2]), str(raw[3])
+        # traceparent and tracestate its admission kept)
+        return Applied(raw[0]), str(raw[1]), str(raw[2]), str(raw[3]), str(raw[4])
 
 
 @dataclass(slots=True, kw_only=True)

@@ -1,7 +1,7 @@
 -- promote_due: move operations whose retry time has come from the due set back to the
 -- send stream. The caller read candidate ids with ZRANGE BYSCORE; each is re-checked here,
 -- so two promoters racing never enqueue one operation twice. Cost is O(batch), flat in
--- the size of the due set.
+-- the size of the due set. A retry's job carries the admission's trace context (handoff).
 --
 -- key due: zset
 -- key send: send stream
@@ -19,7 +19,7 @@ for i, id in ipairs(operation_ids) do
     redis.call("ZREM", due, id)
     if redis.call("HGET", op_key, "state") == "deferred" then
       redis.call("HSET", op_key, "state", "queued")
-      redis.call("XADD", send, "*", JOB_FIELD, id)
+      redis.call("XADD", send, "*", unpack(handoff(op_key, id, true)))
       moved = moved + 1
     end
   end

@@ -50,5 +50,5 @@ if action ~= "release" then return redis.error_reply("unknown action " .. action
 if not RELEASABLE[state] then return {"refused", state} end
 redis.call("ZREM", review, operation_id)
 redis.call("HSET", operation, "state", "queued", "reason", reason, "next_attempt_at", now)
-redis.call("XADD", send, "*", JOB_FIELD, operation_id)
+redis.call("XADD", send, "*", unpack(handoff(operation, operation_id, true)))
 return {"ok", state}

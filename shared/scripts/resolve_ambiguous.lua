@@ -55,7 +55,7 @@ elseif decision == "replay" then
   redis.call("HINCRBY", operation, "replays", 1)
   redis.call("HSET", operation, "state", "queued", "reason", reason, "next_attempt_at", now)
   if pin ~= "" then redis.call("HSET", operation, "pinned", pin, "pinned_for", pin_for) end
-  redis.call("XADD", send, "*", JOB_FIELD, operation_id)
+  redis.call("XADD", send, "*", unpack(handoff(operation, operation_id, true)))
 else
   redis.call("HSET", operation, "state", "review", "reason", reason)
   redis.call("ZADD", review, now, operation_id)

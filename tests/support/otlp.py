@@ -44,9 +44,11 @@ class Span:
     kind: int
     attributes: dict[str, Any]
     events: list[dict[str, Any]] = field(default_factory=list)
-    links: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
+    # (trace id, span id, tracestate, attributes) of each span linked to
+    links: list[tuple[str, str, str, dict[str, Any]]] = field(default_factory=list)
     resource: dict[str, Any] = field(default_factory=dict)  # the process's, as exported
     status: str = ""  # the status message, if any
+    trace_state: str = ""  # the W3C tracestate the span carries (its trace's vendors')
 
 
 def _value(any_value: Any) -> Any:
@@ -80,11 +82,17 @@ def _spans(request: ExportTraceServiceRequest) -> list[Span]:
                         _attributes(span.attributes),
                         [{"name": e.name, **_attributes(e.attributes)} for e in span.events],
                         [
-                            (link.trace_id.hex(), link.span_id.hex(), _attributes(link.attributes))
+                            (
+                                link.trace_id.hex(),
+                                link.span_id.hex(),
+                                link.trace_state,
+                                _attributes(link.attributes),
+                            )
                             for link in span.links
                         ],
                         resource,
                         span.status.message,
+                        span.trace_state,
                     )
                 )
     return found
@@ -144,12 +152,12 @@ class OtlpReceiver:
 
 
 def _texts(span: Span) -> list[str]:
-    values: list[Any] = [span.name, span.status, *span.attributes.values()]
+    values: list[Any] = [span.name, span.status, span.trace_state, *span.attributes.values()]
     values.extend(span.resource.values())
     for span_event in span.events:
         values.extend(span_event.values())
-    for *_, attributes in span.links:
-        values.extend(attributes.values())
+    for *_, trace_state, attributes in span.links:
+        values.extend([trace_state, *attributes.values()])
     return [str(value) for value in values]
 
 
@@ -169,10 +177,11 @@ def _leaks(text: str, literals: tuple[str, ...]) -> bool:
 
 
 def personal(spans: list[Span], *literals: str) -> list[tuple[str, str]]:
-    """(span name, text) for every span name, status, attribute, event, link attribute or
-    resource attribute that holds what the logs may never hold (an address, a URL, a token:
-    shared.logging.scrub's patterns, so both say the same; an HTTP span's URL without a
-    query string is no leak) or one of ``literals`` (a login, an account's address)."""
+    """(span name, text) for every span name, status, tracestate, attribute, event, link
+    (its tracestate and attributes) or resource attribute that holds what the logs may never
+    hold (an address, a URL, a token: shared.logging.scrub's patterns, so both say the same;
+    an HTTP span's URL without a query string is no leak) or one of ``literals`` (a login,
+    an account's address)."""
     found = []
     for span in spans:
         for text in _texts(span):
