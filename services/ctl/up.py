@@ -285,6 +285,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         action="store_true",
         help="also run Prometheus scraping every service, the chart's alert rules loaded",
     )
+    parser.add_argument(
+        "--no-archive",
+        dest="archive",
+        action="store_false",
+        help="start no local PostgreSQL (a quicker start): the archive is then only the one "
+        "RESETGATE_ARCHIVE_DSN names, else retention is Redis-only",
+    )
     parser.set_defaults(handler=up)
 
 
@@ -311,8 +318,10 @@ def up(args: argparse.Namespace) -> int:
             redis_url, redis_child = server.url, [child]
         env = base_env(redis_url, ports, directory, args.provider, names)
         first = requested_port(args)
-        archive, archive_line = localpg.local_archive(
-            env, directory, first + localpg.POSTGRES_OFFSET
+        archive, archive_line = (
+            localpg.local_archive(env, directory, first + localpg.POSTGRES_OFFSET)
+            if args.archive or env.get("RESETGATE_ARCHIVE_DSN")
+            else (None, "archive: none (--no-archive), retention is Redis-only")
         )
         if env.get("RESETGATE_ARCHIVE_DSN"):
             ports[localpg.ARCHIVER_OPS] = first + localpg.ARCHIVER_OFFSET
