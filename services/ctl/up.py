@@ -186,7 +186,9 @@ def start(name: str, port: int, env: dict[str, str], logs: Path) -> Child:
     return Child(name, port, process, path)
 
 
-def wait_ready(child: Child, path: str, timeout: float = 30.0) -> None:
+def wait_ready(child: Child, path: str, timeout: float = 120.0) -> None:
+    """Until ``child`` answers 200 on ``path``; a child that exits stops the wait at once, so
+    the bound only meets a live child that is slow: a loaded machine took over 30 s."""
     deadline = time.monotonic() + timeout
     url = f"http://127.0.0.1:{child.port}{path}"
     while time.monotonic() < deadline:
