@@ -39,7 +39,7 @@ async def healthy_targets(base: str, wanted: int) -> list[dict[str, Any]]:
     raise AssertionError(f"targets never all up: {targets}")
 
 
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(600)
 async def test_up_with_prometheus_scrapes_every_service_with_the_charts_rules(
     tmp_path: Path,
 ) -> None:

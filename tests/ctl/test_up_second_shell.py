@@ -93,7 +93,7 @@ def test_every_port_sits_at_its_offset_from_the_http_port() -> None:
     assert len(set(offsets)) == len(offsets) and "postgres" in ports.PORT_OFFSETS
 
 
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(1200)
 async def test_a_sourced_env_survives_a_restart_and_a_changed_one_is_named(
     tmp_path: Path,
 ) -> None:
@@ -138,7 +138,7 @@ async def test_a_sourced_env_survives_a_restart_and_a_changed_one_is_named(
         await ctrl_c(other)
 
 
-@pytest.mark.timeout(420)
+@pytest.mark.timeout(900)
 async def test_up_from_a_shell_that_sourced_an_old_env_uses_its_own_settings(
     tmp_path: Path,
 ) -> None:
