@@ -162,7 +162,7 @@ def local_archive(
     if env.get("RESETGATE_ARCHIVE_DSN"):
         env.setdefault("RESETGATE_ARCHIVE_ENABLED", "true")
         return None, "archive: from RESETGATE_ARCHIVE_DSN"
-    data = _data_directory(directory)
+    data = data_directory(directory)
     try:
         server = LocalPostgres(port, data)
         data.mkdir(exist_ok=True)
@@ -190,7 +190,7 @@ def local_archive(
     return server, f"archive: PostgreSQL {server.dsn}, data in {data}"
 
 
-def _data_directory(directory: Path) -> Path:
+def data_directory(directory: Path) -> Path:
     """``<dir>/postgres``; as root, a folder of the temporary directory named after ``<dir>``
     instead, since the server runs as nobody, who may not reach into ``<dir>``."""
     if os.geteuid() != 0:

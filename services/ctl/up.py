@@ -186,7 +186,9 @@ def start(name: str, port: int, env: dict[str, str], logs: Path) -> Child:
     return Child(name, port, process, path)
 
 
-def wait_ready(child: Child, path: str, timeout: float = 30.0) -> None:
+def wait_ready(child: Child, path: str, timeout: float = 120.0) -> None:
+    """Until ``child`` answers 200 on ``path``; a child that exits stops the wait at once, so
+    the bound only meets a live child that is slow: a loaded machine took over 30 s."""
     deadline = time.monotonic() + timeout
     url = f"http://127.0.0.1:{child.port}{path}"
     while time.monotonic() < deadline:
@@ -285,6 +287,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         action="store_true",
         help="also run Prometheus scraping every service, the chart's alert rules loaded",
     )
+    parser.add_argument(
+        "--no-archive",
+        dest="archive",
+        action="store_false",
+        help="start no local PostgreSQL (a quicker start): the archive is then only the one "
+        "RESETGATE_ARCHIVE_DSN names, else retention is Redis-only",
+    )
     parser.set_defaults(handler=up)
 
 
@@ -311,8 +320,10 @@ def up(args: argparse.Namespace) -> int:
             redis_url, redis_child = server.url, [child]
         env = base_env(redis_url, ports, directory, args.provider, names)
         first = requested_port(args)
-        archive, archive_line = localpg.local_archive(
-            env, directory, first + localpg.POSTGRES_OFFSET
+        archive, archive_line = (
+            localpg.local_archive(env, directory, first + localpg.POSTGRES_OFFSET)
+            if args.archive or env.get("RESETGATE_ARCHIVE_DSN")
+            else (None, "archive: none (--no-archive), retention is Redis-only")
         )
         if env.get("RESETGATE_ARCHIVE_DSN"):
             ports[localpg.ARCHIVER_OPS] = first + localpg.ARCHIVER_OFFSET

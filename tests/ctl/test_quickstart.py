@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from services.ctl import localpg
 from tests.ctl.test_up import free_stack_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -120,6 +121,8 @@ def clone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Clone]:
         os.killpg(process.pid, signal.SIGINT)  # Ctrl-C in the first terminal
         process.communicate(timeout=90)
         shutil.rmtree(path, ignore_errors=True)
+        # As root the archive's data lives outside the clone (services/ctl/localpg.py).
+        shutil.rmtree(localpg.data_directory(path / ".run"), ignore_errors=True)
 
 
 def get(url: str, data: bytes | None = None) -> tuple[int, str]:

@@ -1,20 +1,31 @@
 """A second shell that sourced `.run/env` keeps working across a restart of `resetgate up`:
 every port, the embedded Redis' included, sits at a fixed offset from RESETGATE_HTTP_PORT; a
-restart with other settings, or a stack that stopped, is named as such, never as Redis down."""
+restart with other settings, or a stack that stopped, is named as such, never as Redis down.
+A restart within a second of Ctrl-C comes up, the sandbox's emails kept."""
 
 from __future__ import annotations
 
 import asyncio
-import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from services.ctl import ports, stack
 from shared.emails.files import DEFAULTS
-from tests.ctl.test_up import child_env, ctrl_c, free_stack_port, read_banner, start_up
+from tests.ctl.test_up import (
+    BANNER_S,
+    child_env,
+    ctrl_c,
+    free_stack_port,
+    listening,
+    read_banner,
+    reset_is_accepted,
+    sandbox_messages,
+    start_up,
+)
 
 TEMPLATES = str(DEFAULTS)  # a real templates folder, given to `up` as a studio would
 
@@ -56,15 +67,9 @@ def templates_command(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]
     )
 
 
-def listening(port: int) -> bool:
-    with socket.socket() as probe:
-        probe.settimeout(1)
-        return probe.connect_ex(("127.0.0.1", port)) == 0
-
-
 async def up_from_env(run: Path, port: int, *args: str) -> asyncio.subprocess.Process:
     process = await start_up(run, *args, RESETGATE_HTTP_PORT=str(port))
-    await asyncio.wait_for(read_banner(process), timeout=120)
+    await asyncio.wait_for(read_banner(process), timeout=BANNER_S)
     return process
 
 
@@ -88,10 +93,11 @@ def test_every_port_sits_at_its_offset_from_the_http_port() -> None:
     assert len(set(offsets)) == len(offsets) and "postgres" in ports.PORT_OFFSETS
 
 
-@pytest.mark.timeout(420)
+@pytest.mark.timeout(1200)
 async def test_a_sourced_env_survives_a_restart_and_a_changed_one_is_named(
     tmp_path: Path,
 ) -> None:
+    """The first restart is also the one within a second of Ctrl-C (one stack started less)."""
     port, run = free_stack_port(), tmp_path / ".run"
     first = await up_from_env(run, port)
     try:
@@ -100,13 +106,22 @@ async def test_a_sourced_env_survives_a_restart_and_a_changed_one_is_named(
         shell = sourced(run / stack.ENV_FILE)
         assert shell["RESETGATE_REDIS_URL"] == f"redis://127.0.0.1:{port + ports.REDIS_OFFSET}/0"
         assert ops_status(shell, tmp_path).returncode == 0
+        base, token = shell["RESETGATE_ADMISSION_URL"], shell["RESETGATE_INTERNAL_API_TOKEN"]
+        view = await reset_is_accepted(base, token)
     finally:
         await ctrl_c(first)
-    again = await up_from_env(run, port)
+    stopped = time.monotonic()
+    again = await start_up(run, RESETGATE_HTTP_PORT=str(port))
     try:
+        assert time.monotonic() - stopped < 1
+        await asyncio.wait_for(read_banner(again), timeout=BANNER_S)
         done = ops_status(shell, tmp_path)  # the same shell, not sourced again
         assert done.returncode == 0, done.stderr
         assert "cannot reach Redis" not in done.stderr
+        # The sandbox still shows the email it received before the restart.
+        sandbox = f"http://127.0.0.1:{port + ports.SANDBOX_OFFSET}"
+        kept = await sandbox_messages(sandbox, view["operation_id"])
+        assert len(kept) == 1 and "/reset-password?" in kept[0]["email"]["text"], kept
     finally:
         await ctrl_c(again)
     stopped = ops_status(shell, tmp_path)
@@ -123,7 +138,7 @@ async def test_a_sourced_env_survives_a_restart_and_a_changed_one_is_named(
         await ctrl_c(other)
 
 
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(900)
 async def test_up_from_a_shell_that_sourced_an_old_env_uses_its_own_settings(
     tmp_path: Path,
 ) -> None:
@@ -134,7 +149,7 @@ async def test_up_from_a_shell_that_sourced_an_old_env_uses_its_own_settings(
     templates = TEMPLATES
     first = await start_up(run, RESETGATE_HTTP_PORT=str(port), RESETGATE_TEMPLATES_DIR=templates)
     try:
-        await asyncio.wait_for(read_banner(first), timeout=120)
+        await asyncio.wait_for(read_banner(first), timeout=BANNER_S)
         shell = sourced(run / stack.ENV_FILE)
         assert shell["RESETGATE_TEMPLATES_DIR"] == templates
         # A second shell that sourced nothing: the running stack's folder and reset page.
@@ -154,13 +169,14 @@ async def test_up_from_a_shell_that_sourced_an_old_env_uses_its_own_settings(
         "up",
         "--dir",
         str(run),
+        "--no-archive",  # as start_up does: this test does not look at the archive
         env=shell,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
         start_new_session=True,
     )
     try:
-        banner = await asyncio.wait_for(read_banner(process), timeout=120)
+        banner = await asyncio.wait_for(read_banner(process), timeout=BANNER_S)
         assert f"redis://127.0.0.1:{port + ports.REDIS_OFFSET}/0 (embedded" in banner
         assert f"templates  {templates} (RESETGATE_TEMPLATES_DIR)" in banner
         assert "speaking http's API" in banner
