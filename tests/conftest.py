@@ -12,7 +12,7 @@ from redis.asyncio import Redis, RedisCluster
 from services.ctl.embedded import RedisServer
 from shared.settings import PolicySettings
 from shared.tokens import parse_keys
-from tests.support import durations
+from tests.support import cpu, durations
 from tests.support.redis_cluster import RedisClusterServers
 
 TEST_TOKEN_KEYS = "k2:second-secret-0123456789abcdef,k1:first-secret-0123456789abcdef"
@@ -107,11 +107,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         help=f"write each test's seconds to {durations.FILE.name}",
     )
+    parser.addoption(
+        cpu.OPTION,
+        metavar="FILE",
+        help="write each test's CPU-s (its reaped processes included) to FILE, rank the files",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
     if config.getoption(durations.OPTION) and not hasattr(config, "workerinput"):
         config.pluginmanager.register(durations.Recorder(), "record-durations")
+    cpu.configure(config)
 
 
 def _shared_fixture_group(item: pytest.Item) -> str | None:
