@@ -112,9 +112,10 @@ chart-package:
 chart-readme:
 	tools/chart-readme.sh --check
 
-# The end-to-end suite and the sender suite again, on a 3-master Redis Cluster.
+# The tests of tests/e2e and tests/sender marked cluster_pass again, on a 3-master Redis
+# Cluster; it prints any Lua script none of them ran there (tests/support/cluster_scripts.py).
 test-cluster: setup
-	RESETGATE_TEST_REDIS=cluster $(PYTEST) -q -n 2 --dist loadgroup tests/e2e tests/sender
+	RESETGATE_TEST_REDIS=cluster $(PYTEST) -q -n 2 --dist loadgroup -m "cluster_pass and not slow" tests/e2e tests/sender
 
 # tests/durations.json: each test's seconds in a parallel pass, by which the next passes start
 # the longest work first (tests/support/durations.py). Run it on a quiet machine and commit it.

@@ -12,7 +12,7 @@ from redis.asyncio import Redis, RedisCluster
 from services.ctl.embedded import RedisServer
 from shared.settings import PolicySettings
 from shared.tokens import parse_keys
-from tests.support import durations
+from tests.support import cluster_scripts, cpu, durations
 from tests.support.redis_cluster import RedisClusterServers
 
 TEST_TOKEN_KEYS = "k2:second-secret-0123456789abcdef,k1:first-secret-0123456789abcdef"
@@ -24,9 +24,16 @@ CLUSTER = os.environ.get("RESETGATE_TEST_REDIS") == "cluster"
 
 
 @pytest.fixture(scope="session")
-def redis_server() -> Iterator[RedisServer | RedisClusterServers]:
+def redis_server(request: pytest.FixtureRequest) -> Iterator[RedisServer | RedisClusterServers]:
     server = RedisClusterServers().start() if CLUSTER else RedisServer().start()
     yield server
+    if isinstance(server, RedisClusterServers):  # which scripts ran on it: see the module
+        ran = cluster_scripts.ran_on([n.port for n in server.all_nodes()])
+        workeroutput = getattr(request.config, "workeroutput", None)
+        if workeroutput is not None:
+            workeroutput[cluster_scripts.KEY] = sorted(ran)
+        else:
+            request.config.pluginmanager.get_plugin("cluster-scripts").add(ran)
     server.stop()
 
 
@@ -107,11 +114,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         help=f"write each test's seconds to {durations.FILE.name}",
     )
+    parser.addoption(
+        cpu.OPTION,
+        metavar="FILE",
+        help="write each test's CPU-s (its reaped processes included) to FILE, rank the files",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
     if config.getoption(durations.OPTION) and not hasattr(config, "workerinput"):
         config.pluginmanager.register(durations.Recorder(), "record-durations")
+    cpu.configure(config)
+    if CLUSTER and not hasattr(config, "workerinput"):
+        config.pluginmanager.register(cluster_scripts.Report(), "cluster-scripts")
 
 
 def _shared_fixture_group(item: pytest.Item) -> str | None:

@@ -1,4 +1,5 @@
-"""The parallel pass starts the longest work first (tests/support/durations.py)."""
+"""The parallel pass starts the longest work first (tests/support/durations.py); the CPU
+recorder ranks files (tests/support/cpu.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from tests.support import durations
+from tests.support import cpu, durations
 
 
 def items(*nodeids: str) -> list[Any]:
@@ -45,3 +46,16 @@ def test_a_missing_or_broken_file_orders_nothing(tmp_path: Path, monkeypatch: An
     assert durations.load() == {}
     durations.FILE.write_text("[1, 2]")
     assert durations.load() == {}
+
+
+def test_the_cpu_ranking_sums_files_and_puts_the_session_teardown_apart() -> None:
+    phases = {
+        "a.py::x": [1.0, 2.0, 0.0],
+        "a.py::y": [0.0, 1.0, 0.5],
+        "b.py::z": [4.0, 1.0, 9.0],  # a worker's last test: its teardown ends the session
+    }
+    lines = cpu.ranking(phases, {"gw0": 20.0}, {"b.py::z"})
+    assert lines[1].split() == ["5.0", "1", "b.py", "(most:", "5.0", "z)"]
+    assert lines[2].split() == ["4.5", "2", "a.py", "(most:", "3.0", "x)"]
+    assert lines[3].split()[0] == "9.0"  # session teardown
+    assert lines[4].split()[0] == "1.5"  # 20 in the workers, 18.5 in tests

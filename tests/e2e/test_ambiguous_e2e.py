@@ -4,8 +4,12 @@ after the provider sent it or the sender was SIGKILLed with the request in fligh
 
 from __future__ import annotations
 
+import pytest
+
 from tests.e2e.conftest import E2E, poll
 from tests.support.sandbox import configure, sandbox_stats
+
+pytestmark = pytest.mark.cluster_pass  # also on a Redis Cluster: make test-cluster
 
 
 async def one_email(live: E2E, op: str) -> None:

@@ -5,9 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from shared.keys import CONTACT_FORMS, CONTACT_FORMS_DEAD, SUPPORT_CASES, PartitionKeys
 from tests.e2e.conftest import E2E, poll
 from tests.support.sandbox import configure, sandbox_stats
+
+pytestmark = pytest.mark.cluster_pass  # also on a Redis Cluster: make test-cluster
 
 
 async def submit(live: E2E, event_id: str, **fields: str) -> None:

@@ -7,8 +7,12 @@ and stays "unknown" (window closed) when none comes.
 
 from __future__ import annotations
 
+import pytest
+
 from tests.e2e.conftest import E2E, poll
 from tests.support.sandbox import configure, sandbox_stats
+
+pytestmark = pytest.mark.cluster_pass  # also on a Redis Cluster: make test-cluster
 
 
 def accepted(view: dict[str, object]) -> bool:

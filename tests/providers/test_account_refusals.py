@@ -5,11 +5,16 @@ real CLI) every operation is delivered once.
 
 The sandbox answers each refusal as its provider words it (services/sandbox/dialects/):
 Mailgun's 400 "Domain … is not allowed to send", "Please activate your Mailgun account",
-"Free accounts are for test purposes only" and 404 "Domain not found: …"
+"Free accounts are for test purposes only", 404 "Domain not found: …" and a 404 without JSON
+("a non-existing endpoint": a base URL ending in /v3)
 (documentation.mailgun.com/docs/mailgun/quickstart-guide/responses); Postmark's 403 without
-an ErrorCode, from its network layer (postmarkapp.com/developer/api/overview); SendGrid's
+an ErrorCode, from its network layer, and its 404 "ensure the endpoint … are correct"
+(postmarkapp.com/developer/api/overview), its 422 ErrorCode 300 "Invalid 'From' address: …
+is not a verified sender signature"
+(postmarkapp.com/support/article/troubleshooting-422-unprocessable-entity-errors); SendGrid's
 403 for an unverified Sender Identity
-(twilio.com/docs/sendgrid/api-reference/how-to-use-the-sendgrid-v3-api/responses).
+(twilio.com/docs/sendgrid/api-reference/how-to-use-the-sendgrid-v3-api/responses). One per
+provider kind again on real processes, SES's through moto: test_account_refusals_processes.py.
 """
 
 from __future__ import annotations
@@ -32,7 +37,10 @@ REFUSALS = [
     ("mailgun", "account_not_activated", "Please activate your Mailgun account"),
     ("mailgun", "free_account", "Free accounts are for test purposes only"),
     ("mailgun", "domain_not_found", "Domain not found"),
+    ("mailgun", "wrong_base_url", "base URL"),
     ("postmark", "forbidden", "Forbidden"),
+    ("postmark", "from_not_signature", "not a verified sender signature"),
+    ("postmark", "not_found", "ensure the endpoint"),
     ("sendgrid", "sender_not_verified", "verified Sender Identity"),
 ]
 N = 3

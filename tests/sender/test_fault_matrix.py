@@ -20,6 +20,8 @@ from tests.conftest import TEST_TOKEN_KEYS
 from tests.sender.conftest import Stack, wait_for
 from tests.support.sandbox import configure, sandbox_stats, sent_emails
 
+pytestmark = pytest.mark.cluster_pass  # also on a Redis Cluster: make test-cluster
+
 DONE = {State.ACCEPTED, State.FAILED, State.EXHAUSTED, State.EXPIRED}
 
 

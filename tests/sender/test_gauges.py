@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
 from prometheus_client import REGISTRY
 
 from shared import clock
 from shared.keys import CONTROL, PartitionKeys
 from tests.sender.conftest import Stack, wait_for
+
+pytestmark = pytest.mark.cluster_pass  # also on a Redis Cluster: make test-cluster
 
 
 def gauge(name: str, **labels: str) -> float:

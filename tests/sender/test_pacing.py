@@ -12,6 +12,7 @@ import asyncio
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from redis.asyncio import Redis, RedisCluster
@@ -26,6 +27,8 @@ from shared.providers.base import SendResult
 from shared.rate_signal import RateSignal
 from shared.scripts.pacing import Observation, PaceAcquire, PaceFeedback, Tuning
 from tests.conftest import CLUSTER
+
+pytestmark = pytest.mark.cluster_pass  # also on a Redis Cluster: make test-cluster
 
 # The arithmetic once the schedule runs: no slow start (tests/sender/test_pacing_measured.py).
 TUNING = Tuning(start_rate=0)

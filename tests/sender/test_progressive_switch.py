@@ -13,6 +13,7 @@ from typing import Any
 from unittest import mock
 
 import aiohttp
+import pytest
 from redis.asyncio import Redis
 
 from services.sender import app
@@ -25,6 +26,8 @@ from shared.progressive import Phase, Plan
 from tests.sender.conftest import Stack, configured_providers, wait_for
 from tests.sender.test_provider_per_partition import NAMES, emails, named_env
 from tests.support.sandbox import run_sandbox
+
+pytestmark = pytest.mark.cluster_pass  # also on a Redis Cluster: make test-cluster
 
 PARTITIONS = list(range(4))
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from prometheus_client import REGISTRY
 from redis.asyncio import Redis
 
@@ -14,6 +15,8 @@ from shared.operations import load_attempts, load_operation
 from shared.scripts.attempts import BeginAttempt, BeginCode
 from tests.sender.conftest import Stack, wait_for
 from tests.support.sandbox import SANDBOX_API_KEY, configure, run_sandbox, sent_emails
+
+pytestmark = pytest.mark.cluster_pass  # also on a Redis Cluster: make test-cluster
 
 NAMES = ["primary", "standby"]
 

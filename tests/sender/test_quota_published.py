@@ -4,9 +4,13 @@ so admission keeps no budget."""
 
 from __future__ import annotations
 
+import pytest
+
 from services.sender.app import publish_quotas
 from shared.quota import published
 from tests.sender.conftest import Stack
+
+pytestmark = pytest.mark.cluster_pass  # also on a Redis Cluster: make test-cluster
 
 
 async def test_the_senders_publish_their_quota_and_withdraw_it_when_none(stack: Stack) -> None:

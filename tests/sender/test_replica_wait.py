@@ -8,10 +8,14 @@ operation is sent, once.
 
 from __future__ import annotations
 
+import pytest
+
 from shared.model import State
 from shared.operations import load_attempts, load_operation
 from tests.sender.conftest import Stack, wait_for
 from tests.support.sandbox import sandbox_stats
+
+pytestmark = pytest.mark.cluster_pass  # also on a Redis Cluster: make test-cluster
 
 NOT_REPLICATED = "not_replicated"
 

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import pytest
+
 from shared import clock
 from shared.keys import CONTROL, PartitionKeys
 from shared.model import Operation, State
 from shared.operations import load_attempts, load_operation
 from tests.sender.conftest import Stack, wait_for
 from tests.support.sandbox import configure
+
+pytestmark = pytest.mark.cluster_pass  # also on a Redis Cluster: make test-cluster
 
 
 async def test_invariant_4_a_deferred_retry_blocks_no_worker_and_survives_restart(

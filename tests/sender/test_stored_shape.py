@@ -3,12 +3,16 @@ listpack-encoded, and every reader (scripts, model, views) agrees on it."""
 
 from __future__ import annotations
 
+import pytest
+
 from shared import clock, codec, ids
 from shared.keys import PartitionKeys
 from shared.model import State
 from shared.operation_views import find_operation
 from shared.operations import load_operation
 from tests.sender.conftest import Stack
+
+pytestmark = pytest.mark.cluster_pass  # also on a Redis Cluster: make test-cluster
 
 # Derivable (the id carries the id, partition and creation time; the cooldown is the
 # account's; acceptance time is the ledger's) or back at a default once the attempt ends.

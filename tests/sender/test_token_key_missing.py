@@ -6,12 +6,16 @@ pauses the partition with a reason naming the key, and the attempt is handed bac
 
 from __future__ import annotations
 
+import pytest
+
 from shared import codec
 from shared.keys import CONTROL
 from shared.model import State
 from shared.operations import load_operation
 from tests.conftest import TEST_TOKEN_KEYS
 from tests.sender.conftest import Stack, wait_for
+
+pytestmark = pytest.mark.cluster_pass  # also on a Redis Cluster: make test-cluster
 
 NEW_KEY_ONLY = "rotated:" + "n" * 32
 

@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import aiohttp
+import pytest
 
 from services.ctl.embedded import free_port
 from shared.keys import JOB_FIELD, PartitionKeys
@@ -18,6 +19,8 @@ from shared.operations import load_attempts
 from tests.conftest import CLUSTER, TEST_TOKEN_KEYS
 from tests.sender.conftest import Stack, wait_for
 from tests.support.sandbox import SANDBOX_API_KEY, configure, sandbox_stats
+
+pytestmark = pytest.mark.cluster_pass  # also on a Redis Cluster: make test-cluster
 
 ROOT = Path(__file__).resolve().parents[2]
 
