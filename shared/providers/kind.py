@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import aiohttp
 
-from shared.providers.base import Capabilities, EventModel, Provider
+from shared.providers.base import Capabilities, EventModel, Http, Provider
 from shared.settings import ProviderAccount, ProviderSettings
 
 
@@ -67,6 +67,10 @@ class ProviderConfig:
     def timeouts(self) -> dict[str, float]:
         """The adapters' keyword arguments for the process-wide timeouts."""
         return {"connect_timeout": self.connect_timeout, "total_timeout": self.total_timeout}
+
+    def http(self, session: aiohttp.ClientSession) -> Http:
+        """This provider's HTTP side: the session with its timeouts, named for its metrics."""
+        return Http(session, self.name, self.connect_timeout, self.total_timeout)
 
 
 # A configuration of no account in particular: what a kind declares whatever it is given
