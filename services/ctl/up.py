@@ -33,11 +33,12 @@ from services.ctl.ports import (
     port_layout,
     requested_port,
 )
+from services.sandbox.settings import MODES
 from shared.providers.registry import keyless
 
 SERVICES = ("admission", "sender", "poller", "router")
 # Provider kinds the local sandbox can stand in for (SES has moto; see docs/providers.md).
-SANDBOX_KINDS = ("http", "sendgrid", "postmark", "mailgun")
+SANDBOX_KINDS = MODES
 SECRETS_FILE = "secrets.env"
 
 

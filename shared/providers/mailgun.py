@@ -65,7 +65,7 @@ from shared.providers.base import (
     undocumented_refusal,
     undocumented_success,
 )
-from shared.providers.kind import Kind, ProviderConfig
+from shared.providers.kind import Kind, ProviderConfig, needs
 from shared.rate_signal import retry_in
 from shared.retry_after import Source
 
@@ -343,4 +343,6 @@ KIND = Kind(
     sandbox_dialect="services.sandbox.dialects.mailgun",
     inbound_decoder="services.poller.inbound.mailgun",
     vendor="Mailgun",
+    preflight="shared.preflight.keyed:mailgun",
+    lacks=needs("provider_api_key", "mailgun_domain", "provider_url"),
 )

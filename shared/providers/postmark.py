@@ -267,4 +267,5 @@ KIND = Kind(
     sandbox_dialect="services.sandbox.dialects.postmark",
     inbound_decoder="services.poller.inbound.postmark",
     vendor="Postmark",
+    preflight="shared.preflight.keyed:postmark",
 )

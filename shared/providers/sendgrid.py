@@ -208,4 +208,5 @@ KIND = Kind(
     sandbox_dialect="services.sandbox.dialects.sendgrid",
     inbound_decoder="services.poller.inbound.sendgrid",
     vendor="Twilio SendGrid",
+    preflight="shared.preflight.keyed:sendgrid",
 )
