@@ -33,12 +33,11 @@ from services.ctl.ports import (
     port_layout,
     requested_port,
 )
-from services.sandbox.settings import MODES
-from shared.providers.registry import keyless
+from shared.providers.registry import SANDBOX_MODES, keyless
 
 SERVICES = ("admission", "sender", "poller", "router")
 # Provider kinds the local sandbox can stand in for (SES has moto; see docs/providers.md).
-SANDBOX_KINDS = MODES
+SANDBOX_KINDS = SANDBOX_MODES
 SECRETS_FILE = "secrets.env"
 
 

@@ -12,7 +12,7 @@ from typing import Literal
 from pydantic import Field, SecretStr, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from shared.providers.registry import KINDS
+from shared.providers.registry import SANDBOX_MODES
 from shared.settings import one_of
 
 RetryAfterForm = Literal[
@@ -24,9 +24,7 @@ EveryNth = Field(default=0, ge=0)
 
 # Fields that only matter when the listening socket and routes are created.
 STARTUP_ONLY = frozenset({"host", "port", "mode", "messages_file"})
-# The APIs it speaks: the http contract (its own routes, services/sandbox/provider.py) and
-# each provider kind whose registry entry names a dialect (services/sandbox/dialects/).
-MODES = ("http", *(kind.name for kind in KINDS.values() if kind.sandbox_dialect))
+MODES = SANDBOX_MODES  # the http contract and each kind whose entry names a dialect
 
 
 @dataclass(frozen=True, slots=True)
