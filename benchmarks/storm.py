@@ -70,8 +70,8 @@ from benchmarks.storm_timeline import Timeline
 from services.ctl.embedded import RedisServer, free_port
 from services.sandbox.dialects import DIALECTS
 from shared import keys
-from shared.providers.registry import keyless
-from shared.settings import KINDS, PolicySettings
+from shared.providers.registry import KINDS, keyless
+from shared.settings import PolicySettings
 from tests.support.otlp import OtlpReceiver
 from tests.support.processes import Processes, ServiceProcess
 from tests.support.sandbox import SANDBOX_API_KEY, run_sandbox_process, sandbox_stats

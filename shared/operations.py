@@ -26,20 +26,28 @@ async def hand_back(
     client: RedisClient, partition: int, consumer: str, entry_ids: list[str]
 ) -> int:
     """Give never-started send jobs back to the group (see hand_back.lua)."""
-    if not entry_ids:
-        return 0
-    request = HandBack(partition=partition, consumer=consumer, entry_ids=tuple(entry_ids))
-    return await request.run(client)
+    return await _held(HandBack, client, partition, consumer, entry_ids)
 
 
 async def renew_entries(
     client: RedisClient, partition: int, consumer: str, entry_ids: list[str]
 ) -> int:
     """Keep send jobs this consumer still holds from being taken over (see renew_entries.lua)."""
+    return await _held(RenewEntries, client, partition, consumer, entry_ids)
+
+
+async def _held(
+    request: type[HandBack | RenewEntries],
+    client: RedisClient,
+    partition: int,
+    consumer: str,
+    entry_ids: list[str],
+) -> int:
+    """One script call about the send jobs ``consumer`` holds; an empty batch calls nothing."""
     if not entry_ids:
         return 0
-    request = RenewEntries(partition=partition, consumer=consumer, entry_ids=tuple(entry_ids))
-    return await request.run(client)
+    held = request(partition=partition, consumer=consumer, entry_ids=tuple(entry_ids))
+    return await held.run(client)
 
 
 async def load_operation(client: RedisClient, operation_id: str) -> Operation | None:

@@ -11,8 +11,8 @@ import os
 import re
 import socket
 import sys
-from collections.abc import Mapping
-from typing import Any, Literal, TypeVar, cast, get_args
+from collections.abc import Collection, Mapping
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 from urllib.parse import urlsplit
 
 from pydantic import (
@@ -25,9 +25,13 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic_core import PydanticCustomError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from shared.clock import to_ms
+
+if TYPE_CHECKING:
+    from shared.providers.kind import Kind
 
 ENV_PREFIX = "RESETGATE_"
 # The operational listener's default port per service (``resetgate up`` keeps these when it
@@ -392,15 +396,34 @@ class EmailSettings(_Env):
 
 
 SANDBOX_URL = "http://127.0.0.1:8090"  # the local sandbox provider (`resetgate up`)
-ProviderKind = Literal["http", "sendgrid", "postmark", "mailgun", "ses"]
-KINDS: tuple[str, ...] = get_args(ProviderKind)
-KEY_KINDS = frozenset({"http", "sendgrid", "postmark", "mailgun"})
 PROVIDERS_VARIABLE = f"{ENV_PREFIX}PROVIDERS"
 
 
 def providers_listed(environ: Mapping[str, str] | None = None) -> str:
     """``RESETGATE_PROVIDERS`` as set ("": one provider, the single-provider settings)."""
     return (os.environ if environ is None else environ).get(PROVIDERS_VARIABLE, "").strip()
+
+
+def one_of(value: str, names: Collection[str]) -> str:
+    """``value`` when it is one of ``names``, else the error pydantic gives a Literal field
+    (for a choice the registry of provider kinds makes, not a type)."""
+    if value not in names:
+        *most, last = (repr(name) for name in names)
+        expected = f"{', '.join(most)} or {last}" if most else last
+        raise PydanticCustomError(
+            "literal_error", "Input should be {expected}", {"expected": expected}
+        )
+    return value
+
+
+def provider_kinds() -> dict[str, Kind]:
+    """Every provider kind by name (``shared.providers.registry``, each kind's own module).
+    Looked up when an account is checked, not when this module loads: every service reads
+    these settings, the registry imports every adapter, and the adapters read these settings.
+    """
+    from shared.providers.registry import KINDS
+
+    return KINDS
 
 
 def provider_prefix(name: str) -> str:
@@ -420,7 +443,7 @@ class ProviderAccount(_Env):
     # prefix reads only its own, never RESETGATE_KIND nor RESETGATE_PROVIDER_X_PROVIDER_KIND.
     model_config = SettingsConfigDict(validate_by_alias=False, validate_by_name=True)
 
-    provider_kind: ProviderKind = Field(default="http", validation_alias="kind")
+    provider_kind: str = Field(default="http", validation_alias="kind")
     # Base URL; for SES the endpoint override (empty: the region's endpoint). Empty for http:
     # the local sandbox; the other kinds require one.
     provider_url: str = Field(default="", validation_alias="url")
@@ -459,6 +482,11 @@ class ProviderAccount(_Env):
         key = cls.model_fields[field].validation_alias if cls.listed() else field
         return f"{cls.model_config.get('env_prefix', ENV_PREFIX)}{key}".upper()
 
+    @field_validator("provider_kind")
+    @classmethod
+    def _kind_known(cls, value: str) -> str:
+        return one_of(value, provider_kinds())
+
     @field_validator("provider_url")
     @classmethod
     def _url_default(cls, value: str, info: ValidationInfo) -> str:
@@ -489,18 +517,10 @@ class ProviderAccount(_Env):
 
     def _missing(self) -> str:
         """What this account lacks, as one line naming the variable ("" if none)."""
-        kind, variable = self.provider_kind, self.variable
         if self.listed() and "provider_kind" not in self.model_fields_set:
-            return f"{variable('provider_kind')}: must be one of {', '.join(KINDS)}"
-        if kind in KEY_KINDS and not self.provider_api_key.get_secret_value():
-            return f"{variable('provider_api_key')}: required for kind {kind}"
-        if kind == "mailgun" and not self.mailgun_domain:
-            return f"{variable('mailgun_domain')}: required for kind mailgun"
-        if kind == "ses" and not self.ses_region:
-            return "AWS_REGION: required for kind ses (or AWS_DEFAULT_REGION)"
-        if not self.provider_url and kind != "ses":  # SES alone has a default endpoint
-            return f"{variable('provider_url')}: required for kind {kind}"
-        return ""
+            kinds = ", ".join(provider_kinds())
+            return f"{self.variable('provider_kind')}: must be one of {kinds}"
+        return provider_kinds()[self.provider_kind].lacks(self)  # the kind's own entry
 
 
 class ProviderSettings(CommonSettings, ProviderAccount):

@@ -33,11 +33,11 @@ from services.ctl.ports import (
     port_layout,
     requested_port,
 )
-from shared.providers.registry import keyless
+from shared.providers.registry import SANDBOX_MODES, keyless
 
 SERVICES = ("admission", "sender", "poller", "router")
 # Provider kinds the local sandbox can stand in for (SES has moto; see docs/providers.md).
-SANDBOX_KINDS = ("http", "sendgrid", "postmark", "mailgun")
+SANDBOX_KINDS = SANDBOX_MODES
 SECRETS_FILE = "secrets.env"
 
 

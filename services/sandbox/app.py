@@ -14,8 +14,7 @@ from services.sandbox.keep import keep
 from services.sandbox.logs import log
 from services.sandbox.responses import SANDBOX, error, json_response
 from services.sandbox.settings import SandboxSettings
-from services.sandbox.stalls import watch
-from services.sandbox.state import Sandbox
+from services.sandbox.state import Sandbox, running
 
 # Only provider traffic counts as "requests": a test reading stats must not skew them.
 _NOT_PROVIDER = ("/_sandbox", "/healthz", "/readyz")
@@ -51,7 +50,7 @@ def create_app(settings: SandboxSettings) -> web.Application:
     # Bodies are read with our own limit (max_body_bytes can change at runtime).
     app = web.Application(middlewares=[json_errors], client_max_size=2**31)
     app[SANDBOX] = sandbox = Sandbox(settings)
-    app.cleanup_ctx.append(watch(sandbox.stalls))
+    app.cleanup_ctx.append(running(sandbox.stalls.run))
     if settings.messages_file:
         app.cleanup_ctx.append(keep(sandbox, Path(settings.messages_file)))
     if settings.mode == "http":

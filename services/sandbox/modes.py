@@ -22,7 +22,23 @@ from services.sandbox.webhooks import Hook, install
 
 Handler = Callable[[web.Request], Awaitable[web.Response]]
 
-Parsed = JsonDict | web.Response  # the generic body (to, from, subject, text, html, tags)
+Parsed = JsonDict | web.Response  # the generic body (taken), or the provider's refusal
+
+
+def taken(
+    sender: str, to: list[str], tags: object, subject: str = "", text: str = "", html: str = ""
+) -> JsonDict:
+    """The generic body of a send a dialect takes: what the inbox and the feed record,
+    whatever the provider's own shape."""
+    return {"from": sender, "to": to, "subject": subject, "text": text, "html": html, "tags": tags}
+
+
+def taken_templated(
+    sender: str, to: list[str], tags: object, template: str, data: object, subject: str = ""
+) -> JsonDict:
+    """The generic body of a send with a provider-hosted template: nothing rendered here,
+    the template and its data instead."""
+    return {**taken(sender, to, tags, subject), "template": template, "template_data": data}
 
 
 @dataclass(frozen=True, slots=True)

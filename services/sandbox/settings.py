@@ -12,6 +12,9 @@ from typing import Literal
 from pydantic import Field, SecretStr, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from shared.providers.registry import SANDBOX_MODES
+from shared.settings import one_of
+
 RetryAfterForm = Literal[
     "delay-seconds", "imf-fixdate", "rfc850", "asctime", "absent", "malformed", "rotate"
 ]
@@ -21,7 +24,7 @@ EveryNth = Field(default=0, ge=0)
 
 # Fields that only matter when the listening socket and routes are created.
 STARTUP_ONLY = frozenset({"host", "port", "mode", "messages_file"})
-Mode = Literal["http", "sendgrid", "postmark", "mailgun"]
+MODES = SANDBOX_MODES  # the http contract and each kind whose entry names a dialect
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +93,7 @@ class SandboxSettings(BaseSettings):
     log_level: str = "INFO"
     # Which provider's API the sandbox speaks: the http contract, or SendGrid, Postmark or
     # Mailgun as their documentation describes them (services/sandbox/dialects/).
-    mode: Mode = "http"
+    mode: str = "http"
 
     # Credentials: the one bearer key accepted, and a switch that simulates a revoked key.
     api_key: SecretStr = SecretStr("sandbox-key")
@@ -190,6 +193,11 @@ class SandboxSettings(BaseSettings):
     max_messages: int = Field(default=100_000, ge=1)
     max_events: int = Field(default=200_000, ge=1)
     max_tracked_keys: int = Field(default=200_000, ge=1)
+
+    @field_validator("mode")
+    @classmethod
+    def _mode_known(cls, value: str) -> str:
+        return one_of(value, MODES)
 
     @field_validator("send_rate_schedule", "send_shared_quota")
     @classmethod

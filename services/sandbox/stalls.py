@@ -13,11 +13,8 @@ machine's.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
-from collections.abc import AsyncIterator, Callable
-
-from aiohttp import web
+from collections.abc import Callable
 
 TICK_SECONDS = 0.01
 STALL_SECONDS = 0.025  # later than this is a stall (a quarter of a 100 ms horizon)
@@ -53,16 +50,3 @@ class StallWatch:
         while True:
             await asyncio.sleep(TICK_SECONDS)
             self.tick()
-
-
-def watch(stalls: StallWatch) -> Callable[[web.Application], AsyncIterator[None]]:
-    """An aiohttp cleanup context running ``stalls`` while the app serves."""
-
-    async def context(_: web.Application) -> AsyncIterator[None]:
-        task = asyncio.create_task(stalls.run())
-        yield
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-
-    return context

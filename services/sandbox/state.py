@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable, Coroutine
+from typing import Any
+
+from aiohttp import web
 
 from services.sandbox.faults import Faults
 from services.sandbox.ratelimit import TokenBucket, send_bucket
@@ -14,6 +19,23 @@ from services.sandbox.store import Event, Message, Store
 
 # Told of every recorded message and the events planned for it (a provider mode's webhooks).
 OnRecorded = Callable[[Message, list[tuple[float, Event]]], None]
+
+
+Context = Callable[[web.Application], AsyncIterator[None]]
+
+
+def running(loop: Callable[[], Coroutine[Any, Any, None]]) -> Context:
+    """An aiohttp cleanup context running ``loop`` while the app serves (the stall watch, a
+    provider mode's webhooks), cancelled at its stop."""
+
+    async def context(_: web.Application) -> AsyncIterator[None]:
+        task = asyncio.create_task(loop())
+        yield
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    return context
 
 
 class Sandbox:

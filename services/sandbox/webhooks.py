@@ -25,7 +25,7 @@ import itertools
 import logging
 import secrets
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import aiohttp
@@ -36,7 +36,7 @@ from yarl import URL
 from services.sandbox.logs import log
 from services.sandbox.responses import SANDBOX
 from services.sandbox.settings import SandboxSettings
-from services.sandbox.state import Sandbox
+from services.sandbox.state import Sandbox, running
 from services.sandbox.store import Event, Message
 
 ACCEPTED = "accepted"  # the sandbox's name for a provider's acceptance event (not in the feed)
@@ -218,11 +218,4 @@ def install(app: web.Application, hook: Hook) -> None:
     app[WEBHOOKS] = emitter
     app[SANDBOX].on_recorded = emitter.schedule
 
-    async def running(_: web.Application) -> AsyncIterator[None]:
-        task = asyncio.create_task(emitter.run())
-        yield
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-
-    app.cleanup_ctx.append(running)
+    app.cleanup_ctx.append(running(emitter.run))

@@ -58,25 +58,12 @@ class ProviderHealth:
         kind = control.pause_kind(mine) if mine is not None else ""
         if mine and control.pause_over(mine, clock.now_ms()):
             # A quota's window rolled over: the pause lifts by itself.
-            await control.auth_resume(self.client, self.name)
-            event(
-                log,
-                logging.INFO,
-                "provider pause over; sending resumes",
-                provider=self.name,
-                kind=kind,
-            )
+            await self._lift("provider pause over; sending resumes", kind=kind)
             mine, kind = None, ""
         elif kind == control.PauseKind.CREDENTIALS and mine and mine.get("key") != self.fingerprint:
             # A different key has been deployed since the rejection: try again with it. (An
             # account or refusals pause is not about the key: only an operator lifts it.)
-            await control.auth_resume(self.client, self.name)
-            event(
-                log,
-                logging.INFO,
-                "new provider key deployed; auth pause lifted",
-                provider=self.name,
-            )
+            await self._lift("new provider key deployed; auth pause lifted")
             mine, kind = None, ""
         self.paused = mine is not None
         metrics.provider_auth_paused.labels(self.name).set(
@@ -84,6 +71,10 @@ class ProviderHealth:
         )
         for each in control.PauseKind:
             metrics.provider_paused.labels(self.name, str(each)).set(int(kind == each))
+
+    async def _lift(self, why: str, **fields: str) -> None:
+        await control.auth_resume(self.client, self.name)
+        event(log, logging.INFO, why, provider=self.name, **fields)
 
     # -- the daily quota ---------------------------------------------------------------------
     async def take_quota(self) -> int | None:

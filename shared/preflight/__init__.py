@@ -9,9 +9,14 @@ never "failed": only a documented answer fails a check.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
+
+from shared.from_address import FromAddress
+from shared.providers.base import Http, Provider
+from shared.providers.kind import ProviderConfig
 
 
 class Status(StrEnum):
@@ -47,6 +52,16 @@ class Check:
 
     def line(self) -> str:
         return f"{self.provider:<12} {self.check:<18} {self.status:<8} {self.detail}"
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """One configured provider as its kind's checks see it (``Kind.preflight``)."""
+
+    config: ProviderConfig
+    provider: Provider  # its adapter, open
+    http: Http  # its HTTP side (config.http), for the kinds whose API is HTTP
+    froms: Sequence[FromAddress]  # the configured Froms that parse
 
 
 def failing(checks: list[Check]) -> list[Check]:

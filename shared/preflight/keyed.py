@@ -18,12 +18,11 @@
 from __future__ import annotations
 
 import base64
-from collections.abc import Sequence
 from typing import Any
 
 from shared import codec
 from shared.from_address import FromAddress
-from shared.preflight import Check, Status
+from shared.preflight import Check, Status, Target
 from shared.providers.base import Answer, Http, ProviderUnavailable
 from shared.providers.kind import ProviderConfig
 
@@ -59,7 +58,8 @@ def _wrong_key(config: ProviderConfig, path: str, status: int) -> Check:
 
 
 # -- SendGrid ------------------------------------------------------------------------------
-async def sendgrid(http: Http, config: ProviderConfig, froms: Sequence[FromAddress]) -> list[Check]:
+async def sendgrid(target: Target) -> list[Check]:
+    http, config, froms = target.http, target.config, target.froms
     base, auth = config.url.rstrip("/"), {"Authorization": f"Bearer {config.api_key}"}
     answer = await get(http, base + "/v3/scopes", auth)
     if answer is None or answer.status not in (200, 401):
@@ -133,7 +133,8 @@ def _listed(answer: Answer | None, match: Any) -> bool:
 POSTMARK_TEST_TOKEN = "POSTMARK_API_TEST"  # noqa: S105  # Postmark's documented test token
 
 
-async def postmark(http: Http, config: ProviderConfig, froms: Sequence[FromAddress]) -> list[Check]:
+async def postmark(target: Target) -> list[Check]:
+    http, config, froms = target.http, target.config, target.froms
     auth = {"X-Postmark-Server-Token": config.api_key, "Accept": "application/json"}
     answer = await get(http, config.url.rstrip("/") + "/server", auth)
     if answer is None or answer.status not in (200, 401):
@@ -167,7 +168,8 @@ async def postmark(http: Http, config: ProviderConfig, froms: Sequence[FromAddre
 
 
 # -- Mailgun -------------------------------------------------------------------------------
-async def mailgun(http: Http, config: ProviderConfig, froms: Sequence[FromAddress]) -> list[Check]:
+async def mailgun(target: Target) -> list[Check]:
+    http, config, froms = target.http, target.config, target.froms
     token = base64.b64encode(f"api:{config.api_key}".encode()).decode()
     auth = {"Authorization": f"Basic {token}"}
     own = await _mailgun_domain(http, config, auth, config.mailgun_domain, "domain")
@@ -224,3 +226,25 @@ def _region_hint(url: str) -> str:
     eu = "api.eu.mailgun.net" in url
     other, region = (MAILGUN_REGIONS["us"], "US") if eu else (MAILGUN_REGIONS["eu"], "EU")
     return f"add it, or, if the domain is in the {region} region, set the provider URL to {other}"
+
+
+# -- the http contract ---------------------------------------------------------------------
+async def contract(target: Target) -> list[Check]:
+    """The http kind (docs/provider-contract.md): its events feed answers the key."""
+    http, config = target.http, target.config
+    auth = {"Authorization": f"Bearer {config.api_key}"}
+    answer = await get(http, config.url.rstrip("/") + "/email/events?limit=1", auth)
+    if answer is not None and answer.status in (401, 403):
+        return [
+            Check(
+                config.name,
+                "key",
+                Status.FAILED,
+                f"GET /email/events answered "
+                f"{answer.status}: set the provider's API key to a valid one",
+            )
+        ]
+    if answer is None or answer.status != 200:
+        said = "no answer" if answer is None else f"HTTP {answer.status}"
+        return [Check(config.name, "key", Status.UNKNOWN, f"GET /email/events: {said}")]
+    return [Check(config.name, "key", Status.OK, "the key reads the events feed")]

@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import importlib
+from collections.abc import Awaitable, Callable, Mapping
+from typing import cast
 
 import aiohttp
 
 from shared.from_address import FromAddress, FromError, configured, parse
-from shared.preflight import Check, Status, keyed
-from shared.preflight import ses as ses_checks
-from shared.providers.base import Http, Provider
+from shared.preflight import Check, Status, Target
+from shared.preflight.ses import CONFIGURATION_SET_VARIABLE
+from shared.providers.base import Provider
 from shared.providers.kind import ProviderConfig
-from shared.providers.ses import SesProvider
+from shared.providers.registry import entry
 from shared.settings import EmailSettings
 
-KEYED = {"sendgrid": keyed.sendgrid, "postmark": keyed.postmark, "mailgun": keyed.mailgun}
+Preflight = Callable[[Target], Awaitable[list[Check]]]
 
 
 def from_checks(name: str, email: EmailSettings) -> tuple[list[Check], list[FromAddress]]:
@@ -37,7 +39,7 @@ def events_check(config: ProviderConfig, events: Mapping[str, str]) -> Check | N
         return None  # the poller reads the sandbox contract's feed
     if config.kind in events:
         return Check(config.name, "events", Status.OK, f"{events[config.kind]} is set")
-    variable = ses_checks.CONFIGURATION_SET_VARIABLE if config.kind == "ses" else ""
+    variable = CONFIGURATION_SET_VARIABLE if config.kind == "ses" else ""
     what = (
         "RESETGATE_SES_QUEUE_URL (the SQS queue of the configuration set's SNS topic)"
         if variable
@@ -61,31 +63,12 @@ async def run(
     """Every check of one provider; ``events`` None: the events check is left out (the
     sender does not read the poller's settings)."""
     found, froms = from_checks(config.name, email)
-    if config.kind in KEYED:
-        http = Http(session, config.name, config.connect_timeout, config.total_timeout)
-        found += await KEYED[config.kind](http, config, froms)
-    elif isinstance(provider, SesProvider):
-        found += await ses_checks.checks(provider, config.ses_configuration_set, froms)
-    else:
-        found.append(await _contract_key(session, config))
+    found += await checks_of(config.kind)(Target(config, provider, config.http(session), froms))
     source = events_check(config, events) if events is not None else None
     return found + ([source] if source else [])
 
 
-async def _contract_key(session: aiohttp.ClientSession, config: ProviderConfig) -> Check:
-    """The http kind (docs/provider-contract.md): its events feed answers the key."""
-    http = Http(session, config.name, config.connect_timeout, config.total_timeout)
-    auth = {"Authorization": f"Bearer {config.api_key}"}
-    answer = await keyed.get(http, config.url.rstrip("/") + "/email/events?limit=1", auth)
-    if answer is not None and answer.status in (401, 403):
-        return Check(
-            config.name,
-            "key",
-            Status.FAILED,
-            f"GET /email/events answered "
-            f"{answer.status}: set the provider's API key to a valid one",
-        )
-    if answer is None or answer.status != 200:
-        said = "no answer" if answer is None else f"HTTP {answer.status}"
-        return Check(config.name, "key", Status.UNKNOWN, f"GET /email/events: {said}")
-    return Check(config.name, "key", Status.OK, "the key reads the events feed")
+def checks_of(kind: str) -> Preflight:
+    """The checks kind ``kind``'s registry entry names (``Kind.preflight``)."""
+    module, function = entry(kind).preflight.split(":")
+    return cast(Preflight, getattr(importlib.import_module(module), function))

@@ -16,12 +16,12 @@ moto 5.2 answers GetAccount with 404 (not implemented): those checks say unknown
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from shared.from_address import FromAddress
-from shared.preflight import Check, Status
+from shared.preflight import Check, Status, Target
 from shared.providers.ses import SesProvider
 
 # Answers about our credentials (CommonErrors): the key check fails. AccessDenied is the
@@ -58,10 +58,9 @@ async def _call(
         return None
 
 
-async def checks(
-    provider: SesProvider, configuration_set: str, froms: Sequence[FromAddress]
-) -> list[Check]:
-    name = provider.name
+async def checks(target: Target) -> list[Check]:
+    provider = cast(SesProvider, target.provider)  # the ses kind's adapter (registry.build)
+    name, configuration_set = provider.name, target.config.ses_configuration_set
     account = await _call(provider, "get_account")
     if isinstance(account, ClientError) and _code(account) in WRONG_KEY:
         return [
@@ -74,7 +73,7 @@ async def checks(
             )
         ]
     found = _account(name, account)
-    for sender in _distinct(froms):
+    for sender in _distinct(target.froms):
         found.append(await _identity(provider, sender))
     found.append(await _configuration_set(provider, configuration_set))
     return found

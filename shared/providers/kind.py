@@ -10,18 +10,19 @@ provider's ``RESETGATE_PROVIDER_*`` or a configured name's ``RESETGATE_PROVIDER_
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import aiohttp
+from pydantic import SecretStr
 
-from shared.providers.base import Capabilities, EventModel, Provider
+from shared.providers.base import Capabilities, EventModel, Http, Provider
 from shared.settings import ProviderAccount, ProviderSettings
 
 
 @dataclass(frozen=True, slots=True)
 class ProviderConfig:
     name: str
-    kind: str  # a registry name (shared.settings.ProviderKind)
+    kind: str  # a registry name (shared.providers.registry.KINDS)
     url: str
     api_key: str
     connect_timeout: float
@@ -68,10 +69,31 @@ class ProviderConfig:
         """The adapters' keyword arguments for the process-wide timeouts."""
         return {"connect_timeout": self.connect_timeout, "total_timeout": self.total_timeout}
 
+    def http(self, session: aiohttp.ClientSession) -> Http:
+        """This provider's HTTP side: the session with its timeouts, named for its metrics."""
+        return Http(session, self.name, self.connect_timeout, self.total_timeout)
+
 
 # A configuration of no account in particular: what a kind declares whatever it is given
 # (its keyless flag, its message size limit).
 ANY = ProviderConfig("any", "http", "", "", 1.0, 1.0, key_retention_seconds=1.0, settle_seconds=0.0)
+
+
+Lacks = Callable[[ProviderAccount], str]
+
+
+def needs(*fields: str) -> Lacks:
+    """An account check: the first of ``fields`` (``ProviderAccount`` fields) that is empty,
+    as one line naming its variable ("" when none is)."""
+
+    def lacks(account: ProviderAccount) -> str:
+        for name in fields:
+            value = getattr(account, name)
+            if not (value.get_secret_value() if isinstance(value, SecretStr) else value):
+                return f"{account.variable(name)}: required for kind {account.provider_kind}"
+        return ""
+
+    return lacks
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +108,9 @@ class Kind:
     ``inbound_decoder`` name the modules of the sandbox and the poller that speak it ("":
     none; a service's code stays in its service, which loads them through this entry).
     ``vendor``: whose documentation its limits come from ("" for resetgate's own contract).
+    ``lacks``: what an account of this kind is missing (``ProviderAccount`` refuses to load
+    without it); most kinds need a key and a URL. ``preflight``: the module and function
+    (``module:function``) of ``resetgate providers check``'s checks of its account.
     """
 
     name: str
@@ -96,6 +121,8 @@ class Kind:
     sandbox_dialect: str = ""
     inbound_decoder: str = ""
     vendor: str = ""
+    lacks: Lacks = field(default=needs("provider_api_key", "provider_url"))
+    preflight: str = "shared.preflight.keyed:contract"
 
     @property
     def keyless(self) -> bool:

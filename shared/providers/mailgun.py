@@ -49,7 +49,6 @@ from shared.providers.base import (
     Answer,
     Capabilities,
     EventModel,
-    Http,
     LookupResult,
     LookupTrust,
     Message,
@@ -66,7 +65,7 @@ from shared.providers.base import (
     undocumented_refusal,
     undocumented_success,
 )
-from shared.providers.kind import Kind, ProviderConfig
+from shared.providers.kind import Kind, ProviderConfig, needs
 from shared.rate_signal import retry_in
 from shared.retry_after import Source
 
@@ -292,24 +291,13 @@ def _message_id_header(item: dict[str, Any]) -> str:
 
 
 class MailgunProvider:
-    def __init__(
-        self,
-        session: aiohttp.ClientSession,
-        base_url: str,
-        api_key: str,
-        domain: str,
-        *,
-        connect_timeout: float = 3.0,
-        total_timeout: float = 15.0,
-        settle_seconds: float = 1800.0,
-        name: str = "mailgun",
-    ) -> None:
-        self.name = name
-        self.http = Http(session, name, connect_timeout, total_timeout)
-        self.base = f"{base_url.rstrip('/')}/v3/{domain}"
-        token = base64.b64encode(f"api:{api_key}".encode()).decode()
+    def __init__(self, config: ProviderConfig, session: aiohttp.ClientSession) -> None:
+        self.name = config.name
+        self.http = config.http(session)
+        self.base = f"{config.url.rstrip('/')}/v3/{config.mailgun_domain}"
+        token = base64.b64encode(f"api:{config.api_key}".encode()).decode()
         self._auth = {"Authorization": f"Basic {token}"}
-        self.capabilities = capabilities(settle_seconds)
+        self.capabilities = capabilities(_settle(config))
 
     async def send(self, operation_id: str, message: Message) -> SendResult:
         try:
@@ -346,25 +334,15 @@ def _settle(config: ProviderConfig) -> float:
     return max(config.settle_seconds, config.mailgun_events_delay_seconds)
 
 
-def _adapter(config: ProviderConfig, session: aiohttp.ClientSession) -> MailgunProvider:
-    return MailgunProvider(
-        session,
-        config.url,
-        config.api_key,
-        config.mailgun_domain,
-        name=config.name,
-        settle_seconds=_settle(config),
-        **config.timeouts,
-    )
-
-
 KIND = Kind(
     "mailgun",
-    _adapter,
+    MailgunProvider,
     lambda config: capabilities(_settle(config)),
     settings=("mailgun_domain", "mailgun_events_delay_seconds", "mailgun_webhook_signing_key"),
     event_credential="MAILGUN_WEBHOOK_SIGNING_KEY",
     sandbox_dialect="services.sandbox.dialects.mailgun",
     inbound_decoder="services.poller.inbound.mailgun",
     vendor="Mailgun",
+    preflight="shared.preflight.keyed:mailgun",
+    lacks=needs("provider_api_key", "mailgun_domain", "provider_url"),
 )

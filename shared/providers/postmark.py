@@ -43,7 +43,6 @@ from shared.providers.base import (
     Answer,
     Capabilities,
     EventModel,
-    Http,
     LookupResult,
     LookupTrust,
     Message,
@@ -223,22 +222,12 @@ def found_message_id(body: dict[str, Any], operation_id: str) -> str:
 
 
 class PostmarkProvider:
-    def __init__(
-        self,
-        session: aiohttp.ClientSession,
-        base_url: str,
-        api_key: str,
-        *,
-        connect_timeout: float = 3.0,
-        total_timeout: float = 15.0,
-        settle_seconds: float = 20.0,
-        name: str = "postmark",
-    ) -> None:
-        self.name = name
-        self.http = Http(session, name, connect_timeout, total_timeout)
-        self.base_url = base_url.rstrip("/")
-        self._auth = {"X-Postmark-Server-Token": api_key, "Accept": "application/json"}
-        self.capabilities = capabilities(settle_seconds)
+    def __init__(self, config: ProviderConfig, session: aiohttp.ClientSession) -> None:
+        self.name = config.name
+        self.http = config.http(session)
+        self.base_url = config.url.rstrip("/")
+        self._auth = {"X-Postmark-Server-Token": config.api_key, "Accept": "application/json"}
+        self.capabilities = capabilities(config.settle_seconds)
 
     async def send(self, operation_id: str, message: Message) -> SendResult:
         headers = {**self._auth, "Content-Type": "application/json"}
@@ -265,20 +254,9 @@ class PostmarkProvider:
         return None
 
 
-def _adapter(config: ProviderConfig, session: aiohttp.ClientSession) -> PostmarkProvider:
-    return PostmarkProvider(
-        session,
-        config.url,
-        config.api_key,
-        name=config.name,
-        settle_seconds=config.settle_seconds,
-        **config.timeouts,
-    )
-
-
 KIND = Kind(
     "postmark",
-    _adapter,
+    PostmarkProvider,
     lambda config: capabilities(config.settle_seconds),
     settings=(
         "postmark_webhook_username",
@@ -289,4 +267,5 @@ KIND = Kind(
     sandbox_dialect="services.sandbox.dialects.postmark",
     inbound_decoder="services.poller.inbound.postmark",
     vendor="Postmark",
+    preflight="shared.preflight.keyed:postmark",
 )

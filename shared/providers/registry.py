@@ -35,6 +35,11 @@ KINDS: dict[str, Kind] = found_in(providers)
 EVENT_CREDENTIAL = {k.name: k.event_credential for k in KINDS.values() if k.event_credential}
 
 
+# The APIs the sandbox speaks: the http contract (its own routes, services/sandbox/provider.py)
+# and each kind whose entry names a dialect (services/sandbox/dialects/).
+SANDBOX_MODES = ("http", *(k.name for k in KINDS.values() if k.sandbox_dialect))
+
+
 def entry(name: str) -> Kind:
     """The kind of this name (the settings allow no other; an unknown one is the contract's)."""
     return KINDS.get(name) or KINDS["http"]

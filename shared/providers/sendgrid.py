@@ -40,7 +40,6 @@ from shared.providers.base import (
     Answer,
     Capabilities,
     EventModel,
-    Http,
     LookupResult,
     Message,
     RateSignalKind,
@@ -177,20 +176,11 @@ def _words(answer: Answer) -> str:
 class SendGridProvider:
     capabilities = CAPABILITIES
 
-    def __init__(
-        self,
-        session: aiohttp.ClientSession,
-        base_url: str,
-        api_key: str,
-        *,
-        connect_timeout: float = 3.0,
-        total_timeout: float = 15.0,
-        name: str = "sendgrid",
-    ) -> None:
-        self.name = name
-        self.http = Http(session, name, connect_timeout, total_timeout)
-        self.url = base_url.rstrip("/") + "/v3/mail/send"
-        self._auth = {"Authorization": f"Bearer {api_key}"}
+    def __init__(self, config: ProviderConfig, session: aiohttp.ClientSession) -> None:
+        self.name = config.name
+        self.http = config.http(session)
+        self.url = config.url.rstrip("/") + "/v3/mail/send"
+        self._auth = {"Authorization": f"Bearer {config.api_key}"}
 
     async def send(self, operation_id: str, message: Message) -> SendResult:
         headers = {**self._auth, "Content-Type": "application/json"}
@@ -209,19 +199,14 @@ class SendGridProvider:
         return None
 
 
-def _adapter(config: ProviderConfig, session: aiohttp.ClientSession) -> SendGridProvider:
-    return SendGridProvider(
-        session, config.url, config.api_key, name=config.name, **config.timeouts
-    )
-
-
 KIND = Kind(
     "sendgrid",
-    _adapter,
+    SendGridProvider,
     lambda _: CAPABILITIES,
     settings=("sendgrid_webhook_public_key",),
     event_credential="SENDGRID_WEBHOOK_PUBLIC_KEY",
     sandbox_dialect="services.sandbox.dialects.sendgrid",
     inbound_decoder="services.poller.inbound.sendgrid",
     vendor="Twilio SendGrid",
+    preflight="shared.preflight.keyed:sendgrid",
 )

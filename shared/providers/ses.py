@@ -67,7 +67,7 @@ from shared.providers.base import (
     undocumented_refusal,
 )
 from shared.providers.kind import Kind, ProviderConfig
-from shared.settings import SANDBOX_URL
+from shared.settings import SANDBOX_URL, ProviderAccount
 
 log = logging.getLogger(__name__)
 CAPABILITIES = Capabilities(
@@ -331,6 +331,11 @@ def _adapter(config: ProviderConfig, _session: object) -> SesProvider:
     )
 
 
+def _lacks(account: ProviderAccount) -> str:
+    # No key (the AWS credential chain) and a default endpoint, but a region.
+    return "" if account.ses_region else "AWS_REGION: required for kind ses (or AWS_DEFAULT_REGION)"
+
+
 # The sandbox has no SES dialect: tests run moto's server (tests/support/moto_server.py).
 # Events arrive on a queue (SNS -> SQS), decoded by the poller's SES module.
 KIND = Kind(
@@ -341,4 +346,6 @@ KIND = Kind(
     event_credential="SES_QUEUE_URL",
     inbound_decoder="services.poller.inbound.ses",
     vendor="Amazon SES",
+    preflight="shared.preflight.ses:checks",
+    lacks=_lacks,
 )

@@ -188,6 +188,25 @@ end
 """
 
 
+def due_prelude() -> str:
+    """What a script that acts on the members of a schedule whose time has come gets in place
+    of ``-- @due``: ``take_due``, which re-checks each candidate the caller read with ZRANGE
+    BYSCORE, so a racing writer (which removed it) or a second caller never acts on one twice."""
+    return """-- due members (rendered from shared/scripts/__init__.py)
+local function take_due(schedule, ids, now)
+  local taken = {}
+  for i, id in ipairs(ids) do
+    local score = redis.call("ZSCORE", schedule, id)
+    if score and tonumber(score) <= now then
+      redis.call("ZREM", schedule, id)
+      taken[#taken + 1] = i
+    end
+  end
+  return taken  -- the positions in ids of those removed from schedule
+end
+"""
+
+
 # A line "-- @<name>" in a script is replaced, at load time, by what these render.
 PRELUDES = {
     "-- @ledger\n": ledger_prelude,
@@ -196,6 +215,7 @@ PRELUDES = {
     "-- @delivery\n": delivery_prelude,
     "-- @settle\n": settle_prelude,
     "-- @recent\n": recent_prelude,
+    "-- @due\n": due_prelude,
 }
 REQUEST_MARKER = "-- @request\n"
 

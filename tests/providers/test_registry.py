@@ -7,28 +7,31 @@ from __future__ import annotations
 import importlib
 import sys
 from pathlib import Path
-from typing import get_args
 
 import aiohttp
 import pytest
+from pydantic import ValidationError
 
 from services.poller.settings import InboundSettings
 from services.sandbox.dialects import DIALECTS
-from services.sandbox.settings import Mode
+from services.sandbox.settings import MODES, SandboxSettings
+from shared.preflight.run import checks_of
+from shared.providers import http
 from shared.providers.base import EventModel
-from shared.providers.kind import ProviderConfig
+from shared.providers.kind import Kind, ProviderConfig
 from shared.providers.registry import EVENT_CREDENTIAL, KINDS, build, entry, found_in, keyless
-from shared.settings import ProviderKind, ProviderSettings
+from shared.settings import ProviderAccount, ProviderSettings
 
-# kind: (adapter class, events, keyless, sandbox dialect, inbound decoder)
+# kind: (adapter class, events, keyless, sandbox dialect, inbound decoder, preflight)
 PARTS = {
-    "http": ("HttpProvider", EventModel.POLL, False, "", ""),
+    "http": ("HttpProvider", EventModel.POLL, False, "", "", "shared.preflight.keyed:contract"),
     "mailgun": (
         "MailgunProvider",
         EventModel.WEBHOOK,
         True,
         "services.sandbox.dialects.mailgun",
         "services.poller.inbound.mailgun",
+        "shared.preflight.keyed:mailgun",
     ),
     "postmark": (
         "PostmarkProvider",
@@ -36,6 +39,7 @@ PARTS = {
         True,
         "services.sandbox.dialects.postmark",
         "services.poller.inbound.postmark",
+        "shared.preflight.keyed:postmark",
     ),
     "sendgrid": (
         "SendGridProvider",
@@ -43,9 +47,58 @@ PARTS = {
         True,
         "services.sandbox.dialects.sendgrid",
         "services.poller.inbound.sendgrid",
+        "shared.preflight.keyed:sendgrid",
     ),
-    "ses": ("SesProvider", EventModel.QUEUE, True, "", "services.poller.inbound.ses"),
+    "ses": (
+        "SesProvider",
+        EventModel.QUEUE,
+        True,
+        "",
+        "services.poller.inbound.ses",
+        "shared.preflight.ses:checks",
+    ),
 }
+# What an account of each kind lacks when nothing but its kind is set: the kind's entry says
+# (Kind.lacks), and ProviderAccount refuses to load with it.
+LACKS = {
+    "http": "RESETGATE_PROVIDER_API_KEY: required for kind http",
+    "mailgun": "RESETGATE_PROVIDER_API_KEY: required for kind mailgun",
+    "postmark": "RESETGATE_PROVIDER_API_KEY: required for kind postmark",
+    "sendgrid": "RESETGATE_PROVIDER_API_KEY: required for kind sendgrid",
+    "ses": "AWS_REGION: required for kind ses (or AWS_DEFAULT_REGION)",
+}
+
+
+def missing_parts(kind: Kind) -> list[str]:
+    """Each part ``kind``'s entry names that is not there (the settings fields, the event
+    credential's field, the sandbox dialect and its mode, the inbound decoder, the preflight)."""
+    known = set(ProviderSettings.model_fields) | set(InboundSettings.model_fields)
+    missing = [
+        f"settings field {s}"
+        for s in kind.settings
+        if s not in known and not isinstance(getattr(ProviderSettings, s, None), property)
+    ]
+    credential = kind.event_credential.lower()
+    if credential and credential not in InboundSettings.model_fields:
+        missing.append(f"InboundSettings field {credential}")
+    if kind.sandbox_dialect and not hasattr(_module(kind.sandbox_dialect), "DIALECT"):
+        missing.append(f"sandbox dialect {kind.sandbox_dialect}")
+    if kind.sandbox_dialect and kind.name not in MODES:
+        missing.append(f"sandbox mode {kind.name}")
+    decoder = _module(kind.inbound_decoder) if kind.inbound_decoder else None
+    if kind.inbound_decoder and not callable(getattr(decoder, "parse", None)):
+        missing.append(f"inbound decoder {kind.inbound_decoder}")
+    module, _, function = kind.preflight.partition(":")
+    if not callable(getattr(_module(module), function, None)):
+        missing.append(f"preflight {kind.preflight}")
+    return missing
+
+
+def _module(name: str) -> object:
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        return None
 
 
 def _config(kind: str) -> ProviderConfig:
@@ -64,14 +117,52 @@ def _config(kind: str) -> ProviderConfig:
 
 
 def test_the_registry_holds_every_kind_the_settings_accept() -> None:
-    assert sorted(KINDS) == sorted(get_args(ProviderKind)) == sorted(PARTS)
+    assert sorted(KINDS) == sorted(PARTS)
+    with pytest.raises(ValidationError, match="Input should be 'http', 'mailgun'"):
+        ProviderAccount(provider_kind="pigeon", provider_url="u", provider_api_key="k")
+
+
+@pytest.mark.parametrize("kind", sorted(PARTS))
+def test_each_kind_has_every_part_its_entry_names(kind: str) -> None:
+    assert missing_parts(entry(kind)) == []
+
+
+def test_a_part_an_entry_names_that_is_not_there_is_listed() -> None:
+    # The opposite failure: a kind whose settings, decoder, dialect or checks were never
+    # written is caught here, not at a user's first send.
+    pigeon = Kind(
+        "pigeon",
+        http.KIND.adapter,
+        http.KIND.capabilities,
+        settings=("pigeon_region",),
+        event_credential="PIGEON_WEBHOOK_SECRET",
+        sandbox_dialect="services.sandbox.dialects.pigeon",
+        inbound_decoder="services.poller.inbound.pigeon",
+        preflight="shared.preflight.keyed:pigeon",
+    )
+    assert missing_parts(pigeon) == [
+        "settings field pigeon_region",
+        "InboundSettings field pigeon_webhook_secret",
+        "sandbox dialect services.sandbox.dialects.pigeon",
+        "sandbox mode pigeon",
+        "inbound decoder services.poller.inbound.pigeon",
+        "preflight shared.preflight.keyed:pigeon",
+    ]
+
+
+@pytest.mark.parametrize("kind", sorted(PARTS))
+def test_each_kind_says_what_its_account_lacks(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    for variable in ("AWS_REGION", "AWS_DEFAULT_REGION", "RESETGATE_PROVIDERS"):
+        monkeypatch.delenv(variable, raising=False)
+    with pytest.raises(ValidationError, match=LACKS[kind].replace("(", r"\(").replace(")", r"\)")):
+        ProviderAccount(provider_kind=kind, provider_url="" if kind == "ses" else "u")
 
 
 @pytest.mark.parametrize("kind", sorted(PARTS))
 async def test_each_kind_builds_its_adapter_with_the_capabilities_its_entry_declares(
     kind: str,
 ) -> None:
-    adapter_class, events, is_keyless, _, _ = PARTS[kind]
+    adapter_class, events, is_keyless, *_ = PARTS[kind]
     config = _config(kind)
     async with aiohttp.ClientSession() as session:
         adapter = build(config, session)
@@ -105,13 +196,14 @@ def test_each_kind_names_settings_that_exist(kind: str) -> None:
 def test_each_kind_finds_its_sandbox_dialect_and_inbound_decoder_through_its_entry(
     kind: str,
 ) -> None:
-    _, events, _, dialect, decoder = PARTS[kind]
+    _, events, _, dialect, decoder, preflight = PARTS[kind]
     assert (entry(kind).sandbox_dialect, entry(kind).inbound_decoder) == (dialect, decoder)
+    assert entry(kind).preflight == preflight and callable(checks_of(kind))
     if dialect:
         assert DIALECTS[kind] is importlib.import_module(dialect).DIALECT
-        assert kind in get_args(Mode)
+        assert SandboxSettings(mode=kind).mode == kind
     else:
-        assert kind not in DIALECTS
+        assert kind not in DIALECTS and (kind in MODES) is (kind == "http")  # its own routes
     if decoder:
         module = importlib.import_module(decoder)
         assert callable(module.parse)

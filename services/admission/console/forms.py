@@ -124,16 +124,17 @@ async def _state(request: web.Request, operation_id: str) -> State | None:
     return detail.operation.state if detail else None
 
 
+def _not_in_state(request: web.Request, title: str, why: str) -> web.Response:
+    """The 409 of an action the operation's state does not allow, linking back to it."""
+    return message(request, 409, title, why, operation_href(request.match_info["operation_id"]))
+
+
 async def confirm_quarantine(request: web.Request) -> web.Response:
     _actor(request)
     operation_id = request.match_info["operation_id"]
     if await _state(request, operation_id) not in QUARANTINABLE:
-        return message(
-            request,
-            409,
-            "Quarantine",
-            "This operation cannot be quarantined in its state.",
-            operation_href(operation_id),
+        return _not_in_state(
+            request, "Quarantine", "This operation cannot be quarantined in its state."
         )
     question = (
         f"Quarantine {operation_id}? It stops being sent and keeps its id and token "
@@ -149,12 +150,8 @@ async def confirm_release(request: web.Request) -> web.Response:
     operation_id = request.match_info["operation_id"]
     state = await _state(request, operation_id)
     if state not in RELEASABLE:
-        return message(
-            request,
-            409,
-            "Release",
-            "This operation is neither quarantined nor held for review.",
-            operation_href(operation_id),
+        return _not_in_state(
+            request, "Release", "This operation is neither quarantined nor held for review."
         )
     held = "held for review" if state is State.REVIEW else "quarantined"
     question = (
@@ -168,13 +165,7 @@ async def confirm_close(request: web.Request) -> web.Response:
     _actor(request)
     operation_id = request.match_info["operation_id"]
     if await _state(request, operation_id) not in CLOSABLE:
-        return message(
-            request,
-            409,
-            "Close",
-            "This operation is not held for review.",
-            operation_href(operation_id),
-        )
+        return _not_in_state(request, "Close", "This operation is not held for review.")
     question = (
         f"Close {operation_id} without sending it? It ends as failed: no email is sent for "
         "it, and the account must ask again to get one."

@@ -22,13 +22,13 @@ from services.admission.console.html import (
     seconds,
     when,
 )
-from services.admission.console.pages import notice, operation_href, page, principal_of
-from services.admission.console.provider_lines import lines_table, read_lines
+from services.admission.console.pages import notice, operation_href, page
+from services.admission.console.provider_lines import lines_table, snapshot
 from services.admission.console.trail import entries_table
 from services.admission.console.views import provider_text
 from shared import actions, clock, control, operation_views
 from shared.model import State
-from shared.status import Pacing, partitions_status
+from shared.status import Pacing
 
 OLDEST_LIMIT = 20
 AUDIT_SHOWN = 20  # the newest operator actions on the providers page; the trail has them all
@@ -174,14 +174,9 @@ def _paused_by(r: dict[str, Any]) -> Markup:
 
 
 async def providers(request: web.Request) -> web.Response:
-    settings = request.app[SETTINGS]
-    client = request.app[REDIS]
-    principal = principal_of(request)
-    can_act = principal is not None and principal.can_act
-    now = clock.now_ms()
-    state = await control.read(client)
-    rows = await partitions_status(client, settings.partitions, state)
-    lines = await read_lines(request, state, rows)
+    view = await snapshot(request)
+    client, can_act, now = view.client, view.can_act, view.now
+    state, rows, lines = view.state, view.partitions, view.lines
     configured = [line.name for line in lines]
     partition_rows = [
         row(

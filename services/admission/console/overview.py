@@ -14,16 +14,16 @@ from aiohttp import web
 
 from services.admission.console.charts import charts_table
 from services.admission.console.charts import read as read_charts
-from services.admission.console.context import REDIS, SETTINGS
+from services.admission.console.context import SETTINGS
 from services.admission.console.html import Markup, escape, join, link, render, row, when
 from services.admission.console.oncall import operation_cells
-from services.admission.console.pages import notice, operation_href, page, principal_of
-from services.admission.console.provider_lines import lines_table, pause_text, read_lines
+from services.admission.console.pages import notice, operation_href, page
+from services.admission.console.provider_lines import lines_table, pause_text, snapshot
 from services.admission.console.provider_lines import resume_link as provider_resume_link
 from services.admission.console.recent_lists import counters as recent_counters
 from services.admission.console.recent_lists import page_number, query, section
-from shared import clock, control, operation_views, progressive, switch
-from shared.status import partitions_status, recent_counts
+from shared import control, operation_views, progressive, switch
+from shared.status import recent_counts
 
 PAGE = 20  # rows of a list shown at once
 STOP = "/console/providers/progressive/stop"
@@ -166,13 +166,9 @@ def _review(request: web.Request, rows: list[dict[str, Any]], can_act: bool) -> 
 
 async def _live(request: web.Request) -> Markup:
     settings = request.app[SETTINGS]
-    client = request.app[REDIS]
-    principal = principal_of(request)
-    can_act = principal is not None and principal.can_act
-    now = clock.now_ms()
-    state = await control.read(client)
-    rows = await partitions_status(client, settings.partitions, state)
-    lines = await read_lines(request, state, rows)
+    view = await snapshot(request)
+    client, can_act, now = view.client, view.can_act, view.now
+    state, rows, lines = view.state, view.partitions, view.lines
     default = lines[0].name if lines else settings.provider_name
     per_partition = await operation_views.oldest_per_partition(
         client, settings.partitions, settings.max_attempts, now

@@ -4,6 +4,7 @@ beside it for on-call), ambiguous attempts, and a place for the preflight checks
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
@@ -19,10 +20,11 @@ from services.admission.console.html import (
     table,
     when,
 )
-from shared import control
+from services.admission.console.pages import principal_of
+from shared import clock, control
 from shared.providers.named import ProviderConfigError, provider_kinds
 from shared.redis import RedisClient
-from shared.status import ProviderLine, provider_lines
+from shared.status import ProviderLine, partitions_status, provider_lines
 
 COLUMNS = (
     "Provider",
@@ -89,6 +91,30 @@ def _line_row(line: ProviderLine, can_act: bool, now: int) -> Markup:
         checks,
     )
     return Markup(f'<tr data-provider="{escape(line.name)}">{join(cell(c) for c in cells)}</tr>')
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """What the overview and the providers page both show, read once per request: the
+    control state, each partition's status and each configured provider's line."""
+
+    client: RedisClient
+    can_act: bool  # the signed-in principal may pause, resume and switch
+    now: int
+    state: control.ControlState
+    partitions: list[dict[str, Any]]
+    lines: list[ProviderLine]
+
+
+async def snapshot(request: web.Request) -> Snapshot:
+    client: RedisClient = request.app[REDIS]
+    principal = principal_of(request)
+    now = clock.now_ms()
+    state = await control.read(client)
+    partitions = await partitions_status(client, request.app[SETTINGS].partitions, state)
+    lines = await read_lines(request, state, partitions)
+    can_act = principal is not None and principal.can_act
+    return Snapshot(client, can_act, now, state, partitions, lines)
 
 
 async def read_lines(

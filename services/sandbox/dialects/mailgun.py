@@ -26,7 +26,7 @@ from typing import Any
 
 from aiohttp import web
 
-from services.sandbox.modes import Dialect, Parsed
+from services.sandbox.modes import Dialect, Parsed, taken, taken_templated
 from services.sandbox.responses import json_response
 from services.sandbox.state import Sandbox
 from services.sandbox.store import Event, Message
@@ -103,14 +103,14 @@ async def parse(request: web.Request, limit: int) -> Parsed:
         return _templated(form, to)
     if not (form.get("text") or form.get("html")):
         return _message(400, "Need at least one of 'text' or 'html' parameters specified")
-    return {
-        "from": str(form["from"]),
-        "to": to,
-        "subject": str(form.get("subject") or ""),
-        "text": str(form.get("text") or ""),
-        "html": str(form.get("html") or ""),
-        "tags": {"operation_id": form.get("v:operation_id")},
-    }
+    return taken(
+        str(form["from"]),
+        to,
+        {"operation_id": form.get("v:operation_id")},
+        str(form.get("subject") or ""),
+        str(form.get("text") or ""),
+        str(form.get("html") or ""),
+    )
 
 
 def _templated(form: Any, to: list[str]) -> Parsed:
@@ -120,16 +120,9 @@ def _templated(form: Any, to: list[str]) -> Parsed:
         data = None
     if not isinstance(data, dict):
         return _message(400, "t:variables must be a valid JSON object")
-    return {
-        "from": str(form["from"]),
-        "to": to,
-        "subject": str(form.get("subject") or ""),
-        "text": "",
-        "html": "",
-        "template": str(form["template"]),
-        "template_data": data,
-        "tags": {"operation_id": form.get("v:operation_id")},
-    }
+    tags = {"operation_id": form.get("v:operation_id")}
+    subject = str(form.get("subject") or "")
+    return taken_templated(str(form["from"]), to, tags, str(form["template"]), data, subject)
 
 
 def accepted(message: Message) -> web.Response:

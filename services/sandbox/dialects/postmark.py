@@ -22,7 +22,7 @@ from urllib.parse import unquote, urlsplit
 
 from aiohttp import web
 
-from services.sandbox.modes import Dialect, Parsed, by_operation
+from services.sandbox.modes import Dialect, Parsed, by_operation, taken, taken_templated
 from services.sandbox.responses import json_response, read_json
 from services.sandbox.state import Sandbox
 from services.sandbox.store import Event, Message, rfc3339
@@ -119,16 +119,8 @@ async def parse_templated(request: web.Request, limit: int) -> Parsed:
     name = body.get("TemplateAlias") or body.get("TemplateId")
     if not name or not isinstance(body.get("TemplateModel"), dict):
         return _error(422, 1109, "TemplateAlias or TemplateId, and a TemplateModel, are required.")
-    return {
-        "from": str(body["From"]),
-        "to": to,
-        "subject": "",
-        "text": "",
-        "html": "",
-        "template": str(name),
-        "template_data": body["TemplateModel"],
-        "tags": _operation(body),
-    }
+    model = body["TemplateModel"]
+    return taken_templated(str(body["From"]), to, _operation(body), str(name), model)
 
 
 async def parse(request: web.Request, limit: int) -> Parsed:
@@ -138,14 +130,14 @@ async def parse(request: web.Request, limit: int) -> Parsed:
     body, to = read
     if not (body.get("TextBody") or body.get("HtmlBody")):
         return _error(422, 300, "Provide either email TextBody or HtmlBody or both.")
-    return {
-        "from": str(body["From"]),
-        "to": to,
-        "subject": str(body.get("Subject") or ""),
-        "text": str(body.get("TextBody") or ""),
-        "html": str(body.get("HtmlBody") or ""),
-        "tags": _operation(body),
-    }
+    return taken(
+        str(body["From"]),
+        to,
+        _operation(body),
+        str(body.get("Subject") or ""),
+        str(body.get("TextBody") or ""),
+        str(body.get("HtmlBody") or ""),
+    )
 
 
 def accepted(message: Message) -> web.Response:

@@ -20,7 +20,7 @@ from aiohttp import web
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from services.sandbox.modes import Dialect, Parsed
+from services.sandbox.modes import Dialect, Parsed, taken, taken_templated
 from services.sandbox.ratelimit import FixedWindow
 from services.sandbox.responses import SANDBOX, json_response, read_json
 from services.sandbox.state import Sandbox
@@ -92,14 +92,14 @@ async def parse(request: web.Request, limit: int) -> Parsed:
         return _templated(body, to)
     if not body.get("subject") or not body.get("content"):
         return _errors(400, "The subject and content parameters are required.", "content")
-    return {
-        "from": _sender(body["from"]),
-        "to": to,
-        "subject": body["subject"],
-        "text": _content(body, "text/plain"),
-        "html": _content(body, "text/html"),
-        "tags": _operation(body),
-    }
+    return taken(
+        _sender(body["from"]),
+        to,
+        _operation(body),
+        body["subject"],
+        _content(body, "text/plain"),
+        _content(body, "text/html"),
+    )
 
 
 def _sender(given: dict[str, Any]) -> str:
@@ -120,16 +120,9 @@ def _templated(body: dict[str, Any], to: list[str]) -> Parsed:
             "dynamic_template_data must be an object.",
             "personalizations.0.dynamic_template_data",
         )
-    return {
-        "from": _sender(body["from"]),
-        "to": to,
-        "subject": "",
-        "text": "",
-        "html": "",
-        "template": str(body["template_id"]),
-        "template_data": data,
-        "tags": _operation(body),
-    }
+    return taken_templated(
+        _sender(body["from"]), to, _operation(body), str(body["template_id"]), data
+    )
 
 
 def _limits(sandbox: Sandbox) -> dict[str, str]:
