@@ -53,7 +53,10 @@ def test_setup_installs_with_uv_once_the_virtualenv_has_it(tmp_path: Path) -> No
     uv.chmod(0o755)
     (tmp_path / "venv" / "bin" / "python").symlink_to("/bin/true")
     commands = dry_run("setup", tmp_path)
-    assert f"{uv} pip install --python {uv.parent / 'python'} -e '.[dev]'" in commands, commands
+    assert (
+        f"{uv} pip install --compile-bytecode --python {uv.parent / 'python'} -e '.[dev]'"
+        in commands
+    ), commands
     assert "pip install --progress-bar off" not in commands, commands
 
 
