@@ -39,7 +39,7 @@ def test_make_test_runs_the_suite_on_parallel_workers(tmp_path: Path) -> None:
     commands = dry_run("unit-parallel", tmp_path)
     assert "pip install --progress-bar off -e '.[dev]'" in commands, "the dev tools, with progress"
     # loadgroup: tests sharing a module or package fixture stay on one worker (tests/conftest.py)
-    assert '-m pytest -q -n 4 --dist loadgroup -m "not slow and not serial"' in commands
+    assert '-m pytest -q -n 6 --dist loadgroup -m "not slow and not serial"' in commands
     dev = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert any(d.startswith("pytest-xdist") for d in dev["optional-dependencies"]["dev"])
     assert not any("xdist" in d or "pytest" in d for d in dev["dependencies"])
