@@ -158,7 +158,9 @@ class RedisServer:
                 # Another server answering here means ours cannot bind: it is about to exit.
                 if answering_pid(self.port) == process.pid:
                     return True
-            except redis.exceptions.ConnectionError:
+            except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
+                # Not listening yet, or busy (a Redis loading a large AOF answers between
+                # chunks, later than the 0.5 s a probe waits): ask again until the deadline.
                 pass
             if process.poll() is not None:
                 if bindable(self.port):  # it did not exit for want of its port
