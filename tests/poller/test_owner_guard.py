@@ -11,27 +11,11 @@ from shared import clock
 from shared.admit import Admitter
 from shared.operations import load_attempts, load_operation
 from shared.providers.http import HttpProvider
-from shared.scripts.attempts import BeginAttempt, BeginCode, Begun, ResolveAmbiguous, Settled
+from shared.scripts.attempts import BeginCode, ResolveAmbiguous, Settled
 from shared.settings import PolicySettings
 from shared.tokens import TokenKeys
+from tests.support.attempts import begin
 from tests.support.sandbox import SANDBOX_API_KEY, run_sandbox
-
-
-async def begin(
-    redis: Redis, op: str, attempt_id: str, now: int, *, lease_ms: int = 1, provider: str = ""
-) -> Begun:
-    """One begin of ``op``: what a test varies is the attempt, its clock and the provider."""
-    return await BeginAttempt(
-        operation_id=op,
-        attempt_id=attempt_id,
-        now=now,
-        lease_ms=lease_ms,
-        provider=provider,
-        max_attempts=6,
-        consumer="t",
-        entry_id="",
-        retention_ms=60_000,
-    ).run(redis)
 
 
 async def ambiguous_at(redis: Redis, settings: PolicySettings, keys: TokenKeys, name: str) -> str:

@@ -13,29 +13,15 @@ from __future__ import annotations
 from shared import clock
 from shared.model import Outcome, State
 from shared.scripts.attempts import (
-    BeginAttempt,
     BeginCode,
-    Begun,
     Finalisation,
     FinaliseAttempt,
     ResolveAmbiguous,
 )
 from tests.sender.conftest import Stack
+from tests.support.attempts import begin
 
 MINUTE_MS = 60_000
-
-
-async def begin(stack: Stack, op: str, now: int, attempt_id: str, lease_ms: int = 30_000) -> Begun:
-    return await BeginAttempt(
-        operation_id=op,
-        attempt_id=attempt_id,
-        now=now,
-        lease_ms=lease_ms,
-        max_attempts=6,
-        consumer="test",
-        entry_id="",
-        retention_ms=60_000,
-    ).run(stack.redis)
 
 
 async def finalise(stack: Stack, op: str, attempt_id: str, now: int, result: Finalisation) -> None:
@@ -54,12 +40,12 @@ async def test_an_attempt_that_may_have_sent_fixes_the_time_every_later_email_is
 ) -> None:
     op = await stack.admit("acct-5xx")
     start = clock.now_ms()
-    first = await begin(stack, op, start, "at-1")
+    first = await begin(stack.redis, op, "at-1", start, lease_ms=30_000)
     assert first.body_at == start
     # A 5xx: the provider may have taken it, so the retry goes out under the same key.
     answer = Finalisation(Outcome.TRANSIENT, 503, State.QUEUED, reason="transient_503")
     await finalise(stack, op, "at-1", start + 100, answer)
-    later = await begin(stack, op, start + 2 * MINUTE_MS, "at-2")
+    later = await begin(stack.redis, op, "at-2", start + 2 * MINUTE_MS, lease_ms=30_000)
     assert later.code is BeginCode.BEGIN
     assert later.body_at == start
 
@@ -67,8 +53,10 @@ async def test_an_attempt_that_may_have_sent_fixes_the_time_every_later_email_is
 async def test_a_lease_that_ran_out_mid_call_fixes_the_time_for_the_replay(stack: Stack) -> None:
     op = await stack.admit("acct-dead")
     start = clock.now_ms()
-    await begin(stack, op, start, "at-dead", lease_ms=1)
-    assert (await begin(stack, op, start + 5, "at-next")).code is BeginCode.AMBIGUOUS
+    await begin(stack.redis, op, "at-dead", start, lease_ms=1)
+    assert (
+        await begin(stack.redis, op, "at-next", start + 5, lease_ms=30_000)
+    ).code is BeginCode.AMBIGUOUS
     await ResolveAmbiguous(
         now=start + 10,
         decision="replay",
@@ -78,7 +66,7 @@ async def test_a_lease_that_ran_out_mid_call_fixes_the_time_for_the_replay(stack
         retention_ms=60_000,
         operation_id=op,
     ).run(stack.redis)
-    replay = await begin(stack, op, start + 3 * MINUTE_MS, "at-replay")
+    replay = await begin(stack.redis, op, "at-replay", start + 3 * MINUTE_MS, lease_ms=30_000)
     assert replay.code is BeginCode.BEGIN
     assert replay.body_at == start
 
@@ -88,9 +76,9 @@ async def test_a_throttled_attempt_leaves_the_next_email_composed_at_its_own_tim
 ) -> None:
     op = await stack.admit("acct-429")
     start = clock.now_ms()
-    await begin(stack, op, start, "at-1")
+    await begin(stack.redis, op, "at-1", start, lease_ms=30_000)
     # A 429 proves the provider took nothing: the next email says the minutes truly left.
     throttled = Finalisation(Outcome.THROTTLED, 429, State.QUEUED, reason="throttled", refund=True)
     await finalise(stack, op, "at-1", start + 100, throttled)
     later = start + 2 * MINUTE_MS
-    assert (await begin(stack, op, later, "at-2")).body_at == later
+    assert (await begin(stack.redis, op, "at-2", later, lease_ms=30_000)).body_at == later
