@@ -20,7 +20,7 @@ TEST_WORKERS ?= 6
 unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: setup setup-run tools run test lint typecheck deadcode chart-lint chart-readme chart-package chromium \
-        unit unit-parallel unit-serial test-cluster test-slow test-repeat test-durations bench clean
+        unit unit-parallel unit-serial test-cluster test-slow test-repeat test-clones test-durations bench clean
 
 # The virtualenv gets uv first: it resolves and installs the same versions as pip (checked
 # with `pip freeze` on both) in about 6 s where pip takes about 50 s. Where uv cannot be
@@ -128,6 +128,11 @@ test-durations: setup tools
 # make test-repeat TESTS="tests/x.py::test_y" N=20 LOAD=1 [WORKERS=4]  (tools/test-repeat.sh)
 test-repeat: setup
 	@tools/test-repeat.sh
+
+# What CI does, N times: make test from fresh clones of HEAD, every other run beside a CPU hog
+# (tools/test-clones.sh; LOAD=0 or LOAD=1 for none or all).
+test-clones:
+	@tools/test-clones.sh
 
 test-slow: setup tools
 	$(PYTEST) -m slow

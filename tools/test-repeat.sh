@@ -24,14 +24,9 @@ stop_hogs() {
 trap stop_hogs EXIT
 
 if [ "$load" = 1 ]; then
-  for _ in $(seq "$(nproc)"); do
-    "$python" -c "import sys, time
-end = time.monotonic() + float(sys.argv[1])
-while time.monotonic() < end:
-    pass" "$hog_seconds" &
-    hogs+=("$!")
-  done
-  echo "==> beside $(nproc) busy-loop process(es) (each stops after ${hog_seconds} s)"
+  PYTHON="$python" tools/cpu-hog.sh "$hog_seconds" &
+  hogs+=("$!")
+  echo "==> beside $(nproc) busy-loop process(es) (tools/cpu-hog.sh, each stops after ${hog_seconds} s)"
 fi
 
 args=(-q -p no:cacheprovider)
