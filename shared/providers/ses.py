@@ -346,6 +346,7 @@ KIND = Kind(
     event_credential="SES_QUEUE_URL",
     inbound_decoder="services.poller.inbound.ses",
     vendor="Amazon SES",
+    hosts_templates=True,
     preflight="shared.preflight.ses:checks",
     lacks=_lacks,
 )

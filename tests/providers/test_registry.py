@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from services.poller.settings import InboundSettings
 from services.sandbox.dialects import DIALECTS
 from services.sandbox.settings import MODES, SandboxSettings
+from shared.emails.compose import hosted_problem
 from shared.preflight.run import checks_of
 from shared.providers import http
 from shared.providers.base import EventModel
@@ -22,9 +23,18 @@ from shared.providers.kind import Kind, ProviderConfig
 from shared.providers.registry import EVENT_CREDENTIAL, KINDS, build, entry, found_in, keyless
 from shared.settings import ProviderAccount, ProviderSettings
 
-# kind: (adapter class, events, keyless, sandbox dialect, inbound decoder, preflight)
+# kind: (adapter class, events, keyless, sandbox dialect, inbound decoder, preflight, hosts
+# templates)
 PARTS = {
-    "http": ("HttpProvider", EventModel.POLL, False, "", "", "shared.preflight.keyed:contract"),
+    "http": (
+        "HttpProvider",
+        EventModel.POLL,
+        False,
+        "",
+        "",
+        "shared.preflight.keyed:contract",
+        False,
+    ),
     "mailgun": (
         "MailgunProvider",
         EventModel.WEBHOOK,
@@ -32,6 +42,7 @@ PARTS = {
         "services.sandbox.dialects.mailgun",
         "services.poller.inbound.mailgun",
         "shared.preflight.keyed:mailgun",
+        True,
     ),
     "postmark": (
         "PostmarkProvider",
@@ -40,6 +51,7 @@ PARTS = {
         "services.sandbox.dialects.postmark",
         "services.poller.inbound.postmark",
         "shared.preflight.keyed:postmark",
+        True,
     ),
     "sendgrid": (
         "SendGridProvider",
@@ -48,6 +60,7 @@ PARTS = {
         "services.sandbox.dialects.sendgrid",
         "services.poller.inbound.sendgrid",
         "shared.preflight.keyed:sendgrid",
+        True,
     ),
     "ses": (
         "SesProvider",
@@ -56,6 +69,7 @@ PARTS = {
         "",
         "services.poller.inbound.ses",
         "shared.preflight.ses:checks",
+        True,
     ),
 }
 # What an account of each kind lacks when nothing but its kind is set: the kind's entry says
@@ -196,7 +210,7 @@ def test_each_kind_names_settings_that_exist(kind: str) -> None:
 def test_each_kind_finds_its_sandbox_dialect_and_inbound_decoder_through_its_entry(
     kind: str,
 ) -> None:
-    _, events, _, dialect, decoder, preflight = PARTS[kind]
+    _, events, _, dialect, decoder, preflight, _ = PARTS[kind]
     assert (entry(kind).sandbox_dialect, entry(kind).inbound_decoder) == (dialect, decoder)
     assert entry(kind).preflight == preflight and callable(checks_of(kind))
     if dialect:
@@ -208,6 +222,16 @@ def test_each_kind_finds_its_sandbox_dialect_and_inbound_decoder_through_its_ent
         module = importlib.import_module(decoder)
         assert callable(module.parse)
         assert callable(getattr(module, "receiver", None)) is (events is EventModel.WEBHOOK)
+
+
+@pytest.mark.parametrize("kind", sorted(PARTS))
+def test_a_hosted_template_is_accepted_for_the_kinds_whose_entry_hosts_them(kind: str) -> None:
+    hosts = PARTS[kind][-1]
+    assert entry(kind).hosts_templates is hosts
+    problem = hosted_problem(kind, "reset-{locale}", "RESETGATE_PROVIDER_TEMPLATE")
+    assert (problem == "") is hosts
+    if not hosts:
+        assert problem.endswith("(mailgun, postmark, sendgrid, ses do)")
 
 
 def test_a_kind_is_found_from_its_own_module(tmp_path: Path) -> None:
