@@ -102,7 +102,8 @@ class Kind:
 
     ``adapter`` builds the adapter of one configured provider and ``capabilities`` says what
     it can do. ``settings``: the settings fields only this kind reads
-    (``shared.settings.ProviderSettings``, the poller's ``InboundSettings``).
+    (``shared.settings.ProviderSettings``, the poller's ``InboundSettings`` and
+    ``PollerSettings``).
     ``event_credential``: the variable (after ``RESETGATE_``) that turns its pushed events
     on, "" when the poller reads them by polling. ``sandbox_dialect`` and
     ``inbound_decoder`` name the modules of the sandbox and the poller that speak it ("":

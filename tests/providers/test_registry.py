@@ -12,9 +12,10 @@ import aiohttp
 import pytest
 from pydantic import ValidationError
 
-from services.poller.settings import InboundSettings
+from services.poller.settings import InboundSettings, PollerSettings
 from services.sandbox.dialects import DIALECTS
 from services.sandbox.settings import MODES, SandboxSettings
+from services.sender.settings import SenderSettings
 from shared.emails.compose import hosted_problem
 from shared.preflight.run import checks_of
 from shared.providers import http
@@ -86,7 +87,7 @@ LACKS = {
 def missing_parts(kind: Kind) -> list[str]:
     """Each part ``kind``'s entry names that is not there (the settings fields, the event
     credential's field, the sandbox dialect and its mode, the inbound decoder, the preflight)."""
-    known = set(ProviderSettings.model_fields) | set(InboundSettings.model_fields)
+    known = settings_fields()
     missing = [
         f"settings field {s}"
         for s in kind.settings
@@ -106,6 +107,12 @@ def missing_parts(kind: Kind) -> list[str]:
     if not callable(getattr(_module(module), function, None)):
         missing.append(f"preflight {kind.preflight}")
     return missing
+
+
+def settings_fields() -> set[str]:
+    """Every field of the services that talk to a provider (the sender's and the poller's,
+    ProviderSettings and InboundSettings among them)."""
+    return set(SenderSettings.model_fields) | set(PollerSettings.model_fields)
 
 
 def _module(name: str) -> object:
@@ -190,7 +197,7 @@ async def test_each_kind_builds_its_adapter_with_the_capabilities_its_entry_decl
 
 @pytest.mark.parametrize("kind", sorted(PARTS))
 def test_each_kind_names_settings_that_exist(kind: str) -> None:
-    known = set(ProviderSettings.model_fields) | set(InboundSettings.model_fields)
+    known = settings_fields()
     named = [
         s
         for s in entry(kind).settings
@@ -204,6 +211,22 @@ def test_each_kind_names_settings_that_exist(kind: str) -> None:
         else (entry(kind).events is EventModel.POLL)
     )
     assert EVENT_CREDENTIAL.get(kind, "") == credential
+
+
+def test_every_setting_named_after_a_kind_is_in_its_entry() -> None:
+    # The opposite direction: a field named after one kind that its entry does not list is a
+    # part of the kind that adding or removing it through the registry would miss. (Only a
+    # vendor's kind: `http` is resetgate's own contract, and `http_host` the listener's.)
+    fields = settings_fields() | {
+        name for name, value in vars(ProviderSettings).items() if isinstance(value, property)
+    }
+    unlisted = [
+        f"{field} ({kind})"
+        for field in sorted(fields)
+        for kind in KINDS
+        if entry(kind).vendor and field.startswith(f"{kind}_") and field not in entry(kind).settings
+    ]
+    assert unlisted == []
 
 
 @pytest.mark.parametrize("kind", sorted(PARTS))
