@@ -27,7 +27,8 @@ from benchmarks import figures
 from services.ctl.embedded import free_port
 from services.ctl.localpg import LocalPostgres
 from shared import archive_schema as schema
-from shared.archive import account_history, to_ms
+from shared.archive import account_history
+from shared.clock import from_datetime
 
 LOAD = """
 INSERT INTO operations (settled_at, operation_id, account_id, created_at, state, provider,
@@ -61,7 +62,7 @@ async def load(dsn: str, operations: int, accounts: int, months: int, now: datet
 
 
 async def query(dsn: str, accounts: int, queries: int, now: datetime) -> list[float]:
-    since = to_ms(now - timedelta(days=90))
+    since = from_datetime(now - timedelta(days=90))
     pool = await asyncpg.create_pool(dsn, min_size=1, max_size=2)
     timings = []
     try:

@@ -10,13 +10,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 import asyncpg
 
 from shared import codec
-from shared.clock import to_datetime
+from shared.clock import from_datetime, to_datetime
 from shared.model import Operation
 from shared.operation_views import (
     OperationDetail,
@@ -57,10 +56,6 @@ async def open_pool(settings: ArchiveSettings) -> AsyncIterator[asyncpg.Pool]:
         yield pool
     finally:
         await pool.close()
-
-
-def to_ms(at: datetime) -> int:
-    return round(at.timestamp() * 1000)
 
 
 @dataclass(slots=True)
@@ -117,7 +112,7 @@ async def read_operation(pool: asyncpg.Pool, operation_id: str) -> Archived | No
         raise ArchiveUnavailable(type(error).__name__) from error
     return Archived(
         operation_id=operation_id,
-        settled_at=to_ms(at),
+        settled_at=from_datetime(at),
         hash=codec.loads(head["hash"]),
         ledger=[r["row"] for r in rows["attempts"]],
         delivery_events=[dict(r) for r in rows["delivery_events"]],

@@ -23,5 +23,11 @@ def to_datetime(ms: float) -> datetime:
     return datetime.fromtimestamp(to_seconds(ms), UTC)
 
 
+def from_datetime(at: datetime) -> int:
+    """An aware datetime as the store's milliseconds, rounded: the inverse of
+    :func:`to_datetime` (a float timestamp may fall a hair below the millisecond it holds)."""
+    return round(at.timestamp() * 1000)
+
+
 def now_ms() -> int:
     return to_ms(time.time())

@@ -65,7 +65,8 @@ class Batch:
         rows.append((at, operation_id, entry_id, codec.dumps_str(fields)))
 
 
-# table -> (its columns, their PostgreSQL types), in the order Batch writes them.
+# table -> (its columns, their PostgreSQL types), in the order Batch writes them. Several
+# columns a line, as the table reads: the formatter would give each pair a line of its own.
 COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
     "operations": (
         ("settled_at", "timestamptz"), ("operation_id", "text"), ("account_id", "text"),

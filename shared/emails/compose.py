@@ -17,6 +17,7 @@ from shared.directory import Account
 from shared.emails import locales
 from shared.emails.files import Templates
 from shared.from_address import parse as parse_from
+from shared.providers.registry import KINDS
 from shared.settings import EmailSettings
 
 # The variables every template gets, local or provider-hosted (docs/templates.md).
@@ -54,14 +55,12 @@ class Composed:
     revision: str
 
 
-HOSTING_KINDS = frozenset({"sendgrid", "postmark", "mailgun", "ses"})
-
-
 def hosted_problem(kind: str, name: str, variable: str) -> str:
     """Why a provider-hosted template setting cannot work ("" when it can): checked at
     start, since a bad placeholder would otherwise fail every send."""
-    if kind not in HOSTING_KINDS:
-        hosts = ", ".join(sorted(HOSTING_KINDS))
+    hosting = sorted(k.name for k in KINDS.values() if k.hosts_templates)  # each kind's entry
+    if kind not in hosting:
+        hosts = ", ".join(hosting)
         return f"{variable}: provider kind {kind} hosts no templates ({hosts} do)"
     try:
         name.format(locale="en", brand="default")

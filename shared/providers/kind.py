@@ -102,12 +102,14 @@ class Kind:
 
     ``adapter`` builds the adapter of one configured provider and ``capabilities`` says what
     it can do. ``settings``: the settings fields only this kind reads
-    (``shared.settings.ProviderSettings``, the poller's ``InboundSettings``).
+    (``shared.settings.ProviderSettings``, the poller's ``InboundSettings`` and
+    ``PollerSettings``).
     ``event_credential``: the variable (after ``RESETGATE_``) that turns its pushed events
     on, "" when the poller reads them by polling. ``sandbox_dialect`` and
     ``inbound_decoder`` name the modules of the sandbox and the poller that speak it ("":
     none; a service's code stays in its service, which loads them through this entry).
     ``vendor``: whose documentation its limits come from ("" for resetgate's own contract).
+    ``hosts_templates``: the provider keeps templates a send can name (docs/templates.md).
     ``lacks``: what an account of this kind is missing (``ProviderAccount`` refuses to load
     without it); most kinds need a key and a URL. ``preflight``: the module and function
     (``module:function``) of ``resetgate providers check``'s checks of its account.
@@ -121,6 +123,7 @@ class Kind:
     sandbox_dialect: str = ""
     inbound_decoder: str = ""
     vendor: str = ""
+    hosts_templates: bool = False
     lacks: Lacks = field(default=needs("provider_api_key", "provider_url"))
     preflight: str = "shared.preflight.keyed:contract"
 

@@ -343,6 +343,7 @@ KIND = Kind(
     sandbox_dialect="services.sandbox.dialects.mailgun",
     inbound_decoder="services.poller.inbound.mailgun",
     vendor="Mailgun",
+    hosts_templates=True,
     preflight="shared.preflight.keyed:mailgun",
     lacks=needs("provider_api_key", "mailgun_domain", "provider_url"),
 )

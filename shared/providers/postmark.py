@@ -267,5 +267,6 @@ KIND = Kind(
     sandbox_dialect="services.sandbox.dialects.postmark",
     inbound_decoder="services.poller.inbound.postmark",
     vendor="Postmark",
+    hosts_templates=True,
     preflight="shared.preflight.keyed:postmark",
 )

@@ -208,5 +208,6 @@ KIND = Kind(
     sandbox_dialect="services.sandbox.dialects.sendgrid",
     inbound_decoder="services.poller.inbound.sendgrid",
     vendor="Twilio SendGrid",
+    hosts_templates=True,
     preflight="shared.preflight.keyed:sendgrid",
 )

@@ -342,10 +342,19 @@ KIND = Kind(
     "ses",
     _adapter,
     lambda _: CAPABILITIES,
-    settings=("ses_configuration_set", "ses_region", "ses_queue_url"),
+    settings=(
+        "ses_configuration_set",
+        "ses_region",
+        "ses_queue_url",
+        "ses_dead_letter_queue_url",
+        "ses_wait_seconds",
+        "aws_region",  # the poller's SQS client, with aws_endpoint_url
+        "aws_endpoint_url",
+    ),
     event_credential="SES_QUEUE_URL",
     inbound_decoder="services.poller.inbound.ses",
     vendor="Amazon SES",
+    hosts_templates=True,
     preflight="shared.preflight.ses:checks",
     lacks=_lacks,
 )

@@ -13,7 +13,7 @@ import asyncpg
 
 from services.archiver import rows
 from shared import archive_schema as schema
-from shared.archive import to_ms
+from shared.clock import from_datetime
 
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 
@@ -40,7 +40,7 @@ async def test_every_primary_key_includes_the_settled_time(archive: asyncpg.Conn
 
 def _operation(at: datetime, operation_id: str) -> rows.Batch:
     batch = rows.Batch()
-    raw = {"account_id": "acct-r", "state": "failed", "settled_at": str(to_ms(at))}
+    raw = {"account_id": "acct-r", "state": "failed", "settled_at": str(from_datetime(at))}
     batch.add(operation_id, raw, ['["at-1",1]'])
     return batch
 

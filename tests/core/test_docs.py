@@ -93,11 +93,16 @@ def test_the_readme_stays_under_its_size_limit() -> None:
 
 
 # Code names a page quotes: a dotted path into the project's packages, a snake_case or
-# CamelCase name, a `RESETGATE_*` setting, a `resetgate_*` metric.
+# CamelCase name, a class's attribute (`Kind.lacks`), a `RESETGATE_*` setting, a constant
+# (or a setting written without its prefix), a `resetgate_*` metric.
 DOTTED = re.compile(r"^(?:shared|services|benchmarks|tests|tools)(?:\.\w+)+$")
 SNAKE = re.compile(r"^[a-z][a-z0-9]*(?:_[a-z0-9]+)+$")
 CAMEL = re.compile(r"^[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+$")
+ATTRIBUTE = re.compile(r"^([A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)*)\.([A-Za-z_]\w*)$")
 SETTING = re.compile(r"^RESETGATE_[A-Z0-9_]+$")
+CONSTANT = re.compile(r"^[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+$")
+# A name where it is defined: `services/sender/attempt.py::AttemptRunner`, `health.py::X`.
+QUALIFIED = re.compile(r"^([\w./-]+\.(?:py|lua))::([A-Za-z_]\w*)(?:\.\w+)*$")
 # Prometheus adds these to a metric's name; the code names the metric without them.
 METRIC_SUFFIXES = ("_total", "_bucket", "_count", "_sum")
 # Quoted, but not ours to define: other projects' names, and a setting the page says is not
@@ -136,6 +141,11 @@ def quoted_names(name: str) -> list[str]:
         return name.split(".")
     if SETTING.match(name):  # a settings field, or spelled out where no field declares it
         return [] if name in code_words() else [name.removeprefix("RESETGATE_").lower()]
+    if CONSTANT.match(name):  # a constant, or a settings field's variable without its prefix
+        return [] if name in code_words() else [name.lower()]
+    attribute = ATTRIBUTE.match(name)
+    if attribute:
+        return list(attribute.groups())
     if name.startswith("resetgate_"):
         for suffix in METRIC_SUFFIXES:
             name = name.removesuffix(suffix)
@@ -152,3 +162,48 @@ def test_every_code_name_the_docs_quote_exists() -> None:
         if any(name not in code_words() for name in quoted_names(span.strip()))
     ]
     assert not stale, "names the code does not have:\n" + "\n".join(stale)
+
+
+def defined_in(path: str, name: str) -> bool:
+    """True when a file ``path`` (a bare file name: any file of that name) defines ``name``:
+    a def, a class, an assignment or a Lua local."""
+    if "/" in path:
+        files = [ROOT / path] if (ROOT / path).is_file() else []
+    else:
+        files = project_paths().get(path, [])
+    definition = re.compile(
+        rf"^\s*(?:(?:async )?def|class|local)\s+{name}\b|^\s*{name}\b\s*[:=]", re.M
+    )
+    return any(definition.search(f.read_text()) for f in files)
+
+
+@functools.cache
+def project_paths() -> dict[str, list[Path]]:
+    """Each file name of the project, and where files of that name are."""
+    found: dict[str, list[Path]] = {}
+    for top, directories, files in os.walk(ROOT):
+        directories[:] = [d for d in directories if d not in NOT_THE_PROJECT]
+        for name in files:
+            found.setdefault(name, []).append(Path(top) / name)
+    return found
+
+
+def test_every_name_the_docs_place_in_a_file_is_defined_there() -> None:
+    """`services/sender/attempt.py::AttemptRunner` says where to read: a name moved to
+    another module, or a file renamed, fails here."""
+    misplaced = [
+        f"{doc.relative_to(ROOT)}: `{span}`"
+        for doc in DOCS
+        for span in re.findall(r"`([^`\n]+)`", doc.read_text())
+        if (found := QUALIFIED.match(span.strip().removesuffix("()")))
+        and not defined_in(*found.groups())
+    ]
+    assert not misplaced, "not defined where the docs say:\n" + "\n".join(misplaced)
+
+
+DOCS_LIMIT = 30 * 1024  # a page a reader can hold; past it, split it by reader
+
+
+def test_every_docs_page_stays_under_its_size_limit() -> None:
+    over = {doc.name: size for doc in DOCS[1:] if (size := len(doc.read_bytes())) >= DOCS_LIMIT}
+    assert not over, f"over {DOCS_LIMIT} bytes: {over}"

@@ -12,9 +12,11 @@ import aiohttp
 import pytest
 from pydantic import ValidationError
 
-from services.poller.settings import InboundSettings
+from services.poller.settings import InboundSettings, PollerSettings
 from services.sandbox.dialects import DIALECTS
 from services.sandbox.settings import MODES, SandboxSettings
+from services.sender.settings import SenderSettings
+from shared.emails.compose import hosted_problem
 from shared.preflight.run import checks_of
 from shared.providers import http
 from shared.providers.base import EventModel
@@ -22,9 +24,18 @@ from shared.providers.kind import Kind, ProviderConfig
 from shared.providers.registry import EVENT_CREDENTIAL, KINDS, build, entry, found_in, keyless
 from shared.settings import ProviderAccount, ProviderSettings
 
-# kind: (adapter class, events, keyless, sandbox dialect, inbound decoder, preflight)
+# kind: (adapter class, events, keyless, sandbox dialect, inbound decoder, preflight, hosts
+# templates)
 PARTS = {
-    "http": ("HttpProvider", EventModel.POLL, False, "", "", "shared.preflight.keyed:contract"),
+    "http": (
+        "HttpProvider",
+        EventModel.POLL,
+        False,
+        "",
+        "",
+        "shared.preflight.keyed:contract",
+        False,
+    ),
     "mailgun": (
         "MailgunProvider",
         EventModel.WEBHOOK,
@@ -32,6 +43,7 @@ PARTS = {
         "services.sandbox.dialects.mailgun",
         "services.poller.inbound.mailgun",
         "shared.preflight.keyed:mailgun",
+        True,
     ),
     "postmark": (
         "PostmarkProvider",
@@ -40,6 +52,7 @@ PARTS = {
         "services.sandbox.dialects.postmark",
         "services.poller.inbound.postmark",
         "shared.preflight.keyed:postmark",
+        True,
     ),
     "sendgrid": (
         "SendGridProvider",
@@ -48,6 +61,7 @@ PARTS = {
         "services.sandbox.dialects.sendgrid",
         "services.poller.inbound.sendgrid",
         "shared.preflight.keyed:sendgrid",
+        True,
     ),
     "ses": (
         "SesProvider",
@@ -56,6 +70,7 @@ PARTS = {
         "",
         "services.poller.inbound.ses",
         "shared.preflight.ses:checks",
+        True,
     ),
 }
 # What an account of each kind lacks when nothing but its kind is set: the kind's entry says
@@ -72,7 +87,7 @@ LACKS = {
 def missing_parts(kind: Kind) -> list[str]:
     """Each part ``kind``'s entry names that is not there (the settings fields, the event
     credential's field, the sandbox dialect and its mode, the inbound decoder, the preflight)."""
-    known = set(ProviderSettings.model_fields) | set(InboundSettings.model_fields)
+    known = settings_fields()
     missing = [
         f"settings field {s}"
         for s in kind.settings
@@ -92,6 +107,12 @@ def missing_parts(kind: Kind) -> list[str]:
     if not callable(getattr(_module(module), function, None)):
         missing.append(f"preflight {kind.preflight}")
     return missing
+
+
+def settings_fields() -> set[str]:
+    """Every field of the services that talk to a provider (the sender's and the poller's,
+    ProviderSettings and InboundSettings among them)."""
+    return set(SenderSettings.model_fields) | set(PollerSettings.model_fields)
 
 
 def _module(name: str) -> object:
@@ -176,7 +197,7 @@ async def test_each_kind_builds_its_adapter_with_the_capabilities_its_entry_decl
 
 @pytest.mark.parametrize("kind", sorted(PARTS))
 def test_each_kind_names_settings_that_exist(kind: str) -> None:
-    known = set(ProviderSettings.model_fields) | set(InboundSettings.model_fields)
+    known = settings_fields()
     named = [
         s
         for s in entry(kind).settings
@@ -192,11 +213,27 @@ def test_each_kind_names_settings_that_exist(kind: str) -> None:
     assert EVENT_CREDENTIAL.get(kind, "") == credential
 
 
+def test_every_setting_named_after_a_kind_is_in_its_entry() -> None:
+    # The opposite direction: a field named after one kind that its entry does not list is a
+    # part of the kind that adding or removing it through the registry would miss. (Only a
+    # vendor's kind: `http` is resetgate's own contract, and `http_host` the listener's.)
+    fields = settings_fields() | {
+        name for name, value in vars(ProviderSettings).items() if isinstance(value, property)
+    }
+    unlisted = [
+        f"{field} ({kind})"
+        for field in sorted(fields)
+        for kind in KINDS
+        if entry(kind).vendor and field.startswith(f"{kind}_") and field not in entry(kind).settings
+    ]
+    assert unlisted == []
+
+
 @pytest.mark.parametrize("kind", sorted(PARTS))
 def test_each_kind_finds_its_sandbox_dialect_and_inbound_decoder_through_its_entry(
     kind: str,
 ) -> None:
-    _, events, _, dialect, decoder, preflight = PARTS[kind]
+    _, events, _, dialect, decoder, preflight, _ = PARTS[kind]
     assert (entry(kind).sandbox_dialect, entry(kind).inbound_decoder) == (dialect, decoder)
     assert entry(kind).preflight == preflight and callable(checks_of(kind))
     if dialect:
@@ -208,6 +245,16 @@ def test_each_kind_finds_its_sandbox_dialect_and_inbound_decoder_through_its_ent
         module = importlib.import_module(decoder)
         assert callable(module.parse)
         assert callable(getattr(module, "receiver", None)) is (events is EventModel.WEBHOOK)
+
+
+@pytest.mark.parametrize("kind", sorted(PARTS))
+def test_a_hosted_template_is_accepted_for_the_kinds_whose_entry_hosts_them(kind: str) -> None:
+    hosts = PARTS[kind][-1]
+    assert entry(kind).hosts_templates is hosts
+    problem = hosted_problem(kind, "reset-{locale}", "RESETGATE_PROVIDER_TEMPLATE")
+    assert (problem == "") is hosts
+    if not hosts:
+        assert problem.endswith("(mailgun, postmark, sendgrid, ses do)")
 
 
 def test_a_kind_is_found_from_its_own_module(tmp_path: Path) -> None:
