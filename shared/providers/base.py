@@ -249,6 +249,27 @@ def send_answer(
     return refused(answer)
 
 
+def advised(
+    answer: Answer,
+    outcome: Outcome,
+    reason: str = "",
+    *,
+    rate: bool = False,
+    refusal: Refusal = Refusal.RECIPIENT,
+) -> SendResult:
+    """The answer as ``outcome``, with the wait it advises (``Retry-After``), its ``Date`` and,
+    where the provider sends them (``rate``), its rate headers for the pacer."""
+    return SendResult(
+        outcome,
+        answer.status,
+        reason=reason,
+        retry_after=answer.headers.get("Retry-After"),
+        server_date=answer.headers.get("Date"),
+        rate=answer.rate() if rate else None,
+        refusal=refusal,
+    )
+
+
 def redirect(status: int) -> bool:
     return 300 <= status < 400
 

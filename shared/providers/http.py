@@ -24,6 +24,7 @@ from shared.providers.base import (
     RateSignalKind,
     SendResult,
     account_refused,
+    advised,
     first_id,
     lookup_answer,
     message_id,
@@ -80,13 +81,7 @@ def refused(answer: Answer) -> SendResult:
         return account_refused(status, f"http_{status}", words)
     if outcome is Outcome.PERMANENT:
         return undocumented_refusal(status, f"http_{status}")
-    return SendResult(
-        outcome,
-        status,
-        retry_after=answer.headers.get("Retry-After"),
-        server_date=answer.headers.get("Date"),
-        rate=answer.rate(),
-    )
+    return advised(answer, outcome, rate=True)
 
 
 def send_result(answer: Answer) -> SendResult:

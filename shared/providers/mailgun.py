@@ -55,6 +55,7 @@ from shared.providers.base import (
     RateSignalKind,
     SendResult,
     account_refused,
+    advised,
     first_id,
     lookup_answer,
     message_id,
@@ -182,14 +183,7 @@ def _refused(answer: Answer) -> SendResult:
         return replace(undocumented_refusal(status, reason), rate=answer.rate())
     if outcome is Outcome.TRANSIENT and status != 404:
         return replace(undocumented_refusal(status, reason), rate=answer.rate())
-    return SendResult(
-        outcome,
-        status,
-        reason=reason,
-        retry_after=answer.headers.get("Retry-After"),
-        server_date=answer.headers.get("Date"),
-        rate=answer.rate(),
-    )
+    return advised(answer, outcome, reason, rate=True)
 
 
 def throttle_wait(answer: Answer, now: float) -> tuple[str | None, str]:

@@ -50,6 +50,7 @@ from shared.providers.base import (
     Refusal,
     SendResult,
     account_refused,
+    advised,
     first_id,
     lookup_answer,
     message_id,
@@ -175,13 +176,7 @@ def _refused(answer: Answer) -> SendResult:
     outcome, reason = _STATUS.get(status, (Outcome.PERMANENT, f"http_{status}"))
     if status not in _STATUS:
         return undocumented_refusal(status, reason)
-    return SendResult(
-        outcome,
-        status,
-        reason=reason,
-        retry_after=answer.headers.get("Retry-After"),
-        server_date=answer.headers.get("Date"),
-    )
+    return advised(answer, outcome, reason)
 
 
 def _error_coded(answer: Answer, code: int) -> SendResult:
@@ -197,14 +192,7 @@ def _error_coded(answer: Answer, code: int) -> SendResult:
     if outcome is Outcome.PERMANENT and code not in RECIPIENT_CODES:
         # Our request's shape (invalid JSON, too many messages …): every send alike.
         return account_refused(422, reason, words or reason)
-    return SendResult(
-        outcome,
-        422,
-        reason=reason,
-        refusal=Refusal.RECIPIENT,
-        retry_after=answer.headers.get("Retry-After"),
-        server_date=answer.headers.get("Date"),
-    )
+    return advised(answer, outcome, reason, refusal=Refusal.RECIPIENT)
 
 
 def found_message_id(body: dict[str, Any], operation_id: str) -> str:
