@@ -115,40 +115,42 @@ async def internal_auth(request: web.Request, handler: Handler) -> web.StreamRes
     return await handler(request)
 
 
+# What a retry can fix, the first match answering 503: the errors, the code, what the caller
+# is told, and the Retry-After (seconds).
+_RETRYABLE: tuple[tuple[tuple[type[BaseException], ...], str, str, str], ...] = (
+    (
+        (DirectoryError,),
+        "directory_unavailable",
+        "the account directory did not answer; retry later",
+        "5",
+    ),
+    (
+        (NotReplicated,),
+        "not_replicated",
+        "the request was not confirmed by enough replicas; retry, it will not be duplicated",
+        "1",
+    ),
+    (
+        (ArchiveUnavailable,),
+        "archive_unavailable",
+        "Redis no longer holds this and the archive did not answer; retry later",
+        "5",
+    ),
+    ((AdmissionConflict,), "busy", "the account changed during the request; retry", "1"),
+    (
+        (RedisError, *TRANSIENT_ERRORS, TimeoutError),
+        "store_unavailable",
+        "the operation store did not answer; retry later",
+        "2",
+    ),
+)
+
+
 def _unavailable(error: Exception) -> web.Response | None:
     """503 for what a retry can fix: the directory, the store, replication, a busy account."""
-    if isinstance(error, DirectoryError):
-        return json_error(
-            503,
-            "directory_unavailable",
-            "the account directory did not answer; retry later",
-            **{"Retry-After": "5"},
-        )
-    if isinstance(error, NotReplicated):
-        return json_error(
-            503,
-            "not_replicated",
-            "the request was not confirmed by enough replicas; retry, it will not be duplicated",
-            **{"Retry-After": "1"},
-        )
-    if isinstance(error, ArchiveUnavailable):
-        return json_error(
-            503,
-            "archive_unavailable",
-            "Redis no longer holds this and the archive did not answer; retry later",
-            **{"Retry-After": "5"},
-        )
-    if isinstance(error, AdmissionConflict):
-        return json_error(
-            503, "busy", "the account changed during the request; retry", **{"Retry-After": "1"}
-        )
-    if isinstance(error, (RedisError, *TRANSIENT_ERRORS, TimeoutError)):
-        return json_error(
-            503,
-            "store_unavailable",
-            "the operation store did not answer; retry later",
-            **{"Retry-After": "2"},
-        )
+    for errors, code, message, retry_after in _RETRYABLE:
+        if isinstance(error, errors):
+            return json_error(503, code, message, **{"Retry-After": retry_after})
     return None
 
 

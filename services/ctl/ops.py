@@ -10,12 +10,13 @@ import argparse
 import asyncio
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import Field
 
 from services.ctl import providers
+from services.ctl.commands import Handler, adder, group
 from services.ctl.output import print_view as _print
 from services.ctl.stack import StackError, use_local_stack, with_redis
 from shared import actions, clock, control, operation_views
@@ -43,9 +44,6 @@ from shared.status import (
 
 class OpsSettings(CommonSettings, RetentionSettings, ArchiveSettings, ProgressiveSettings):
     max_attempts: int = Field(default=6, ge=1)
-
-
-Handler = Callable[[RedisClient, OpsSettings, argparse.Namespace], Awaitable[int]]
 
 
 def _run(handler: Handler) -> Callable[[argparse.Namespace], int]:
@@ -312,13 +310,7 @@ async def review_list(client: RedisClient, settings: OpsSettings, args: argparse
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     ops = sub.add_parser("ops", help="on-call tools: oldest, show, status, pause, drain ...")
     cmds = ops.add_subparsers(dest="ops_command", required=True)
-
-    def add(name: str, handler: Handler, help_text: str) -> argparse.ArgumentParser:
-        parser = cmds.add_parser(name, help=help_text)
-        parser.add_argument("--json", action="store_true", help="machine-readable output")
-        parser.set_defaults(handler=_run(handler))
-        return parser
-
+    add = adder(cmds, _run, json=True)
     p = add("oldest", oldest, "the oldest live operations, one row each")
     p.add_argument("--limit", type=int, default=20)
     p.add_argument("--partition", type=int)
@@ -351,15 +343,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument("--provider")
     providers.register(cmds, _run)
-    review = cmds.add_parser("review", help="operations held for a person")
-    rcmds = review.add_subparsers(dest="review_command", required=True)
-    p = rcmds.add_parser("list", help="operations held for review, oldest first")
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(handler=_run(review_list))
-    p = rcmds.add_parser("release", help="send a reviewed operation again (same id and key)")
-    p.add_argument("operation_id")
-    p.set_defaults(handler=_run(release))
-    p = rcmds.add_parser("close", help="end a reviewed operation without sending it (failed)")
+    review = group(cmds, "review", "operations held for a person", _run)
+    review("list", review_list, "operations held for review, oldest first", json=True)
+    review("release", release, "send a reviewed operation again (same id and key)").add_argument(
+        "operation_id"
+    )
+    p = review("close", close, "end a reviewed operation without sending it (failed)")
     p.add_argument("operation_id")
     p.add_argument("--reason", required=True)
-    p.set_defaults(handler=_run(close))

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from services.ctl import progressive_cli
+from services.ctl.commands import Run, Subcommands, group
 from services.ctl.output import print_view as _print
 from shared import actions, clock, control, operation_views, ownership, progressive, switch
 from shared.keys import PartitionKeys
@@ -20,7 +20,6 @@ from shared.redis import RedisClient
 from shared.settings import CommonSettings
 
 SHOWN = 20  # held operations listed in the text view
-Handler = Callable[[RedisClient, Any, argparse.Namespace], Awaitable[int]]
 
 
 def configured(settings: CommonSettings) -> list[str]:
@@ -176,26 +175,16 @@ def _list(partitions: list[int]) -> str:
     return ",".join(map(str, partitions)) or "-"
 
 
-def register(
-    cmds: argparse._SubParsersAction[argparse.ArgumentParser],
-    run: Callable[[Handler], Callable[[argparse.Namespace], int]],
-) -> None:
-    provider = cmds.add_parser("provider", help="provider per partition: show, switch, rollback")
-    pcmds = provider.add_subparsers(dest="provider_command", required=True)
-    p = pcmds.add_parser("show", help="partitions, queue age and ambiguity per provider")
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(handler=run(show))
-    p = pcmds.add_parser("switch", help="move partitions to another provider, never sending twice")
+def register(cmds: Subcommands, run: Run) -> None:
+    provider = group(cmds, "provider", "provider per partition: show, switch, rollback", run)
+    provider("show", show, "partitions, queue age and ambiguity per provider", json=True)
+    p = provider("switch", switch_to, "move partitions to another provider, never sending twice")
     p.add_argument("--partitions", help="e.g. 0-1 or 0,3,5-7 (--progressive: default all)")
     p.add_argument("--to", required=True, help="a name from RESETGATE_PROVIDERS")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for in-flight")
     p.add_argument("--reason", default="", help="why, for the audit trail")
     progressive_cli.register_switch(p)
-    p.set_defaults(handler=run(switch_to))
-    p = pcmds.add_parser("stop", help="stop the progressive switch under way")
-    progressive_cli.register_stop(p)
-    p.set_defaults(handler=run(stop))
-    p = pcmds.add_parser("rollback", help="go back to the assignment before the last switch")
+    progressive_cli.register_stop(provider("stop", stop, "stop the progressive switch under way"))
+    p = provider("rollback", rollback, "go back to the assignment before the last switch")
     p.add_argument("--timeout", type=float, default=60.0)
     p.add_argument("--reason", default="", help="why, for the audit trail")
-    p.set_defaults(handler=run(rollback))

@@ -31,48 +31,6 @@ def backoff_ms(attempt: int, policy: RetryPolicy, rng: random.Random) -> int:
     return max(1, int(rng.uniform(0, ceiling)))
 
 
-def _retry(
-    outcome: Outcome,
-    status: int,
-    attempt: int,
-    now: int,
-    horizon_at: int,
-    policy: RetryPolicy,
-    delay_ms: int,
-    source: str,
-    reason: str,
-) -> Finalisation:
-    if attempt >= policy.max_attempts:
-        return Finalisation(
-            outcome,
-            status,
-            State.EXHAUSTED,
-            reason="max_attempts",
-            retry_after_source=source,
-            decision="exhausted",
-        )
-    retry_at = now + delay_ms
-    if retry_at >= horizon_at:
-        # Never deliver a dead link or outlive the provider's idempotency window.
-        return Finalisation(
-            outcome,
-            status,
-            State.EXHAUSTED,
-            reason="horizon",
-            retry_after_source=source,
-            decision="exhausted",
-        )
-    return Finalisation(
-        outcome,
-        status,
-        State.DEFERRED,
-        retry_at=retry_at,
-        reason=reason,
-        retry_after_source=source,
-        decision=f"retry at {retry_at}",
-    )
-
-
 def decide(
     outcome: Outcome,
     status: int,
@@ -136,9 +94,12 @@ def decide(
             reason=reason or "throttled",
         )
     source = retry_after.source if retry_after else ""
-    why = reason or f"transient_{status}"
     delay = backoff_ms(attempt, policy, rng)
-    return _retry(outcome, status, attempt, now, horizon_at, policy, delay, source, why)
+    if attempt >= policy.max_attempts:
+        return _exhausted(outcome, status, "max_attempts", source)
+    return _deferred(
+        outcome, status, now + delay, horizon_at, source, reason or f"transient_{status}"
+    )
 
 
 def _throttled(
@@ -163,24 +124,54 @@ def _throttled(
         delay = backoff_ms(1, policy, rng)
         if source in (Source.ABSENT, Source.INVALID):
             reason = f"{reason}; retry-after {source}, backoff"
-    retry_at = now + delay
-    if retry_at >= horizon_at:
-        return Finalisation(
-            Outcome.THROTTLED,
-            status,
-            State.EXHAUSTED,
-            reason="horizon",
-            retry_after_source=source,
-            refund=True,
-            decision="exhausted",
-        )
-    return Finalisation(
+    return _deferred(
         Outcome.THROTTLED,
+        status,
+        now + delay,
+        horizon_at,
+        source,
+        reason,
+        refund=True,
+        why="; throttled, attempt not spent",
+    )
+
+
+def _deferred(
+    outcome: Outcome,
+    status: int,
+    retry_at: int,
+    horizon_at: int,
+    source: str,
+    reason: str,
+    *,
+    refund: bool = False,
+    why: str = "",
+) -> Finalisation:
+    """Retried at ``retry_at``, unless that is at or past the horizon: never deliver a dead
+    link or outlive the provider's idempotency window."""
+    if retry_at >= horizon_at:
+        return _exhausted(outcome, status, "horizon", source, refund=refund)
+    return Finalisation(
+        outcome,
         status,
         State.DEFERRED,
         retry_at=retry_at,
         reason=reason,
         retry_after_source=source,
-        refund=True,
-        decision=f"retry at {retry_at}; throttled, attempt not spent",
+        refund=refund,
+        decision=f"retry at {retry_at}{why}",
+    )
+
+
+def _exhausted(
+    outcome: Outcome, status: int, reason: str, source: str, *, refund: bool = False
+) -> Finalisation:
+    return Finalisation(
+        outcome,
+        status,
+        State.EXHAUSTED,
+        reason=reason,
+        retry_after_source=source,
+        refund=refund,
+        decision="exhausted",
     )

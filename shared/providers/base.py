@@ -193,6 +193,17 @@ class Http:
                 metrics.provider_redirects.labels(self.provider, method).inc()
             return Answer(response.status, response.headers, body)
 
+    async def send(
+        self, url: str, read: Callable[[Answer], SendResult], **kwargs: Any
+    ) -> SendResult:
+        """A send's POST, its answer read by ``read``; a transport failure is the send not
+        made or lost (:func:`transport_failure`)."""
+        try:
+            answer = await self.request("POST", url, **kwargs)
+        except (aiohttp.ClientError, TimeoutError) as error:
+            return transport_failure(error)
+        return read(answer)
+
     async def ask(self, method: str, url: str, **kwargs: Any) -> Answer:
         """A lookup or poll: transport failures become ProviderUnavailable."""
         try:
@@ -217,6 +228,46 @@ def first_id(
             if found:
                 return found
     return ""
+
+
+def send_answer(
+    answer: Answer,
+    success: frozenset[int],
+    accepted: Callable[[Answer], SendResult],
+    refused: Callable[[Answer], SendResult],
+) -> SendResult:
+    """A send's answer as every adapter reads it: a 3xx is never followed, a documented
+    success (``success``) is ``accepted``'s to read, any other 2xx is ambiguous, and the rest
+    is ``refused``'s."""
+    status = answer.status
+    if redirect(status):
+        return redirected(status)
+    if status in success:
+        return accepted(answer)
+    if 200 <= status < 300:
+        return undocumented_success(status)
+    return refused(answer)
+
+
+def advised(
+    answer: Answer,
+    outcome: Outcome,
+    reason: str = "",
+    *,
+    rate: bool = False,
+    refusal: Refusal = Refusal.RECIPIENT,
+) -> SendResult:
+    """The answer as ``outcome``, with the wait it advises (``Retry-After``), its ``Date`` and,
+    where the provider sends them (``rate``), its rate headers for the pacer."""
+    return SendResult(
+        outcome,
+        answer.status,
+        reason=reason,
+        retry_after=answer.headers.get("Retry-After"),
+        server_date=answer.headers.get("Date"),
+        rate=answer.rate() if rate else None,
+        refusal=refusal,
+    )
 
 
 def redirect(status: int) -> bool:
@@ -311,7 +362,10 @@ def poll_result(answer: Answer) -> PollResult:
     )
 
 
-def lookup_answer(answer: Answer, found: str = "") -> LookupResult:
+def lookup_answer(answer: Answer, find: Callable[[Row], str]) -> LookupResult:
+    """A lookup's answer: the message id ``find`` reads in a 200's body ("" when none); any
+    other status answered nothing."""
+    found = find(answer.json()) if answer.status == 200 else ""
     return LookupResult(
         answer.status, found, answer.headers.get("Retry-After"), answer.headers.get("Date")
     )

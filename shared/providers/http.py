@@ -24,16 +24,14 @@ from shared.providers.base import (
     RateSignalKind,
     SendResult,
     account_refused,
+    advised,
     first_id,
     lookup_answer,
     message_id,
     poll_result,
     recipient_refused,
-    redirect,
-    redirected,
-    transport_failure,
+    send_answer,
     undocumented_refusal,
-    undocumented_success,
 )
 from shared.providers.kind import Kind, ProviderConfig
 
@@ -83,29 +81,20 @@ def refused(answer: Answer) -> SendResult:
         return account_refused(status, f"http_{status}", words)
     if outcome is Outcome.PERMANENT:
         return undocumented_refusal(status, f"http_{status}")
-    return SendResult(
-        outcome,
-        status,
-        retry_after=answer.headers.get("Retry-After"),
-        server_date=answer.headers.get("Date"),
-        rate=answer.rate(),
-    )
+    return advised(answer, outcome, rate=True)
 
 
 def send_result(answer: Answer) -> SendResult:
-    status = answer.status
-    if redirect(status):
-        return redirected(status)
-    if 200 <= status < 300 and status not in SUCCESS:
-        return undocumented_success(status)
-    if status not in SUCCESS:
-        return refused(answer)
+    return send_answer(answer, SUCCESS, accepted, refused)
+
+
+def accepted(answer: Answer) -> SendResult:
     found = message_id(answer.json().get("id"))
     if not found:
         # Accepted, but we cannot tell by what id: reconcile by key instead of guessing.
-        return SendResult(Outcome.AMBIGUOUS, status, reason="accepted_without_id")
+        return SendResult(Outcome.AMBIGUOUS, answer.status, reason="accepted_without_id")
     replayed = answer.headers.get("Idempotent-Replayed", "").lower() == "true"
-    return SendResult(Outcome.ACCEPTED, status, found, replayed, rate=answer.rate())
+    return SendResult(Outcome.ACCEPTED, answer.status, found, replayed, rate=answer.rate())
 
 
 def found_message_id(body: dict[str, object], key: str) -> str:
@@ -143,22 +132,15 @@ class HttpProvider:
             "Content-Type": "application/json",
             "Idempotency-Key": operation_id,
         }
-        try:
-            answer = await self.http.request(
-                "POST", self.base_url + "/email/send", data=codec.dumps(message), headers=headers
-            )
-        except (aiohttp.ClientError, TimeoutError) as error:
-            return transport_failure(error)
-        return send_result(answer)
+        url = self.base_url + "/email/send"
+        return await self.http.send(url, send_result, data=codec.dumps(message), headers=headers)
 
     async def _get(self, path: str, params: dict[str, str]) -> Answer:
         return await self.http.ask("GET", self.base_url + path, params=params, headers=self._auth)
 
     async def lookup(self, operation_id: str) -> LookupResult:
         answer = await self._get("/email/messages", {"idempotency_key": operation_id})
-        if answer.status != 200:
-            return lookup_answer(answer)
-        return lookup_answer(answer, found_message_id(answer.json(), operation_id))
+        return lookup_answer(answer, lambda body: found_message_id(body, operation_id))
 
     async def message(self, message_id: str) -> PollResult:
         """One message with its events (the poller asks after reconciling an ambiguous send,

@@ -55,15 +55,13 @@ from shared.providers.base import (
     RateSignalKind,
     SendResult,
     account_refused,
+    advised,
     first_id,
     lookup_answer,
     message_id,
-    redirect,
-    redirected,
+    send_answer,
     server_error,
-    transport_failure,
     undocumented_refusal,
-    undocumented_success,
 )
 from shared.providers.kind import Kind, ProviderConfig, needs
 from shared.rate_signal import retry_in
@@ -144,16 +142,19 @@ def bare(mailgun_id: str) -> str:
 
 
 def send_result(answer: Answer) -> SendResult:
+    return send_answer(answer, SUCCESS, _accepted, _not_accepted)
+
+
+def _accepted(answer: Answer) -> SendResult:
+    found = message_id(bare(str(answer.json().get("id") or "")))
+    if not found:
+        return SendResult(Outcome.AMBIGUOUS, answer.status, reason="accepted_without_id")
+    return SendResult(Outcome.ACCEPTED, answer.status, found, rate=answer.rate())
+
+
+def _not_accepted(answer: Answer) -> SendResult:
+    """A 4xx or 5xx: a server error, a throttle, or a refusal."""
     status = answer.status
-    if redirect(status):
-        return redirected(status)
-    if status in SUCCESS:
-        found = message_id(bare(str(answer.json().get("id") or "")))
-        if not found:
-            return SendResult(Outcome.AMBIGUOUS, status, reason="accepted_without_id")
-        return SendResult(Outcome.ACCEPTED, status, found, rate=answer.rate())
-    if 200 <= status < 300:
-        return undocumented_success(status)
     if status >= 500 or status == 408:
         return replace(server_error(status), rate=answer.rate())  # it may have been taken
     wait, source = throttle_wait(answer, time.time())
@@ -182,14 +183,7 @@ def _refused(answer: Answer) -> SendResult:
         return replace(undocumented_refusal(status, reason), rate=answer.rate())
     if outcome is Outcome.TRANSIENT and status != 404:
         return replace(undocumented_refusal(status, reason), rate=answer.rate())
-    return SendResult(
-        outcome,
-        status,
-        reason=reason,
-        retry_after=answer.headers.get("Retry-After"),
-        server_date=answer.headers.get("Date"),
-        rate=answer.rate(),
-    )
+    return advised(answer, outcome, reason, rate=True)
 
 
 def throttle_wait(answer: Answer, now: float) -> tuple[str | None, str]:
@@ -300,14 +294,10 @@ class MailgunProvider:
         self.capabilities = capabilities(_settle(config))
 
     async def send(self, operation_id: str, message: Message) -> SendResult:
-        try:
-            data = form(operation_id, message)
-            answer = await self.http.request(
-                "POST", self.base + "/messages", data=data, headers=self._auth
-            )
-        except (aiohttp.ClientError, TimeoutError) as error:
-            return transport_failure(error)
-        return send_result(answer)
+        data = form(operation_id, message)
+        return await self.http.send(
+            self.base + "/messages", send_result, data=data, headers=self._auth
+        )
 
     async def lookup(self, operation_id: str) -> LookupResult:
         since = time.time() - EVENT_RETENTION_SECONDS
@@ -321,9 +311,7 @@ class MailgunProvider:
         answer = await self.http.ask(
             "GET", self.base + "/events", params=params, headers=self._auth
         )
-        if answer.status != 200:
-            return lookup_answer(answer)
-        return lookup_answer(answer, found_message_id(answer.json(), operation_id))
+        return lookup_answer(answer, lambda body: found_message_id(body, operation_id))
 
     async def max_send_rate(self) -> float | None:
         return None

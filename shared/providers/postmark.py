@@ -50,15 +50,13 @@ from shared.providers.base import (
     Refusal,
     SendResult,
     account_refused,
+    advised,
     first_id,
     lookup_answer,
     message_id,
-    redirect,
-    redirected,
+    send_answer,
     server_error,
-    transport_failure,
     undocumented_refusal,
-    undocumented_success,
 )
 from shared.providers.kind import Kind, ProviderConfig
 
@@ -152,18 +150,15 @@ def _words(answer: Answer) -> str:
 
 
 def send_result(answer: Answer) -> SendResult:
-    status = answer.status
-    if redirect(status):
-        return redirected(status)
-    if status in SUCCESS:
-        reply = answer.json()
-        found = message_id(reply.get("MessageID"))
-        if reply.get("ErrorCode") != 0 or not found:
-            return SendResult(Outcome.AMBIGUOUS, status, reason="success_without_message_id")
-        return SendResult(Outcome.ACCEPTED, status, found)
-    if 200 <= status < 300:
-        return undocumented_success(status)
-    return _refused(answer)
+    return send_answer(answer, SUCCESS, _accepted, _refused)
+
+
+def _accepted(answer: Answer) -> SendResult:
+    reply = answer.json()
+    found = message_id(reply.get("MessageID"))
+    if reply.get("ErrorCode") != 0 or not found:
+        return SendResult(Outcome.AMBIGUOUS, answer.status, reason="success_without_message_id")
+    return SendResult(Outcome.ACCEPTED, answer.status, found)
 
 
 def _refused(answer: Answer) -> SendResult:
@@ -181,13 +176,7 @@ def _refused(answer: Answer) -> SendResult:
     outcome, reason = _STATUS.get(status, (Outcome.PERMANENT, f"http_{status}"))
     if status not in _STATUS:
         return undocumented_refusal(status, reason)
-    return SendResult(
-        outcome,
-        status,
-        reason=reason,
-        retry_after=answer.headers.get("Retry-After"),
-        server_date=answer.headers.get("Date"),
-    )
+    return advised(answer, outcome, reason)
 
 
 def _error_coded(answer: Answer, code: int) -> SendResult:
@@ -203,14 +192,7 @@ def _error_coded(answer: Answer, code: int) -> SendResult:
     if outcome is Outcome.PERMANENT and code not in RECIPIENT_CODES:
         # Our request's shape (invalid JSON, too many messages …): every send alike.
         return account_refused(422, reason, words or reason)
-    return SendResult(
-        outcome,
-        422,
-        reason=reason,
-        refusal=Refusal.RECIPIENT,
-        retry_after=answer.headers.get("Retry-After"),
-        server_date=answer.headers.get("Date"),
-    )
+    return advised(answer, outcome, reason, refusal=Refusal.RECIPIENT)
 
 
 def found_message_id(body: dict[str, Any], operation_id: str) -> str:
@@ -233,22 +215,14 @@ class PostmarkProvider:
         headers = {**self._auth, "Content-Type": "application/json"}
         data = codec.dumps(body(operation_id, message))
         path = "/email/withTemplate" if message.get("template") else "/email"
-        try:
-            answer = await self.http.request(
-                "POST", self.base_url + path, data=data, headers=headers
-            )
-        except (aiohttp.ClientError, TimeoutError) as error:
-            return transport_failure(error)
-        return send_result(answer)
+        return await self.http.send(self.base_url + path, send_result, data=data, headers=headers)
 
     async def lookup(self, operation_id: str) -> LookupResult:
         params = {"count": "10", "offset": "0", "metadata_operation_id": operation_id}
         answer = await self.http.ask(
             "GET", self.base_url + "/messages/outbound", params=params, headers=self._auth
         )
-        if answer.status != 200:
-            return lookup_answer(answer)
-        return lookup_answer(answer, found_message_id(answer.json(), operation_id))
+        return lookup_answer(answer, lambda body: found_message_id(body, operation_id))
 
     async def max_send_rate(self) -> float | None:
         return None

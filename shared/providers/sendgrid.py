@@ -47,12 +47,9 @@ from shared.providers.base import (
     SendResult,
     account_refused,
     message_id,
-    redirect,
-    redirected,
+    send_answer,
     server_error,
-    transport_failure,
     undocumented_refusal,
-    undocumented_success,
 )
 from shared.providers.kind import Kind, ProviderConfig
 from shared.rate_signal import retry_in
@@ -105,17 +102,14 @@ def body(operation_id: str, message: Message) -> dict[str, Any]:
 
 
 def send_result(answer: Answer, now: float) -> SendResult:
-    status = answer.status
-    if redirect(status):
-        return redirected(status)
-    if status in SUCCESS:
-        found = message_id(answer.headers.get("X-Message-Id"))
-        if not found:
-            return SendResult(Outcome.AMBIGUOUS, status, reason="accepted_without_id")
-        return SendResult(Outcome.ACCEPTED, status, found, rate=answer.rate())
-    if 200 <= status < 300:
-        return undocumented_success(status)
-    return _refused(answer, now)
+    return send_answer(answer, SUCCESS, _accepted, lambda refused: _refused(refused, now))
+
+
+def _accepted(answer: Answer) -> SendResult:
+    found = message_id(answer.headers.get("X-Message-Id"))
+    if not found:
+        return SendResult(Outcome.AMBIGUOUS, answer.status, reason="accepted_without_id")
+    return SendResult(Outcome.ACCEPTED, answer.status, found, rate=answer.rate())
 
 
 def _refused(answer: Answer, now: float) -> SendResult:
@@ -184,13 +178,10 @@ class SendGridProvider:
 
     async def send(self, operation_id: str, message: Message) -> SendResult:
         headers = {**self._auth, "Content-Type": "application/json"}
-        try:
-            answer = await self.http.request(
-                "POST", self.url, data=codec.dumps(body(operation_id, message)), headers=headers
-            )
-        except (aiohttp.ClientError, TimeoutError) as error:
-            return transport_failure(error)
-        return send_result(answer, time.time())
+        data = codec.dumps(body(operation_id, message))
+        return await self.http.send(
+            self.url, lambda answer: send_result(answer, time.time()), data=data, headers=headers
+        )
 
     async def lookup(self, operation_id: str) -> LookupResult:
         raise NotImplementedError("SendGrid declares no lookup (capabilities.lookup is None)")

@@ -278,20 +278,17 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 def add_routes(app: web.Application) -> None:
-    routes: list[tuple[str, str, Handler]] = [
-        ("GET", "/console/sign-in", sign_in_form),
-        ("POST", "/console/sign-in", sign_in),
-        ("POST", "/console/sign-out", sign_out),
-        ("GET", "/console/operations/{operation_id}/quarantine", confirm_quarantine),
-        ("POST", "/console/operations/{operation_id}/quarantine", quarantine),
-        ("GET", "/console/operations/{operation_id}/release", confirm_release),
-        ("POST", "/console/operations/{operation_id}/release", release),
-        ("GET", "/console/operations/{operation_id}/close", confirm_close),
-        ("POST", "/console/operations/{operation_id}/close", close),
-        ("GET", "/console/partitions/{partition}/pause", confirm_pause),
-        ("POST", "/console/partitions/{partition}/pause", pause),
-        ("GET", "/console/partitions/{partition}/resume", confirm_resume),
-        ("POST", "/console/partitions/{partition}/resume", resume),
+    app.router.add_route("GET", "/console/sign-in", sign_in_form)
+    app.router.add_route("POST", "/console/sign-in", sign_in)
+    app.router.add_route("POST", "/console/sign-out", sign_out)
+    # Each action at its path: GET asks to confirm it, POST takes it.
+    actions: list[tuple[str, Handler, Handler]] = [
+        ("/console/operations/{operation_id}/quarantine", confirm_quarantine, quarantine),
+        ("/console/operations/{operation_id}/release", confirm_release, release),
+        ("/console/operations/{operation_id}/close", confirm_close, close),
+        ("/console/partitions/{partition}/pause", confirm_pause, pause),
+        ("/console/partitions/{partition}/resume", confirm_resume, resume),
     ]
-    for method, path, handler in routes:
-        app.router.add_route(method, path, handler)
+    for path, confirm, act in actions:
+        app.router.add_route("GET", path, confirm)
+        app.router.add_route("POST", path, act)

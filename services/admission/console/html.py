@@ -59,6 +59,22 @@ def table(columns: Iterable[str], rows: Iterable[Markup], caption: object = None
     )
 
 
+def section(key: str, title: str, *parts: object) -> Markup:
+    """A part of a page under its own ``<h2>``, which labels it (id ``<key>-h``)."""
+    return Markup(
+        f'<section aria-labelledby="{key}-h">\n<h2 id="{key}-h">{escape(title)}</h2>\n'
+        f"{join(escape(p) for p in parts)}\n</section>"
+    )
+
+
+def scrolled(key: str, body: Markup) -> Markup:
+    """A wide table that scrolls on its own: a region the keyboard reaches, labelled by the
+    heading of its section ``key``."""
+    return Markup(
+        f'<div class="scroll" tabindex="0" role="region" aria-labelledby="{key}-h">\n{body}\n</div>'
+    )
+
+
 def link(href: str, text: object) -> Markup:
     return Markup(f'<a href="{escape(href)}">{escape(text)}</a>')
 

@@ -19,7 +19,10 @@ from services.admission.console.html import (
     relative,
     render,
     row,
+    scrolled,
     seconds,
+    section,
+    table,
     when,
 )
 from services.admission.console.pages import notice, operation_href, page
@@ -32,6 +35,15 @@ from shared.status import Pacing
 
 OLDEST_LIMIT = 20
 AUDIT_SHOWN = 20  # the newest operator actions on the providers page; the trail has them all
+# The columns of operation_cells, after those that name the operation.
+OPERATION_COLUMNS = ("State", "Age", "Of horizon", "Attempts left", "Last status", "Next attempt")
+PARTITION_COLUMNS = ("Partition", "Paused", "Oldest operation", *OPERATION_COLUMNS)
+OVERALL_COLUMNS = ("Operation", "Partition", *OPERATION_COLUMNS)
+PARTITIONS_CAPTION = (
+    "Each partition's oldest eligible operation (live, not quarantined or held for review) "
+    "and its age against its delivery horizon: the share of the time from creation to "
+    "horizon already spent."
+)
 
 
 def _share_of_horizon(r: dict[str, Any]) -> str:
@@ -60,7 +72,7 @@ async def _oldest_live(request: web.Request, now: int) -> list[dict[str, Any]]:
 def _partition_row(partition: int, paused: bool, r: dict[str, Any] | None, now: int) -> Markup:
     pause = "paused" if paused else "no"
     if r is None:
-        return row(partition, pause, "none", "-", "-", "-", "-", "-", "-")
+        return row(partition, pause, "none", *["-"] * len(OPERATION_COLUMNS))
     op = link(operation_href(r["operation_id"]), r["operation_id"])
     return row(partition, pause, op, *operation_cells(r, now))
 
@@ -86,14 +98,34 @@ async def _live_fragment(request: web.Request) -> Markup:
         for r in [r for r in live if r["state"] not in operation_views.HELD][:OLDEST_LIMIT]
     ]
     if not overall_rows:
-        overall_rows = [Markup('<tr><td colspan="8">No eligible operation.</td></tr>')]
-    return render(
-        "oldest_live",
-        partitions=join(partition_rows),
-        overall=join(overall_rows),
-        limit=OLDEST_LIMIT,
-        review=_review(await operation_views.held_for_review(client, settings.partitions)),
-        quarantined=_quarantined([r for r in live if r["state"] == State.QUARANTINED], now),
+        empty = f'<tr><td colspan="{len(OVERALL_COLUMNS)}">No eligible operation.</td></tr>'
+        overall_rows = [Markup(empty)]
+    overall_caption = (
+        f"The {OLDEST_LIMIT} oldest eligible operations across every partition, one row each. "
+        "Quarantined operations and those held for review are listed below."
+    )
+    held = await operation_views.held_for_review(client, settings.partitions)
+    return join(
+        [
+            section(
+                "partitions",
+                "Per partition",
+                scrolled(
+                    "partitions", table(PARTITION_COLUMNS, partition_rows, PARTITIONS_CAPTION)
+                ),
+            ),
+            section(
+                "overall",
+                "Overall, oldest first",
+                scrolled("overall", table(OVERALL_COLUMNS, overall_rows, overall_caption)),
+            ),
+            section("review", "Held for review", _review(held)),
+            section(
+                "quarantined",
+                "Quarantined",
+                _quarantined([r for r in live if r["state"] == State.QUARANTINED], now),
+            ),
+        ]
     )
 
 
@@ -138,6 +170,25 @@ async def oldest_live(request: web.Request) -> web.Response:
 
 
 # -- providers and partitions --------------------------------------------------------------
+PROVIDER_PARTITION_COLUMNS = (
+    "Partition",
+    "Provider",
+    "Sending",
+    "Paused by / why",
+    "Send queue",
+    "In flight",
+    "Due later",
+    "Ambiguous",
+    "Review",
+    "Live",
+    "Action",
+)
+PROVIDER_PARTITIONS_CAPTION = (
+    "Draining: paused, with attempts still finishing. "
+    "In flight: read by a sender, not yet finished."
+)
+
+
 def _pacing(name: str, pacing: Pacing, now: int) -> Markup:
     """What the provider is really accepting, when the next send may go, and a quota pause."""
     measured = pacing.accepting is not None
@@ -197,11 +248,18 @@ async def providers(request: web.Request) -> web.Response:
     recent, _ = await actions.trail(client, actions.TrailFilter(), limit=AUDIT_SHOWN)
     checked = {line.name: line.checks for line in lines if line.checks}
     pacing = [*(_pacing(line.name, line.pacing, now) for line in lines), failing_checks(checked)]
-    body = render(
-        "providers",
-        pacing=join(pacing),
-        providers=lines_table(lines, can_act, now),
-        partitions=join(partition_rows),
-        audit=entries_table(recent),
+    partitions = table(PROVIDER_PARTITION_COLUMNS, partition_rows, PROVIDER_PARTITIONS_CAPTION)
+    everything = Markup(f"<p>{link('/console/audit', 'Every operator action, filterable')}</p>")
+    body = join(
+        [
+            section(
+                "providers",
+                "Providers",
+                scrolled("providers", lines_table(lines, can_act, now)),
+                join(pacing),
+            ),
+            section("partitions", "Partitions", scrolled("partitions", partitions)),
+            section("audit", "Recent operator actions", entries_table(recent), everything),
+        ]
     )
     return page(request, "Providers and partitions", body)

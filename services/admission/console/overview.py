@@ -15,13 +15,24 @@ from aiohttp import web
 from services.admission.console.charts import charts_table
 from services.admission.console.charts import read as read_charts
 from services.admission.console.context import SETTINGS
-from services.admission.console.html import Markup, escape, join, link, render, row, when
-from services.admission.console.oncall import operation_cells
+from services.admission.console.html import (
+    Markup,
+    escape,
+    join,
+    link,
+    render,
+    row,
+    scrolled,
+    section,
+    table,
+    when,
+)
+from services.admission.console.oncall import OPERATION_COLUMNS, operation_cells
 from services.admission.console.pages import notice, operation_href, page
 from services.admission.console.provider_lines import lines_table, pause_text, snapshot
 from services.admission.console.provider_lines import resume_link as provider_resume_link
+from services.admission.console.recent_lists import LISTS, page_number, query, recent_list
 from services.admission.console.recent_lists import counters as recent_counters
-from services.admission.console.recent_lists import page_number, query, section
 from shared import control, operation_views, progressive, switch
 from shared.status import recent_counts
 
@@ -34,6 +45,21 @@ COUNTERS = (
     ("due", "Deferred", "waiting for their next attempt"),
     ("ambiguous", "Ambiguous", "sent, outcome unknown, being settled"),
     ("review", "Held for review", "need a person"),
+)
+OLDEST_COLUMNS = (
+    "Partition",
+    "Provider",
+    "Paused",
+    "Operation",
+    "State",
+    "Age",
+    "Horizon used",
+    "Attempts left",
+    "Last status",
+    "Next attempt",
+)
+OLDEST_CAPTION = (
+    "Horizon used: how much of the time from creation to the delivery horizon has passed."
 )
 
 
@@ -133,7 +159,7 @@ def _partition_rows(
     for p, r in enumerate(per_partition):
         head = (p, state.provider_for(p, default), "paused" if p in state.paused else "no")
         if r is None:
-            rows.append(row(*head, "none", "-", "-", "-", "-", "-", "-"))
+            rows.append(row(*head, "none", *["-"] * len(OPERATION_COLUMNS)))
         else:
             op = link(operation_href(r["operation_id"]), r["operation_id"])
             rows.append(row(*head, op, *operation_cells(r, now)))
@@ -177,26 +203,40 @@ async def _live(request: web.Request) -> Markup:
     if can_act:
         move = link("/console/providers/switch", "Switch partitions to another provider…")
         actions = Markup(f"<p>{move}</p>")
-    return render(
-        "overview_live",
-        counters=join(
-            [
-                _counters(rows, len(state.paused)),
-                recent_counters(await recent_counts(client, settings.partitions, now)),
-            ]
-        ),
-        providers=lines_table(lines, can_act, now),
-        charts=charts_table(await read_charts(client, [line.name for line in lines], now)),
-        actions=actions,
-        pauses=_pauses(
-            state, can_act, await switch.previous(client), await progressive.read(client)
-        ),
-        partitions=join(_partition_rows(per_partition, state, default, now)),
-        review=_review(
-            request, await operation_views.held_for_review(client, settings.partitions), can_act
-        ),
-        failed=await section(request, client, settings.partitions, "failed", now, PAGE),
-        bounced=await section(request, client, settings.partitions, "bounced", now, PAGE),
+    counters = join(
+        [
+            _counters(rows, len(state.paused)),
+            recent_counters(await recent_counts(client, settings.partitions, now)),
+        ]
+    )
+    charts = charts_table(await read_charts(client, [line.name for line in lines], now))
+    pauses = _pauses(state, can_act, await switch.previous(client), await progressive.read(client))
+    oldest = table(
+        OLDEST_COLUMNS, _partition_rows(per_partition, state, default, now), OLDEST_CAPTION
+    )
+    held = await operation_views.held_for_review(client, settings.partitions)
+    recent = [
+        section(
+            name,
+            f"Recently {label.lower()}",
+            await recent_list(request, client, settings.partitions, name, now, PAGE),
+        )
+        for name, label, _ in LISTS
+    ]
+    return join(
+        [
+            section("counts", "Operations now", Markup(f'<dl class="counters">{counters}</dl>')),
+            section(
+                "lines", "Providers", scrolled("lines", lines_table(lines, can_act, now)), actions
+            ),
+            section("hour", "The last hour per provider", scrolled("hour", charts)),
+            section("pauses", "Pauses and switches", pauses),
+            section(
+                "oldest", "Oldest eligible operation per partition", scrolled("oldest", oldest)
+            ),
+            section("review", "Held for review", _review(request, held, can_act)),
+            *recent,
+        ]
     )
 
 

@@ -56,7 +56,7 @@ def _item(r: dict[str, Any]) -> Markup:
     )
 
 
-async def section(
+async def recent_list(
     request: web.Request, client: RedisClient, partitions: int, name: str, now: int, size: int
 ) -> Markup:
     """One list: a page of ``size`` rows and the links to the pages beside it."""
