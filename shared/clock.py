@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from datetime import UTC, datetime
+from typing import overload
 
 
 def to_ms(seconds: float) -> int:
@@ -11,6 +12,23 @@ def to_ms(seconds: float) -> int:
     one conversion, so an int setting keeps its exact value and a float one loses only what
     a millisecond cannot hold."""
     return int(seconds * 1000)
+
+
+class InMs:
+    """A settings class's ``<name>_ms``: its ``<name>_seconds`` in the store's unit, read
+    through :func:`to_ms` (``lease_ms = InMs()`` beside a ``lease_seconds`` field)."""
+
+    __slots__ = ("seconds",)
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.seconds = name.removesuffix("_ms") + "_seconds"
+
+    @overload
+    def __get__(self, settings: None, owner: type) -> InMs: ...
+    @overload
+    def __get__(self, settings: object, owner: type | None = None) -> int: ...
+    def __get__(self, settings: object | None, owner: type | None = None) -> InMs | int:
+        return self if settings is None else to_ms(getattr(settings, self.seconds))
 
 
 def to_seconds(ms: float) -> float:

@@ -12,7 +12,7 @@ import re
 import socket
 import sys
 from collections.abc import Collection, Mapping
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar, cast
 from urllib.parse import urlsplit
 
 from pydantic import (
@@ -28,7 +28,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from shared.clock import to_ms
+from shared.clock import InMs
 
 if TYPE_CHECKING:
     from shared.providers.kind import Kind
@@ -286,9 +286,7 @@ class RetentionSettings(_Env):
 
     retention_seconds: int = Field(default=30 * 24 * 3600, ge=3600)
 
-    @property
-    def retention_ms(self) -> int:
-        return to_ms(self.retention_seconds)
+    retention_ms: ClassVar[InMs] = InMs()
 
 
 class PolicySettings(CommonSettings, RetentionSettings):
@@ -307,21 +305,10 @@ class PolicySettings(CommonSettings, RetentionSettings):
     archive_enabled: bool = False
 
     # The store's unit: scripts and stored fields count milliseconds, settings seconds.
-    @property
-    def cooldown_ms(self) -> int:
-        return to_ms(self.cooldown_seconds)
-
-    @property
-    def token_ttl_ms(self) -> int:
-        return to_ms(self.token_ttl_seconds)
-
-    @property
-    def horizon_margin_ms(self) -> int:
-        return to_ms(self.horizon_margin_seconds)
-
-    @property
-    def observation_window_ms(self) -> int:
-        return to_ms(self.observation_window_seconds)
+    cooldown_ms: ClassVar[InMs] = InMs()
+    token_ttl_ms: ClassVar[InMs] = InMs()
+    horizon_margin_ms: ClassVar[InMs] = InMs()
+    observation_window_ms: ClassVar[InMs] = InMs()
 
     @property
     def settled_retention_ms(self) -> int:
@@ -552,9 +539,7 @@ class ProviderSettings(CommonSettings, ProviderAccount):
     # silence a loop for days.
     max_advised_wait_seconds: float = Field(default=900.0, gt=0, le=86400)
 
-    @property
-    def max_advised_wait_ms(self) -> int:
-        return to_ms(self.max_advised_wait_seconds)
+    max_advised_wait_ms: ClassVar[InMs] = InMs()
 
 
 S = TypeVar("S", bound=BaseSettings)

@@ -80,3 +80,16 @@ delivery_event_at
 MOVED  # shared/scripts/archive.py Marked (counted by its value in the archiver's metric)
 CHANGED
 settled_at  # shared/archive.py Archived (when it settled, for a reader of the dataclass)
+
+# A seconds setting read only through its milliseconds view (shared/clock.py InMs reads
+# ``<name>_seconds`` by name).
+archive_tail_seconds
+backoff_base_seconds
+backoff_cap_seconds
+cooldown_seconds
+form_retention_seconds
+observation_window_seconds
+quota_window_seconds
+refusal_guard_window_seconds
+retention_seconds
+seen_ttl_seconds

@@ -4,11 +4,11 @@ console need (one module for the deployable: the console imports it, never the r
 from __future__ import annotations
 
 import ipaddress
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
-from shared.clock import to_ms
+from shared.clock import InMs
 from shared.settings import (
     METRICS_PORTS,
     ArchiveSettings,
@@ -68,9 +68,7 @@ class ConsoleSettings(_Env):
     console_act_users: str = ""
     console_read_groups: str = ""
 
-    @property
-    def console_session_ms(self) -> int:
-        return to_ms(self.console_session_seconds)
+    console_session_ms: ClassVar[InMs] = InMs()
 
     @field_validator("console_trusted_proxies")
     @classmethod

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from pydantic import Field
 
-from shared.clock import to_ms
+from shared.clock import InMs
 from shared.settings import METRICS_PORTS, ArchiveSettings, CommonSettings, ConsumerSettings
 
 
@@ -21,10 +23,5 @@ class ArchiverSettings(ArchiveSettings, ConsumerSettings, CommonSettings):
     archive_claim_idle_seconds: float = Field(default=30.0, ge=1)
     archive_prune_interval_seconds: float = Field(default=3600.0, ge=1)
 
-    @property
-    def archive_tail_ms(self) -> int:
-        return to_ms(self.archive_tail_seconds)
-
-    @property
-    def archive_claim_idle_ms(self) -> int:
-        return to_ms(self.archive_claim_idle_seconds)
+    archive_tail_ms: ClassVar[InMs] = InMs()
+    archive_claim_idle_ms: ClassVar[InMs] = InMs()

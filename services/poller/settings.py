@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import base64
 import ipaddress
-from typing import Any
+from typing import Any, ClassVar
 
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.serialization import load_der_public_key
 from pydantic import Field, SecretStr, field_validator
 
-from shared.clock import to_ms
+from shared.clock import InMs
 from shared.providers.registry import EVENT_CREDENTIAL
 from shared.settings import (
     METRICS_PORTS,
@@ -142,9 +142,7 @@ class PollerSettings(PolicySettings, ProviderSettings, ConsumerSettings, Inbound
     aws_region: str = "us-east-1"
     aws_endpoint_url: str = ""  # only for an emulator; credentials come from the AWS chain
 
-    @property
-    def lease_ms(self) -> int:
-        return to_ms(self.lease_seconds)
+    lease_ms: ClassVar[InMs] = InMs()
 
     @property
     def webhooks_enabled(self) -> bool:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from pydantic import Field, SecretStr, field_validator
 
-from shared.clock import to_ms
+from shared.clock import InMs
 from shared.settings import METRICS_PORTS, ConsumerSettings, DirectorySettings, PolicySettings
 
 DEFAULT_ACCOUNT_TOPICS = "account_access,password_reset,login_problem,hacked_account"
@@ -43,17 +45,9 @@ class RouterSettings(PolicySettings, DirectorySettings, ConsumerSettings):
             raise ValueError("must list at least one topic")
         return value
 
-    @property
-    def claim_idle_ms(self) -> int:
-        return to_ms(self.claim_idle_seconds)
-
-    @property
-    def seen_ttl_ms(self) -> int:
-        return to_ms(self.seen_ttl_seconds)
-
-    @property
-    def form_retention_ms(self) -> int:
-        return to_ms(self.form_retention_seconds)
+    claim_idle_ms: ClassVar[InMs] = InMs()
+    seen_ttl_ms: ClassVar[InMs] = InMs()
+    form_retention_ms: ClassVar[InMs] = InMs()
 
     @property
     def account_topic_set(self) -> frozenset[str]:

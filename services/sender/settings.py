@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from pydantic import Field, model_validator
 
-from shared.clock import to_ms
+from shared.clock import InMs
 from shared.settings import (
     METRICS_PORTS,
     ConsumerSettings,
@@ -87,25 +89,11 @@ class SenderSettings(
         "it fails over; 0: a quarter of the delivery horizon",
     )
 
-    @property
-    def quota_window_ms(self) -> int:
-        return to_ms(self.quota_window_seconds)
-
-    @property
-    def lease_ms(self) -> int:
-        return to_ms(self.lease_seconds)
-
-    @property
-    def backoff_base_ms(self) -> int:
-        return to_ms(self.backoff_base_seconds)
-
-    @property
-    def backoff_cap_ms(self) -> int:
-        return to_ms(self.backoff_cap_seconds)
-
-    @property
-    def refusal_guard_window_ms(self) -> int:
-        return to_ms(self.refusal_guard_window_seconds)
+    quota_window_ms: ClassVar[InMs] = InMs()
+    lease_ms: ClassVar[InMs] = InMs()
+    backoff_base_ms: ClassVar[InMs] = InMs()
+    backoff_cap_ms: ClassVar[InMs] = InMs()
+    refusal_guard_window_ms: ClassVar[InMs] = InMs()
 
     @model_validator(mode="after")
     def _lease_outlives_a_request(self) -> SenderSettings:
