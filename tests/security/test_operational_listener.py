@@ -19,7 +19,7 @@ from redis.asyncio import Redis
 
 from services.ctl.embedded import RedisServer, free_port
 from tests.security.conftest import add_accounts, base_env
-from tests.support.processes import Processes, ServiceProcess
+from tests.support.processes import START_TIMEOUT, Processes, ServiceProcess
 
 OPERATIONAL = ("/metrics", "/healthz", "/readyz")
 
@@ -70,7 +70,7 @@ async def test_operational_listener_answers_before_redis_does(tmp_path: Path, na
         status, body = await _get(service.ops_url + "/readyz")
         assert status == 503 and '"started":false' in body.replace(" ", "")
         server.start()
-        assert await _poll(service.ops_url + "/readyz", 200, within=30)
+        assert await _poll(service.ops_url + "/readyz", 200)
         assert service.running
     finally:
         await service.stop()
@@ -80,10 +80,10 @@ async def test_operational_listener_answers_before_redis_does(tmp_path: Path, na
 async def _launch(service: ServiceProcess) -> None:
     """Start the process without waiting for readiness (which cannot come yet)."""
     service.ready_path = "/healthz"
-    await service.start(timeout=20)
+    await service.start()
 
 
-async def _poll(url: str, status: int, within: float = 20.0) -> bool:
+async def _poll(url: str, status: int, within: float = START_TIMEOUT) -> bool:
     async with asyncio.timeout(within):
         while True:
             try:
