@@ -80,3 +80,10 @@ delivery_event_at
 MOVED  # shared/scripts/archive.py Marked (counted by its value in the archiver's metric)
 CHANGED
 settled_at  # shared/archive.py Archived (when it settled, for a reader of the dataclass)
+
+# logging's module switches (shared/logging.py setup): read by logging.LogRecord and
+# Logger.findCaller, not by our code.
+_srcfile
+logThreads
+logProcesses
+logMultiprocessing
