@@ -651,7 +651,8 @@ def main() -> None:
         default=None,
         metavar="DIR",
         help="py-spy every sender from the storm's start to the drain's end (raw stacks in "
-        "DIR) and print where their CPU went (benchmarks/storm_profile.py; pip install py-spy)",
+        "DIR) and print where their time went, idle included (benchmarks/storm_profile.py; "
+        "pip install py-spy)",
     )
     parser.add_argument(
         "--outage",

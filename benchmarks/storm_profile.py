@@ -2,8 +2,10 @@
 their CPU went.
 
 Each sender gets ``py-spy record --format raw --nolineno`` from the storm's first moment to
-the end of the drain (stopped with SIGINT, which makes py-spy write its file); idle stacks
-are left out (py-spy's default), so the samples are time on a core. The summary adds the
+the end of the drain (stopped with SIGINT, which makes py-spy write its file). Without
+pausing the sender py-spy cannot tell a thread asleep in the event loop's wait from one
+running, so every sample counts: the shares are wall-clock time, not CPU (a storm sampled
+141 s where its senders spent 13 CPU-s; docs/performance.md). The summary adds the
 senders' samples up per function: "self" is where the sampled frame was, "total" counts a
 function once per sample anywhere in its stack. Profiling is the benchmark's: nothing of it
 ships in a service. py-spy is not a dependency: ``.venv/bin/pip install py-spy``.

@@ -8,11 +8,13 @@ operation store.
 
 from __future__ import annotations
 
+import asyncio
 import csv
+import inspect
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 from urllib.parse import quote
 
 import aiohttp
@@ -42,6 +44,7 @@ class DirectoryError(RuntimeError):
 class Directory(Protocol):
     async def lookup_login(self, login: str) -> Account | None: ...
     async def get_account(self, account_id: str) -> Account | None: ...
+    def asked(self, account_id: str) -> Asked | None: ...
 
 
 def normalise_login(login: str) -> str:
@@ -60,15 +63,17 @@ class RedisDirectory:
         return account if account_id else None
 
     async def get_account(self, account_id: str) -> Account | None:
-        raw = await self.client.hgetall(keys.directory_account(account_id))
-        if not raw:
+        return _account(account_id, await self.client.hgetall(keys.directory_account(account_id)))
+
+    def asked(self, account_id: str) -> Asked | None:
+        """The account's read, written now; None on a client that writes a command only
+        once it is awaited (only a pipelined link, shared/fastredis.py, writes it at once)."""
+        raw = self.client.hgetall(keys.directory_account(account_id))
+        if not isinstance(raw, asyncio.Future):
+            if inspect.iscoroutine(raw):
+                raw.close()
             return None
-        return Account(
-            account_id,
-            str(raw["email"]),
-            str(raw.get("locale") or "en"),
-            str(raw.get("brand") or ""),
-        )
+        return Asked(account_id, raw)
 
     async def add(self, login: str, account: Account) -> None:
         await self.add_many([(login, account)])
@@ -86,6 +91,37 @@ class RedisDirectory:
                     pipe.hdel(key, "brand")
                 pipe.set(keys.directory_login(normalise_login(login)), account.account_id)
             await pipe.execute()
+
+
+class Asked:
+    """An account read already on its way: awaited later (the sender begins its attempt in
+    the same round trip), or dropped."""
+
+    def __init__(self, account_id: str, reply: asyncio.Future[Any]) -> None:
+        self.account_id = account_id
+        self._reply = reply
+
+    async def account(self) -> Account | None:
+        return _account(self.account_id, await self._reply)
+
+    def drop(self) -> None:
+        """Not needed after all: its reply, or its error, is let go."""
+        if self._reply.done():
+            if not self._reply.cancelled():
+                self._reply.exception()  # retrieved: asyncio would log one left unread
+        else:
+            self._reply.cancel()
+
+
+def _account(account_id: str, raw: Any) -> Account | None:
+    if not raw:
+        return None
+    return Account(
+        account_id,
+        str(raw["email"]),
+        str(raw.get("locale") or "en"),
+        str(raw.get("brand") or ""),
+    )
 
 
 class HttpDirectory:
@@ -132,6 +168,10 @@ class HttpDirectory:
         if not valid_account_id(account_id):
             return None  # no account has this id; it must not become a path
         return await self._get(self.url("accounts", account_id))
+
+    def asked(self, account_id: str) -> Asked | None:
+        """Never asked ahead: no Redis round trip to share."""
+        return None
 
 
 def directory_for(

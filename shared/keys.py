@@ -24,6 +24,10 @@ TRACESTATE_FIELD = "tracestate"
 # Beside a trace context in a send job that is not the admission's (a retry, a replay, a
 # release): its attempt starts a trace of its own, linked to that context, not continuing it.
 RETRY_FIELD = "is_retry"
+# Beside JOB_FIELD in an admission's send job: the operation's account (an id, never an
+# address), so the sender asks the directory in the same round trip as it begins the attempt
+# (services/sender/message.py). A job without it (a retry's) is read one step after the other.
+ACCOUNT_FIELD = "acct"
 ROUTER_GROUP = "router"
 ARCHIVE_GROUP = "archivers"  # the archiver replicas' group on each partition's settled stream
 # The per-partition indexes of recently finished operations (finished, bounced) keep a day,

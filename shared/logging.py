@@ -79,6 +79,11 @@ def _rendered(line: dict[str, Any]) -> str:
     """The line as JSON with each value cut to MAX_FIELD characters (a provider's 60 KB
     refusal, a 200 KB queue message), and shorter still if the line would pass MAX_SCRUB,
     so it stays whole JSON and scrub() sees all of it."""
+    rendered = codec.dumps_str(line)
+    if len(rendered) <= MAX_FIELD:
+        # No value can be longer than the whole line: none would be cut (the same JSON),
+        # and the usual line is rendered once, without a look at each value.
+        return rendered
     rendered = codec.dumps_str({key: _bounded(value, MAX_FIELD) for key, value in line.items()})
     if len(rendered) <= MAX_SCRUB:
         return rendered
@@ -156,6 +161,13 @@ def _where(error: BaseException) -> str:
 
 
 def setup(service: str, level: str = "INFO") -> None:
+    # A line carries none of the caller's file, line, function, thread or process
+    # (JsonFormatter writes none of them): not looking them up is logging's documented
+    # optimisation, and the sender logs a line per email.
+    logging._srcfile = None
+    logging.logThreads = False
+    logging.logProcesses = False
+    logging.logMultiprocessing = False
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter(service))
     root = logging.getLogger()

@@ -93,3 +93,10 @@ quota_window_seconds
 refusal_guard_window_seconds
 retention_seconds
 seen_ttl_seconds
+
+# logging's module switches (shared/logging.py setup): read by logging.LogRecord and
+# Logger.findCaller, not by our code.
+_srcfile
+logThreads
+logProcesses
+logMultiprocessing

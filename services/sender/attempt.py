@@ -30,6 +30,7 @@ from services.sender.message import Messages, Ready, Unsent
 from services.sender.pacer import Pacer
 from services.sender.settings import SenderSettings
 from shared import clock, ids, tracing
+from shared.directory import Asked
 from shared.logging import event
 from shared.model import Outcome
 from shared.providers.base import Provider, SendResult
@@ -111,6 +112,18 @@ class AttemptRunner:
             return await self._run(job, slot_ms, quota_at)
 
     async def _run(self, job: Job, slot_ms: float, quota_at: int) -> Pinned | None:
+        # The account's directory read goes out beside the begin (one round trip, one wakeup,
+        # not two); unused (not begun, not sent), it is dropped.
+        asked = self.messages.ask(job.account_id)
+        try:
+            return await self._attempt(job, slot_ms, quota_at, asked)
+        finally:
+            if asked is not None:
+                asked.drop()
+
+    async def _attempt(
+        self, job: Job, slot_ms: float, quota_at: int, asked: Asked | None
+    ) -> Pinned | None:
         attempt_id = ids.attempt_id()
         with traced.TRACER.start_as_current_span("begin attempt"):
             begun, replicated = await self._begin(job, attempt_id)
@@ -122,7 +135,7 @@ class AttemptRunner:
             report.not_begun(self.name, job, begun)
             return None
         if replicated:
-            sent = await self._send(job, begun)
+            sent = await self._send(job, begun, asked)
         else:
             sent = _Sent(self.decisions.unsent(Unsent(NOT_REPLICATED), begun, clock.now_ms()))
         if isinstance(sent.answer, SendResult):  # first: a 429 voids this process's slots at once
@@ -163,10 +176,10 @@ class AttemptRunner:
                 return begun, False
         return begun, True
 
-    async def _send(self, job: Job, begun: Begun) -> _Sent:
+    async def _send(self, job: Job, begun: Begun, asked: Asked | None) -> _Sent:
         """The provider call, or the finalisation decided without one (nothing to send)."""
         now = clock.now_ms()
-        ready = await self.messages.prepare(job.operation_id, job.partition, begun)
+        ready = await self.messages.prepare(job.operation_id, job.partition, begun, asked)
         if not isinstance(ready, Ready):
             return _Sent(self.decisions.unsent(ready, begun, now))
         message = ready.composed.message

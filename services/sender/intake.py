@@ -27,7 +27,7 @@ from services.sender.settings import SenderSettings
 from shared import clock
 from shared.clock import to_seconds
 from shared.consumer import Entry, StreamConsumer
-from shared.keys import JOB_FIELD, SEND_GROUP, PartitionKeys
+from shared.keys import ACCOUNT_FIELD, JOB_FIELD, SEND_GROUP, PartitionKeys
 from shared.logging import event
 from shared.loops import ERRORS, Step
 from shared.operations import hand_back, renew_entries
@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 # An idle stream is waited on this long per read; shutdown waits at most this for a read.
 READ_BLOCK_MS = 2000
 CLAIM_BATCH = 100  # entries a claim takes over at most per round
-JOB_FIELDS = (JOB_FIELD,)  # all a send job carries (every script that enqueues one)
+JOB_FIELDS = (JOB_FIELD,)  # what every send job carries (an admission's adds ACCOUNT_FIELD)
 
 
 async def ensure_groups(client: RedisClient, partitions: int) -> None:
@@ -207,6 +207,7 @@ class Intake:
                 retry,
                 now,
                 taken_over,
+                fields.get(ACCOUNT_FIELD, ""),
             )
             self.taken[job] = now
             self._queue.put_nowait(job)

@@ -17,3 +17,5 @@ class Job:
     retry: bool = field(default=False, compare=False)
     claimed_ms: int = field(default=0, compare=False)  # when the intake took it off the stream
     taken_over: bool = field(default=False, compare=False)  # from a consumer gone quiet
+    # The operation's account, when the entry names it (shared.keys.ACCOUNT_FIELD; "" when not)
+    account_id: str = field(default="", compare=False)

@@ -8,7 +8,7 @@ import logging
 from dataclasses import dataclass
 
 from shared import control, mailbox
-from shared.directory import Account, Directory, DirectoryError
+from shared.directory import Account, Asked, Directory, DirectoryError
 from shared.emails.compose import Composed, Hosted, Mailer
 from shared.emails.files import TemplateError
 from shared.logging import event
@@ -51,10 +51,18 @@ class Messages:
         self.mailer = mailer
         self.hosted = hosted
 
-    async def prepare(self, operation_id: str, partition: int, begun: Begun) -> Ready | Unsent:
+    def ask(self, account_id: str) -> Asked | None:
+        """The account's directory read, written now when the job names the account and the
+        directory is Redis's over the pipelined link: it then shares the begin's round trip
+        (the caller drops it when unused). None: :meth:`prepare` reads it after the begin."""
+        return self.directory.asked(account_id) if account_id else None
+
+    async def prepare(
+        self, operation_id: str, partition: int, begun: Begun, asked: Asked | None = None
+    ) -> Ready | Unsent:
         if begun.token_kid and begun.token_kid not in self.keys.secrets:
             return await self._key_missing(operation_id, partition, begun.token_kid)
-        found = await self._account(begun)
+        found = await self._account(begun, asked)
         if not isinstance(found, Account):
             return found
         token = self.keys.derive(operation_id, begun.token_kid)
@@ -80,9 +88,12 @@ class Messages:
             return Unsent("template_error")
         return Ready(composed, control.key_fingerprint(found.email))
 
-    async def _account(self, begun: Begun) -> Account | Unsent:
+    async def _account(self, begun: Begun, asked: Asked | None) -> Account | Unsent:
         try:
-            account = await self.directory.get_account(begun.account_id)
+            if asked is not None and asked.account_id == begun.account_id:
+                account = await asked.account()
+            else:  # not asked, or for another account than the operation's: read it now
+                account = await self.directory.get_account(begun.account_id)
         except DirectoryError:
             return Unsent("directory_unavailable")  # not the provider's fault: refunded
         if account is None:

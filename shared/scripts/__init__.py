@@ -40,6 +40,7 @@ from redis.commands.core import AsyncScript
 
 from shared.delivery import DEFINITIVE_RANK, PRECEDENCE, REMEMBERED_EVENTS
 from shared.keys import (
+    ACCOUNT_FIELD,
     JOB_FIELD,
     RECENT_KEEP_MS,
     RECENT_MAX,
@@ -116,6 +117,7 @@ NAMES = {
     "TRACE_FIELD": TRACE_FIELD,
     "TRACESTATE_FIELD": TRACESTATE_FIELD,
     "RETRY_FIELD": RETRY_FIELD,
+    "ACCOUNT_FIELD": ACCOUNT_FIELD,
     "ENTRY_POINT_PREFIX": ENTRY_POINT_PREFIX,
 }
 # An entry that hands an operation on carries the trace context its admission kept (nothing

@@ -68,15 +68,17 @@ if actor ~= "" then redis.call("HSET", new_operation, "last_actor", actor) end
 redis.call("HSET", account, "last", new_id, "cooldown_until", now + cooldown_ms)
 redis.call("PEXPIRE", account, account_retention_ms)
 redis.call("ZADD", live, now, new_id)
--- The job's fields as handoff() would read them back, written here without the read.
+-- The job's fields as handoff() would read them back, written here without the read, and
+-- the account (ACCOUNT_FIELD: the sender reads the directory beside its begin).
 if traceparent == "" then
-  redis.call("XADD", send, "*", JOB_FIELD, new_id)
+  redis.call("XADD", send, "*", JOB_FIELD, new_id, ACCOUNT_FIELD, account_id)
 elseif tracestate == "" then
   redis.call("HSET", new_operation, TRACE_FIELD, traceparent)
-  redis.call("XADD", send, "*", JOB_FIELD, new_id, TRACE_FIELD, traceparent)
+  redis.call("XADD", send, "*", JOB_FIELD, new_id, ACCOUNT_FIELD, account_id,
+    TRACE_FIELD, traceparent)
 else
   redis.call("HSET", new_operation, TRACE_FIELD, traceparent, TRACESTATE_FIELD, tracestate)
-  redis.call("XADD", send, "*", JOB_FIELD, new_id, TRACE_FIELD, traceparent,
-    TRACESTATE_FIELD, tracestate)
+  redis.call("XADD", send, "*", JOB_FIELD, new_id, ACCOUNT_FIELD, account_id,
+    TRACE_FIELD, traceparent, TRACESTATE_FIELD, tracestate)
 end
 return {"created", new_id, "queued"}
