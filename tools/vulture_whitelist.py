@@ -80,3 +80,7 @@ delivery_event_at
 MOVED  # shared/scripts/archive.py Marked (counted by its value in the archiver's metric)
 CHANGED
 settled_at  # shared/archive.py Archived (when it settled, for a reader of the dataclass)
+
+# The standard library's tempfile reads it (tests/support/leftovers.py sets it for the
+# process that already cached its temporary directory).
+tempdir
