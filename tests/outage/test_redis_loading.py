@@ -20,7 +20,7 @@ import redis
 from services.ctl.embedded import RedisServer
 from tests.chaos.crashable_redis import wait_loaded
 from tests.conftest import TEST_TOKEN_KEYS
-from tests.support.processes import Processes
+from tests.support.processes import START_TIMEOUT, Processes
 from tests.support.sandbox import SANDBOX_API_KEY, run_sandbox
 
 SERVICES = ("admission", "sender", "poller", "router")
@@ -78,7 +78,10 @@ async def test_every_service_is_not_ready_while_redis_loads_and_ready_after(
         }
         async with Processes(tmp_path, env) as processes:
             services = await asyncio.gather(*(processes.start(name) for name in SERVICES))
-            await asyncio.to_thread(loading_redis.restart)  # SIGTERM, then load the AOF again
+            # SIGTERM, then load the AOF again; its probe waits as long as any start may take
+            # (a loaded machine stretched the 8 s of loading past the default 10 s)
+            await asyncio.to_thread(loading_redis.stop)
+            await asyncio.to_thread(loading_redis.start, START_TIMEOUT)
             seen: dict[str, set[int]] = {name: set() for name in SERVICES}
             timeout = aiohttp.ClientTimeout(total=2)
             async with aiohttp.ClientSession(timeout=timeout) as session:
@@ -88,7 +91,7 @@ async def test_every_service_is_not_ready_while_redis_loads_and_ready_after(
                     await asyncio.sleep(0.2)
                 await asyncio.to_thread(wait_loaded, loading_redis.port, 30)
                 for service in services:
-                    await service.wait_ready(60)
+                    await service.wait_ready(START_TIMEOUT)
             for service in services:
                 assert 503 in seen[service.name], (service.name, seen[service.name])
                 assert service.running, service.tail()
