@@ -40,12 +40,14 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def start_time(pid: int) -> str | None:
     """The process's start time in clock ticks since boot (/proc/<pid>/stat, field 22), or
-    None if no such process: with the pid, what names one process across pid reuse."""
+    None if no such process or only its zombie (a killed pytest whose parent never waits
+    for it): with the pid, what names one process across pid reuse."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    return stat.rsplit(")", 1)[1].split()[19]
+    fields = stat.rsplit(")", 1)[1].split()
+    return None if fields[0] in ("Z", "X") else fields[19]
 
 
 def base(checkout: Path = ROOT, tmp: str | None = None) -> Path:
