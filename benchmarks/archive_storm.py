@@ -89,6 +89,10 @@ class Plan:
     memory: bool = True  # wait out the tail and measure what Redis keeps
     archiver_env: dict[str, str] = field(default_factory=dict)  # its non-default settings
     timeout: float = 900.0  # for each wait (drain, archive, tail)
+    # Replicas: a deployment's two of each by default; the test's small storm needs one of
+    # each (every process started costs its imports, about 1.8 CPU-s).
+    admissions: int = 2
+    senders: int = 2
 
 
 @dataclass
@@ -361,13 +365,14 @@ async def _storm(
     outcome.notes.append(f"service logs in {logs}")
     async with Processes(logs, env) as stack:
         admissions = [
-            ServiceProcess(f"admission-{i}", env, logs, module="services.admission") for i in (1, 2)
+            ServiceProcess(f"admission-{i}", env, logs, module="services.admission")
+            for i in range(1, plan.admissions + 1)
         ]
         stack.services.update({a.name: a for a in admissions})
         archiver = stack.add(
             "archiver", RESETGATE_ARCHIVE_TAIL_SECONDS=str(plan.tail_s), **plan.archiver_env
         )
-        fleet = SenderFleet(stack, {**env, **ceiling(SCENARIO, plan.rate)}, 2)
+        fleet = SenderFleet(stack, {**env, **ceiling(SCENARIO, plan.rate)}, plan.senders)
         await asyncio.gather(
             *(a.start(STARTUP_SECONDS) for a in admissions),
             stack.start("poller", STARTUP_SECONDS),

@@ -12,8 +12,10 @@ from redis.asyncio import Redis, RedisCluster
 from services.ctl.embedded import RedisServer
 from shared.settings import PolicySettings
 from shared.tokens import parse_keys
-from tests.support import cluster_scripts, cpu, durations
+from tests.support import ast_parse, cluster_scripts, cpu, durations, leftovers
 from tests.support.redis_cluster import RedisClusterServers
+
+ast_parse.install()  # before any test module is parsed: see the module
 
 TEST_TOKEN_KEYS = "k2:second-secret-0123456789abcdef,k1:first-secret-0123456789abcdef"
 
@@ -122,6 +124,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    leftovers.configure(config)  # first: every later temporary file lands in its directory
     if config.getoption(durations.OPTION) and not hasattr(config, "workerinput"):
         config.pluginmanager.register(durations.Recorder(), "record-durations")
     cpu.configure(config)

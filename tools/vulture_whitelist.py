@@ -100,3 +100,6 @@ _srcfile
 logThreads
 logProcesses
 logMultiprocessing
+# The standard library's tempfile reads it (tests/support/leftovers.py sets it for the
+# process that already cached its temporary directory).
+tempdir

@@ -25,7 +25,7 @@ from shared.redis import create_client
 from shared.settings import CommonSettings
 from tests.chaos.crashable_redis import Crash, CrashableRedis
 from tests.conftest import TEST_TOKEN_KEYS
-from tests.support.processes import Processes, ServiceProcess
+from tests.support.processes import START_TIMEOUT, Processes, ServiceProcess
 from tests.support.sandbox import SANDBOX_API_KEY, run_sandbox_process
 
 INTERNAL_TOKEN = "chaos-internal-token-0123456789"
@@ -196,5 +196,5 @@ async def running_stack(
         stack = Stack(server, redis, provider_url, processes, log_dir)
         await stack.seed_directory(accounts)
         _add_services(processes, log_dir, env or {})
-        await asyncio.gather(*(s.start(60) for s in processes.services.values()))
+        await asyncio.gather(*(s.start(START_TIMEOUT) for s in processes.services.values()))
         yield stack

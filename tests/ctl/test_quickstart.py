@@ -207,6 +207,9 @@ def test_every_command_in_the_readme_is_one_these_tests_run() -> None:
     run = [sh_blocks(section(readme, title)) for title in ("Quick start", "Using it")]
     assert sh_blocks(readme) == [block for blocks in run for block in blocks]
     assert [len(block) for blocks in run for block in blocks] == [2, 6, 1, 5, 2]
+    # The quick start's `make test` is not run here, being this suite: CI runs it, as written.
+    make_test = run[0][0][1].split("#")[0].strip()
+    assert make_test == "make test" and make_test in (ROOT / ".ci" / "run").read_text().splitlines()
 
 
 @pytest.mark.timeout(600)

@@ -127,13 +127,17 @@ async def test_a_sourced_env_survives_a_restart_and_a_changed_one_is_named(
     stopped = ops_status(shell, tmp_path)
     assert stopped.returncode == 1
     assert "has stopped: start the stack again" in stopped.stderr, stopped.stderr
-    other = await up_from_env(run, port, "--provider", "postmark")
+    other = await up_from_env(run, port, "--provider", "mailgun")
     try:
         changed = ops_status(shell, tmp_path)
         assert changed.returncode == 1
         assert "the stack restarted" in changed.stderr and "source" in changed.stderr
         assert "RESETGATE_PROVIDER_KIND" in changed.stderr
         assert "cannot reach Redis" not in changed.stderr, changed.stderr
+        # And the stack of the other kind delivers: a reset through the sandbox speaking
+        # mailgun's API (player1 is in its cooldown since the first stack: player2).
+        sent = await reset_is_accepted(base, token, "player2", "acct-1002")
+        assert sent["state"] == "accepted" and sent["provider"] == "mailgun", sent
     finally:
         await ctrl_c(other)
 

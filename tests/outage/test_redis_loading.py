@@ -20,7 +20,7 @@ import redis
 from services.ctl.embedded import RedisServer
 from tests.chaos.crashable_redis import wait_loaded
 from tests.conftest import TEST_TOKEN_KEYS
-from tests.support.processes import Processes
+from tests.support.processes import START_TIMEOUT, Processes
 from tests.support.sandbox import SANDBOX_API_KEY, run_sandbox
 
 SERVICES = ("admission", "sender", "poller", "router")
@@ -58,8 +58,17 @@ async def readiness(session: aiohttp.ClientSession, url: str) -> int:
 
 
 def loading(port: int) -> bool:
-    with redis.Redis(port=port, socket_timeout=2) as client:
-        return bool(int(client.info("persistence")["loading"]))
+    """Whether Redis says it is loading; False while nothing answers (stopped, starting)."""
+    try:
+        with redis.Redis(port=port, socket_timeout=2) as client:
+            return bool(int(client.info("persistence")["loading"]))
+    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
+        return False
+
+
+def restart(server: RedisServer) -> None:
+    server.stop()
+    server.start(START_TIMEOUT)
 
 
 @pytest.mark.timeout(240)
@@ -76,19 +85,25 @@ async def test_every_service_is_not_ready_while_redis_loads_and_ready_after(
             "RESETGATE_PARTITIONS": "2",
             "RESETGATE_REDIS_TIMEOUT_SECONDS": "1",
         }
+        port = loading_redis.port
         async with Processes(tmp_path, env) as processes:
             services = await asyncio.gather(*(processes.start(name) for name in SERVICES))
-            await asyncio.to_thread(loading_redis.restart)  # SIGTERM, then load the AOF again
+            # SIGTERM, then load the AOF again. The services are asked while Redis says it
+            # loads, from beside the restart, not after it: on a loaded machine the restart's
+            # own probe (it waits as long as any start may) returned after the loading ended.
+            restarting = asyncio.create_task(asyncio.to_thread(restart, loading_redis))
             seen: dict[str, set[int]] = {name: set() for name in SERVICES}
             timeout = aiohttp.ClientTimeout(total=2)
             async with aiohttp.ClientSession(timeout=timeout) as session:
-                while loading(loading_redis.port):
-                    for service in services:
-                        seen[service.name].add(await readiness(session, service.ops_url))
+                while not restarting.done() or await asyncio.to_thread(loading, port):
+                    if await asyncio.to_thread(loading, port):
+                        for service in services:
+                            seen[service.name].add(await readiness(session, service.ops_url))
                     await asyncio.sleep(0.2)
+                await restarting
                 await asyncio.to_thread(wait_loaded, loading_redis.port, 30)
                 for service in services:
-                    await service.wait_ready(60)
+                    await service.wait_ready(START_TIMEOUT)
             for service in services:
                 assert 503 in seen[service.name], (service.name, seen[service.name])
                 assert service.running, service.tail()

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from pathlib import Path
+from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
@@ -34,6 +34,18 @@ PACED = {"sender": {"RESETGATE_PROVIDER_MAX_RATE": "4", "RESETGATE_PROVIDER_BURS
 # 5 s): about 6 lines per loop for a 5 s outage. A loop retrying without backoff would
 # log hundreds.
 MAX_ERRORS_PER_LOOP = 20
+# Each outage test admits from a block of accounts of its own on the module's one stack.
+BLOCK = BEFORE + 10
+OUTAGES = {"restart": 0, "crash": 1}  # the block each kind of outage uses
+
+
+@pytest.fixture(scope="module")
+async def stack(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Stack]:
+    """One stack for the module (seven processes started once, not three times): the
+    outages take Redis away and bring it back, and the last test empties it."""
+    logs = tmp_path_factory.mktemp("outage")
+    async with running_stack(logs, accounts=BLOCK * len(OUTAGES), faults=False, env=PACED) as s:
+        yield s
 
 
 async def get(session: aiohttp.ClientSession, url: str) -> int:
@@ -100,9 +112,9 @@ def loop_errors(stack: Stack, name: str) -> Counter[str]:
     )
 
 
-async def admit_before(stack: Stack) -> list[str]:
+async def admit_before(stack: Stack, first: int) -> list[str]:
     ops = []
-    for i in range(BEFORE):
+    for i in range(first, first + BEFORE):
         status, body = await internal(stack, account_id(i))
         assert status == 201, body
         ops.append(body["operation_id"])
@@ -114,74 +126,78 @@ async def take_redis_away(stack: Stack, crash: bool) -> None:
     await asyncio.to_thread(server.stop, crash)
 
 
-async def check_outage(stack: Stack) -> None:
+async def check_outage(stack: Stack, first: int) -> None:
     not_ready = await until_status(stack, "/readyz", 503, timeout=20)
     assert all(not_ready.values()), f"/readyz never said 503 during the outage: {not_ready}"
     alive = await until_status(stack, "/healthz", 200, timeout=10)
     assert all(alive.values()), f"/healthz failed during the outage: {alive}"
     assert await public(stack, 0) == 503, "admission acknowledged what it could not store"
-    status, body = await internal(stack, account_id(BEFORE + 1))
+    status, body = await internal(stack, account_id(first + BEFORE + 1))
     assert status == 503 and body["error"] == "store_unavailable", body
 
 
 @pytest.mark.timeout(240)
-@pytest.mark.parametrize("crash", [False, True], ids=["restart", "crash"])
+@pytest.mark.parametrize("outage", list(OUTAGES))
 async def test_invariant_10_every_service_survives_a_redis_outage(
-    tmp_path: Path, crash: bool
+    stack: Stack, outage: str
 ) -> None:
-    async with running_stack(tmp_path, accounts=BEFORE + 10, faults=False, env=PACED) as stack:
-        pids = {name: stack[name].process.pid for name in SERVICES}  # type: ignore[union-attr]
-        before = await admit_before(stack)
-        await stack.redis.xadd(
-            CONTACT_FORMS,
-            {"event_id": "outage-form-before", "topic": "password_reset", "login": login(0)},
-        )
-        await take_redis_away(stack, crash)
-        went_away = time.monotonic()
-        await check_outage(stack)
-        await asyncio.sleep(max(0.0, OUTAGE_SECONDS - (time.monotonic() - went_away)))
-        await stack.redis_server.start_async()
-        back = time.monotonic()
+    first = OUTAGES[outage] * BLOCK
+    pids = {name: stack[name].process.pid for name in SERVICES}  # type: ignore[union-attr]
+    errors_before = {name: loop_errors(stack, name) for name in SERVICES}
+    before = await admit_before(stack, first)
+    await stack.redis.xadd(
+        CONTACT_FORMS,
+        {"event_id": f"{outage}-form-before", "topic": "password_reset", "login": login(first)},
+    )
+    await take_redis_away(stack, outage == "crash")
+    went_away = time.monotonic()
+    await check_outage(stack, first)
+    await asyncio.sleep(max(0.0, OUTAGE_SECONDS - (time.monotonic() - went_away)))
+    await stack.redis_server.start_async()
+    back = time.monotonic()
 
-        ready = await until_status(stack, "/readyz", 200, timeout=30)
-        recovered = time.monotonic() - back
-        assert all(ready.values()), f"not ready again after the outage: {ready}"
-        now = {name: stack[name].process.pid for name in SERVICES}  # type: ignore[union-attr]
-        exited = [n for n in SERVICES if not stack[n].running]
-        assert not exited and now == pids, f"restarted or exited: {exited}\n" + "\n".join(
-            stack[n].tail(10) for n in exited
-        )
+    ready = await until_status(stack, "/readyz", 200, timeout=30)
+    recovered = time.monotonic() - back
+    assert all(ready.values()), f"not ready again after the outage: {ready}"
+    now = {name: stack[name].process.pid for name in SERVICES}  # type: ignore[union-attr]
+    exited = [n for n in SERVICES if not stack[n].running]
+    assert not exited and now == pids, f"restarted or exited: {exited}\n" + "\n".join(
+        stack[n].tail(10) for n in exited
+    )
 
-        # Work admitted before the outage finishes after it; new work flows as before.
-        status, body = await internal(stack, account_id(BEFORE + 2))
-        assert status == 201, body
-        after = body["operation_id"]
-        await stack.redis.xadd(
-            CONTACT_FORMS,
-            {
-                "event_id": "outage-form-after",
-                "topic": "password_reset",
-                "login": login(BEFORE + 3),
-            },
-        )
-        final = await until_accepted(stack, [*before, after], timeout=90)
-        assert all(s == "accepted" for s in final.values()), Counter(final.values())
-        await _check_after(stack, after)
-        worst = {name: loop_errors(stack, name).most_common(1) for name in SERVICES}
-        print(
-            f"outage: redis down {back - went_away:.1f} s, every service ready "
-            f"{recovered:.1f} s after it returned; most loop errors per service: {worst}"
-        )
-        for name in SERVICES:
-            assert not worst[name] or worst[name][0][1] <= MAX_ERRORS_PER_LOOP, (name, worst)
-            assert "worker crashed" not in stack[name].logs(), stack[name].tail(20)
+    # Work admitted before the outage finishes after it; new work flows as before.
+    status, body = await internal(stack, account_id(first + BEFORE + 2))
+    assert status == 201, body
+    after = body["operation_id"]
+    await stack.redis.xadd(
+        CONTACT_FORMS,
+        {
+            "event_id": f"{outage}-form-after",
+            "topic": "password_reset",
+            "login": login(first + BEFORE + 3),
+        },
+    )
+    final = await until_accepted(stack, [*before, after], timeout=90)
+    assert all(s == "accepted" for s in final.values()), Counter(final.values())
+    await _check_after(stack, after, outage)
+    worst = {
+        name: (loop_errors(stack, name) - errors_before[name]).most_common(1) for name in SERVICES
+    }
+    print(
+        f"outage: redis down {back - went_away:.1f} s, every service ready "
+        f"{recovered:.1f} s after it returned; most loop errors per service: {worst}"
+    )
+    for name in SERVICES:
+        assert not worst[name] or worst[name][0][1] <= MAX_ERRORS_PER_LOOP, (name, worst)
+        assert "worker crashed" not in stack[name].logs(), stack[name].tail(20)
 
 
-async def _check_after(stack: Stack, after: str) -> None:
+async def _check_after(stack: Stack, after: str, outage: str) -> None:
     async def observed() -> bool:
         delivery = await stack.redis.hget(PartitionKeys.of(after).operation(after), "delivery")
         cases = await cases_by_event(stack.redis)
-        return delivery == "delivered" and {"outage-form-before", "outage-form-after"} <= set(cases)
+        forms = {f"{outage}-form-before", f"{outage}-form-after"}
+        return delivery == "delivered" and forms <= set(cases)
 
     deadline = time.monotonic() + 30
     while not await observed():
@@ -193,21 +209,21 @@ async def _check_after(stack: Stack, after: str) -> None:
 
 
 @pytest.mark.timeout(180)
-async def test_services_resume_after_redis_comes_back_without_its_data(tmp_path: Path) -> None:
+async def test_services_resume_after_redis_comes_back_without_its_data(stack: Stack) -> None:
     """A Redis that returns empty (no persistence, a failover to an empty replica, a flush):
     the work it held is gone, but new work must flow - the senders' and the router's
-    consumer groups are re-created instead of failing with NOGROUP forever."""
-    async with running_stack(tmp_path, accounts=4, faults=False) as stack:
-        await stack.redis.flushall()
-        await stack.seed_directory(4)
-        status, body = await internal(stack, account_id(1))
-        assert status == 201, body
-        await stack.redis.xadd(
-            CONTACT_FORMS, {"event_id": "after-flush", "topic": "password_reset", "login": login(2)}
-        )
-        final = await until_accepted(stack, [body["operation_id"]], timeout=30)
-        assert set(final.values()) == {"accepted"}, final
-        deadline = time.monotonic() + 30
-        while "after-flush" not in await cases_by_event(stack.redis):
-            assert time.monotonic() < deadline, "the router did not route after the flush"
-            await asyncio.sleep(0.25)
+    consumer groups are re-created instead of failing with NOGROUP forever. Last in the
+    module: it empties the stack's Redis."""
+    await stack.redis.flushall()
+    await stack.seed_directory(4)
+    status, body = await internal(stack, account_id(1))
+    assert status == 201, body
+    await stack.redis.xadd(
+        CONTACT_FORMS, {"event_id": "after-flush", "topic": "password_reset", "login": login(2)}
+    )
+    final = await until_accepted(stack, [body["operation_id"]], timeout=30)
+    assert set(final.values()) == {"accepted"}, final
+    deadline = time.monotonic() + 30
+    while "after-flush" not in await cases_by_event(stack.redis):
+        assert time.monotonic() < deadline, "the router did not route after the flush"
+        await asyncio.sleep(0.25)

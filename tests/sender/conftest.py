@@ -15,6 +15,7 @@ from redis.asyncio import Redis
 
 from services.ctl.embedded import RedisServer
 from services.poller.ambiguity import reconcile
+from services.sender import intake
 from services.sender.app import Opened, build_sender, open_all, workers
 from services.sender.intake import ensure_groups
 from services.sender.settings import SenderSettings
@@ -35,6 +36,11 @@ from shared.settings import ProviderSettings
 from shared.tokens import parse_keys
 from tests.conftest import CLUSTER, TEST_TOKEN_KEYS
 from tests.support.sandbox import SANDBOX_API_KEY, run_sandbox
+
+# How long an idle reader's XREADGROUP blocks (intake.READ_BLOCK_MS, 2 s in a service): a
+# stopping sender waits for its readers' blocked reads to return, so each sender a test ran
+# cost up to 2 s more at its end (most tests here took 2.1 s or more for that alone).
+READ_BLOCK_MS = 100
 
 
 def sender_settings(redis_url: str, provider_url: str, **overrides: Any) -> SenderSettings:
@@ -110,6 +116,7 @@ class Stack:
         await ensure_groups(self.redis, settings.partitions)
         stop = asyncio.Event()
         async with aiohttp.ClientSession() as session, contextlib.AsyncExitStack() as adapters:
+            adapters.enter_context(mock.patch.object(intake, "READ_BLOCK_MS", READ_BLOCK_MS))
             configured = configured_providers(settings, named)
             if provider is None:
                 opened = await open_all(adapters, session, configured)
