@@ -100,6 +100,7 @@ _srcfile
 logThreads
 logProcesses
 logMultiprocessing
+
 # The standard library's tempfile reads it (tests/support/leftovers.py sets it for the
 # process that already cached its temporary directory).
 tempdir
