@@ -5,6 +5,7 @@
 # LOAD=0 none, LOAD=1 every run). Prints one line per run (wall time of `.ci/run`, setup
 # included, and `make test`'s own clock), then the median of the quiet and the loaded runs and
 # the count of failures; exits 1 if any run failed. A failed run's clone and log are kept.
+# Each run clones HEAD as it starts and names the commit it tested.
 set -uo pipefail
 runs="${N:-20}"
 load="${LOAD:-alternate}"
@@ -27,6 +28,7 @@ for i in $(seq "$runs"); do
   if [ "$load" = 1 ] || { [ "$load" = alternate ] && [ $((i % 2)) = 0 ]; }; then beside=loaded; fi
   clone="$work/run-$i"
   git clone -q "$root" "$clone"
+  at=$(git -C "$clone" rev-parse --short HEAD)
   [ "$beside" = loaded ] && { "$root/tools/cpu-hog.sh" 3600 & hog=$!; }
   start=$(date +%s)
   (cd "$clone" && bash .ci/run) >"$work/run-$i.log" 2>&1
@@ -36,13 +38,13 @@ for i in $(seq "$runs"); do
   own=$(sed -n 's/^==> make test: \([0-9]*\) s.*/\1/p' "$work/run-$i.log" | tail -n 1)
   if [ "$status" = 0 ]; then
     echo "$wall" >>"$work/$beside"
-    echo "==> run $i/$runs ($beside): passed, $wall s wall, make test ${own:-?} s"
+    echo "==> run $i/$runs ($beside, $at): passed, $wall s wall, make test ${own:-?} s"
     rm -rf "$clone" "$work/run-$i.log"
   else
     failed=$((failed + 1))
-    echo "==> run $i/$runs ($beside): FAILED after $wall s: $(grep -E '^(FAILED|ERROR)|INTERNALERROR' "$work/run-$i.log" | head -n 3 | tr '\n' ' ')"
+    echo "==> run $i/$runs ($beside, $at): FAILED after $wall s: $(grep -E '^(FAILED|ERROR)|INTERNALERROR' "$work/run-$i.log" | head -n 3 | tr '\n' ' ')"
     echo "    log: $work/run-$i.log, clone: $clone"
   fi
 done
-echo "==> test-clones of $commit: $failed of $runs failed; median wall, passed runs: quiet $(median <"$work/quiet") s, beside the hog $(median <"$work/loaded") s"
+echo "==> test-clones from $commit: $failed of $runs failed; median wall, passed runs: quiet $(median <"$work/quiet") s, beside the hog $(median <"$work/loaded") s"
 [ "$failed" = 0 ]
