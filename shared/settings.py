@@ -16,9 +16,12 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar, cast
 from urllib.parse import urlsplit
 
 from pydantic import (
+    AliasChoices,
     BaseModel,
     ConfigDict,
     Field,
+    ModelWrapValidatorHandler,
+    PrivateAttr,
     SecretStr,
     ValidationError,
     ValidationInfo,
@@ -418,9 +421,65 @@ def provider_prefix(name: str) -> str:
     return f"{ENV_PREFIX}PROVIDER_{name.upper()}_"
 
 
+class KindSettings(BaseModel):
+    """The settings only one provider kind reads, declared in that kind's own module (its
+    registry entry names the class, ``Kind.settings``) and carried to its adapter by the
+    account (:attr:`ProviderAccount.kind_settings`, ``ProviderConfig.kind_settings``).
+
+    Each field is read, like the account's own, as ``RESETGATE_<FIELD>`` for the single
+    provider and ``RESETGATE_PROVIDER_<NAME>_<FIELD>`` for a configured name
+    (:func:`read_kind`); a field with a ``validation_alias`` is read from the variables it
+    names as they are, unprefixed (an SDK's own, ``AWS_REGION``). ``INHERITED``: the fields a
+    configured name that leaves them unset takes from the single prefix (the process-wide
+    value), as it does ``RESETGATE_PROVIDER_MAX_RATE``.
+    """
+
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", validate_by_name=True, validate_by_alias=False
+    )
+
+    INHERITED: ClassVar[tuple[str, ...]] = ()
+
+
+K = TypeVar("K", bound=KindSettings)
+
+
+def read_kind(cls: type[K], prefix: str = ENV_PREFIX, given: Mapping[str, Any] | None = None) -> K:
+    """``cls`` read from the variables under ``prefix`` (``given``: values that win over the
+    environment, as keyword arguments win over it for a settings class). A bad value is a
+    ValueError of one line naming its variable."""
+    environ = {key.lower(): value for key, value in os.environ.items()}
+    values: dict[str, Any] = {}
+    for name, info in cls.model_fields.items():
+        alias = info.validation_alias
+        if isinstance(alias, AliasChoices | str):
+            choices = alias.choices if isinstance(alias, AliasChoices) else [alias]
+            found = [environ.get(str(choice).lower(), "") for choice in choices]
+            if any(found):
+                values[name] = next(value for value in found if value)
+        elif f"{prefix}{name}".lower() in environ:
+            values[name] = environ[f"{prefix}{name}".lower()]
+    values.update(given or {})
+    try:
+        return cls.model_validate(values)
+    except ValidationError as error:
+        raise ValueError(problems(error, prefix)) from None
+
+
+def kind_settings_as(value: KindSettings, cls: type[K]) -> K:
+    """``value`` as the kind's own class (an adapter's typed view of its settings): the
+    class's defaults when none were read (a configuration built in code without them)."""
+    if isinstance(value, cls):
+        return value
+    if type(value) is KindSettings:
+        return cls()
+    raise TypeError(f"{type(value).__name__} given where {cls.__name__} is read")
+
+
 class ProviderAccount(_Env):
     """One provider account: its kind, where it is, its key, its pacing ceiling and hosted
-    template. The single provider reads each field as ``RESETGATE_<FIELD>``
+    template, and the settings only its kind reads (:attr:`kind_settings`, the kind's own
+    :class:`KindSettings`). The single provider reads each field as ``RESETGATE_<FIELD>``
     (``RESETGATE_PROVIDER_KIND``, ``RESETGATE_MAILGUN_DOMAIN``); a name listed in
     ``RESETGATE_PROVIDERS`` reads it as ``RESETGATE_PROVIDER_<NAME>_<ALIAS>``
     (``..._KIND``, ``..._MAILGUN_DOMAIN``) through :meth:`of`.
@@ -438,19 +497,14 @@ class ProviderAccount(_Env):
     provider_max_rate: float = Field(
         default=50.0, gt=0, validation_alias="max_rate", description="sends/s ceiling"
     )
-    mailgun_domain: str = Field(
-        default="", pattern=r"^[A-Za-z0-9.-]{0,253}$", validation_alias="mailgun_domain"
-    )
-    # Mailgun documents that its events become complete only after a delay ("half an
-    # hour"): a lookup about a younger send can miss it.
-    mailgun_events_delay_seconds: float = Field(
-        default=1800.0, ge=0, validation_alias="mailgun_events_delay_seconds"
-    )
     # A template the provider hosts (docs/templates.md): its id, alias or name, where
     # ``{locale}`` and ``{brand}`` are replaced; "" sends the local files' rendering.
     provider_template: str = Field(default="", max_length=256, validation_alias="template")
     # The locales the hosted templates exist in (comma-separated; "": the default locale).
     provider_template_locales: str = Field(default="", validation_alias="template_locales")
+    # The settings only its kind reads (the kind's own class, KindSettings), read with the
+    # rest of the account under the same prefix.
+    _kind_settings: KindSettings = PrivateAttr(default_factory=KindSettings)
 
     @classmethod
     def of(cls, name: str) -> ProviderAccount:
@@ -465,8 +519,9 @@ class ProviderAccount(_Env):
 
     @classmethod
     def variable(cls, field: str) -> str:
-        """The environment variable ``field`` is read from."""
-        key = cls.model_fields[field].validation_alias if cls.listed() else field
+        """The environment variable ``field`` (its own or its kind's) is read from."""
+        own = field in cls.model_fields
+        key = cls.model_fields[field].validation_alias if own and cls.listed() else field
         return f"{cls.model_config.get('env_prefix', ENV_PREFIX)}{key}".upper()
 
     @field_validator("provider_kind")
@@ -489,18 +544,34 @@ class ProviderAccount(_Env):
         return os.environ.get(cls.variable("provider_kind"), default)
 
     @property
-    def ses_region(self) -> str:
-        """The region the AWS SDKs read: AWS_REGION, else AWS_DEFAULT_REGION ("": neither)."""
-        return os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or ""
+    def kind_settings(self) -> KindSettings:
+        """The settings only this account's kind reads (its entry's ``settings`` class)."""
+        return self._kind_settings
 
-    @model_validator(mode="after")
-    def _account_complete(self) -> ProviderAccount:
-        if not self.listed() and providers_listed():
-            return self  # several named providers: each name's own account is checked
-        missing = self._missing()
+    @model_validator(mode="wrap")
+    @classmethod
+    def _account_complete(
+        cls, data: Any, handler: ModelWrapValidatorHandler[ProviderAccount]
+    ) -> ProviderAccount:
+        # A kind's setting given as a keyword (as the environment would give it) goes to its
+        # kind's class, read with the account under the account's prefix.
+        kinds = provider_kinds()
+        given: dict[str, Any] = {}
+        if isinstance(data, dict):
+            fields = {name for kind in kinds.values() for name in kind.settings.model_fields}
+            given = {name: value for name, value in data.items() if name in fields}
+            data = {name: value for name, value in data.items() if name not in fields}
+        account = handler(data)
+        own = kinds[account.provider_kind].settings
+        prefix = str(cls.model_config.get("env_prefix") or ENV_PREFIX)
+        mine = {name: value for name, value in given.items() if name in own.model_fields}
+        account._kind_settings = read_kind(own, prefix, mine)
+        if not account.listed() and providers_listed():
+            return account  # several named providers: each name's own account is checked
+        missing = account._missing()
         if missing:
             raise ValueError(missing)
-        return self
+        return account
 
     def _missing(self) -> str:
         """What this account lacks, as one line naming the variable ("" if none)."""
@@ -517,14 +588,6 @@ class ProviderSettings(CommonSettings, ProviderAccount):
     adapter is built from.
     """
 
-    # SES publishes delivery events (SNS -> SQS, RESETGATE_SES_QUEUE_URL) only for messages
-    # sent with a configuration set: without one an ambiguous SES send is never settled.
-    ses_configuration_set: str = Field(
-        default="",
-        pattern=r"^[A-Za-z0-9_-]{0,64}$",
-        description="SES ConfigurationSetName sent with every message (its event destination "
-        "feeds the SES queue)",
-    )
     connect_timeout_seconds: float = Field(default=3.0, gt=0)
     total_timeout_seconds: float = Field(default=15.0, gt=0)
     # A provider without a native key may still be processing a request the sender timed

@@ -34,8 +34,10 @@ from shared.providers.base import Provider
 from shared.providers.kind import ProviderConfig
 from shared.providers.named import ProviderConfigError, load_or_exit
 from shared.providers.registry import open_provider
+from shared.providers.ses import SesSettings
 from shared.redis import RedisClient, ping
 from shared.scripts.observation import Lease
+from shared.settings import read_kind
 
 log = logging.getLogger(__name__)
 SERVICE = "poller"
@@ -134,6 +136,12 @@ class Poller:
         return self.settings.gc_interval_seconds
 
 
+def _configuration_set(settings: PollerSettings) -> str:
+    """RESETGATE_SES_CONFIGURATION_SET (the process's own account's when it is of kind ses)."""
+    own = settings.kind_settings
+    return (own if isinstance(own, SesSettings) else read_kind(SesSettings)).ses_configuration_set
+
+
 def build_poller(
     settings: PollerSettings,
     client: RedisClient,
@@ -149,7 +157,7 @@ def build_poller(
     ingest = Ingest(client, settings)
     found = sources(settings, configured)
     hooks = webhook_sources(found)
-    if settings.ses_queue_url and not settings.ses_configuration_set:
+    if settings.ses_queue_url and not _configuration_set(settings):
         event(
             log,
             logging.WARNING,

@@ -25,6 +25,7 @@ from shared.from_address import FromAddress
 from shared.preflight import Check, Status, Target
 from shared.providers.base import Answer, Http, ProviderUnavailable
 from shared.providers.kind import ProviderConfig
+from shared.providers.mailgun import MailgunSettings
 
 MAILGUN_REGIONS = {"us": "https://api.mailgun.net", "eu": "https://api.eu.mailgun.net"}
 
@@ -172,7 +173,8 @@ async def mailgun(target: Target) -> list[Check]:
     http, config, froms = target.http, target.config, target.froms
     token = base64.b64encode(f"api:{config.api_key}".encode()).decode()
     auth = {"Authorization": f"Basic {token}"}
-    own = await _mailgun_domain(http, config, auth, config.mailgun_domain, "domain")
+    domain = config.own(MailgunSettings).mailgun_domain
+    own = await _mailgun_domain(http, config, auth, domain, "domain")
     if own.check == "key":
         return [own]
     answered = own.status is not Status.UNKNOWN
@@ -185,8 +187,8 @@ async def mailgun(target: Target) -> list[Check]:
         ),
         own,
     ]
-    for domain in sorted({f.domain for f in froms} - {config.mailgun_domain.lower()}):
-        checks.append(await _mailgun_domain(http, config, auth, domain, "from_domain"))
+    for other in sorted({f.domain for f in froms} - {domain.lower()}):
+        checks.append(await _mailgun_domain(http, config, auth, other, "from_domain"))
     return checks
 
 

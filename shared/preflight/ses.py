@@ -22,7 +22,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from shared.from_address import FromAddress
 from shared.preflight import Check, Status, Target
-from shared.providers.ses import SesProvider
+from shared.providers.ses import SesProvider, SesSettings
 
 # Answers about our credentials (CommonErrors): the key check fails. AccessDenied is the
 # IAM policy not allowing the read, which says nothing about sending: unknown.
@@ -60,7 +60,8 @@ async def _call(
 
 async def checks(target: Target) -> list[Check]:
     provider = cast(SesProvider, target.provider)  # the ses kind's adapter (registry.build)
-    name, configuration_set = provider.name, target.config.ses_configuration_set
+    name = provider.name
+    configuration_set = target.config.own(SesSettings).ses_configuration_set
     account = await _call(provider, "get_account")
     if isinstance(account, ClientError) and _code(account) in WRONG_KEY:
         return [

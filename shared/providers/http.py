@@ -174,5 +174,5 @@ KIND = Kind(
     "http",
     _adapter,
     lambda config: capabilities(config.key_retention_seconds),
-    settings=("idempotency_window_seconds",),
+    service_settings=("idempotency_window_seconds",),
 )

@@ -11,12 +11,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import aiohttp
 from pydantic import SecretStr
 
 from shared.providers.base import Capabilities, EventModel, Http, Provider
-from shared.settings import ProviderAccount, ProviderSettings
+from shared.settings import KindSettings, ProviderAccount, ProviderSettings, kind_settings_as
+
+K = TypeVar("K", bound=KindSettings)
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,13 +32,11 @@ class ProviderConfig:
     total_timeout: float
     key_retention_seconds: float  # the http adapter's Idempotency-Key retention
     settle_seconds: float  # how old a send must be before a lookup's "not found" counts
-    mailgun_domain: str = ""
-    mailgun_events_delay_seconds: float = 1800.0
-    ses_configuration_set: str = ""
-    ses_region: str = ""  # AWS_REGION or AWS_DEFAULT_REGION (ProviderAccount.ses_region)
     template: str = ""  # a provider-hosted template ("": send the local files' rendering)
     template_locales: str = ""  # comma-separated locales the hosted template exists in
     max_rate: float | None = None  # this name's sends/s ceiling; None: the process-wide one
+    # What only its kind reads (the kind's own class, Kind.settings): read it with own().
+    kind_settings: KindSettings = field(default_factory=KindSettings)
 
     @classmethod
     def of(
@@ -55,14 +56,15 @@ class ProviderConfig:
             total_timeout=settings.total_timeout_seconds,
             key_retention_seconds=settings.idempotency_window_seconds,
             settle_seconds=settings.reconcile_grace_seconds,
-            mailgun_domain=account.mailgun_domain,
-            mailgun_events_delay_seconds=account.mailgun_events_delay_seconds,
-            ses_configuration_set=settings.ses_configuration_set,
-            ses_region=settings.ses_region,
             template=account.provider_template,
             template_locales=account.provider_template_locales,
             max_rate=max_rate,
+            kind_settings=account.kind_settings,
         )
+
+    def own(self, cls: type[K]) -> K:
+        """This provider's kind settings as its kind's class ``cls`` (the adapter's view)."""
+        return kind_settings_as(self.kind_settings, cls)
 
     @property
     def timeouts(self) -> dict[str, float]:
@@ -83,12 +85,13 @@ Lacks = Callable[[ProviderAccount], str]
 
 
 def needs(*fields: str) -> Lacks:
-    """An account check: the first of ``fields`` (``ProviderAccount`` fields) that is empty,
-    as one line naming its variable ("" when none is)."""
+    """An account check: the first of ``fields`` (``ProviderAccount`` fields or its kind's,
+    ``Kind.settings``) that is empty, as one line naming its variable ("" when none is)."""
 
     def lacks(account: ProviderAccount) -> str:
         for name in fields:
-            value = getattr(account, name)
+            own = name in type(account).model_fields
+            value = getattr(account if own else account.kind_settings, name)
             if not (value.get_secret_value() if isinstance(value, SecretStr) else value):
                 return f"{account.variable(name)}: required for kind {account.provider_kind}"
         return ""
@@ -101,9 +104,11 @@ class Kind:
     """One provider kind, every part of it, as Dramatiq has one Broker class per backend.
 
     ``adapter`` builds the adapter of one configured provider and ``capabilities`` says what
-    it can do. ``settings``: the settings fields only this kind reads
-    (``shared.settings.ProviderSettings``, the poller's ``InboundSettings`` and
-    ``PollerSettings``).
+    it can do. ``settings``: the class (``shared.settings.KindSettings``, declared in the
+    kind's module) of the account settings only this kind reads; the account reads it with
+    its own variables and ``ProviderConfig.own`` gives it to the adapter.
+    ``service_settings``: the fields of the services' own settings classes that only this
+    kind reads (its pushed events' credentials in the poller's ``InboundSettings``).
     ``event_credential``: the variable (after ``RESETGATE_``) that turns its pushed events
     on, "" when the poller reads them by polling. ``sandbox_dialect`` and
     ``inbound_decoder`` name the modules of the sandbox and the poller that speak it ("":
@@ -118,7 +123,8 @@ class Kind:
     name: str
     adapter: Callable[[ProviderConfig, aiohttp.ClientSession], Provider]
     capabilities: Callable[[ProviderConfig], Capabilities]
-    settings: tuple[str, ...] = ()
+    settings: type[KindSettings] = KindSettings
+    service_settings: tuple[str, ...] = ()
     event_credential: str = ""
     sandbox_dialect: str = ""
     inbound_decoder: str = ""

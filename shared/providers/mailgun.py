@@ -41,6 +41,7 @@ from email.utils import format_datetime, parsedate_to_datetime
 from typing import Any
 
 import aiohttp
+from pydantic import Field
 
 from shared import codec
 from shared.from_address import parse as parse_from
@@ -66,6 +67,7 @@ from shared.providers.base import (
 from shared.providers.kind import Kind, ProviderConfig, needs
 from shared.rate_signal import retry_in
 from shared.retry_after import Source
+from shared.settings import KindSettings
 
 SUCCESS = frozenset({200})
 # A throttled send's wait in Mailgun's own words: "… try again after <RFC 1123 date>" (a 420
@@ -284,11 +286,23 @@ def _message_id_header(item: dict[str, Any]) -> str:
     return str(headers.get("message-id") or "") if isinstance(headers, dict) else ""
 
 
+class MailgunSettings(KindSettings):
+    """What only a Mailgun account reads (``RESETGATE_MAILGUN_DOMAIN``, a configured name's
+    ``RESETGATE_PROVIDER_<NAME>_MAILGUN_DOMAIN``)."""
+
+    INHERITED = ("mailgun_events_delay_seconds",)
+
+    mailgun_domain: str = Field(default="", pattern=r"^[A-Za-z0-9.-]{0,253}$")
+    # Mailgun documents that its events become complete only after a delay ("half an
+    # hour"): a lookup about a younger send can miss it.
+    mailgun_events_delay_seconds: float = Field(default=1800.0, ge=0)
+
+
 class MailgunProvider:
     def __init__(self, config: ProviderConfig, session: aiohttp.ClientSession) -> None:
         self.name = config.name
         self.http = config.http(session)
-        self.base = f"{config.url.rstrip('/')}/v3/{config.mailgun_domain}"
+        self.base = f"{config.url.rstrip('/')}/v3/{config.own(MailgunSettings).mailgun_domain}"
         token = base64.b64encode(f"api:{config.api_key}".encode()).decode()
         self._auth = {"Authorization": f"Basic {token}"}
         self.capabilities = capabilities(_settle(config))
@@ -319,14 +333,15 @@ class MailgunProvider:
 
 def _settle(config: ProviderConfig) -> float:
     # Mailgun's events are complete only after their documented delay.
-    return max(config.settle_seconds, config.mailgun_events_delay_seconds)
+    return max(config.settle_seconds, config.own(MailgunSettings).mailgun_events_delay_seconds)
 
 
 KIND = Kind(
     "mailgun",
     MailgunProvider,
     lambda config: capabilities(_settle(config)),
-    settings=("mailgun_domain", "mailgun_events_delay_seconds", "mailgun_webhook_signing_key"),
+    settings=MailgunSettings,
+    service_settings=("mailgun_webhook_signing_key",),
     event_credential="MAILGUN_WEBHOOK_SIGNING_KEY",
     sandbox_dialect="services.sandbox.dialects.mailgun",
     inbound_decoder="services.poller.inbound.mailgun",

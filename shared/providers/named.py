@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Mapping
+from dataclasses import replace
 
 from shared.providers.kind import ProviderConfig
 from shared.settings import (
@@ -24,13 +25,15 @@ from shared.settings import (
     ProviderSettings,
     provider_prefix,
     providers_listed,
+    read_kind,
 )
 
 LIST_VARIABLE = PROVIDERS_VARIABLE
 NAME = re.compile(PROVIDER_NAME)
-# A name's setting it leaves unset is the process-wide one: RESETGATE_PROVIDER_MAX_RATE,
-# RESETGATE_MAILGUN_EVENTS_DELAY_SECONDS.
-INHERITED = ("provider_max_rate", "mailgun_events_delay_seconds")
+# A name's setting it leaves unset is the process-wide one: RESETGATE_PROVIDER_MAX_RATE, and
+# the fields its kind's settings class says (KindSettings.INHERITED:
+# RESETGATE_MAILGUN_EVENTS_DELAY_SECONDS, RESETGATE_SES_CONFIGURATION_SET).
+INHERITED = ("provider_max_rate",)
 
 
 class ProviderConfigError(ValueError):
@@ -100,4 +103,14 @@ def _named(name: str, settings: ProviderSettings) -> ProviderConfig:
         update={field: getattr(settings, field) for field in INHERITED if field not in given}
     )
     rate = account.provider_max_rate if "provider_max_rate" in given else None
-    return ProviderConfig.of(name, account, settings, rate)
+    config = ProviderConfig.of(name, account, settings, rate)
+    own = config.kind_settings
+    unset = [field for field in own.INHERITED if field not in own.model_fields_set]
+    if not unset:
+        return config
+    try:
+        process_wide = read_kind(type(own))
+    except ValueError as error:
+        raise ProviderConfigError(str(error)) from None
+    inherited = own.model_copy(update={field: getattr(process_wide, field) for field in unset})
+    return replace(config, kind_settings=inherited)

@@ -232,7 +232,7 @@ KIND = Kind(
     "postmark",
     PostmarkProvider,
     lambda config: capabilities(config.settle_seconds),
-    settings=(
+    service_settings=(
         "postmark_webhook_username",
         "postmark_webhook_password",
         "postmark_webhook_networks",

@@ -194,7 +194,7 @@ KIND = Kind(
     "sendgrid",
     SendGridProvider,
     lambda _: CAPABILITIES,
-    settings=("sendgrid_webhook_public_key",),
+    service_settings=("sendgrid_webhook_public_key",),
     event_credential="SENDGRID_WEBHOOK_PUBLIC_KEY",
     sandbox_dialect="services.sandbox.dialects.sendgrid",
     inbound_decoder="services.poller.inbound.sendgrid",

@@ -48,6 +48,7 @@ from botocore.exceptions import (
     EndpointConnectionError,
     NoCredentialsError,
 )
+from pydantic import AliasChoices, Field
 
 from shared import codec
 from shared.from_address import parse as parse_from
@@ -67,7 +68,7 @@ from shared.providers.base import (
     undocumented_refusal,
 )
 from shared.providers.kind import Kind, ProviderConfig
-from shared.settings import SANDBOX_URL, ProviderAccount
+from shared.settings import SANDBOX_URL, KindSettings, ProviderAccount, kind_settings_as
 
 log = logging.getLogger(__name__)
 CAPABILITIES = Capabilities(
@@ -319,21 +320,43 @@ class SesProvider:
         return None
 
 
+class SesSettings(KindSettings):
+    """What only an SES account reads: its configuration set (``RESETGATE_SES_CONFIGURATION_SET``,
+    a configured name's own else that one) and the region the AWS SDKs read."""
+
+    INHERITED = ("ses_configuration_set",)
+
+    # SES publishes delivery events (SNS -> SQS, RESETGATE_SES_QUEUE_URL) only for messages
+    # sent with a configuration set: without one an ambiguous SES send is never settled.
+    ses_configuration_set: str = Field(
+        default="",
+        pattern=r"^[A-Za-z0-9_-]{0,64}$",
+        description="SES ConfigurationSetName sent with every message (its event destination "
+        "feeds the SES queue)",
+    )
+    # The region the AWS SDKs read: AWS_REGION, else AWS_DEFAULT_REGION ("": neither).
+    ses_region: str = Field(
+        default="", validation_alias=AliasChoices("AWS_REGION", "AWS_DEFAULT_REGION")
+    )
+
+
 def _adapter(config: ProviderConfig, _session: object) -> SesProvider:
     # The http default points at the local sandbox, which SES never is.
     endpoint = "" if config.url.rstrip("/") == SANDBOX_URL else config.url
+    own = config.own(SesSettings)
     return SesProvider(
-        config.ses_region,
+        own.ses_region,
         endpoint,
         name=config.name,
-        configuration_set=config.ses_configuration_set,
+        configuration_set=own.ses_configuration_set,
         **config.timeouts,
     )
 
 
 def _lacks(account: ProviderAccount) -> str:
     # No key (the AWS credential chain) and a default endpoint, but a region.
-    return "" if account.ses_region else "AWS_REGION: required for kind ses (or AWS_DEFAULT_REGION)"
+    region = kind_settings_as(account.kind_settings, SesSettings).ses_region
+    return "" if region else "AWS_REGION: required for kind ses (or AWS_DEFAULT_REGION)"
 
 
 # The sandbox has no SES dialect: tests run moto's server (tests/support/moto_server.py).
@@ -342,9 +365,8 @@ KIND = Kind(
     "ses",
     _adapter,
     lambda _: CAPABILITIES,
-    settings=(
-        "ses_configuration_set",
-        "ses_region",
+    settings=SesSettings,
+    service_settings=(
         "ses_queue_url",
         "ses_dead_letter_queue_url",
         "ses_wait_seconds",

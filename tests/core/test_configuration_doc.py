@@ -17,6 +17,7 @@ from services.poller.settings import PollerSettings
 from services.router.settings import RouterSettings
 from services.sender.settings import SenderSettings
 from shared.providers.named import LIST_VARIABLE
+from shared.providers.registry import KINDS
 from shared.settings import ENV_PREFIX
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
@@ -61,6 +62,12 @@ def fields() -> dict[str, Any]:
     for cls in CLASSES:
         for name, info in cls.model_fields.items():
             found.setdefault(name.upper(), info.default)
+    # Each provider kind's own settings (its module's class): RESETGATE_<FIELD> too, but for
+    # a field read from an SDK's own variables (its alias, AWS_REGION).
+    for kind in KINDS.values():
+        for name, info in kind.settings.model_fields.items():
+            if info.validation_alias is None:
+                found.setdefault(name.upper(), info.default)
     return found
 
 

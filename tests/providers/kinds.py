@@ -10,7 +10,7 @@ import orjson
 
 from shared.providers.base import Provider
 from shared.providers.kind import ProviderConfig
-from shared.providers.registry import build
+from shared.providers.registry import build, entry
 
 KINDS = ("sendgrid", "postmark", "mailgun")
 DOMAIN = "mg.game.example"
@@ -18,6 +18,10 @@ JSON = {"Content-Type": "application/json"}
 
 
 def config(kind: str, url: str, key: str = "sandbox-key", **overrides: Any) -> ProviderConfig:
+    """Provider ``kind``'s configuration; ``overrides`` may name its own settings too (its
+    entry's class, ``mailgun_domain``), as its variables do, and the other kinds' are left out."""
+    own = entry(kind).settings
+    mine = {"mailgun_domain": DOMAIN, "mailgun_events_delay_seconds": 0.0, **overrides}
     values: dict[str, Any] = {
         "name": kind,
         "kind": kind,
@@ -27,10 +31,9 @@ def config(kind: str, url: str, key: str = "sandbox-key", **overrides: Any) -> P
         "total_timeout": 2.0,
         "key_retention_seconds": 0,
         "settle_seconds": 0.0,
-        "mailgun_domain": DOMAIN,
-        "mailgun_events_delay_seconds": 0.0,
     }
-    values.update(overrides)
+    values.update({k: v for k, v in overrides.items() if k not in own.model_fields})
+    values["kind_settings"] = own(**{k: v for k, v in mine.items() if k in own.model_fields})
     return ProviderConfig(**values)
 
 

@@ -6,6 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from shared.providers.kind import ProviderConfig
+from shared.providers.mailgun import MailgunSettings
 from shared.providers.named import (
     NAME,
     ProviderConfigError,
@@ -52,7 +53,8 @@ def test_each_name_gets_its_own_kind_url_key_and_rate_in_listed_order(
     )
     assert primary.api_key == "sg-key" and primary.max_rate == 40.0
     assert (standby.name, standby.kind) == ("standby", "mailgun")
-    assert standby.mailgun_domain == "mg.game.example" and standby.max_rate is None
+    assert standby.own(MailgunSettings).mailgun_domain == "mg.game.example"
+    assert standby.max_rate is None
 
 
 def test_without_the_list_the_single_provider_settings_define_one_provider() -> None:
@@ -97,12 +99,19 @@ def test_the_single_provider_name_follows_the_listed_names_pattern(name: str) ->
 def test_a_name_without_its_own_rate_or_events_delay_takes_the_process_wide_one(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # The events delay is the mailgun kind's own setting (MailgunSettings.INHERITED).
     monkeypatch.setenv("RESETGATE_MAILGUN_EVENTS_DELAY_SECONDS", "60")
-    primary, standby = configured(
-        monkeypatch, {**TWO, "RESETGATE_PROVIDER_PRIMARY_MAILGUN_EVENTS_DELAY_SECONDS": "5"}
+    primary, standby = configured(monkeypatch, TWO)
+    assert primary.max_rate == 40.0 and standby.max_rate is None
+    assert standby.own(MailgunSettings).mailgun_events_delay_seconds == 60.0
+    [_, standby] = configured(
+        monkeypatch, {**TWO, "RESETGATE_PROVIDER_STANDBY_MAILGUN_EVENTS_DELAY_SECONDS": "5"}
     )
-    assert primary.mailgun_events_delay_seconds == 5.0 and primary.max_rate == 40.0
-    assert standby.mailgun_events_delay_seconds == 60.0 and standby.max_rate is None
+    assert standby.own(MailgunSettings).mailgun_events_delay_seconds == 5.0
+    monkeypatch.delenv("RESETGATE_PROVIDER_STANDBY_MAILGUN_EVENTS_DELAY_SECONDS")
+    monkeypatch.setenv("RESETGATE_MAILGUN_EVENTS_DELAY_SECONDS", "-1")
+    with pytest.raises(ProviderConfigError, match=r"^RESETGATE_MAILGUN_EVENTS_DELAY_SECONDS:"):
+        configured(monkeypatch, TWO)
 
 
 def test_each_prefix_reads_only_its_own_variables(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -22,10 +22,10 @@ from shared.providers import http
 from shared.providers.base import EventModel
 from shared.providers.kind import Kind, ProviderConfig
 from shared.providers.registry import EVENT_CREDENTIAL, KINDS, build, entry, found_in, keyless
-from shared.settings import ProviderAccount, ProviderSettings
+from shared.settings import KindSettings, ProviderAccount
 
 # kind: (adapter class, events, keyless, sandbox dialect, inbound decoder, preflight, hosts
-# templates)
+# templates, its own settings class: the variables only it reads, declared in its module)
 PARTS = {
     "http": (
         "HttpProvider",
@@ -35,6 +35,7 @@ PARTS = {
         "",
         "shared.preflight.keyed:contract",
         False,
+        "KindSettings",
     ),
     "mailgun": (
         "MailgunProvider",
@@ -44,6 +45,7 @@ PARTS = {
         "services.poller.inbound.mailgun",
         "shared.preflight.keyed:mailgun",
         True,
+        "MailgunSettings",
     ),
     "postmark": (
         "PostmarkProvider",
@@ -53,6 +55,7 @@ PARTS = {
         "services.poller.inbound.postmark",
         "shared.preflight.keyed:postmark",
         True,
+        "KindSettings",
     ),
     "sendgrid": (
         "SendGridProvider",
@@ -62,6 +65,7 @@ PARTS = {
         "services.poller.inbound.sendgrid",
         "shared.preflight.keyed:sendgrid",
         True,
+        "KindSettings",
     ),
     "ses": (
         "SesProvider",
@@ -71,6 +75,7 @@ PARTS = {
         "services.poller.inbound.ses",
         "shared.preflight.ses:checks",
         True,
+        "SesSettings",
     ),
 }
 # What an account of each kind lacks when nothing but its kind is set: the kind's entry says
@@ -85,14 +90,14 @@ LACKS = {
 
 
 def missing_parts(kind: Kind) -> list[str]:
-    """Each part ``kind``'s entry names that is not there (the settings fields, the event
-    credential's field, the sandbox dialect and its mode, the inbound decoder, the preflight)."""
+    """Each part ``kind``'s entry names that is not there (the services' settings fields, the
+    event credential's field, the sandbox dialect and its mode, the inbound decoder, the
+    preflight), and its own settings class when another module declares it."""
     known = settings_fields()
-    missing = [
-        f"settings field {s}"
-        for s in kind.settings
-        if s not in known and not isinstance(getattr(ProviderSettings, s, None), property)
-    ]
+    missing = [f"settings field {s}" for s in kind.service_settings if s not in known]
+    home = kind.settings.__module__
+    if kind.settings is not KindSettings and home != f"shared.providers.{kind.name}":
+        missing.append(f"settings class {kind.settings.__name__} in {home}")
     credential = kind.event_credential.lower()
     if credential and credential not in InboundSettings.model_fields:
         missing.append(f"InboundSettings field {credential}")
@@ -123,6 +128,8 @@ def _module(name: str) -> object:
 
 
 def _config(kind: str) -> ProviderConfig:
+    own = {"mailgun_domain": "mg.game.example", "ses_region": "eu-west-1"}
+    settings = entry(kind).settings
     return ProviderConfig(
         f"{kind}1",
         kind,
@@ -132,8 +139,7 @@ def _config(kind: str) -> ProviderConfig:
         2.0,
         key_retention_seconds=60.0,
         settle_seconds=5.0,
-        mailgun_domain="mg.game.example",
-        ses_region="eu-west-1",
+        kind_settings=settings(**{k: v for k, v in own.items() if k in settings.model_fields}),
     )
 
 
@@ -151,11 +157,15 @@ def test_each_kind_has_every_part_its_entry_names(kind: str) -> None:
 def test_a_part_an_entry_names_that_is_not_there_is_listed() -> None:
     # The opposite failure: a kind whose settings, decoder, dialect or checks were never
     # written is caught here, not at a user's first send.
+    class PigeonSettings(KindSettings):
+        pigeon_region: str = ""
+
     pigeon = Kind(
         "pigeon",
         http.KIND.adapter,
         http.KIND.capabilities,
-        settings=("pigeon_region",),
+        settings=PigeonSettings,
+        service_settings=("pigeon_region",),
         event_credential="PIGEON_WEBHOOK_SECRET",
         sandbox_dialect="services.sandbox.dialects.pigeon",
         inbound_decoder="services.poller.inbound.pigeon",
@@ -163,6 +173,7 @@ def test_a_part_an_entry_names_that_is_not_there_is_listed() -> None:
     )
     assert missing_parts(pigeon) == [
         "settings field pigeon_region",
+        f"settings class PigeonSettings in {__name__}",
         "InboundSettings field pigeon_webhook_secret",
         "sandbox dialect services.sandbox.dialects.pigeon",
         "sandbox mode pigeon",
@@ -198,12 +209,8 @@ async def test_each_kind_builds_its_adapter_with_the_capabilities_its_entry_decl
 @pytest.mark.parametrize("kind", sorted(PARTS))
 def test_each_kind_names_settings_that_exist(kind: str) -> None:
     known = settings_fields()
-    named = [
-        s
-        for s in entry(kind).settings
-        if s not in known and not isinstance(getattr(ProviderSettings, s, None), property)
-    ]
-    assert entry(kind).settings and named == []
+    assert [s for s in entry(kind).service_settings if s not in known] == []
+    assert entry(kind).settings.__name__ == PARTS[kind][7]
     credential = entry(kind).event_credential
     assert (
         (credential.lower() in InboundSettings.model_fields)
@@ -217,23 +224,32 @@ def test_every_setting_named_after_a_kind_is_in_its_entry() -> None:
     # The opposite direction: a field named after one kind that its entry does not list is a
     # part of the kind that adding or removing it through the registry would miss. (Only a
     # vendor's kind: `http` is resetgate's own contract, and `http_host` the listener's.)
-    fields = settings_fields() | {
-        name for name, value in vars(ProviderSettings).items() if isinstance(value, property)
-    }
+    # Its own settings class holds each such field; a service's settings class none of them.
+    fields = settings_fields() | {f for k in KINDS.values() for f in k.settings.model_fields}
     unlisted = [
         f"{field} ({kind})"
         for field in sorted(fields)
         for kind in KINDS
-        if entry(kind).vendor and field.startswith(f"{kind}_") and field not in entry(kind).settings
+        if entry(kind).vendor
+        and field.startswith(f"{kind}_")
+        and field not in entry(kind).settings.model_fields
+        and field not in entry(kind).service_settings
     ]
     assert unlisted == []
+    declared_twice = [
+        f"{field} ({kind.name})"
+        for kind in KINDS.values()
+        for field in kind.settings.model_fields
+        if field in settings_fields()
+    ]
+    assert declared_twice == []
 
 
 @pytest.mark.parametrize("kind", sorted(PARTS))
 def test_each_kind_finds_its_sandbox_dialect_and_inbound_decoder_through_its_entry(
     kind: str,
 ) -> None:
-    _, events, _, dialect, decoder, preflight, _ = PARTS[kind]
+    _, events, _, dialect, decoder, preflight, _, _ = PARTS[kind]
     assert (entry(kind).sandbox_dialect, entry(kind).inbound_decoder) == (dialect, decoder)
     assert entry(kind).preflight == preflight and callable(checks_of(kind))
     if dialect:
@@ -249,7 +265,7 @@ def test_each_kind_finds_its_sandbox_dialect_and_inbound_decoder_through_its_ent
 
 @pytest.mark.parametrize("kind", sorted(PARTS))
 def test_a_hosted_template_is_accepted_for_the_kinds_whose_entry_hosts_them(kind: str) -> None:
-    hosts = PARTS[kind][-1]
+    hosts = PARTS[kind][6]
     assert entry(kind).hosts_templates is hosts
     problem = hosted_problem(kind, "reset-{locale}", "RESETGATE_PROVIDER_TEMPLATE")
     assert (problem == "") is hosts

@@ -274,7 +274,7 @@ async def test_every_send_names_the_configuration_set(moto_url: str) -> None:
 
 
 def test_the_poller_warns_when_the_ses_queue_has_no_configuration_set(
-    caplog: pytest.LogCaptureFixture,
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from services.poller.app import build_poller
     from tests.poller.conftest import poller_settings
@@ -286,13 +286,9 @@ def test_the_poller_warns_when_the_ses_queue_has_no_configuration_set(
         asyncio.run(_build(build_poller, settings))
     assert "RESETGATE_SES_CONFIGURATION_SET" in caplog.text
     caplog.clear()
+    monkeypatch.setenv("RESETGATE_SES_CONFIGURATION_SET", "resetgate-events")
     with caplog.at_level("WARNING"):
-        asyncio.run(
-            _build(
-                build_poller,
-                settings.model_copy(update={"ses_configuration_set": "resetgate-events"}),
-            )
-        )
+        asyncio.run(_build(build_poller, settings))
     assert "RESETGATE_SES_CONFIGURATION_SET" not in caplog.text
 
 
