@@ -6,6 +6,13 @@
 # included, and `make test`'s own clock), then the median of the quiet and the loaded runs and
 # the count of failures; exits 1 if any run failed. A failed run's clone and log are kept.
 # Each run clones HEAD as it starts and names the commit it tested.
+#
+# Each run, and its hog, is a session of its own (setsid): the scheduler shares the CPU
+# between sessions (autogroups) before processes, so a run started from a shell whose
+# autogroup was given priority (`echo -15 >/proc/self/autogroup`, as benchmarks do) would
+# hold its workers and hog above the redis-servers the tests start in sessions of their own,
+# and starve them (they then miss their 10 s start). In its own session a run is scheduled as
+# CI schedules it, whoever started it.
 set -uo pipefail
 runs="${N:-20}"
 load="${LOAD:-alternate}"
@@ -14,9 +21,27 @@ commit=$(git -C "$root" rev-parse --short HEAD)
 work=$(mktemp -d "${TMPDIR:-/tmp}/test-clones.XXXXXX")
 [ -n "$(git -C "$root" status --porcelain --untracked-files=no)" ] &&
   echo "==> note: uncommitted changes are not in the clones; they test $commit"
-hog=""
-stop_hog() { [ -n "$hog" ] && kill "$hog" 2>/dev/null && wait "$hog" 2>/dev/null; hog=""; }
-trap stop_hog EXIT
+session=""
+# Ends the run in progress (its session's process group; the servers it started in sessions
+# of their own are reaped by the next test session of that checkout, tests/support/leftovers.py).
+stop_run() { [ -n "$session" ] && kill -- "-$session" 2>/dev/null; session=""; }
+trap 'stop_run; exit 130' INT TERM
+
+# .ci/run in the clone $1, in a session of its own; with $2 = loaded, beside the hog started
+# in that same session and ended with the run.
+run_ci() {
+  if [ "$2" = loaded ]; then
+    setsid --wait bash -c '"$1" 3600 & hog=$!; cd "$2" && bash .ci/run; status=$?
+      kill "$hog"; wait "$hog"; exit "$status"' _ "$root/tools/cpu-hog.sh" "$1" &
+  else
+    setsid --wait bash -c 'cd "$1" && exec bash .ci/run' _ "$1" &
+  fi
+  session=$!
+  wait "$session"
+  local status=$?
+  session=""
+  return "$status"
+}
 
 median() { sort -n | awk '{a[NR] = $1} END {if (NR) print (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2); else print "-"}'; }
 
@@ -29,12 +54,10 @@ for i in $(seq "$runs"); do
   clone="$work/run-$i"
   git clone -q "$root" "$clone"
   at=$(git -C "$clone" rev-parse --short HEAD)
-  [ "$beside" = loaded ] && { "$root/tools/cpu-hog.sh" 3600 & hog=$!; }
   start=$(date +%s)
-  (cd "$clone" && bash .ci/run) >"$work/run-$i.log" 2>&1
+  run_ci "$clone" "$beside" >"$work/run-$i.log" 2>&1
   status=$?
   wall=$(( $(date +%s) - start ))
-  stop_hog
   own=$(sed -n 's/^==> make test: \([0-9]*\) s.*/\1/p' "$work/run-$i.log" | tail -n 1)
   if [ "$status" = 0 ]; then
     echo "$wall" >>"$work/$beside"

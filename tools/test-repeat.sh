@@ -23,6 +23,14 @@ stop_hogs() {
 }
 trap stop_hogs EXIT
 
+# The scheduler shares the CPU between sessions (autogroups) before processes: from a session
+# given priority, the tests and the hog would starve the servers they start in sessions of
+# their own, a failure CI never sees.
+case "$(cat /proc/self/autogroup 2>/dev/null)" in
+  *" nice 0" | "") ;;
+  *) echo "==> warning: this session's autogroup is $(cat /proc/self/autogroup); run from one at nice 0 (echo 0 >/proc/self/autogroup), or the servers tests start are starved" ;;
+esac
+
 if [ "$load" = 1 ]; then
   PYTHON="$python" tools/cpu-hog.sh "$hog_seconds" &
   hogs+=("$!")
