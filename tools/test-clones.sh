@@ -65,7 +65,7 @@ for i in $(seq "$runs"); do
     rm -rf "$clone" "$work/run-$i.log"
   else
     failed=$((failed + 1))
-    echo "==> run $i/$runs ($beside, $at): FAILED after $wall s: $(grep -E '^(FAILED|ERROR)|INTERNALERROR' "$work/run-$i.log" | head -n 3 | tr '\n' ' ')"
+    echo "==> run $i/$runs ($beside, $at): FAILED after $wall s: $(grep -E '^(FAILED|ERROR) tests/|INTERNALERROR' "$work/run-$i.log" | head -n 3 | tr '\n' ' ')"
     echo "    log: $work/run-$i.log, clone: $clone"
   fi
 done
