@@ -8,23 +8,10 @@ from typing import Any
 
 from aiohttp import web
 
+from services.admission.console import html
 from services.admission.console.charts import horizon_share, percent
 from services.admission.console.checks import failing_checks
 from services.admission.console.context import REDIS, SETTINGS
-from services.admission.console.html import (
-    Markup,
-    escape,
-    join,
-    link,
-    relative,
-    render,
-    row,
-    scrolled,
-    seconds,
-    section,
-    table,
-    when,
-)
 from services.admission.console.pages import notice, operation_href, page
 from services.admission.console.provider_lines import lines_table, snapshot
 from services.admission.console.trail import entries_table
@@ -54,11 +41,11 @@ def _share_of_horizon(r: dict[str, Any]) -> str:
 def operation_cells(r: dict[str, Any], now: int) -> list[object]:
     return [
         r["state"],
-        seconds(r["age_seconds"]),
+        html.seconds(r["age_seconds"]),
         _share_of_horizon(r),
         r["remaining_attempts"],
         r["last_status"] or "-",
-        relative(r["next_attempt_at"], now),
+        html.relative(r["next_attempt_at"], now),
     ]
 
 
@@ -69,15 +56,15 @@ async def _oldest_live(request: web.Request, now: int) -> list[dict[str, Any]]:
     )
 
 
-def _partition_row(partition: int, paused: bool, r: dict[str, Any] | None, now: int) -> Markup:
+def _partition_row(partition: int, paused: bool, r: dict[str, Any] | None, now: int) -> html.Markup:
     pause = "paused" if paused else "no"
     if r is None:
-        return row(partition, pause, "none", *["-"] * len(OPERATION_COLUMNS))
-    op = link(operation_href(r["operation_id"]), r["operation_id"])
-    return row(partition, pause, op, *operation_cells(r, now))
+        return html.row(partition, pause, "none", *["-"] * len(OPERATION_COLUMNS))
+    op = html.link(operation_href(r["operation_id"]), r["operation_id"])
+    return html.row(partition, pause, op, *operation_cells(r, now))
 
 
-async def _live_fragment(request: web.Request) -> Markup:
+async def _live_fragment(request: web.Request) -> html.Markup:
     settings = request.app[SETTINGS]
     client = request.app[REDIS]
     now = clock.now_ms()
@@ -90,8 +77,8 @@ async def _live_fragment(request: web.Request) -> Markup:
     ]
     live = await _oldest_live(request, now)
     overall_rows = [
-        row(
-            link(operation_href(r["operation_id"]), r["operation_id"]),
+        html.row(
+            html.link(operation_href(r["operation_id"]), r["operation_id"]),
             r["partition"],
             *operation_cells(r, now),
         )
@@ -99,28 +86,30 @@ async def _live_fragment(request: web.Request) -> Markup:
     ]
     if not overall_rows:
         empty = f'<tr><td colspan="{len(OVERALL_COLUMNS)}">No eligible operation.</td></tr>'
-        overall_rows = [Markup(empty)]
+        overall_rows = [html.Markup(empty)]
     overall_caption = (
         f"The {OLDEST_LIMIT} oldest eligible operations across every partition, one row each. "
         "Quarantined operations and those held for review are listed below."
     )
     held = await operation_views.held_for_review(client, settings.partitions)
-    return join(
+    return html.join(
         [
-            section(
+            html.section(
                 "partitions",
                 "Per partition",
-                scrolled(
-                    "partitions", table(PARTITION_COLUMNS, partition_rows, PARTITIONS_CAPTION)
+                html.scrolled(
+                    "partitions", html.table(PARTITION_COLUMNS, partition_rows, PARTITIONS_CAPTION)
                 ),
             ),
-            section(
+            html.section(
                 "overall",
                 "Overall, oldest first",
-                scrolled("overall", table(OVERALL_COLUMNS, overall_rows, overall_caption)),
+                html.scrolled(
+                    "overall", html.table(OVERALL_COLUMNS, overall_rows, overall_caption)
+                ),
             ),
-            section("review", "Held for review", _review(held)),
-            section(
+            html.section("review", "Held for review", _review(held)),
+            html.section(
                 "quarantined",
                 "Quarantined",
                 _quarantined([r for r in live if r["state"] == State.QUARANTINED], now),
@@ -129,36 +118,37 @@ async def _live_fragment(request: web.Request) -> Markup:
     )
 
 
-def _quarantined(rows: list[dict[str, Any]], now: int) -> Markup:
+def _quarantined(rows: list[dict[str, Any]], now: int) -> html.Markup:
     """Held by an operator: not eligible, so not in the lists above, but findable here."""
     if not rows:
         return notice("No operation is quarantined.")
     items = [
-        Markup(
-            f"<li>{link(operation_href(r['operation_id']), r['operation_id'])} "
-            f"(partition {escape(r['partition'])}, created {relative(r['created_at'], now)})</li>"
+        html.Markup(
+            f"<li>{html.link(operation_href(r['operation_id']), r['operation_id'])} "
+            f"(partition {html.escape(r['partition'])}, "
+            f"created {html.relative(r['created_at'], now)})</li>"
         )
         for r in rows[:OLDEST_LIMIT]
     ]
-    return Markup(f"<ul>{join(items)}</ul>")
+    return html.Markup(f"<ul>{html.join(items)}</ul>")
 
 
-def _review(rows: list[dict[str, Any]]) -> Markup:
+def _review(rows: list[dict[str, Any]]) -> html.Markup:
     if not rows:
         return notice("Nothing is held for review.")
     items = [
-        Markup(
-            f"<li>{link(operation_href(r['operation_id']), r['operation_id'])} "
-            f"(partition {escape(r['partition'])}, since {when(r['since'])})</li>"
+        html.Markup(
+            f"<li>{html.link(operation_href(r['operation_id']), r['operation_id'])} "
+            f"(partition {html.escape(r['partition'])}, since {html.when(r['since'])})</li>"
         )
         for r in rows[:OLDEST_LIMIT]
     ]
-    return Markup(f"<ul>{join(items)}</ul>")
+    return html.Markup(f"<ul>{html.join(items)}</ul>")
 
 
 async def oldest(request: web.Request) -> web.Response:
     now = time.strftime("%H:%M:%S UTC", time.gmtime())
-    body = render("oldest", live=await _live_fragment(request), now=now)
+    body = html.render("oldest", live=await _live_fragment(request), now=now)
     return page(request, "Oldest eligible operations", body)
 
 
@@ -189,25 +179,25 @@ PROVIDER_PARTITIONS_CAPTION = (
 )
 
 
-def _pacing(name: str, pacing: Pacing, now: int) -> Markup:
+def _pacing(name: str, pacing: Pacing, now: int) -> html.Markup:
     """What the provider is really accepting, when the next send may go, and a quota pause."""
     measured = pacing.accepting is not None
     accepting = f"{pacing.accepting:.2f} sends/s" if measured else "not measured yet"
     settled = f"{pacing.settled:.2f} sends/s" if pacing.settled else "-"
     text = (
         f"Accepting now: {accepting}; settled at {settled}; "
-        f"next slot {relative(pacing.next_slot_at, now)}."
+        f"next slot {html.relative(pacing.next_slot_at, now)}."
     )
     if pacing.paused_until:
-        text += f" <strong>Paused until {when(pacing.paused_until)} (daily quota)</strong>."
-    return Markup(f"<p><strong>{escape(name)}</strong>. {text}</p>")
+        text += f" <strong>Paused until {html.when(pacing.paused_until)} (daily quota)</strong>."
+    return html.Markup(f"<p><strong>{html.escape(name)}</strong>. {text}</p>")
 
 
-def _pause_action(partition: int, paused: bool, can_act: bool) -> Markup:
+def _pause_action(partition: int, paused: bool, can_act: bool) -> html.Markup:
     if not can_act:
-        return Markup("-")
+        return html.Markup("-")
     verb = "resume" if paused else "pause"
-    return link(f"/console/partitions/{partition}/{verb}", f"{verb.capitalize()}…")
+    return html.link(f"/console/partitions/{partition}/{verb}", f"{verb.capitalize()}…")
 
 
 def _sending(r: dict[str, Any]) -> str:
@@ -216,11 +206,12 @@ def _sending(r: dict[str, Any]) -> str:
     return "paused" if r["paused"] else "yes"
 
 
-def _paused_by(r: dict[str, Any]) -> Markup:
+def _paused_by(r: dict[str, Any]) -> html.Markup:
     if not r["paused"]:
-        return Markup("-")
-    return Markup(
-        f"{escape(r['paused_reason'] or 'no reason given')}, since {when(r['paused_since'])}"
+        return html.Markup("-")
+    return html.Markup(
+        f"{html.escape(r['paused_reason'] or 'no reason given')}, "
+        f"since {html.when(r['paused_since'])}"
     )
 
 
@@ -230,7 +221,7 @@ async def providers(request: web.Request) -> web.Response:
     state, rows, lines = view.state, view.partitions, view.lines
     configured = [line.name for line in lines]
     partition_rows = [
-        row(
+        html.row(
             r["partition"],
             provider_text(state.provider_for(r["partition"], configured[0]), configured),
             _sending(r),
@@ -248,18 +239,20 @@ async def providers(request: web.Request) -> web.Response:
     recent, _ = await actions.trail(client, actions.TrailFilter(), limit=AUDIT_SHOWN)
     checked = {line.name: line.checks for line in lines if line.checks}
     pacing = [*(_pacing(line.name, line.pacing, now) for line in lines), failing_checks(checked)]
-    partitions = table(PROVIDER_PARTITION_COLUMNS, partition_rows, PROVIDER_PARTITIONS_CAPTION)
-    everything = Markup(f"<p>{link('/console/audit', 'Every operator action, filterable')}</p>")
-    body = join(
+    partitions = html.table(PROVIDER_PARTITION_COLUMNS, partition_rows, PROVIDER_PARTITIONS_CAPTION)
+    everything = html.Markup(
+        f"<p>{html.link('/console/audit', 'Every operator action, filterable')}</p>"
+    )
+    body = html.join(
         [
-            section(
+            html.section(
                 "providers",
                 "Providers",
-                scrolled("providers", lines_table(lines, can_act, now)),
-                join(pacing),
+                html.scrolled("providers", lines_table(lines, can_act, now)),
+                html.join(pacing),
             ),
-            section("partitions", "Partitions", scrolled("partitions", partitions)),
-            section("audit", "Recent operator actions", entries_table(recent), everything),
+            html.section("partitions", "Partitions", html.scrolled("partitions", partitions)),
+            html.section("audit", "Recent operator actions", entries_table(recent), everything),
         ]
     )
     return page(request, "Providers and partitions", body)

@@ -12,21 +12,10 @@ from typing import Any
 
 from aiohttp import web
 
+from services.admission.console import html
 from services.admission.console.charts import charts_table
 from services.admission.console.charts import read as read_charts
 from services.admission.console.context import SETTINGS
-from services.admission.console.html import (
-    Markup,
-    escape,
-    join,
-    link,
-    render,
-    row,
-    scrolled,
-    section,
-    table,
-    when,
-)
 from services.admission.console.oncall import OPERATION_COLUMNS, operation_cells
 from services.admission.console.pages import notice, operation_href, page
 from services.admission.console.provider_lines import lines_table, pause_text, snapshot
@@ -63,38 +52,39 @@ OLDEST_CAPTION = (
 )
 
 
-def _counters(rows: list[dict[str, Any]], paused: int) -> Markup:
+def _counters(rows: list[dict[str, Any]], paused: int) -> html.Markup:
     items = [
-        Markup(
-            f'<div class="counter" data-count="{name}"><dt>{escape(label)}</dt>'
+        html.Markup(
+            f'<div class="counter" data-count="{name}"><dt>{html.escape(label)}</dt>'
             f"<dd><strong>{sum(int(r[name]) for r in rows)}</strong> "
-            f'<span class="hint">{escape(hint)}</span></dd></div>'
+            f'<span class="hint">{html.escape(hint)}</span></dd></div>'
         )
         for name, label, hint in COUNTERS
     ]
     items.append(
-        Markup(
+        html.Markup(
             f'<div class="counter" data-count="paused"><dt>Partitions paused</dt>'
             f"<dd><strong>{paused}</strong> of {len(rows)}</dd></div>"
         )
     )
-    return join(items)
+    return html.join(items)
 
 
-def _progressive(plan: progressive.Plan | None, can_act: bool) -> list[Markup]:
+def _progressive(plan: progressive.Plan | None, can_act: bool) -> list[html.Markup]:
     """The progressive switch under way (or the last one), its last steps, how to stop it."""
     if plan is None:
         return []
     actions = ""
     if can_act and not plan.ended:
-        actions = join(
-            [link(STOP, "Stop…"), link(STOP + "?rollback=1", "Stop and roll back…")], " "
+        actions = html.join(
+            [html.link(STOP, "Stop…"), html.link(STOP + "?rollback=1", "Stop and roll back…")], " "
         )
-    steps = join(Markup(f"<li>{escape(line)}</li>") for line in plan.log[-6:])
+    steps = html.join(html.Markup(f"<li>{html.escape(line)}</li>") for line in plan.log[-6:])
     why = f" (failover: {plan.reason})" if plan.policy else ""
     return [
-        Markup(
-            f"<li><strong>{escape(plan.describe() + why)}</strong> {actions}<ul>{steps}</ul></li>"
+        html.Markup(
+            f"<li><strong>{html.escape(plan.describe() + why)}</strong> "
+            f"{actions}<ul>{steps}</ul></li>"
         )
     ]
 
@@ -104,45 +94,47 @@ def _pauses(
     can_act: bool,
     previous: dict[int, str],
     plan: progressive.Plan | None = None,
-) -> Markup:
+) -> html.Markup:
     items = [
-        Markup(
-            f"<li>Provider <strong>{escape(name)}</strong>: {pause_text(note)}"
+        html.Markup(
+            f"<li>Provider <strong>{html.escape(name)}</strong>: {pause_text(note)}"
             f"{provider_resume_link(name, can_act)}</li>"
         )
         for name, note in sorted(state.auth_paused.items())
     ]
     for p in sorted(state.paused):
         note = state.paused_notes.get(p, {})
-        action = link(f"/console/partitions/{p}/resume", "Resume…") if can_act else ""
+        action = html.link(f"/console/partitions/{p}/resume", "Resume…") if can_act else ""
         items.append(
-            Markup(
-                f"<li>Partition {p} paused since {when(int(note.get('since') or 0))}: "
-                f"{escape(note.get('reason') or 'no reason given')} {action}</li>"
+            html.Markup(
+                f"<li>Partition {p} paused since {html.when(int(note.get('since') or 0))}: "
+                f"{html.escape(note.get('reason') or 'no reason given')} {action}</li>"
             )
         )
     if state.switch:
         targets = switch.Plan.from_record(state.switch).targets
-        action = link("/console/providers/switch/finish", "Finish the switch…") if can_act else ""
+        action = (
+            html.link("/console/providers/switch/finish", "Finish the switch…") if can_act else ""
+        )
         items.append(
-            Markup(
+            html.Markup(
                 f"<li><strong>Switch in progress</strong>: "
-                f"{escape(switch.describe(targets))} {action}</li>"
+                f"{html.escape(switch.describe(targets))} {action}</li>"
             )
         )
     elif previous:
-        action = link("/console/providers/rollback", "Roll back…") if can_act else ""
+        action = html.link("/console/providers/rollback", "Roll back…") if can_act else ""
         items.append(
-            Markup(
-                f"<li>Last switch moved partitions {escape(_list(previous))} away "
-                f"from {escape(', '.join(sorted(set(previous.values()))))} "
+            html.Markup(
+                f"<li>Last switch moved partitions {html.escape(_list(previous))} away "
+                f"from {html.escape(', '.join(sorted(set(previous.values()))))} "
                 f"{action}</li>"
             )
         )
     items += _progressive(plan, can_act)
     if not items:
         return notice("No provider or partition is paused; no switch is in progress.")
-    return Markup(f"<ul>{join(items)}</ul>")
+    return html.Markup(f"<ul>{html.join(items)}</ul>")
 
 
 def _list(partitions: dict[int, str]) -> str:
@@ -154,19 +146,19 @@ def _partition_rows(
     state: control.ControlState,
     default: str,
     now: int,
-) -> list[Markup]:
+) -> list[html.Markup]:
     rows = []
     for p, r in enumerate(per_partition):
         head = (p, state.provider_for(p, default), "paused" if p in state.paused else "no")
         if r is None:
-            rows.append(row(*head, "none", *["-"] * len(OPERATION_COLUMNS)))
+            rows.append(html.row(*head, "none", *["-"] * len(OPERATION_COLUMNS)))
         else:
-            op = link(operation_href(r["operation_id"]), r["operation_id"])
-            rows.append(row(*head, op, *operation_cells(r, now)))
+            op = html.link(operation_href(r["operation_id"]), r["operation_id"])
+            rows.append(html.row(*head, op, *operation_cells(r, now)))
     return rows
 
 
-def _review(request: web.Request, rows: list[dict[str, Any]], can_act: bool) -> Markup:
+def _review(request: web.Request, rows: list[dict[str, Any]], can_act: bool) -> html.Markup:
     number = page_number(request, "page")
     if not rows:
         return notice("Nothing is held for review.")
@@ -175,22 +167,27 @@ def _review(request: web.Request, rows: list[dict[str, Any]], can_act: bool) -> 
     for r in shown:
         href = operation_href(r["operation_id"])
         action = (
-            " " + link(href + "/release", "Release…") + " " + link(href + "/close", "Close…")
+            " "
+            + html.link(href + "/release", "Release…")
+            + " "
+            + html.link(href + "/close", "Close…")
             if can_act
             else ""
         )
-        where = f"partition {escape(r['partition'])}, since {when(r['since'])}"
-        items.append(Markup(f"<li>{link(href, r['operation_id'])} ({where}){action}</li>"))
+        where = f"partition {html.escape(r['partition'])}, since {html.when(r['since'])}"
+        items.append(
+            html.Markup(f"<li>{html.link(href, r['operation_id'])} ({where}){action}</li>")
+        )
     pages = (len(rows) + PAGE - 1) // PAGE
-    nav = [Markup(f"Page {min(number, pages)} of {pages} ({len(rows)} held)")]
+    nav = [html.Markup(f"Page {min(number, pages)} of {pages} ({len(rows)} held)")]
     if number > 1:
-        nav.append(link("/console/?" + query(request, page=number - 1), "Previous"))
+        nav.append(html.link("/console/?" + query(request, page=number - 1), "Previous"))
     if number < pages:
-        nav.append(link("/console/?" + query(request, page=number + 1), "Next"))
-    return Markup(f'<ul>{join(items)}</ul><p class="pager">{join(nav, " · ")}</p>')
+        nav.append(html.link("/console/?" + query(request, page=number + 1), "Next"))
+    return html.Markup(f'<ul>{html.join(items)}</ul><p class="pager">{html.join(nav, " · ")}</p>')
 
 
-async def _live(request: web.Request) -> Markup:
+async def _live(request: web.Request) -> html.Markup:
     settings = request.app[SETTINGS]
     view = await snapshot(request)
     client, can_act, now = view.client, view.can_act, view.now
@@ -199,11 +196,11 @@ async def _live(request: web.Request) -> Markup:
     per_partition = await operation_views.oldest_per_partition(
         client, settings.partitions, settings.max_attempts, now
     )
-    actions = Markup("")
+    actions = html.Markup("")
     if can_act:
-        move = link("/console/providers/switch", "Switch partitions to another provider…")
-        actions = Markup(f"<p>{move}</p>")
-    counters = join(
+        move = html.link("/console/providers/switch", "Switch partitions to another provider…")
+        actions = html.Markup(f"<p>{move}</p>")
+    counters = html.join(
         [
             _counters(rows, len(state.paused)),
             recent_counters(await recent_counts(client, settings.partitions, now)),
@@ -211,30 +208,35 @@ async def _live(request: web.Request) -> Markup:
     )
     charts = charts_table(await read_charts(client, [line.name for line in lines], now))
     pauses = _pauses(state, can_act, await switch.previous(client), await progressive.read(client))
-    oldest = table(
+    oldest = html.table(
         OLDEST_COLUMNS, _partition_rows(per_partition, state, default, now), OLDEST_CAPTION
     )
     held = await operation_views.held_for_review(client, settings.partitions)
     recent = [
-        section(
+        html.section(
             name,
             f"Recently {label.lower()}",
             await recent_list(request, client, settings.partitions, name, now, PAGE),
         )
         for name, label, _ in LISTS
     ]
-    return join(
+    return html.join(
         [
-            section("counts", "Operations now", Markup(f'<dl class="counters">{counters}</dl>')),
-            section(
-                "lines", "Providers", scrolled("lines", lines_table(lines, can_act, now)), actions
+            html.section(
+                "counts", "Operations now", html.Markup(f'<dl class="counters">{counters}</dl>')
             ),
-            section("hour", "The last hour per provider", scrolled("hour", charts)),
-            section("pauses", "Pauses and switches", pauses),
-            section(
-                "oldest", "Oldest eligible operation per partition", scrolled("oldest", oldest)
+            html.section(
+                "lines",
+                "Providers",
+                html.scrolled("lines", lines_table(lines, can_act, now)),
+                actions,
             ),
-            section("review", "Held for review", _review(request, held, can_act)),
+            html.section("hour", "The last hour per provider", html.scrolled("hour", charts)),
+            html.section("pauses", "Pauses and switches", pauses),
+            html.section(
+                "oldest", "Oldest eligible operation per partition", html.scrolled("oldest", oldest)
+            ),
+            html.section("review", "Held for review", _review(request, held, can_act)),
             *recent,
         ]
     )
@@ -243,7 +245,7 @@ async def _live(request: web.Request) -> Markup:
 async def home(request: web.Request) -> web.Response:
     now = time.strftime("%H:%M:%S UTC", time.gmtime())
     live_url = "/console/overview/live?" + query(request)
-    body = render("overview", live=await _live(request), now=now, live_url=live_url)
+    body = html.render("overview", live=await _live(request), now=now, live_url=live_url)
     return page(request, "Is anything wrong?", body)
 
 

@@ -9,17 +9,8 @@ from typing import Any
 
 from aiohttp import web
 
+from services.admission.console import html
 from services.admission.console.context import REDIS, SETTINGS
-from services.admission.console.html import (
-    Markup,
-    cell,
-    escape,
-    join,
-    link,
-    relative,
-    table,
-    when,
-)
 from services.admission.console.pages import principal_of
 from shared import clock, control
 from shared.providers.named import ProviderConfigError, provider_kinds
@@ -48,29 +39,30 @@ def configured_kinds(default: str) -> dict[str, str]:
         return {default: "misconfigured"}
 
 
-def pause_text(auth: dict[str, Any] | None) -> Markup:
+def pause_text(auth: dict[str, Any] | None) -> html.Markup:
     """The provider pause: its kind, since when, and the provider's reason (escaped)."""
     if not auth:
-        return Markup("sending")
+        return html.Markup("sending")
     reason = control.sanitise(str(auth.get("reason") or ""))
-    return Markup(
-        f"<strong>paused: {escape(control.pause_kind(auth))}</strong> "
-        f"({escape(auth.get('status') or '-')}) since {when(int(auth.get('since') or 0))}: "
-        f"{escape(reason or 'no reason given')}"
+    return html.Markup(
+        f"<strong>paused: {html.escape(control.pause_kind(auth))}</strong> "
+        f"({html.escape(auth.get('status') or '-')}) "
+        f"since {html.when(int(auth.get('since') or 0))}: "
+        f"{html.escape(reason or 'no reason given')}"
     )
 
 
-def resume_link(name: str, can_act: bool) -> Markup:
+def resume_link(name: str, can_act: bool) -> html.Markup:
     if not can_act:
-        return Markup("")
-    return Markup(" " + link(f"/console/providers/{name}/resume", f"Resume {name}…"))
+        return html.Markup("")
+    return html.Markup(" " + html.link(f"/console/providers/{name}/resume", f"Resume {name}…"))
 
 
-def _line_row(line: ProviderLine, can_act: bool, now: int) -> Markup:
+def _line_row(line: ProviderLine, can_act: bool, now: int) -> html.Markup:
     status, pacing = line.status, line.pacing
     paused = pause_text(status.auth_paused)
     if status.auth_paused:
-        paused = Markup(paused + resume_link(line.name, can_act))
+        paused = html.Markup(paused + resume_link(line.name, can_act))
     accepting = f"{pacing.accepting:.2f} sends/s" if pacing.accepting is not None else "-"
     owned = ", ".join(map(str, line.partitions)) or "none"
     checks = (
@@ -86,11 +78,14 @@ def _line_row(line: ProviderLine, can_act: bool, now: int) -> Markup:
         accepting,
         f"{status.rate:.1f} sends/s",
         status.throttled_total,
-        relative(status.last_throttled_at, now),
+        html.relative(status.last_throttled_at, now),
         line.ambiguous,
         checks,
     )
-    return Markup(f'<tr data-provider="{escape(line.name)}">{join(cell(c) for c in cells)}</tr>')
+    return html.Markup(
+        f'<tr data-provider="{html.escape(line.name)}">'
+        f"{html.join(html.cell(c) for c in cells)}</tr>"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,5 +120,5 @@ async def read_lines(
     return await provider_lines(client, kinds, state, partitions)
 
 
-def lines_table(lines: list[ProviderLine], can_act: bool, now: int) -> Markup:
-    return table(COLUMNS, [_line_row(line, can_act, now) for line in lines])
+def lines_table(lines: list[ProviderLine], can_act: bool, now: int) -> html.Markup:
+    return html.table(COLUMNS, [_line_row(line, can_act, now) for line in lines])

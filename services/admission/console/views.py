@@ -10,19 +10,8 @@ from urllib.parse import quote
 
 from aiohttp import web
 
+from services.admission.console import html
 from services.admission.console.context import EVIDENCE, REDIS, SETTINGS, Principal
-from services.admission.console.html import (
-    Markup,
-    escape,
-    join,
-    link,
-    relative,
-    render,
-    row,
-    seconds,
-    table,
-    when,
-)
 from services.admission.console.pages import (
     message,
     notice,
@@ -49,11 +38,15 @@ def account_href(account_id: str) -> str:
     return "/console/accounts/" + quote(account_id, safe="")
 
 
-def state_badge(state: str, delivery: str) -> Markup:
+def state_badge(state: str, delivery: str) -> html.Markup:
     """The state as support should read it: an accepted email that bounced is a bounce."""
     if state == State.ACCEPTED and delivery in UNDELIVERED:
-        return Markup(f'<span class="state state-bounced">accepted, then {escape(delivery)}</span>')
-    return Markup(f'<span class="state state-{escape(state)}">{escape(state)}</span>')
+        return html.Markup(
+            f'<span class="state state-bounced">accepted, then {html.escape(delivery)}</span>'
+        )
+    return html.Markup(
+        f'<span class="state state-{html.escape(state)}">{html.escape(state)}</span>'
+    )
 
 
 def configured_providers(default: str) -> list[str]:
@@ -69,12 +62,14 @@ def provider_text(name: str, configured: list[str]) -> str:
 
 
 # -- one operation -------------------------------------------------------------------------
-def _delivery(operation: Operation) -> Markup:
+def _delivery(operation: Operation) -> html.Markup:
     if operation.delivery is Delivery.UNKNOWN:
         closed = operation.observation_closed_at
         why = "observation window closed" if closed else "no delivery event seen yet"
-        return Markup(f'<span class="unknown">unknown</span> ({escape(why)})')
-    return Markup(f"{escape(operation.delivery)}, observed {when(operation.delivery_observed_at)}")
+        return html.Markup(f'<span class="unknown">unknown</span> ({html.escape(why)})')
+    return html.Markup(
+        f"{html.escape(operation.delivery)}, observed {html.when(operation.delivery_observed_at)}"
+    )
 
 
 def _last_answer(operation: Operation) -> str:
@@ -96,104 +91,106 @@ SOURCES = {
 _RETRY_AT = re.compile(r"^retry at (\d{12,14})$")
 
 
-def _decision(attempt: Attempt) -> Markup:
+def _decision(attempt: Attempt) -> html.Markup:
     """The sender's decision, with its "retry at <ms>" shown as a time."""
     text = attempt.decision or attempt.reason or "-"
     match = _RETRY_AT.match(text)
-    return Markup(f"retry at {when(int(match.group(1)))}") if match else escape(text)
+    return html.Markup(f"retry at {html.when(int(match.group(1)))}") if match else html.escape(text)
 
 
 def _retry_after(attempt: Attempt) -> str:
     if not attempt.retry_at or not attempt.ended_at:
         return "-"
-    return seconds(to_seconds(attempt.retry_at - attempt.ended_at))
+    return html.seconds(to_seconds(attempt.retry_at - attempt.ended_at))
 
 
-def _fencing(attempt: Attempt) -> Markup:
+def _fencing(attempt: Attempt) -> html.Markup:
     """Who made the attempt, in words; the ids stay for on-call, after the words."""
     who = f"sent by {attempt.consumer}" if attempt.consumer else "sender unknown"
     parts = [
-        escape(who),
-        Markup(f"<small>attempt <code>{escape(attempt.attempt_id)}</code></small>"),
+        html.escape(who),
+        html.Markup(f"<small>attempt <code>{html.escape(attempt.attempt_id)}</code></small>"),
     ]
     if attempt.reason == "lease_expired":
         parts.append(
-            escape(
+            html.escape(
                 "the sender stopped answering: this attempt was checked with the "
                 "provider instead of being sent again"
             )
         )
     if attempt.reconciled:
-        parts.append(escape(f"checked with the provider: {attempt.reconciled}"))
-    return join(parts, "<br>")
+        parts.append(html.escape(f"checked with the provider: {attempt.reconciled}"))
+    return html.join(parts, "<br>")
 
 
-def _timeline(ledger: list[Attempt]) -> Markup:
+def _timeline(ledger: list[Attempt]) -> html.Markup:
     if not ledger:
         return notice("No attempt yet.")
     rows = [
-        row(
+        html.row(
             a.number or "-",
-            when(a.started_at),
-            when(a.ended_at),
+            html.when(a.started_at),
+            html.when(a.ended_at),
             a.outcome,
             a.http_status or "-",
             _retry_after(a),
             SOURCES.get(a.retry_after_source, a.retry_after_source or "-"),
-            when(a.retry_at),
+            html.when(a.retry_at),
             _decision(a),
-            Markup(f"<code>{escape(a.template)}</code>") if a.template else "-",
+            html.Markup(f"<code>{html.escape(a.template)}</code>") if a.template else "-",
             _fencing(a),
         )
         for a in ledger
     ]
-    return render("timeline", rows=join(rows))
+    return html.render("timeline", rows=html.join(rows))
 
 
-def _entry_points(operation: Operation) -> Markup:
+def _entry_points(operation: Operation) -> html.Markup:
     if not operation.entry_points:
         return notice("None recorded.")
-    rows = [row(name, count) for name, count in sorted(operation.entry_points.items())]
-    return table(("Entry point", "Requests"), rows)
+    rows = [html.row(name, count) for name, count in sorted(operation.entry_points.items())]
+    return html.table(("Entry point", "Requests"), rows)
 
 
 CASE_COLUMNS = ("Case", "Queue", "Priority", "Topic", "State when routed", "Routed")
 
 
-def _case_row(case: dict[str, str]) -> Markup:
+def _case_row(case: dict[str, str]) -> html.Markup:
     fields = ("case_id", "queue", "priority", "topic", "state")
-    return row(*(case.get(f) or "-" for f in fields), when(int(case.get("routed_at") or 0)))
+    return html.row(
+        *(case.get(f) or "-" for f in fields), html.when(int(case.get("routed_at") or 0))
+    )
 
 
-def _cases(cases: list[dict[str, str]]) -> Markup:
+def _cases(cases: list[dict[str, str]]) -> html.Markup:
     if not cases:
         return notice("No support case mentions this operation.")
-    return table(CASE_COLUMNS, [_case_row(c) for c in cases])
+    return html.table(CASE_COLUMNS, [_case_row(c) for c in cases])
 
 
-def _actions(operation: Operation, principal: Principal) -> Markup:
+def _actions(operation: Operation, principal: Principal) -> html.Markup:
     base = operation_href(operation.operation_id)
     links = []
     if operation.state in QUARANTINABLE:
-        links.append(link(base + "/quarantine", "Quarantine…"))
+        links.append(html.link(base + "/quarantine", "Quarantine…"))
     if operation.state is State.QUARANTINED:
-        links.append(link(base + "/release", "Release…"))
+        links.append(html.link(base + "/release", "Release…"))
     if operation.state is State.REVIEW:
-        links.append(link(base + "/release", "Release from review…"))
+        links.append(html.link(base + "/release", "Release from review…"))
     if operation.state in CLOSABLE:
-        links.append(link(base + "/close", "Close without sending…"))
+        links.append(html.link(base + "/close", "Close without sending…"))
     if not links:
-        return Markup("")
+        return html.Markup("")
     if not principal.can_act:
         return notice("Actions need the act role; you can read only.")
-    heading = Markup(
+    heading = html.Markup(
         '<section class="actions" aria-labelledby="actions-h"><h2 id="actions-h">Actions</h2>'
     )
-    return Markup(f"{heading}<p>{join(links, ' · ')}</p></section>")
+    return html.Markup(f"{heading}<p>{html.join(links, ' · ')}</p></section>")
 
 
-def _horizon(operation: Operation, now: int) -> Markup:
-    return relative(operation.horizon_at, now)
+def _horizon(operation: Operation, now: int) -> html.Markup:
+    return html.relative(operation.horizon_at, now)
 
 
 def _provider(default: str, operation: Operation, state: control.ControlState) -> str:
@@ -210,24 +207,26 @@ def _owner(default: str, operation: Operation, state: control.ControlState) -> s
 
 def _next_attempt(
     operation: Operation, state: control.ControlState, now: int, owner: str, can_act: bool
-) -> Markup:
+) -> html.Markup:
     """A paused partition's or provider's operation is not late: it waits for a resume, and
     says so, with the resume beside it for on-call."""
     if operation.state in WAITING and owner in state.auth_paused:
         kind = control.pause_kind(state.auth_paused[owner])
-        action = link(f"/console/providers/{owner}/resume", f"Resume {owner}…") if can_act else ""
-        return Markup(
-            f"<strong>waiting for provider {escape(owner)} to resume</strong> (paused: "
-            f"{escape(kind)}); nothing is sent until then {action}"
+        action = (
+            html.link(f"/console/providers/{owner}/resume", f"Resume {owner}…") if can_act else ""
+        )
+        return html.Markup(
+            f"<strong>waiting for provider {html.escape(owner)} to resume</strong> (paused: "
+            f"{html.escape(kind)}); nothing is sent until then {action}"
         )
     if operation.state in WAITING and operation.partition in state.paused:
         note = state.paused_notes.get(operation.partition, {})
-        why = f" ({escape(note['reason'])})" if note.get("reason") else ""
-        return Markup(
+        why = f" ({html.escape(note['reason'])})" if note.get("reason") else ""
+        return html.Markup(
             f"<strong>waits for partition {operation.partition} to be resumed</strong>"
             f": it is paused{why}; nothing is sent until then"
         )
-    return relative(operation.next_attempt_at, now)
+    return html.relative(operation.next_attempt_at, now)
 
 
 def _throttles(operation: Operation) -> str:
@@ -239,32 +238,32 @@ def _throttles(operation: Operation) -> str:
     return f"{operation.throttles} (not counted as attempts{tail})"
 
 
-def _trace(operation: Operation, trace_url: str) -> Markup | str:
+def _trace(operation: Operation, trace_url: str) -> html.Markup | str:
     """The admission's trace id, linked to the trace UI when one is configured."""
     trace_id = tracing.trace_id_of(operation.traceparent)
     if not trace_id:
         return "not traced"
     if not trace_url:
-        return Markup(f"<code>{trace_id}</code>")  # 32 hex digits: nothing to escape
-    return link(trace_url.replace("{trace_id}", trace_id), trace_id)
+        return html.Markup(f"<code>{trace_id}</code>")  # 32 hex digits: nothing to escape
+    return html.link(trace_url.replace("{trace_id}", trace_id), trace_id)
 
 
 def _operation_values(operation: Operation, max_attempts: int, now: int) -> dict[str, Any]:
     return {
         "operation_id": operation.operation_id,
-        "account": link(account_href(operation.account_id), operation.account_id),
+        "account": html.link(account_href(operation.account_id), operation.account_id),
         "state": state_badge(operation.state, operation.delivery),
         "reason": f"({operation.reason})" if operation.reason not in ("", operation.state) else "",
         "partition": operation.partition,
-        "created": relative(operation.created_at, now),
+        "created": html.relative(operation.created_at, now),
         "attempts": operation.attempts,
         "max_attempts": max_attempts,
         "remaining": operation_views.remaining_attempts(operation, max_attempts),
         "throttles": _throttles(operation),
         "last_answer": _last_answer(operation),
         "horizon": _horizon(operation, now),
-        "token_expires": relative(operation.token_expires_at, now),
-        "token_used": when(operation.token_consumed_at)
+        "token_expires": html.relative(operation.token_expires_at, now),
+        "token_used": html.when(operation.token_consumed_at)
         if operation.token_consumed_at
         else "not used",
         "delivery": _delivery(operation),
@@ -302,7 +301,7 @@ async def operation_page(request: web.Request) -> web.Response:
     principal = principal_of(request)
     assert principal is not None  # the auth middleware let the request through
     state, now = await control.read(client), clock.now_ms()
-    body = render(
+    body = html.render(
         "operation",
         **_operation_values(operation, settings.max_attempts, now),
         next_attempt=_next_attempt(
@@ -320,7 +319,7 @@ async def operation_page(request: web.Request) -> web.Response:
         trail=await trail_for(request, operation.operation_id),
         trace=_trace(operation, settings.console_trace_url),
     )
-    return page(request, "Recovery operation", Markup(READ_FROM[source] + body))
+    return page(request, "Recovery operation", html.Markup(READ_FROM[source] + body))
 
 
 # -- one account ---------------------------------------------------------------------------
@@ -353,11 +352,11 @@ async def account_page(request: web.Request) -> web.Response:
         return message(request, 422, "Account", "This is not an account id.")
     history, archive = await request.app[EVIDENCE].history(account_id, 0, HISTORY)
     rows = [
-        row(
+        html.row(
             _which(detail.operation, index == 0),
-            link(operation_href(detail.operation.operation_id), detail.operation.operation_id),
+            html.link(operation_href(detail.operation.operation_id), detail.operation.operation_id),
             state_badge(detail.operation.state, detail.operation.delivery),
-            when(detail.operation.created_at),
+            html.when(detail.operation.created_at),
             detail.operation.attempts,
             detail.operation.delivery,
             STORES[source],
@@ -366,7 +365,9 @@ async def account_page(request: web.Request) -> web.Response:
     ]
     if rows:
         columns = ("Which", "Operation", "State", "Created", "Attempts", "Delivery", "Read from")
-        body = table(columns, rows, f"Recovery operations on record for account id {account_id}")
+        body = html.table(
+            columns, rows, f"Recovery operations on record for account id {account_id}"
+        )
     else:
         body = notice(f"No recovery operation on record for account id {account_id}.")
-    return page(request, "Account", Markup(HISTORY_FROM[archive] + body))
+    return page(request, "Account", html.Markup(HISTORY_FROM[archive] + body))
