@@ -22,9 +22,19 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/test-clones.XXXXXX")
 [ -n "$(git -C "$root" status --porcelain --untracked-files=no)" ] &&
   echo "==> note: uncommitted changes are not in the clones; they test $commit"
 session=""
-# Ends the run in progress (its session's process group; the servers it started in sessions
-# of their own are reaped by the next test session of that checkout, tests/support/leftovers.py).
-stop_run() { [ -n "$session" ] && kill -- "-$session" 2>/dev/null; session=""; }
+clone=""
+# Ends the run in progress: its session's process group, then what its test sessions started
+# in sessions of their own (redis-servers, PostgreSQL, services), which no later session of
+# that clone would reap (tests/support/leftovers.py).
+stop_run() {
+  [ -n "$session" ] || return 0
+  kill -- "-$session" 2>/dev/null
+  wait "$session" 2>/dev/null
+  [ -x "$clone/.venv/bin/python" ] && (cd "$clone" && .venv/bin/python -c \
+    'import sys; from pathlib import Path; from tests.support.leftovers import reap
+print(f"==> reaped {len(reap(Path(sys.argv[1])).killed)} process(es) of the stopped run")' "$clone")
+  session=""
+}
 trap 'stop_run; exit 130' INT TERM
 
 # .ci/run in the clone $1, in a session of its own; with $2 = loaded, beside the hog started
