@@ -163,6 +163,6 @@ class Receipt:
 
 
 # One source's check of a request and its body: each webhook kind's module has a
-# ``receiver(settings, client)`` that makes it (inbound/webhooks.py finds it through the
-# kind's registry entry).
+# ``receiver(source, settings, client)`` that makes it (inbound/webhooks.py finds it through
+# the kind's registry entry).
 Receive = Callable[[web.Request, bytes], Awaitable[Receipt]]
