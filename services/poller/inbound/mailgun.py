@@ -21,7 +21,7 @@ from aiohttp import web
 from services.poller.inbound import events
 from services.poller.inbound.sources import Source
 from services.poller.settings import PollerSettings
-from shared import clock, codec, keys
+from shared import clock, keys
 from shared.model import Delivery
 from shared.providers.mailgun import KIND, MailgunInbound, bare
 from shared.redis import RedisClient
@@ -56,10 +56,7 @@ class Signed:
 
 def decode(body: bytes) -> Signed:
     """The body's signature block and event, or 400."""
-    try:
-        document = codec.loads(body)
-    except codec.JSONDecodeError:
-        raise events.bad_request("the body is not JSON") from None
+    document = events.json_body(body)
     signature = document.get("signature") if isinstance(document, dict) else None
     if not isinstance(signature, dict):
         raise events.unauthorized("the body carries no signature block")

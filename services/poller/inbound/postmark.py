@@ -23,7 +23,6 @@ from aiohttp import web
 from services.poller.inbound import events
 from services.poller.inbound.sources import Source
 from services.poller.settings import PollerSettings
-from shared import codec
 from shared.model import Delivery
 from shared.providers.postmark import KIND, Network, PostmarkInbound, networks
 from shared.redis import RedisClient
@@ -85,10 +84,7 @@ def check_credentials(header: str | None, expected: bytes) -> None:
 
 
 def parse(body: bytes) -> events.Parsed:
-    try:
-        record = codec.loads(body)
-    except codec.JSONDecodeError:
-        raise events.bad_request("the body is not JSON") from None
+    record = events.json_body(body)
     if not isinstance(record, dict):
         raise events.bad_request("the body must be one JSON record")
     parsed = events.Parsed()

@@ -24,7 +24,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from services.poller.inbound import events
 from services.poller.inbound.sources import Source
 from services.poller.settings import PollerSettings
-from shared import clock, codec
+from shared import clock
 from shared.model import Delivery
 from shared.providers.sendgrid import KIND, SendGridInbound, public_key
 from shared.redis import RedisClient
@@ -69,10 +69,7 @@ def message_id(sg_message_id: Any) -> Any:
 
 
 def parse(body: bytes) -> events.Parsed:
-    try:
-        rows = codec.loads(body)
-    except codec.JSONDecodeError:
-        raise events.bad_request("the body is not JSON") from None
+    rows = events.json_body(body)
     if not isinstance(rows, list):
         raise events.bad_request("the body must be a JSON array of events")
     parsed = events.Parsed()
