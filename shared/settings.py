@@ -476,6 +476,13 @@ def kind_settings_as(value: KindSettings, cls: type[K]) -> K:
     raise TypeError(f"{type(value).__name__} given where {cls.__name__} is read")
 
 
+def inheriting(own: K, process_wide: K) -> K:
+    """``own`` (a configured name's) with each of its class's ``INHERITED`` fields it leaves
+    unset taken from ``process_wide`` (the single prefix's)."""
+    unset = [field for field in own.INHERITED if field not in own.model_fields_set]
+    return own.model_copy(update={field: getattr(process_wide, field) for field in unset})
+
+
 class ProviderAccount(_Env):
     """One provider account: its kind, where it is, its key, its pacing ceiling and hosted
     template, and the settings only its kind reads (:attr:`kind_settings`, the kind's own

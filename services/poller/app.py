@@ -22,7 +22,7 @@ from services.poller.budget import Budget
 from services.poller.feed import Feed, ProviderCalls
 from services.poller.inbound.ingest import Ingest
 from services.poller.inbound.queue import SesQueue
-from services.poller.inbound.sources import queue_sources, sources, webhook_sources
+from services.poller.inbound.sources import queue_sources, sources, switched_on, webhook_sources
 from services.poller.inbound.webhooks import Webhooks
 from services.poller.observer import Observer
 from services.poller.reconciler import Reconciler
@@ -157,7 +157,8 @@ def build_poller(
     ingest = Ingest(client, settings)
     found = sources(settings, configured)
     hooks = webhook_sources(found)
-    if settings.ses_queue_url and not _configuration_set(settings):
+    queues = queue_sources(found)
+    if switched_on("ses", settings.inbound("ses")) and not _configuration_set(settings):
         event(
             log,
             logging.WARNING,
@@ -173,7 +174,7 @@ def build_poller(
         observer,
         Leadership(client, settings.consumer_name, settings.lease_ms),
         Webhooks(settings, client, ingest, hooks) if hooks else None,
-        [SesQueue(settings, ingest, source) for source in queue_sources(found)],
+        [SesQueue(settings, ingest, source) for source in queues],
     )
 
 

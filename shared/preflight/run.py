@@ -34,7 +34,7 @@ def from_checks(name: str, email: EmailSettings) -> tuple[list[Check], list[From
 
 def events_check(config: ProviderConfig, events: Mapping[str, str]) -> Check | None:
     """Whether the provider's events reach the poller: ``events`` maps each kind whose
-    source is configured to its variable (services/poller/settings.py, CREDENTIAL)."""
+    source is configured to its variable (its registry entry's ``event_credential``)."""
     if config.kind == "http":
         return None  # the poller reads the sandbox contract's feed
     if config.kind in events:

@@ -107,12 +107,16 @@ class Kind:
     it can do. ``settings``: the class (``shared.settings.KindSettings``, declared in the
     kind's module) of the account settings only this kind reads; the account reads it with
     its own variables and ``ProviderConfig.own`` gives it to the adapter.
-    ``service_settings``: the fields of the services' own settings classes that only this
-    kind reads (its pushed events' credentials in the poller's ``InboundSettings``).
-    ``event_credential``: the variable (after ``RESETGATE_``) that turns its pushed events
-    on, "" when the poller reads them by polling. ``sandbox_dialect`` and
-    ``inbound_decoder`` name the modules of the sandbox and the poller that speak it ("":
-    none; a service's code stays in its service, which loads them through this entry).
+    ``inbound_settings``: the class (a ``KindSettings`` too, declared in the kind's module)
+    of what the poller reads its pushed events with (a webhook's credential, a queue), read
+    the same way, per kind and per configured name (``services/poller/inbound/sources.py``).
+    ``event_credential``: the variable (after ``RESETGATE_``), one of those fields, that turns
+    its pushed events on, "" when the poller reads them by polling. ``service_settings``: the
+    fields of the services' own settings classes that only this kind reads (``http``'s key
+    retention, the process-wide ``ProviderConfig.key_retention_seconds``).
+    ``sandbox_dialect`` and ``inbound_decoder`` name the modules of the sandbox and the
+    poller that speak it ("": none; a service's code stays in its service, which loads them
+    through this entry).
     ``vendor``: whose documentation its limits come from ("" for resetgate's own contract).
     ``hosts_templates``: the provider keeps templates a send can name (docs/templates.md).
     ``lacks``: what an account of this kind is missing (``ProviderAccount`` refuses to load
@@ -124,6 +128,7 @@ class Kind:
     adapter: Callable[[ProviderConfig, aiohttp.ClientSession], Provider]
     capabilities: Callable[[ProviderConfig], Capabilities]
     settings: type[KindSettings] = KindSettings
+    inbound_settings: type[KindSettings] = KindSettings
     service_settings: tuple[str, ...] = ()
     event_credential: str = ""
     sandbox_dialect: str = ""

@@ -41,7 +41,7 @@ from email.utils import format_datetime, parsedate_to_datetime
 from typing import Any
 
 import aiohttp
-from pydantic import Field
+from pydantic import Field, SecretStr
 
 from shared import codec
 from shared.from_address import parse as parse_from
@@ -298,6 +298,14 @@ class MailgunSettings(KindSettings):
     mailgun_events_delay_seconds: float = Field(default=1800.0, ge=0)
 
 
+class MailgunInbound(KindSettings):
+    """What the poller checks Mailgun's webhooks with: the webhook signing key
+    (``RESETGATE_MAILGUN_WEBHOOK_SIGNING_KEY``, a configured name's
+    ``RESETGATE_PROVIDER_<NAME>_MAILGUN_WEBHOOK_SIGNING_KEY``)."""
+
+    mailgun_webhook_signing_key: SecretStr = SecretStr("")
+
+
 class MailgunProvider:
     def __init__(self, config: ProviderConfig, session: aiohttp.ClientSession) -> None:
         self.name = config.name
@@ -341,7 +349,7 @@ KIND = Kind(
     MailgunProvider,
     lambda config: capabilities(_settle(config)),
     settings=MailgunSettings,
-    service_settings=("mailgun_webhook_signing_key",),
+    inbound_settings=MailgunInbound,
     event_credential="MAILGUN_WEBHOOK_SIGNING_KEY",
     sandbox_dialect="services.sandbox.dialects.mailgun",
     inbound_decoder="services.poller.inbound.mailgun",

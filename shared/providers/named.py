@@ -23,6 +23,7 @@ from shared.settings import (
     PROVIDERS_VARIABLE,
     ProviderAccount,
     ProviderSettings,
+    inheriting,
     provider_prefix,
     providers_listed,
     read_kind,
@@ -105,12 +106,10 @@ def _named(name: str, settings: ProviderSettings) -> ProviderConfig:
     rate = account.provider_max_rate if "provider_max_rate" in given else None
     config = ProviderConfig.of(name, account, settings, rate)
     own = config.kind_settings
-    unset = [field for field in own.INHERITED if field not in own.model_fields_set]
-    if not unset:
+    if all(field in own.model_fields_set for field in own.INHERITED):
         return config
     try:
         process_wide = read_kind(type(own))
     except ValueError as error:
         raise ProviderConfigError(str(error)) from None
-    inherited = own.model_copy(update={field: getattr(process_wide, field) for field in unset})
-    return replace(config, kind_settings=inherited)
+    return replace(config, kind_settings=inheriting(own, process_wide))

@@ -32,9 +32,11 @@ allows a replay (the attempt waits for a webhook or the window, then ``review``)
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Any
 
 import aiohttp
+from pydantic import SecretStr, field_validator
 
 from shared import codec
 from shared.from_address import parse as parse_from
@@ -59,6 +61,7 @@ from shared.providers.base import (
     undocumented_refusal,
 )
 from shared.providers.kind import Kind, ProviderConfig
+from shared.settings import KindSettings
 
 SUCCESS = frozenset({200})
 RETENTION_SECONDS = 45 * 86400
@@ -228,15 +231,35 @@ class PostmarkProvider:
         return None
 
 
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+class PostmarkInbound(KindSettings):
+    """What the poller checks Postmark's webhooks with: the basic-auth credentials written
+    into the webhook's URL (``RESETGATE_POSTMARK_WEBHOOK_USERNAME`` / ``_PASSWORD``) and the
+    source networks allowed to post (a configured name's ``RESETGATE_PROVIDER_<NAME>_...``)."""
+
+    postmark_webhook_username: SecretStr = SecretStr("")
+    postmark_webhook_password: SecretStr = SecretStr("")
+    postmark_webhook_networks: str = ""  # CIDRs, comma-separated; empty: any source
+
+    @field_validator("postmark_webhook_networks")
+    @classmethod
+    def _networks_parse(cls, value: str) -> str:
+        networks(value)  # ValueError names the bad entry
+        return value
+
+
+def networks(spec: str) -> list[Network]:
+    """``"192.0.2.0/24, 2001:db8::/32"`` -> networks (a bare address is a /32 or /128)."""
+    return [ipaddress.ip_network(part.strip()) for part in spec.split(",") if part.strip()]
+
+
 KIND = Kind(
     "postmark",
     PostmarkProvider,
     lambda config: capabilities(config.settle_seconds),
-    service_settings=(
-        "postmark_webhook_username",
-        "postmark_webhook_password",
-        "postmark_webhook_networks",
-    ),
+    inbound_settings=PostmarkInbound,
     event_credential="POSTMARK_WEBHOOK_PASSWORD",
     sandbox_dialect="services.sandbox.dialects.postmark",
     inbound_decoder="services.poller.inbound.postmark",

@@ -30,7 +30,7 @@ def found_in(package: ModuleType) -> dict[str, Kind]:
 
 
 KINDS: dict[str, Kind] = found_in(providers)
-# The variable that turns each kind's pushed events on (the poller's InboundSettings; the
+# The variable that turns each kind's pushed events on (a field of its inbound_settings; the
 # preflight asks whether it is set).
 EVENT_CREDENTIAL = {k.name: k.event_credential for k in KINDS.values() if k.event_credential}
 

@@ -27,11 +27,13 @@ a paid add-on with delayed indexing): an ambiguous send waits for the event wind
 
 from __future__ import annotations
 
+import base64
 import time
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
+from pydantic import field_validator
 
 from shared import codec
 from shared.from_address import parse as parse_from
@@ -53,6 +55,10 @@ from shared.providers.base import (
 )
 from shared.providers.kind import Kind, ProviderConfig
 from shared.rate_signal import retry_in
+from shared.settings import KindSettings
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ec import EllipticCurvePublicKey
 
 SUCCESS = frozenset({202})
 CAPABILITIES = Capabilities(
@@ -190,11 +196,42 @@ class SendGridProvider:
         return None
 
 
+class SendGridInbound(KindSettings):
+    """What the poller checks SendGrid's Event Webhook with:
+    ``RESETGATE_SENDGRID_WEBHOOK_PUBLIC_KEY`` (a configured name's
+    ``RESETGATE_PROVIDER_<NAME>_SENDGRID_WEBHOOK_PUBLIC_KEY``)."""
+
+    sendgrid_webhook_public_key: str = ""  # the console's verification key (base64 DER)
+
+    @field_validator("sendgrid_webhook_public_key")
+    @classmethod
+    def _key_loads(cls, value: str) -> str:
+        if value:
+            try:
+                public_key(value)
+            except ValueError as error:
+                raise ValueError(f"not a base64 DER public key ({error})") from None
+        return value
+
+
+def public_key(encoded: str) -> EllipticCurvePublicKey:
+    """The SendGrid console's verification key (base64 DER); PEM armour is tolerated."""
+    # Imported here: only the poller verifies events, and every service imports the kinds.
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.hazmat.primitives.serialization import load_der_public_key
+
+    body = "".join(line for line in encoded.strip().splitlines() if "-----" not in line)
+    key = load_der_public_key(base64.b64decode(body, validate=True))
+    if not isinstance(key, ec.EllipticCurvePublicKey):
+        raise ValueError("the SendGrid verification key is not an elliptic-curve public key")
+    return key
+
+
 KIND = Kind(
     "sendgrid",
     SendGridProvider,
     lambda _: CAPABILITIES,
-    service_settings=("sendgrid_webhook_public_key",),
+    inbound_settings=SendGridInbound,
     event_credential="SENDGRID_WEBHOOK_PUBLIC_KEY",
     sandbox_dialect="services.sandbox.dialects.sendgrid",
     inbound_decoder="services.poller.inbound.sendgrid",

@@ -340,6 +340,23 @@ class SesSettings(KindSettings):
     )
 
 
+class SesInbound(KindSettings):
+    """Where the poller reads SES's events: the SQS queue subscribed to the configuration
+    set's SNS topic (``RESETGATE_SES_QUEUE_URL``, a configured name's
+    ``RESETGATE_PROVIDER_<NAME>_SES_QUEUE_URL``), its dead-letter queue, and the SQS client's
+    long poll, region and endpoint (a name that leaves those unset takes the process's)."""
+
+    INHERITED = ("ses_wait_seconds", "aws_region", "aws_endpoint_url")
+
+    ses_queue_url: str = ""
+    ses_dead_letter_queue_url: str = ""  # unparseable messages go here (else to the redrive)
+    ses_wait_seconds: int = Field(default=20, ge=0, le=20)  # SQS long poll
+    # The queue's region: RESETGATE_AWS_REGION, not the SDKs' AWS_REGION the sender's SES
+    # account reads (SesSettings.ses_region).
+    aws_region: str = "us-east-1"
+    aws_endpoint_url: str = ""  # only for an emulator; credentials come from the AWS chain
+
+
 def _adapter(config: ProviderConfig, _session: object) -> SesProvider:
     # The http default points at the local sandbox, which SES never is.
     endpoint = "" if config.url.rstrip("/") == SANDBOX_URL else config.url
@@ -366,13 +383,7 @@ KIND = Kind(
     _adapter,
     lambda _: CAPABILITIES,
     settings=SesSettings,
-    service_settings=(
-        "ses_queue_url",
-        "ses_dead_letter_queue_url",
-        "ses_wait_seconds",
-        "aws_region",  # the poller's SQS client, with aws_endpoint_url
-        "aws_endpoint_url",
-    ),
+    inbound_settings=SesInbound,
     event_credential="SES_QUEUE_URL",
     inbound_decoder="services.poller.inbound.ses",
     vendor="Amazon SES",

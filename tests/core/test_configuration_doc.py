@@ -62,10 +62,12 @@ def fields() -> dict[str, Any]:
     for cls in CLASSES:
         for name, info in cls.model_fields.items():
             found.setdefault(name.upper(), info.default)
-    # Each provider kind's own settings (its module's class): RESETGATE_<FIELD> too, but for
-    # a field read from an SDK's own variables (its alias, AWS_REGION).
+    # Each provider kind's own settings (its module's classes: its account's and its pushed
+    # events'): RESETGATE_<FIELD> too, but for a field read from an SDK's own variables (its
+    # alias, AWS_REGION).
     for kind in KINDS.values():
-        for name, info in kind.settings.model_fields.items():
+        own = kind.settings.model_fields | kind.inbound_settings.model_fields
+        for name, info in own.items():
             if info.validation_alias is None:
                 found.setdefault(name.upper(), info.default)
     return found

@@ -36,7 +36,7 @@ def spoken(meaning: Meaning) -> str:
     return "accepted" if isinstance(meaning, Acceptance) else str(meaning)
 
 
-@pytest.mark.parametrize("module", list(HEADINGS), ids=lambda m: m.NAME)
+@pytest.mark.parametrize("module", list(HEADINGS), ids=lambda m: m.KIND.name)
 def test_documented_table_matches_the_code(module: object) -> None:
     table = module.TABLE  # type: ignore[attr-defined]
     assert documented(HEADINGS[module]) == {k: spoken(v) for k, v in table.items()}  # type: ignore[index]

@@ -16,9 +16,10 @@ import pytest
 
 from services.poller.inbound import mailgun, postmark, sendgrid, ses
 from services.poller.inbound.events import Acceptance, Drop, Rejected, check_fresh
-from services.poller.settings import postmark_networks, sendgrid_public_key
 from shared import codec
 from shared.model import Delivery
+from shared.providers.postmark import networks
+from shared.providers.sendgrid import public_key
 from tests.inbound.providers import (
     SendGridSigner,
     basic_auth,
@@ -61,7 +62,7 @@ SG_PAYLOAD = (
 
 
 def test_sendgrid_documented_vector_verifies() -> None:
-    sendgrid.verify(sendgrid_public_key(SG_PUBLIC_KEY), SG_SIGNATURE, SG_TIMESTAMP, SG_PAYLOAD)
+    sendgrid.verify(public_key(SG_PUBLIC_KEY), SG_SIGNATURE, SG_TIMESTAMP, SG_PAYLOAD)
 
 
 @pytest.mark.parametrize("change", ["payload", "timestamp", "signature", "key", "missing"])
@@ -76,9 +77,7 @@ def test_sendgrid_vector_fails_on_any_change(change: str) -> None:
     elif change == "key":
         key = SendGridSigner.generate().public_key
     with pytest.raises(Rejected) as error:
-        sendgrid.verify(
-            sendgrid_public_key(key), None if change == "missing" else signature, stamp, payload
-        )
+        sendgrid.verify(public_key(key), None if change == "missing" else signature, stamp, payload)
     assert error.value.status == 401
 
 
@@ -186,7 +185,7 @@ def test_postmark_credentials_in_constant_time_and_networks() -> None:
         with pytest.raises(Rejected) as error:
             postmark.check_credentials(header, expected)
         assert error.value.status == 401
-    allowed = postmark_networks("3.134.147.250, 50.31.156.0/24")
+    allowed = networks("3.134.147.250, 50.31.156.0/24")
     postmark.check_source("50.31.156.77", allowed)
     postmark.check_source("203.0.113.9", [])
     for peer in ("203.0.113.9", None, "garbage"):
@@ -242,10 +241,10 @@ def test_bad_webhook_settings_name_the_variable(variable: str, value: str) -> No
 
 
 def test_listener_starts_only_with_a_credential() -> None:
+    from services.poller.inbound.sources import sources, webhook_sources
     from services.poller.settings import PollerSettings
 
-    assert not PollerSettings(provider_api_key="k").webhooks_enabled
+    assert webhook_sources(sources(PollerSettings(provider_api_key="k"))) == []
     signer = SendGridSigner.generate()
-    assert PollerSettings(
-        provider_api_key="k", sendgrid_webhook_public_key=signer.public_key
-    ).webhooks_enabled
+    settings = PollerSettings(provider_api_key="k", sendgrid_webhook_public_key=signer.public_key)
+    assert [s.route for s in webhook_sources(sources(settings))] == ["sendgrid"]

@@ -12,7 +12,7 @@ import aiohttp
 import pytest
 from pydantic import ValidationError
 
-from services.poller.settings import InboundSettings, PollerSettings
+from services.poller.settings import PollerSettings
 from services.sandbox.dialects import DIALECTS
 from services.sandbox.settings import MODES, SandboxSettings
 from services.sender.settings import SenderSettings
@@ -25,7 +25,8 @@ from shared.providers.registry import EVENT_CREDENTIAL, KINDS, build, entry, fou
 from shared.settings import KindSettings, ProviderAccount
 
 # kind: (adapter class, events, keyless, sandbox dialect, inbound decoder, preflight, hosts
-# templates, its own settings class: the variables only it reads, declared in its module)
+# templates, its own settings class: the variables only its account reads, its inbound
+# settings class: what the poller reads its pushed events with; both declared in its module)
 PARTS = {
     "http": (
         "HttpProvider",
@@ -35,6 +36,7 @@ PARTS = {
         "",
         "shared.preflight.keyed:contract",
         False,
+        "KindSettings",
         "KindSettings",
     ),
     "mailgun": (
@@ -46,6 +48,7 @@ PARTS = {
         "shared.preflight.keyed:mailgun",
         True,
         "MailgunSettings",
+        "MailgunInbound",
     ),
     "postmark": (
         "PostmarkProvider",
@@ -56,6 +59,7 @@ PARTS = {
         "shared.preflight.keyed:postmark",
         True,
         "KindSettings",
+        "PostmarkInbound",
     ),
     "sendgrid": (
         "SendGridProvider",
@@ -66,6 +70,7 @@ PARTS = {
         "shared.preflight.keyed:sendgrid",
         True,
         "KindSettings",
+        "SendGridInbound",
     ),
     "ses": (
         "SesProvider",
@@ -76,7 +81,28 @@ PARTS = {
         "shared.preflight.ses:checks",
         True,
         "SesSettings",
+        "SesInbound",
     ),
+}
+# The variables (after the prefix, RESETGATE_ or a configured name's
+# RESETGATE_PROVIDER_<NAME>_) each pushed kind's events are read with: the chart and the docs
+# set them, so a class that moves or renames a field must keep them.
+INBOUND_VARIABLES = {
+    "http": [],
+    "mailgun": ["MAILGUN_WEBHOOK_SIGNING_KEY"],
+    "postmark": [
+        "POSTMARK_WEBHOOK_USERNAME",
+        "POSTMARK_WEBHOOK_PASSWORD",
+        "POSTMARK_WEBHOOK_NETWORKS",
+    ],
+    "sendgrid": ["SENDGRID_WEBHOOK_PUBLIC_KEY"],
+    "ses": [
+        "SES_QUEUE_URL",
+        "SES_DEAD_LETTER_QUEUE_URL",
+        "SES_WAIT_SECONDS",
+        "AWS_REGION",
+        "AWS_ENDPOINT_URL",
+    ],
 }
 # What an account of each kind lacks when nothing but its kind is set: the kind's entry says
 # (Kind.lacks), and ProviderAccount refuses to load with it.
@@ -92,15 +118,17 @@ LACKS = {
 def missing_parts(kind: Kind) -> list[str]:
     """Each part ``kind``'s entry names that is not there (the services' settings fields, the
     event credential's field, the sandbox dialect and its mode, the inbound decoder, the
-    preflight), and its own settings class when another module declares it."""
+    preflight), and its settings classes (its account's, its events') when another module
+    declares them."""
     known = settings_fields()
     missing = [f"settings field {s}" for s in kind.service_settings if s not in known]
-    home = kind.settings.__module__
-    if kind.settings is not KindSettings and home != f"shared.providers.{kind.name}":
-        missing.append(f"settings class {kind.settings.__name__} in {home}")
+    for part, cls in (("settings", kind.settings), ("inbound settings", kind.inbound_settings)):
+        home = cls.__module__
+        if cls is not KindSettings and home != f"shared.providers.{kind.name}":
+            missing.append(f"{part} class {cls.__name__} in {home}")
     credential = kind.event_credential.lower()
-    if credential and credential not in InboundSettings.model_fields:
-        missing.append(f"InboundSettings field {credential}")
+    if credential and credential not in kind.inbound_settings.model_fields:
+        missing.append(f"inbound settings field {credential}")
     if kind.sandbox_dialect and not hasattr(_module(kind.sandbox_dialect), "DIALECT"):
         missing.append(f"sandbox dialect {kind.sandbox_dialect}")
     if kind.sandbox_dialect and kind.name not in MODES:
@@ -116,8 +144,13 @@ def missing_parts(kind: Kind) -> list[str]:
 
 def settings_fields() -> set[str]:
     """Every field of the services that talk to a provider (the sender's and the poller's,
-    ProviderSettings and InboundSettings among them)."""
+    ProviderSettings among them)."""
     return set(SenderSettings.model_fields) | set(PollerSettings.model_fields)
+
+
+def kind_fields(kind: Kind) -> set[str]:
+    """The fields of a kind's own classes: its account's and its events'."""
+    return set(kind.settings.model_fields) | set(kind.inbound_settings.model_fields)
 
 
 def _module(name: str) -> object:
@@ -160,11 +193,15 @@ def test_a_part_an_entry_names_that_is_not_there_is_listed() -> None:
     class PigeonSettings(KindSettings):
         pigeon_region: str = ""
 
+    class PigeonInbound(KindSettings):
+        """Declared outside the kind's module, without the credential its entry names."""
+
     pigeon = Kind(
         "pigeon",
         http.KIND.adapter,
         http.KIND.capabilities,
         settings=PigeonSettings,
+        inbound_settings=PigeonInbound,
         service_settings=("pigeon_region",),
         event_credential="PIGEON_WEBHOOK_SECRET",
         sandbox_dialect="services.sandbox.dialects.pigeon",
@@ -174,7 +211,8 @@ def test_a_part_an_entry_names_that_is_not_there_is_listed() -> None:
     assert missing_parts(pigeon) == [
         "settings field pigeon_region",
         f"settings class PigeonSettings in {__name__}",
-        "InboundSettings field pigeon_webhook_secret",
+        f"inbound settings class PigeonInbound in {__name__}",
+        "inbound settings field pigeon_webhook_secret",
         "sandbox dialect services.sandbox.dialects.pigeon",
         "sandbox mode pigeon",
         "inbound decoder services.poller.inbound.pigeon",
@@ -211,11 +249,14 @@ def test_each_kind_names_settings_that_exist(kind: str) -> None:
     known = settings_fields()
     assert [s for s in entry(kind).service_settings if s not in known] == []
     assert entry(kind).settings.__name__ == PARTS[kind][7]
+    inbound = entry(kind).inbound_settings
+    assert inbound.__name__ == PARTS[kind][8]
+    assert [field.upper() for field in inbound.model_fields] == INBOUND_VARIABLES[kind]
     credential = entry(kind).event_credential
     assert (
-        (credential.lower() in InboundSettings.model_fields)
+        (credential.lower() in inbound.model_fields)
         if credential
-        else (entry(kind).events is EventModel.POLL)
+        else (entry(kind).events is EventModel.POLL and inbound is KindSettings)
     )
     assert EVENT_CREDENTIAL.get(kind, "") == credential
 
@@ -224,23 +265,26 @@ def test_every_setting_named_after_a_kind_is_in_its_entry() -> None:
     # The opposite direction: a field named after one kind that its entry does not list is a
     # part of the kind that adding or removing it through the registry would miss. (Only a
     # vendor's kind: `http` is resetgate's own contract, and `http_host` the listener's.)
-    # Its own settings class holds each such field; a service's settings class none of them.
-    fields = settings_fields() | {f for k in KINDS.values() for f in k.settings.model_fields}
+    # Its own classes hold each such field (its account's, its events'); a service's settings
+    # class none of them, nor another kind's classes.
+    fields = settings_fields() | {f for k in KINDS.values() for f in kind_fields(k)}
     unlisted = [
         f"{field} ({kind})"
         for field in sorted(fields)
         for kind in KINDS
         if entry(kind).vendor
         and field.startswith(f"{kind}_")
-        and field not in entry(kind).settings.model_fields
+        and field not in kind_fields(entry(kind))
         and field not in entry(kind).service_settings
     ]
     assert unlisted == []
     declared_twice = [
         f"{field} ({kind.name})"
         for kind in KINDS.values()
-        for field in kind.settings.model_fields
+        for field in sorted(kind_fields(kind))
         if field in settings_fields()
+        or any(field in kind_fields(other) for other in KINDS.values() if other is not kind)
+        or (field in kind.settings.model_fields and field in kind.inbound_settings.model_fields)
     ]
     assert declared_twice == []
 
@@ -249,7 +293,7 @@ def test_every_setting_named_after_a_kind_is_in_its_entry() -> None:
 def test_each_kind_finds_its_sandbox_dialect_and_inbound_decoder_through_its_entry(
     kind: str,
 ) -> None:
-    _, events, _, dialect, decoder, preflight, _, _ = PARTS[kind]
+    _, events, _, dialect, decoder, preflight, *_ = PARTS[kind]
     assert (entry(kind).sandbox_dialect, entry(kind).inbound_decoder) == (dialect, decoder)
     assert entry(kind).preflight == preflight and callable(checks_of(kind))
     if dialect:

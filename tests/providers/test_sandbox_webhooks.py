@@ -20,8 +20,8 @@ from aiohttp import web
 
 from services.poller.inbound import mailgun, postmark, sendgrid
 from services.poller.inbound.events import Acceptance, Parsed
-from services.poller.settings import sendgrid_public_key
 from shared.model import Delivery
+from shared.providers.sendgrid import public_key
 from tests.e2e.conftest import poll
 from tests.providers.kinds import KINDS, adapter
 from tests.support.sandbox import SANDBOX_API_KEY, run_sandbox, sandbox_stats
@@ -68,7 +68,7 @@ async def verified(kind: str, sandbox_url: str, headers: dict[str, str], body: b
                 headers={"Authorization": f"Bearer {SANDBOX_API_KEY}"},
             ) as answer,
         ):
-            key = sendgrid_public_key((await answer.json())["public_key"])
+            key = public_key((await answer.json())["public_key"])
         sendgrid.verify(
             key,
             headers.get(sendgrid.SIGNATURE_HEADER),

@@ -18,6 +18,7 @@ from typing import Any
 
 from aiohttp import web
 
+from shared import codec
 from shared.clock import to_ms
 from shared.delivery import MAX_ID_LENGTH
 from shared.errors import ApiError
@@ -80,6 +81,14 @@ def unauthorized(message: str) -> Rejected:
 
 def bad_request(message: str) -> Rejected:
     return Rejected(400, "invalid_payload", message)
+
+
+def json_body(body: bytes) -> Any:
+    """A webhook's body as JSON, or 400."""
+    try:
+        return codec.loads(body)
+    except codec.JSONDecodeError:
+        raise bad_request("the body is not JSON") from None
 
 
 def text(value: Any) -> str | None:
@@ -163,6 +172,6 @@ class Receipt:
 
 
 # One source's check of a request and its body: each webhook kind's module has a
-# ``receiver(settings, client)`` that makes it (inbound/webhooks.py finds it through the
-# kind's registry entry).
+# ``receiver(source, settings, client)`` that makes it (inbound/webhooks.py finds it through
+# the kind's registry entry).
 Receive = Callable[[web.Request, bytes], Awaitable[Receipt]]

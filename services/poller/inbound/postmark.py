@@ -20,28 +20,15 @@ from collections.abc import Sequence
 
 from aiohttp import web
 
-from services.poller.inbound.events import (
-    OPERATION_ID_FIELD,
-    Drop,
-    Meaning,
-    Parsed,
-    Receipt,
-    Receive,
-    Rejected,
-    add_event,
-    bad_request,
-    iso_ms,
-    unauthorized,
-)
-from services.poller.settings import Network, PollerSettings, postmark_networks
-from shared import codec
+from services.poller.inbound import events
+from services.poller.inbound.sources import Source
+from services.poller.settings import PollerSettings
 from shared.model import Delivery
+from shared.providers.postmark import KIND, Network, PostmarkInbound, networks
 from shared.redis import RedisClient
 
-NAME = "postmark"
-
 # Postmark's RecordType (and, for bounces, Type) -> resetgate's.
-TABLE: dict[str, Meaning] = {
+TABLE: dict[str, events.Meaning] = {
     "Delivery": Delivery.DELIVERED,
     "SpamComplaint": Delivery.COMPLAINED,
     "Bounce/HardBounce": Delivery.BOUNCED,
@@ -82,7 +69,7 @@ def check_source(peer: str | None, allowed: Sequence[Network]) -> None:
     except ValueError:
         address = None
     if address is None or not any(address in network for network in allowed):
-        raise Rejected(403, "forbidden", "this source network may not post Postmark events")
+        raise events.Rejected(403, "forbidden", "this source network may not post Postmark events")
 
 
 def check_credentials(header: str | None, expected: bytes) -> None:
@@ -93,38 +80,37 @@ def check_credentials(header: str | None, expected: bytes) -> None:
     except (binascii.Error, ValueError):
         given = b""
     if scheme.lower() != "basic" or not hmac.compare_digest(given, expected):
-        raise unauthorized("basic-auth credentials are missing or wrong")
+        raise events.unauthorized("basic-auth credentials are missing or wrong")
 
 
-def parse(body: bytes) -> Parsed:
-    try:
-        record = codec.loads(body)
-    except codec.JSONDecodeError:
-        raise bad_request("the body is not JSON") from None
+def parse(body: bytes) -> events.Parsed:
+    record = events.json_body(body)
     if not isinstance(record, dict):
-        raise bad_request("the body must be one JSON record")
-    parsed = Parsed()
+        raise events.bad_request("the body must be one JSON record")
+    parsed = events.Parsed()
     kind = record.get("RecordType")
     if kind == "Bounce":
         kind = f"Bounce/{record.get('Type')}"
     if not isinstance(kind, str) or kind not in TABLE:
-        parsed.drop(Drop.UNKNOWN_TYPE if isinstance(kind, str) else Drop.MALFORMED)
+        parsed.drop(events.Drop.UNKNOWN_TYPE if isinstance(kind, str) else events.Drop.MALFORMED)
         return parsed
     metadata = record.get("Metadata")
-    operation_id = metadata.get(OPERATION_ID_FIELD) if isinstance(metadata, dict) else None
-    occurred = iso_ms(record.get(WHEN.get(str(record.get("RecordType")), "")))
-    add_event(parsed, NAME, kind, TABLE[kind], (operation_id, record.get("MessageID")), occurred)
+    operation_id = metadata.get(events.OPERATION_ID_FIELD) if isinstance(metadata, dict) else None
+    occurred = events.iso_ms(record.get(WHEN.get(str(record.get("RecordType")), "")))
+    ids = (operation_id, record.get("MessageID"))
+    events.add_event(parsed, KIND.name, kind, TABLE[kind], ids, occurred)
     return parsed
 
 
-def receiver(settings: PollerSettings, _client: RedisClient) -> Receive:
-    user = settings.postmark_webhook_username.get_secret_value()
-    expected = f"{user}:{settings.postmark_webhook_password.get_secret_value()}".encode()
-    allowed = postmark_networks(settings.postmark_webhook_networks)
+def receiver(source: Source, _settings: PollerSettings, _client: RedisClient) -> events.Receive:
+    own = source.own(PostmarkInbound)
+    user = own.postmark_webhook_username.get_secret_value()
+    expected = f"{user}:{own.postmark_webhook_password.get_secret_value()}".encode()
+    allowed = networks(own.postmark_webhook_networks)
 
-    async def receive(request: web.Request, body: bytes) -> Receipt:
+    async def receive(request: web.Request, body: bytes) -> events.Receipt:
         check_source(request.remote, allowed)
         check_credentials(request.headers.get("Authorization"), expected)
-        return Receipt(parse(body))
+        return events.Receipt(parse(body))
 
     return receive

@@ -34,6 +34,7 @@ from shared import metrics, tracing
 from shared.logging import event
 from shared.loops import Step
 from shared.providers.base import ProviderUnavailable
+from shared.providers.ses import KIND, SesInbound
 
 log = logging.getLogger(__name__)
 BATCH = 10  # the most SQS hands out per receive
@@ -71,8 +72,8 @@ class SesQueue:
     ) -> None:
         """``source``: one configured provider's queue (inbound/sources.py); None: the
         per-kind ``RESETGATE_SES_QUEUE_URL``, for any provider."""
-        self.source = source or Source(ses.NAME, ses.NAME, None, settings)
-        self.settings = self.source.settings  # its own queue URLs
+        self.source = source or Source(KIND.name, KIND.name, None, settings.inbound(KIND.name))
+        self.own = self.source.own(SesInbound)  # its queue URLs and SQS client
         self.ingest = ingest
 
     def _client(self) -> Any:
@@ -83,14 +84,14 @@ class SesQueue:
 
         config = AioConfig(
             connect_timeout=5,
-            read_timeout=self.settings.ses_wait_seconds + 10,
+            read_timeout=self.own.ses_wait_seconds + 10,
             retries={"max_attempts": 2, "mode": "standard"},
         )
         return get_session().create_client(
             "sqs",
-            region_name=self.settings.aws_region,
+            region_name=self.own.aws_region,
             config=config,
-            endpoint_url=self.settings.aws_endpoint_url or None,
+            endpoint_url=self.own.aws_endpoint_url or None,
         )
 
     @asynccontextmanager
@@ -114,9 +115,9 @@ class SesQueue:
         with tracing.unrecorded_http():  # the task copies the context: its call is not traced
             receive = asyncio.ensure_future(
                 sqs.receive_message(
-                    QueueUrl=self.settings.ses_queue_url,
+                    QueueUrl=self.own.ses_queue_url,
                     MaxNumberOfMessages=BATCH,
-                    WaitTimeSeconds=self.settings.ses_wait_seconds,
+                    WaitTimeSeconds=self.own.ses_wait_seconds,
                 )
             )
         stopping = asyncio.ensure_future(stop.wait())
@@ -148,7 +149,7 @@ class SesQueue:
         try:
             async with asyncio.timeout(RELEASE_SECONDS):
                 await sqs.change_message_visibility_batch(
-                    QueueUrl=self.settings.ses_queue_url, Entries=entries
+                    QueueUrl=self.own.ses_queue_url, Entries=entries
                 )
         except (BotoCoreError, ClientError, TimeoutError) as error:
             event(
@@ -167,21 +168,21 @@ class SesQueue:
         source = self.source  # a store error leaves them queued
         await self.ingest.apply(source.route, batch.parsed, source.providers)
         if batch.done:
-            await sqs.delete_message_batch(QueueUrl=self.settings.ses_queue_url, Entries=batch.done)
+            await sqs.delete_message_batch(QueueUrl=self.own.ses_queue_url, Entries=batch.done)
             metrics.queue_messages.labels(self.source.route, "applied").inc(len(batch.done))
         for message in batch.unparseable:
             await self._dead_letter(sqs, message)
 
     async def _dead_letter(self, sqs: Any, message: dict[str, Any]) -> None:
-        if not self.settings.ses_dead_letter_queue_url:
+        if not self.own.ses_dead_letter_queue_url:
             metrics.queue_messages.labels(self.source.route, "returned").inc()
             return  # left for the queue's redrive policy
         await sqs.send_message(
-            QueueUrl=self.settings.ses_dead_letter_queue_url,
+            QueueUrl=self.own.ses_dead_letter_queue_url,
             MessageBody=str(message.get("Body", "")),
         )
         await sqs.delete_message(
-            QueueUrl=self.settings.ses_queue_url, ReceiptHandle=message["ReceiptHandle"]
+            QueueUrl=self.own.ses_queue_url, ReceiptHandle=message["ReceiptHandle"]
         )
         metrics.queue_messages.labels(self.source.route, "dead_lettered").inc()
         event(

@@ -21,33 +21,21 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from services.poller.inbound.events import (
-    OPERATION_ID_FIELD,
-    Acceptance,
-    Drop,
-    Meaning,
-    Parsed,
-    Receipt,
-    Receive,
-    add_event,
-    bad_request,
-    check_fresh,
-    epoch_ms,
-    unauthorized,
-)
-from services.poller.settings import PollerSettings, sendgrid_public_key
-from shared import clock, codec
+from services.poller.inbound import events
+from services.poller.inbound.sources import Source
+from services.poller.settings import PollerSettings
+from shared import clock
 from shared.model import Delivery
+from shared.providers.sendgrid import KIND, SendGridInbound, public_key
 from shared.redis import RedisClient
 
-NAME = "sendgrid"
 SIGNATURE_HEADER = "X-Twilio-Email-Event-Webhook-Signature"
 TIMESTAMP_HEADER = "X-Twilio-Email-Event-Webhook-Timestamp"
 
 # SendGrid's event vocabulary -> resetgate's. A bounce's ``type`` refines it: "blocked" is
 # the receiving server refusing the message (not the address), which SendGrid does not retry.
-TABLE: dict[str, Meaning] = {
-    "processed": Acceptance.ACCEPTED,
+TABLE: dict[str, events.Meaning] = {
+    "processed": events.Acceptance.ACCEPTED,
     "deferred": Delivery.DEFERRED,
     "delivered": Delivery.DELIVERED,
     "bounce": Delivery.BOUNCED,
@@ -67,12 +55,12 @@ def verify(
 ) -> None:
     """Raise 401 unless ``signature`` is SendGrid's over ``timestamp + body``."""
     if not signature or not timestamp:
-        raise unauthorized(f"{SIGNATURE_HEADER} and {TIMESTAMP_HEADER} are required")
+        raise events.unauthorized(f"{SIGNATURE_HEADER} and {TIMESTAMP_HEADER} are required")
     try:
         der = base64.b64decode(signature, validate=True)
         key.verify(der, timestamp.encode() + body, ec.ECDSA(hashes.SHA256()))
     except (binascii.Error, ValueError, InvalidSignature):
-        raise unauthorized("the signature does not verify") from None
+        raise events.unauthorized("the signature does not verify") from None
 
 
 def message_id(sg_message_id: Any) -> Any:
@@ -80,40 +68,38 @@ def message_id(sg_message_id: Any) -> Any:
     return sg_message_id.split(".", 1)[0] if isinstance(sg_message_id, str) else None
 
 
-def parse(body: bytes) -> Parsed:
-    try:
-        rows = codec.loads(body)
-    except codec.JSONDecodeError:
-        raise bad_request("the body is not JSON") from None
+def parse(body: bytes) -> events.Parsed:
+    rows = events.json_body(body)
     if not isinstance(rows, list):
-        raise bad_request("the body must be a JSON array of events")
-    parsed = Parsed()
+        raise events.bad_request("the body must be a JSON array of events")
+    parsed = events.Parsed()
     for row in rows:
         _one(parsed, row)
     return parsed
 
 
-def _one(parsed: Parsed, row: Any) -> None:
+def _one(parsed: events.Parsed, row: Any) -> None:
     if not isinstance(row, dict) or not isinstance(row.get("event"), str):
-        parsed.drop(Drop.MALFORMED)
+        parsed.drop(events.Drop.MALFORMED)
         return
     kind = row["event"]
     if kind == "bounce" and row.get("type") == "blocked":
         kind = "bounce/blocked"
     if kind not in TABLE:
-        parsed.drop(Drop.UNKNOWN_TYPE)
+        parsed.drop(events.Drop.UNKNOWN_TYPE)
         return
-    ids = (row.get(OPERATION_ID_FIELD), message_id(row.get("sg_message_id")))
-    add_event(parsed, NAME, kind, TABLE[kind], ids, epoch_ms(row.get("timestamp")))
+    ids = (row.get(events.OPERATION_ID_FIELD), message_id(row.get("sg_message_id")))
+    occurred = events.epoch_ms(row.get("timestamp"))
+    events.add_event(parsed, KIND.name, kind, TABLE[kind], ids, occurred)
 
 
-def receiver(settings: PollerSettings, _client: RedisClient) -> Receive:
-    key = sendgrid_public_key(settings.sendgrid_webhook_public_key)
+def receiver(source: Source, settings: PollerSettings, _client: RedisClient) -> events.Receive:
+    key = public_key(source.own(SendGridInbound).sendgrid_webhook_public_key)
 
-    async def receive(request: web.Request, body: bytes) -> Receipt:
+    async def receive(request: web.Request, body: bytes) -> events.Receipt:
         timestamp = request.headers.get(TIMESTAMP_HEADER)
         verify(key, request.headers.get(SIGNATURE_HEADER), timestamp, body)
-        check_fresh(timestamp, settings.webhook_max_age_seconds, clock.now_ms())
-        return Receipt(parse(body))
+        events.check_fresh(timestamp, settings.webhook_max_age_seconds, clock.now_ms())
+        return events.Receipt(parse(body))
 
     return receive

@@ -15,23 +15,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from services.poller.inbound.events import (
-    OPERATION_ID_FIELD,
-    Acceptance,
-    Drop,
-    Meaning,
-    Parsed,
-    add_event,
-    iso_ms,
-)
+from services.poller.inbound import events
 from shared import codec
 from shared.model import Delivery
-
-NAME = "ses"
+from shared.providers.ses import KIND
 
 # SES's eventType (and, for bounces, bounceType) -> resetgate's.
-TABLE: dict[str, Meaning] = {
-    "Send": Acceptance.ACCEPTED,
+TABLE: dict[str, events.Meaning] = {
+    "Send": events.Acceptance.ACCEPTED,
     "Delivery": Delivery.DELIVERED,
     "DeliveryDelay": Delivery.DEFERRED,
     "Bounce/Permanent": Delivery.BOUNCED,
@@ -70,24 +61,24 @@ def unwrap(body: str) -> dict[str, Any]:
     return document
 
 
-def parse(body: str) -> Parsed:
+def parse(body: str) -> events.Parsed:
     event = unwrap(body)
-    parsed = Parsed()
+    parsed = events.Parsed()
     base = event.get("eventType", event.get("notificationType"))
     if not isinstance(base, str):
-        parsed.drop(Drop.MALFORMED)
+        parsed.drop(events.Drop.MALFORMED)
         return parsed
     detail = event.get(DETAIL.get(base, ""))
     kind = base
     if base == "Bounce":
         kind = f"Bounce/{detail.get('bounceType') if isinstance(detail, dict) else None}"
     if kind not in TABLE:
-        parsed.drop(Drop.UNKNOWN_TYPE)
+        parsed.drop(events.Drop.UNKNOWN_TYPE)
         return parsed
     mail = event["mail"]
     when = detail.get("timestamp") if isinstance(detail, dict) else mail.get("timestamp")
-    ids = (_tag(mail.get("tags"), OPERATION_ID_FIELD), mail.get("messageId"))
-    add_event(parsed, NAME, kind, TABLE[kind], ids, iso_ms(when))
+    ids = (_tag(mail.get("tags"), events.OPERATION_ID_FIELD), mail.get("messageId"))
+    events.add_event(parsed, KIND.name, kind, TABLE[kind], ids, events.iso_ms(when))
     return parsed
 
 

@@ -11,6 +11,10 @@ Per kind: ``RESETGATE_SENDGRID_WEBHOOK_PUBLIC_KEY`` ... serve ``/webhooks/<kind>
 (and ``RESETGATE_SES_QUEUE_URL`` its queue) for the providers of that kind without a
 credential of their own (all of that kind when each has one; any provider when none is of
 that kind, or when only one provider is configured).
+
+Each source is read with its kind's ``inbound_settings`` (declared in the kind's module,
+``shared/providers/<kind>.py``), the same fields under either prefix; a name leaves unset
+what its class inherits (SES's long poll, region and endpoint) to the per-kind values.
 """
 
 from __future__ import annotations
@@ -18,12 +22,22 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from services.poller.settings import CREDENTIAL, InboundSettings, PollerSettings, for_provider
+from pydantic import SecretStr
+
+from services.poller.settings import PUSHED, PollerSettings
 from shared.providers.base import EventModel
 from shared.providers.kind import ProviderConfig
 from shared.providers.named import ProviderConfigError, variable
 from shared.providers.registry import entry
-from shared.settings import ENV_PREFIX
+from shared.settings import (
+    ENV_PREFIX,
+    K,
+    KindSettings,
+    inheriting,
+    kind_settings_as,
+    provider_prefix,
+    read_kind,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,42 +46,51 @@ class Source:
     kind: str  # sendgrid | mailgun | postmark | ses
     # The configured providers whose events it carries; None: any (no provider of its kind)
     providers: frozenset[str] | None
-    settings: PollerSettings  # the poller's, with this source's credentials
+    # What it is read with: its kind's inbound_settings (a credential, a queue), its own
+    inbound: KindSettings
+
+    def own(self, cls: type[K]) -> K:
+        """Its settings as its kind's class ``cls`` (its decoder's view)."""
+        return kind_settings_as(self.inbound, cls)
 
 
 def sources(settings: PollerSettings, configured: Sequence[ProviderConfig] = ()) -> list[Source]:
     """Every source the configuration turns on; raises ProviderConfigError naming a clash."""
     found = [s for p in configured if (s := _named(settings, p)) is not None]
     own = {s.route for s in found}
-    for kind in settings.credentials():
+    for kind in PUSHED:
+        inbound = settings.inbound(kind)
+        if not switched_on(kind, inbound):
+            continue
         if kind in own:
             raise ProviderConfigError(
-                f"{ENV_PREFIX}{CREDENTIAL[kind]} and provider {kind!r}'s own credential both "
-                f"claim /webhooks/{kind}: keep one of them"
+                f"{ENV_PREFIX}{entry(kind).event_credential} and provider {kind!r}'s own "
+                f"credential both claim /webhooks/{kind}: keep one of them"
             )
-        found.append(Source(kind, kind, _kind_providers(kind, configured, own), settings))
+        found.append(Source(kind, kind, _kind_providers(kind, configured, own), inbound))
     return found
+
+
+def switched_on(kind: str, inbound: KindSettings) -> bool:
+    """True when ``inbound`` sets the credential that turns kind ``kind``'s events on."""
+    value = getattr(inbound, entry(kind).event_credential.lower())
+    return bool(value.get_secret_value() if isinstance(value, SecretStr) else value)
 
 
 def _named(settings: PollerSettings, provider: ProviderConfig) -> Source | None:
     name, kind = provider.name, provider.kind
     try:
-        inbound = for_provider(name)
+        read = {k: read_kind(cls, provider_prefix(name)) for k, cls in PUSHED.items()}
     except ValueError as error:
         raise ProviderConfigError(str(error)) from None
-    credentials = inbound.credentials()
-    other = sorted(set(credentials) - {kind})
+    other = sorted(k for k, inbound in read.items() if k != kind and switched_on(k, inbound))
     if other:
         raise ProviderConfigError(
-            f"{variable(name, CREDENTIAL[other[0]])}: provider {name} is of kind {kind}"
+            f"{variable(name, entry(other[0]).event_credential)}: provider {name} is of kind {kind}"
         )
-    if kind not in credentials:
+    if kind not in read or not switched_on(kind, read[kind]):
         return None
-    return Source(name, kind, frozenset({name}), _with(settings, inbound))
-
-
-def _with(settings: PollerSettings, inbound: InboundSettings) -> PollerSettings:
-    return settings.model_copy(update=inbound.fields())
+    return Source(name, kind, frozenset({name}), inheriting(read[kind], settings.inbound(kind)))
 
 
 def _kind_providers(

@@ -40,11 +40,11 @@ BODY_TIMEOUT_SECONDS = 10.0
 Handler = Callable[[web.Request], Awaitable[web.Response]]
 
 
-def receiver(source: Source, client: RedisClient) -> Receive:
+def receiver(source: Source, settings: PollerSettings, client: RedisClient) -> Receive:
     """The check of one source's credential (each configured name has its own), made by
     its kind's decoder module (the kind's registry entry names it)."""
     decoder = importlib.import_module(entry(source.kind).inbound_decoder)
-    return cast(Receive, decoder.receiver(source.settings, client))
+    return cast(Receive, decoder.receiver(source, settings, client))
 
 
 def receivers(
@@ -53,7 +53,7 @@ def receivers(
     """route -> (source, check), for the sources whose credentials are configured (by
     default the per-kind ones alone); any other route answers 404."""
     chosen = webhook_sources(sources(settings) if found is None else found)
-    return {s.route: (s, receiver(s, client)) for s in chosen}
+    return {s.route: (s, receiver(s, settings, client)) for s in chosen}
 
 
 class Webhooks:
