@@ -117,8 +117,10 @@ async def test_the_documented_request_shape_with_the_same_variables(
     assert set(data) == VARIABLES
     assert data["operation_id"] == operation_id and data["locale"] == "fr"
     assert data["link"].startswith("https://game.example/reset-password?operation=" + operation_id)
-    [row] = await load_attempts(redis, operation_id)
-    assert row.template == f"{kind}:password-reset-fr"
+    # Every attempt names the template (on a loaded machine one may have timed out before
+    # its request reached the provider, and the retry sent the one request above).
+    rows = await load_attempts(redis, operation_id)
+    assert {row.template for row in rows} == {f"{kind}:password-reset-fr"}
 
 
 @pytest.mark.parametrize("kind", KINDS)
