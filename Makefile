@@ -19,7 +19,7 @@ TEST_WORKERS ?= 6
 # half of the suite's CPU time (the image byte-compiles at build time instead).
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: setup setup-run tools run test lint typecheck deadcode chart-lint chart-readme chart-package chromium \
+.PHONY: setup setup-run tools run test collect lint typecheck deadcode chart-lint chart-readme chart-package chromium \
         unit unit-parallel unit-serial test-cluster test-slow test-repeat test-clones test-durations bench clean
 
 # The virtualenv gets uv first: it resolves and installs the same versions as pip (checked
@@ -85,6 +85,11 @@ deadcode: setup
 # The console's browser tests drive Debian's chromium through its chromedriver.
 chromium:
 	tools/install-chromium.sh
+
+# Imports every test module once, so pytest's assertion-rewrite cache is written before the
+# passes start (tools/test.sh); a collection error fails here, with its message.
+collect: setup
+	$(PYTEST) -q --collect-only -m "not slow"
 
 unit: unit-parallel
 	@$(MAKE) --no-print-directory unit-serial
