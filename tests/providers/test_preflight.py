@@ -116,8 +116,16 @@ async def test_an_unreadable_from_fails_naming_its_setting() -> None:
 
 # -- SES on moto -----------------------------------------------------------------------------
 def _ses(url: str, configuration_set: str = "resets") -> ProviderConfig:
+    # moto's timeouts, as the other moto tests give it: beside a CPU hog it answered after
+    # the 2 s the scripted providers get, and a check without an answer says unknown.
     return config(
-        "ses", url, name="ses", ses_configuration_set=configuration_set, ses_region=REGION
+        "ses",
+        url,
+        name="ses",
+        ses_configuration_set=configuration_set,
+        ses_region=REGION,
+        connect_timeout=2.0,
+        total_timeout=20.0,
     )
 
 
