@@ -13,6 +13,7 @@ from services.archiver.worker import Archiver
 from shared.archive import open_pool
 from shared.keys import PartitionKeys
 from tests.archive.conftest import Settler, archiver_settings
+from tests.support.processes import WAIT_TIMEOUT
 
 # Fields that may change after the archive's snapshot: its own mark, the event dedupe slots.
 AFTER_SNAPSHOT = ("archived_at", "evt:", "observation_closed_at")
@@ -33,7 +34,7 @@ async def archiver(settler: Settler, dsn: str, **overrides: Any) -> AsyncIterato
         yield worker
 
 
-async def drain(worker: Archiver, settler: Settler, timeout: float = 20) -> None:
+async def drain(worker: Archiver, settler: Settler, timeout: float = WAIT_TIMEOUT) -> None:
     """Archive steps until nothing waits on the settled streams."""
     async with asyncio.timeout(timeout):
         while await settler.waiting() or len(worker.held):
@@ -41,7 +42,7 @@ async def drain(worker: Archiver, settler: Settler, timeout: float = 20) -> None
                 await asyncio.sleep(0.05)
 
 
-async def until(probe: Callable[[], Awaitable[bool]], timeout: float = 10) -> None:
+async def until(probe: Callable[[], Awaitable[bool]], timeout: float = WAIT_TIMEOUT) -> None:
     async with asyncio.timeout(timeout):
         while True:
             if await probe():

@@ -20,7 +20,7 @@ from redis.asyncio import Redis, RedisCluster
 from services.ctl.embedded import RedisServer, free_port
 from shared.directory import Account, RedisDirectory
 from tests.conftest import TEST_TOKEN_KEYS
-from tests.support.processes import Processes
+from tests.support.processes import WAIT_TIMEOUT, Processes
 from tests.support.redis_cluster import RedisClusterServers
 from tests.support.sandbox import SANDBOX_API_KEY, configure, run_sandbox_process
 from tests.support.webhooks import poller_credentials, sandbox_webhooks
@@ -126,7 +126,7 @@ class E2E:
 
 
 async def poll(
-    probe: Callable[[], Awaitable[Any]], timeout: float = 20, every: float = 0.05
+    probe: Callable[[], Awaitable[Any]], timeout: float = WAIT_TIMEOUT, every: float = 0.05
 ) -> Any:
     """``probe()`` until it returns something truthy (which is returned)."""
     async with asyncio.timeout(timeout):

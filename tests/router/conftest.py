@@ -18,6 +18,7 @@ from shared.directory import Account, Directory, RedisDirectory
 from shared.keys import CONTACT_FORMS, CONTACT_FORMS_DEAD, ROUTER_RETRY, SUPPORT_CASES
 from tests.conftest import TEST_TOKEN_KEYS
 from tests.sender.conftest import wait_for
+from tests.support.processes import WAIT_TIMEOUT
 
 
 def router_settings(redis_url: str, **overrides: Any) -> RouterSettings:
@@ -64,7 +65,7 @@ class Desk:
     async def dead(self) -> list[dict[str, str]]:
         return [fields for _, fields in await self.redis.xrange(CONTACT_FORMS_DEAD)]
 
-    async def wait_cases(self, count: int, timeout: float = 10) -> list[dict[str, str]]:
+    async def wait_cases(self, count: int, timeout: float = WAIT_TIMEOUT) -> list[dict[str, str]]:
         async def probe() -> list[dict[str, str]] | None:
             found = await self.cases()
             return found if len(found) >= count else None

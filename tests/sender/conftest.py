@@ -35,6 +35,7 @@ from shared.scripts.attempts import BeginAttempt, Begun
 from shared.settings import ProviderSettings
 from shared.tokens import parse_keys
 from tests.conftest import CLUSTER, TEST_TOKEN_KEYS
+from tests.support.processes import WAIT_TIMEOUT
 from tests.support.sandbox import SANDBOX_API_KEY, run_sandbox
 
 # How long an idle reader's XREADGROUP blocks (intake.READ_BLOCK_MS, 2 s in a service): a
@@ -161,7 +162,9 @@ class Stack:
             retention_ms=60_000,
         ).run(self.redis)
 
-    async def wait_state(self, operation_id: str, states: set[State], timeout: float = 15.0) -> Any:
+    async def wait_state(
+        self, operation_id: str, states: set[State], timeout: float = WAIT_TIMEOUT
+    ) -> Any:
         return await wait_for(lambda: self._state_in(operation_id, states), timeout)
 
     async def _state_in(self, operation_id: str, states: set[State]) -> Any:
@@ -169,7 +172,7 @@ class Stack:
         return operation if operation and operation.state in states else None
 
 
-async def wait_for(probe: Callable[[], Awaitable[Any]], timeout: float = 15.0) -> Any:
+async def wait_for(probe: Callable[[], Awaitable[Any]], timeout: float = WAIT_TIMEOUT) -> Any:
     deadline = asyncio.get_running_loop().time() + timeout
     while True:
         value = await probe()

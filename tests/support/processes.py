@@ -38,6 +38,10 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 # suites (load average 35) the sandbox took 113 s to answer; a healthy service is ready long
 # before on a quiet machine, so only a failure waits this long.
 START_TIMEOUT = 120.0
+# How long a test's wait for the state it asserts (an operation accepted, a case routed, a
+# row archived) gives up by default: a bound for a hang only, like START_TIMEOUT. 10-20 s
+# bounds failed beside a CPU hog (a dozen sends after a provider switch took longer).
+WAIT_TIMEOUT = 60.0
 LISTEN = "0A"  # /proc/net/tcp's code for the state
 
 
