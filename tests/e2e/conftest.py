@@ -214,6 +214,9 @@ async def pushed_events_stack(
                 **await poller_credentials(provider, sandbox_url),
             )
             await asyncio.gather(*(processes.start(n) for n in processes.services))
+            listening = int(processes["poller"].env["RESETGATE_WEBHOOK_PORT"])
+            if listening != port:  # another process took the first port; the poller drew anew
+                await configure(sandbox_url, **sandbox_webhooks(provider, listening))
             redis = Redis.from_url(redis_url, decode_responses=True)
             try:
                 yield E2E(processes, redis, sandbox_url)

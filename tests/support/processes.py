@@ -163,6 +163,10 @@ class ServiceProcess:
             self.env["RESETGATE_HTTP_PORT"] = str(self.port)
         self.metrics_port = free_port()
         self.env["RESETGATE_METRICS_PORT"] = str(self.metrics_port)
+        # The poller's webhook listener too: whoever pushes to it reads the port from env
+        # once started (tests/e2e/conftest.py::pushed_events_stack points its sandbox there).
+        if "RESETGATE_WEBHOOK_PORT" in self.env:
+            self.env["RESETGATE_WEBHOOK_PORT"] = str(free_port())
 
     async def wait_ready(self, timeout: float = START_TIMEOUT) -> None:
         async with aiohttp.ClientSession() as session:
