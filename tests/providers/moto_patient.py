@@ -16,6 +16,10 @@ import pytest
 from services.ctl.embedded import free_port
 from tests.support.processes import START_TIMEOUT, listens
 
+# The adapter's timeouts against moto: its answers come later than a scripted provider's
+# (beside a CPU hog, after the 2 s those get), and a call without an answer is ambiguous.
+TIMEOUTS = {"connect_timeout": 2.0, "total_timeout": 20.0}
+
 
 def _wait_up(port: int, child: subprocess.Popen[bytes]) -> None:
     import urllib.error

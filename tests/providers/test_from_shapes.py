@@ -21,7 +21,7 @@ from shared.model import Outcome
 from shared.providers import ses
 from shared.settings import Brand, EmailSettings
 from tests.providers.kinds import KINDS, adapter
-from tests.providers.moto_patient import moto_url, patient_moto  # noqa: F401
+from tests.providers.moto_patient import TIMEOUTS, moto_url, patient_moto  # noqa: F401
 from tests.providers.test_ses_moto import REGION, _v1, aws_env  # noqa: F401
 from tests.support.sandbox import run_sandbox, sent_emails
 
@@ -141,7 +141,7 @@ async def test_ses_on_moto_takes_the_from_as_that_address_with_that_name(
     written: str,
 ) -> None:
     await _v1(moto_url, "verify_domain_identity", Domain="studio.example")
-    provider = ses.SesProvider(REGION, moto_url, connect_timeout=2, total_timeout=20)
+    provider = ses.SesProvider(REGION, moto_url, **TIMEOUTS)
     try:
         result = await provider.send("op-3-FROM", _message(written))
     finally:

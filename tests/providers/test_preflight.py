@@ -28,7 +28,7 @@ from shared.providers.kind import ProviderConfig
 from shared.providers.registry import open_provider
 from shared.settings import EmailSettings
 from tests.providers.kinds import DOMAIN, KINDS, config
-from tests.providers.moto_patient import moto_url, patient_moto  # noqa: F401
+from tests.providers.moto_patient import TIMEOUTS, moto_url, patient_moto  # noqa: F401
 from tests.providers.test_ses_moto import REGION, _v1, aws_env  # noqa: F401
 from tests.support.sandbox import run_sandbox
 
@@ -116,17 +116,8 @@ async def test_an_unreadable_from_fails_naming_its_setting() -> None:
 
 # -- SES on moto -----------------------------------------------------------------------------
 def _ses(url: str, configuration_set: str = "resets") -> ProviderConfig:
-    # moto's timeouts, as the other moto tests give it: beside a CPU hog it answered after
-    # the 2 s the scripted providers get, and a check without an answer says unknown.
-    return config(
-        "ses",
-        url,
-        name="ses",
-        ses_configuration_set=configuration_set,
-        ses_region=REGION,
-        connect_timeout=2.0,
-        total_timeout=20.0,
-    )
+    own = {"ses_configuration_set": configuration_set, "ses_region": REGION}
+    return config("ses", url, name="ses", **own, **TIMEOUTS)
 
 
 async def _ses_account(url: str) -> None:

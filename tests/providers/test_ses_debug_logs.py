@@ -11,50 +11,18 @@ cost).
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
 
-import aiohttp
 import pytest
 
-from services.ctl.embedded import free_port
 from shared import logging as service_logging
 from shared.providers.ses import SesProvider
+from tests.providers.moto_patient import TIMEOUTS, moto
 from tests.providers.test_ses_moto import MESSAGE, REGION
 
 KEY_ID = "AKIAIOSFODNN7EXAMPLE"  # AWS's documented example key id
-
-
-async def _up(url: str, timeout: float = 90.0) -> None:
-    """moto answers; on a loaded machine its start takes far longer than the usual 10 s."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    async with aiohttp.ClientSession() as session:
-        while asyncio.get_running_loop().time() < deadline:
-            with contextlib.suppress(aiohttp.ClientError):
-                async with session.get(url + "/moto-api/") as response:
-                    if response.status < 500:
-                        return
-            await asyncio.sleep(0.1)
-    raise RuntimeError("moto server did not start")
-
-
-@contextlib.contextmanager
-def moto() -> Iterator[str]:
-    port = free_port()
-    command = [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)]
-    child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        url = f"http://127.0.0.1:{port}"
-        asyncio.run(_up(url))
-        yield url
-    finally:
-        child.terminate()
-        child.wait(timeout=10)
 
 
 @pytest.fixture
@@ -94,7 +62,7 @@ def debug_logging(capfd: pytest.CaptureFixture[str]) -> Iterator[None]:
 async def test_an_ses_send_at_debug_logs_no_key_id_or_signature(
     capfd: pytest.CaptureFixture[str], moto_with_key: str
 ) -> None:
-    provider = SesProvider(REGION, moto_with_key, connect_timeout=2, total_timeout=20)
+    provider = SesProvider(REGION, moto_with_key, **TIMEOUTS)
     try:
         await provider.send("op-0-01hxyz", MESSAGE)
     finally:

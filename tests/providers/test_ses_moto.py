@@ -30,7 +30,7 @@ from shared.operations import load_operation
 from shared.providers.registry import build
 from shared.providers.ses import ERROR_CODES, SesProvider, classify_error
 from shared.quota import QUOTA_EXCEEDED
-from tests.providers.moto_patient import moto
+from tests.providers.moto_patient import TIMEOUTS, moto
 from tests.sender.conftest import Stack, configured_providers, wait_for
 
 REGION = "eu-west-1"
@@ -84,7 +84,7 @@ async def moto_url(moto_server: str) -> str:
 
 @pytest.fixture
 async def ses(moto_url: str) -> AsyncIterator[SesProvider]:
-    provider = SesProvider(REGION, moto_url, connect_timeout=2, total_timeout=20)
+    provider = SesProvider(REGION, moto_url, **TIMEOUTS)
     yield provider
     await provider.aclose()
 
@@ -105,7 +105,7 @@ async def test_an_unverified_sender_pauses_ses_and_resume_delivers(
     address) instead of failing every reset; once verified and resumed, it is delivered."""
     stack = Stack(redis, redis_server.url, moto_url)
     operation_id = await stack.admit("acct-ses-unverified")
-    ses = SesProvider(REGION, moto_url, connect_timeout=2, total_timeout=20)
+    ses = SesProvider(REGION, moto_url, **TIMEOUTS)
     try:
         async with stack.sender(ses, provider_kind="ses", provider_name="ses") as sender:
             await wait_for(lambda: _paused(redis), timeout=30)
@@ -182,7 +182,7 @@ async def test_sender_delivers_through_ses_on_moto(
     await _v1(moto_url, "verify_domain_identity", Domain="game.example")
     stack = Stack(redis, redis_server.url, moto_url)
     operation_id = await stack.admit("acct-ses")
-    ses = SesProvider(REGION, moto_url, connect_timeout=2, total_timeout=20)
+    ses = SesProvider(REGION, moto_url, **TIMEOUTS)
     async with stack.sender(ses, provider_kind="ses", provider_name="ses"):
         operation = await stack.wait_state(operation_id, {State.ACCEPTED})
     await ses.aclose()
@@ -194,7 +194,7 @@ async def test_rejected_credentials_pause_the_provider(
     redis: Redis, redis_server: RedisServer, moto_checking_credentials: str
 ) -> None:
     url = moto_checking_credentials
-    ses = SesProvider(REGION, url, connect_timeout=2, total_timeout=20)
+    ses = SesProvider(REGION, url, **TIMEOUTS)
     stack = Stack(redis, redis_server.url, url)
     operation_id = await stack.admit("acct-ses-key")
     try:
@@ -253,10 +253,8 @@ async def test_every_send_names_the_configuration_set(moto_url: str) -> None:
     moto accepts the call, and the request botocore signed carries it."""
     await _v1(moto_url, "verify_domain_identity", Domain="game.example")
     sent: list[bytes] = []
-    ses = SesProvider(
-        REGION, moto_url, connect_timeout=2, total_timeout=20, configuration_set="resetgate-events"
-    )
-    bare = SesProvider(REGION, moto_url, connect_timeout=2, total_timeout=20)
+    ses = SesProvider(REGION, moto_url, **TIMEOUTS, configuration_set="resetgate-events")
+    bare = SesProvider(REGION, moto_url, **TIMEOUTS)
     try:
         for provider in (ses, bare):
             client = await provider._client("sesv2")
@@ -311,7 +309,7 @@ async def test_a_daily_quota_below_n_waits_for_the_window_then_sends_the_rest(
     await _v1(moto_url, "verify_domain_identity", Domain="game.example")
     stack = Stack(redis, redis_server.url, moto_url)
     ops = [await stack.admit(f"acct-quota-{i}") for i in range(5)]
-    ses = SesProvider(REGION, moto_url, connect_timeout=2, total_timeout=20)
+    ses = SesProvider(REGION, moto_url, **TIMEOUTS)
     try:
         async with stack.sender(
             ses,
