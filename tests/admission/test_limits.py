@@ -51,8 +51,9 @@ async def test_the_ip_limit_answers_429_before_any_lookup_and_reveals_nothing(
 async def test_each_forwarded_client_has_its_own_budget_behind_a_trusted_proxy(
     redis: Redis, redis_server: Any
 ) -> None:
+    # One token a minute, so no refill can come between the first and the spoofed request.
     settings = admission_settings(
-        redis_server.url, ip_limit_per_minute=60, ip_limit_burst=1, trusted_proxy_hops=1
+        redis_server.url, ip_limit_per_minute=1, ip_limit_burst=1, trusted_proxy_hops=1
     )
     async with serving(settings) as http:
         # A client cannot pick its bucket: only the entry our proxy appended counts.
