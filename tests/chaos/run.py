@@ -44,6 +44,12 @@ class Plan:
     seed: int
     settle_timeout: float
     log_level: str = "INFO"
+    # Seconds between faults, drawn uniformly. The short runs draw them closer so that every
+    # planned fault (each service killed once, the Redis crash) lands while the load runs.
+    fault_every: tuple[float, float] = (1.5, 3.5)
+    # The sandbox's fault rates over stack.FAULTS: a short run has too few sends for a 1 %
+    # fault to be sure to fire at all.
+    provider_faults: dict[str, float] = field(default_factory=dict)
 
     @property
     def budget(self) -> float:
@@ -64,7 +70,7 @@ class Verdict:
 
 async def run(log_dir: Path, p: Plan) -> Verdict:
     rng = random.Random(p.seed)
-    faults = plan(rng, ticks=max(5, int(p.duration / 2.5)))  # one every 1.5-3.5 s
+    faults = plan(rng, ticks=max(5, int(p.duration / 2.5)), every=p.fault_every)
     print(
         f"chaos seed={p.seed} fsync={p.appendfsync} crash={p.crash} ops={p.operations} "
         f"logs={log_dir}",
@@ -80,6 +86,7 @@ async def run(log_dir: Path, p: Plan) -> Verdict:
             accounts=p.operations,
             seed=p.seed,
             log_level=p.log_level,
+            sandbox=p.provider_faults,
         ) as stack,
     ):
         return await _run_on(stack, p, rng, faults)

@@ -8,8 +8,13 @@ for review, no email was sent twice for an operation, every ledger is whole, and
 a host crash loses the last second or so of acknowledged admissions: measured and printed
 (``chaos report``), not asserted; see docs/reliability.md.
 
-The short runs are part of ``make test``; the full runs (20,000 operations, both fsync
-policies, a process crash and an emulated host crash) are ``-m slow``.
+The short runs are part of ``make test``: 800 operations over 12 s, each service SIGKILLed
+once and Redis crashed once (the faults drawn 1.0-1.6 s apart so that all six land while the
+load runs), the provider's 5xx, drops and slow answers (drops and slow answers at 3 and 4 %
+rather than 1 %, as 800 operations make few sends); each of these is asserted to have
+happened. The full runs (20,000 operations over 200 s with a fault every 1.5-3.5 s, both
+fsync policies, a process crash and an emulated host crash) are ``-m slow`` and keep the
+full-size coverage.
 """
 
 from __future__ import annotations
@@ -38,7 +43,17 @@ def refused_by_the_sender(appendfsync: str) -> None:
         pytest.skip(f"{PROVIDER_KIND} has no idempotency key: the sender refuses {appendfsync}")
 
 
+def check_faults_happened(verdict: run.Verdict) -> None:
+    """A run that proves nothing about a fault it never met must fail, not pass."""
+    kills = verdict.report["kills"]
+    assert all(kills.values()), f"a service was never killed: {kills}"
+    assert verdict.report["redis_down_seconds"] > 0, "Redis never crashed"
+    injected = verdict.emails["injected"]
+    assert all(injected[fault] for fault in ("5xx", "dropped", "slow")), injected
+
+
 def check(verdict: run.Verdict, appendfsync: str) -> None:
+    check_faults_happened(verdict)
     assert not verdict.unexpected_exits, "\n".join(verdict.unexpected_exits)
     assert not verdict.report["not_running_at_end"]
     assert not verdict.unsettled, f"not settled: {list(verdict.unsettled.items())[:20]}"
@@ -63,12 +78,16 @@ def check(verdict: run.Verdict, appendfsync: str) -> None:
 async def test_invariant_10_short_chaos_run(tmp_path: Path, appendfsync: str) -> None:
     refused_by_the_sender(appendfsync)
     plan = run.Plan(
-        operations=1500,
-        duration=20,
+        operations=800,
+        duration=12,
         appendfsync=appendfsync,
         crash=SHORT_CRASH,
         seed=run.seed(),
         settle_timeout=150,
+        fault_every=(1.0, 1.6),
+        # 800 operations met 21 5xx, 6 drops and 3 slow answers at the full runs' rates
+        # (3 %, 1 %, 1 %): drops and slow answers raised so that each surely fires.
+        provider_faults={"drop_probability": 0.03, "slow_probability": 0.04},
     )
     check(await run.run(tmp_path, plan), appendfsync)
 

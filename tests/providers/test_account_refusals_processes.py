@@ -14,8 +14,12 @@ The refusals and their pages: Mailgun 404 "Domain not found: …"
 (twilio.com/docs/sendgrid/api-reference/how-to-use-the-sendgrid-v3-api/responses), SES
 ``MessageRejected`` "Email address is not verified", as moto answers it
 (docs.aws.amazon.com/ses/latest/APIReference/API_SendEmail.html). One refusal per kind here
-(each example is a stack of processes); every documented refusal of the sandbox's dialects is
-also an in-process example in test_account_refusals.py.
+(each example starts its provider and a sender); every documented refusal of the sandbox's
+dialects is also an in-process example in test_account_refusals.py.
+
+One redis-server and one admission process serve the four examples: admission never calls
+the provider (the operations are admitted through its internal API, which spends no provider
+budget), so only the provider and the sender, which do, are started per kind.
 """
 
 from __future__ import annotations
@@ -34,7 +38,8 @@ from shared.control import read as read_control
 from tests.ctl.test_ops import ops
 from tests.e2e.conftest import E2E, SENDER_ENV, poll, service_env
 from tests.support.moto_server import AWS_ENV, aws_client, moto_server
-from tests.support.processes import Processes
+from tests.support.ports import refused_url
+from tests.support.processes import Processes, ServiceProcess
 from tests.support.sandbox import configure, run_sandbox_process, sandbox_stats
 
 # The sender as SENDER_ENV has it but with the default provider timeouts and lease: moto
@@ -56,13 +61,22 @@ N = 3
 SETTLED = {"accepted", "failed", "exhausted", "review"}
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def durable_redis() -> Iterator[RedisServer]:
     """Fsync'd as the sender demands when a provider (here all but SendGrid's) takes no
-    idempotency key."""
+    idempotency key. Each example's accounts, operations and pause are its kind's own."""
     server = RedisServer(appendonly=True, appendfsync="always").start()
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="module")
+async def admission(durable_redis: RedisServer) -> AsyncIterator[ServiceProcess]:
+    """The four examples' admission; its provider URL refuses connections (never called)."""
+    logs = Path(tempfile.mkdtemp(prefix="rg-refusal-admission-"))
+    with refused_url() as url:
+        async with Processes(logs, service_env(durable_redis.url, url)) as processes:
+            yield await processes.start("admission")
 
 
 @contextlib.asynccontextmanager
@@ -93,7 +107,11 @@ async def emails_sent(kind: str, url: str) -> int:
 
 
 @contextlib.asynccontextmanager
-async def stack(kind: str, refusal: str, server: RedisServer) -> AsyncIterator[E2E]:
+async def stack(
+    kind: str, refusal: str, server: RedisServer, admission: ServiceProcess
+) -> AsyncIterator[E2E]:
+    """The provider and a sender of this kind beside the shared admission; the sender
+    stopped on exit, admission left running."""
     logs = Path(tempfile.mkdtemp(prefix=f"rg-refusal-{kind}-"))
     async with provider(kind, refusal, logs) as url:
         base = {
@@ -104,22 +122,22 @@ async def stack(kind: str, refusal: str, server: RedisServer) -> AsyncIterator[E
             "RESETGATE_MAILGUN_DOMAIN": "mg.game.example",
             "RESETGATE_MAILGUN_EVENTS_DELAY_SECONDS": "0",
         }
-        async with Processes(logs, base) as processes:
-            processes.add("admission")
-            processes.add("sender", **REFUSAL_SENDER_ENV)
-            await asyncio.gather(*(processes.start(n) for n in processes.services))
+        async with Processes(logs, base) as own:
+            await own.start("sender", **REFUSAL_SENDER_ENV)
+            both = Processes(logs, base)  # a view for E2E: never entered, stops nothing
+            both.services = {"admission": admission, **own.services}
             redis = Redis.from_url(server.url, decode_responses=True)
             try:
-                yield E2E(processes, redis, url)
+                yield E2E(both, redis, url)
             finally:
                 await redis.aclose()
 
 
 @pytest.mark.parametrize(("kind", "refusal", "words"), REFUSALS)
 async def test_an_account_refusal_pauses_the_sender_process_and_the_cli_resume_delivers(
-    kind: str, refusal: str, words: str, durable_redis: RedisServer
+    kind: str, refusal: str, words: str, durable_redis: RedisServer, admission: ServiceProcess
 ) -> None:
-    async with stack(kind, refusal, durable_redis) as e2e:
+    async with stack(kind, refusal, durable_redis, admission) as e2e:
         accounts = [f"refused-{kind}-{i}" for i in range(N)]
         for account in accounts:
             await e2e.account(account)

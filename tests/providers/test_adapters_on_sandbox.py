@@ -96,7 +96,8 @@ async def test_every_retry_carries_the_same_operation_id_and_token(
     kind: str, scripted: Scripted, redis: Redis, redis_server: RedisServer
 ) -> None:
     # Throttles: answers that prove nothing was sent (a 5xx after the write proves nothing,
-    # whatever its body: ambiguous, never resent; test_unproven_5xx.py).
+    # whatever its body: ambiguous, never resent;
+    # tests/inbound/test_provider_sandboxes.py).
     scripted.script(refused(kind, 429), refused(kind, 429), success(kind, "m-7"))
     stack = Stack(redis, redis_server.url, scripted.url)
     operation_id = await stack.admit(f"acct-retry-{kind}")
