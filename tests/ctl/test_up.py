@@ -173,41 +173,43 @@ async def status_of(url: str) -> int:
         return reply.status
 
 
-@pytest.mark.timeout(600)
-async def test_up_runs_the_stack_and_ctrl_c_stops_services_before_redis(tmp_path: Path) -> None:
-    """With the http provider; a reset through a stack of another kind (mailgun's API and
-    event feed) is in test_up_second_shell.py, on the restart that changes the kind."""
-    port = free_stack_port()
-    process = await start_up(tmp_path, "--port", str(port), "--provider", "http")
-    try:
-        banner = await asyncio.wait_for(read_banner(process), timeout=BANNER_S)
-        for name in ("admission", "sender", "poller", "router", "sandbox", "redis"):
-            assert name in banner
-        for login, account, *_ in DEMO_ACCOUNTS:
-            assert re.search(rf"^  {login}\s+{account}\b", banner, re.M), login
-        token = re.search(r"Bearer ([^'\s]+)", banner)
-        assert token is not None
-        assert f"token      {token.group(1)} " in banner
-        assert "resetgate ops status" in banner and "export PATH=" in banner
-        env_file = stack.read_env(tmp_path / "env")
-        assert env_file["RESETGATE_INTERNAL_API_TOKEN"] == token.group(1)
-        assert env_file["RESETGATE_ADMISSION_URL"] == f"http://127.0.0.1:{port}"
-        view = await reset_is_accepted(f"http://127.0.0.1:{port}", token.group(1))
-        assert view["state"] == "accepted"
-        assert await status_of(f"http://127.0.0.1:{port}/metrics") == 404  # the API's port
-        for ops_port in range(port + 1, port + 5):  # every service's operational listener
-            assert f"http://127.0.0.1:{ops_port}  (/healthz /readyz /metrics)" in banner
-            assert await status_of(f"http://127.0.0.1:{ops_port}/metrics") == 200
-        # Without --prometheus no Prometheus runs (test_up_prometheus.py runs one with it).
-        assert "prometheus" not in banner
-        assert not listening(port + ports.PORT_OFFSETS["prometheus"])
-    finally:
-        os.killpg(process.pid, signal.SIGINT)  # the terminal's Ctrl-C
-        _, stderr = await asyncio.wait_for(process.communicate(), timeout=90)
-    assert process.returncode == 0, stderr.decode()
-    assert "Traceback" not in stderr.decode()
-    assert not (tmp_path / "env").exists(), "the env file of a stopped stack must go"
-    assert redis_errors(tmp_path) == [], "Redis stopped before the services"
+def a_running_stack_names_everything(directory: Path, port: int, banner: str) -> str:
+    """The banner names every service, the demo accounts, the bearer (also in the env
+    file) and the commands to try; its bearer."""
+    for name in ("admission", "sender", "poller", "router", "sandbox", "redis"):
+        assert name in banner
+    for login, account, *_ in DEMO_ACCOUNTS:
+        assert re.search(rf"^  {login}\s+{account}\b", banner, re.M), login
+    token = re.search(r"Bearer ([^'\s]+)", banner)
+    assert token is not None
+    assert f"token      {token.group(1)} " in banner
+    assert "resetgate ops status" in banner and "export PATH=" in banner
+    env_file = stack.read_env(directory / "env")
+    assert env_file["RESETGATE_INTERNAL_API_TOKEN"] == token.group(1)
+    assert env_file["RESETGATE_ADMISSION_URL"] == f"http://127.0.0.1:{port}"
+    return token.group(1)
+
+
+async def a_running_stack_delivers_and_serves_its_listeners(
+    port: int, banner: str, token: str
+) -> None:
+    view = await reset_is_accepted(f"http://127.0.0.1:{port}", token)
+    assert view["state"] == "accepted"
+    assert await status_of(f"http://127.0.0.1:{port}/metrics") == 404  # the API's port
+    for ops_port in range(port + 1, port + 5):  # every service's operational listener
+        assert f"http://127.0.0.1:{ops_port}  (/healthz /readyz /metrics)" in banner
+        assert await status_of(f"http://127.0.0.1:{ops_port}/metrics") == 200
+    # Without --prometheus no Prometheus runs (test_up_prometheus.py runs one with it).
+    assert "prometheus" not in banner
+    assert not listening(port + ports.PORT_OFFSETS["prometheus"])
+
+
+def ctrl_c_stopped_services_before_redis(directory: Path, stderr: str) -> None:
+    """What a stack stopped by Ctrl-C (:func:`ctrl_c`: exit 0) leaves: no traceback, no env
+    file, and no service that met a Redis already gone."""
+    assert "Traceback" not in stderr
+    assert not (directory / "env").exists(), "the env file of a stopped stack must go"
+    assert redis_errors(directory) == [], "Redis stopped before the services"
 
 
 async def test_a_busy_port_is_named_before_anything_starts(tmp_path: Path) -> None:
@@ -360,6 +362,11 @@ def provider_show(directory: Path) -> dict[str, list[int]]:
 async def test_two_providers_run_locally_and_a_plain_restart_leaves_no_partition_behind(
     tmp_path: Path,
 ) -> None:
+    """Also `resetgate up`'s own test, on these two stacks (each a stack of its own before):
+    Ctrl-C stops the first's services before its Redis, and the plain restart, with the http
+    provider, names everything and delivers a reset. A reset through a stack of another kind
+    (mailgun's API and event feed) is in test_up_second_shell.py, on the restart that
+    changes the kind."""
     port, process, banner = await up_on_free_ports(tmp_path, "--providers", "primary,standby")
     try:
         assert f"sandbox standby http://127.0.0.1:{port + ports.SANDBOX_OFFSET + 1}" in banner
@@ -369,7 +376,8 @@ async def test_two_providers_run_locally_and_a_plain_restart_leaves_no_partition
         assert switch.returncode == 0, switch.stderr
         assert provider_show(tmp_path)["standby"] == [0, 1]
     finally:
-        await ctrl_c(process)
+        stderr = await ctrl_c(process)
+    ctrl_c_stopped_services_before_redis(tmp_path, stderr)
     plain = await start_up(tmp_path, "--port", str(port))
     try:
         banner = await asyncio.wait_for(read_banner(plain), timeout=BANNER_S)
@@ -377,7 +385,9 @@ async def test_two_providers_run_locally_and_a_plain_restart_leaves_no_partition
             "partitions 0 (standby), 1 (standby) were assigned to a provider not "
             "configured now: back to http" in banner
         )
+        token = a_running_stack_names_everything(tmp_path, port, banner)
         assert provider_show(tmp_path) == {"http": list(range(16))}
+        await a_running_stack_delivers_and_serves_its_listeners(port, banner, token)
         # This stack ends as no terminal ends it: its embedded Redis dies.
         await the_embedded_redis_dying_stops_the_stack_with_its_cause(tmp_path, plain)
     finally:

@@ -67,8 +67,8 @@ def templates_command(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]
     )
 
 
-async def up_from_env(run: Path, port: int, *args: str) -> asyncio.subprocess.Process:
-    process = await start_up(run, *args, RESETGATE_HTTP_PORT=str(port))
+async def up_from_env(run: Path, port: int, *args: str, **env: str) -> asyncio.subprocess.Process:
+    process = await start_up(run, *args, RESETGATE_HTTP_PORT=str(port), **env)
     await asyncio.wait_for(read_banner(process), timeout=BANNER_S)
     return process
 
@@ -97,21 +97,24 @@ def test_every_port_sits_at_its_offset_from_the_http_port() -> None:
 async def test_a_sourced_env_survives_a_restart_and_a_changed_one_is_named(
     tmp_path: Path,
 ) -> None:
-    """The first restart is also the one within a second of Ctrl-C (one stack started less)."""
+    """Three stacks in one run folder: the first, given a templates folder; a restart within
+    a second of Ctrl-C with the same settings; then one of another kind, started from a shell
+    that sourced an old env file (each a stack fewer than a sequence of its own)."""
     port, run = free_stack_port(), tmp_path / ".run"
-    first = await up_from_env(run, port)
+    first = await up_from_env(run, port, RESETGATE_TEMPLATES_DIR=TEMPLATES)
     try:
         for name, planned in ports.plan_ports(port).items():
             assert listening(planned), f"{name} is not on {planned}"
         shell = sourced(run / stack.ENV_FILE)
         assert shell["RESETGATE_REDIS_URL"] == f"redis://127.0.0.1:{port + ports.REDIS_OFFSET}/0"
         assert ops_status(shell, tmp_path).returncode == 0
+        a_second_shell_that_sourced_nothing_sees_the_running_stack(tmp_path, shell, port)
         base, token = shell["RESETGATE_ADMISSION_URL"], shell["RESETGATE_INTERNAL_API_TOKEN"]
         view = await reset_is_accepted(base, token)
     finally:
         await ctrl_c(first)
     stopped = time.monotonic()
-    again = await start_up(run, RESETGATE_HTTP_PORT=str(port))
+    again = await start_up(run, RESETGATE_HTTP_PORT=str(port), RESETGATE_TEMPLATES_DIR=TEMPLATES)
     try:
         assert time.monotonic() - stopped < 1
         await asyncio.wait_for(read_banner(again), timeout=BANNER_S)
@@ -127,7 +130,7 @@ async def test_a_sourced_env_survives_a_restart_and_a_changed_one_is_named(
     stopped = ops_status(shell, tmp_path)
     assert stopped.returncode == 1
     assert "has stopped: start the stack again" in stopped.stderr, stopped.stderr
-    other = await up_from_env(run, port, "--provider", "mailgun")
+    other = await up_from_a_shell_that_sourced_an_old_env_uses_its_own_settings(run, port, shell)
     try:
         changed = ops_status(shell, tmp_path)
         assert changed.returncode == 1
@@ -142,26 +145,25 @@ async def test_a_sourced_env_survives_a_restart_and_a_changed_one_is_named(
         await ctrl_c(other)
 
 
-@pytest.mark.timeout(900)
-async def test_up_from_a_shell_that_sourced_an_old_env_uses_its_own_settings(
-    tmp_path: Path,
+def a_second_shell_that_sourced_nothing_sees_the_running_stack(
+    cwd: Path, shell: dict[str, str], port: int
 ) -> None:
+    """What up was given (RESETGATE_TEMPLATES_DIR) is in the env file, and a shell that
+    sourced nothing finds the running stack's folder and reset page."""
+    assert shell["RESETGATE_TEMPLATES_DIR"] == TEMPLATES
+    checked, preview = (templates_command(cwd, *a) for a in (["check"], ["preview"]))
+    assert checked.stdout.startswith(f"templates ok: {TEMPLATES} "), checked.stderr
+    assert f"http://127.0.0.1:{port}/reset-password?operation=" in preview.stdout
+
+
+async def up_from_a_shell_that_sourced_an_old_env_uses_its_own_settings(
+    run: Path, port: int, sourced_shell: dict[str, str]
+) -> asyncio.subprocess.Process:
     """A second `make run` in the shell that sourced .run/env once failed seeding the demo
     accounts against the old Redis; what up was given (RESETGATE_TEMPLATES_DIR) still goes
-    into the new env file."""
-    port, run = free_stack_port(), tmp_path / ".run"
-    templates = TEMPLATES
-    first = await start_up(run, RESETGATE_HTTP_PORT=str(port), RESETGATE_TEMPLATES_DIR=templates)
-    try:
-        await asyncio.wait_for(read_banner(first), timeout=BANNER_S)
-        shell = sourced(run / stack.ENV_FILE)
-        assert shell["RESETGATE_TEMPLATES_DIR"] == templates
-        # A second shell that sourced nothing: the running stack's folder and reset page.
-        checked, preview = (templates_command(tmp_path, *a) for a in (["check"], ["preview"]))
-        assert checked.stdout.startswith(f"templates ok: {templates} "), checked.stderr
-        assert f"http://127.0.0.1:{port}/reset-password?operation=" in preview.stdout
-    finally:
-        await ctrl_c(first)
+    into the new env file, and a provider kind sourced from an old run is not taken for one
+    given: the --provider asked for is the one run. The stack, running, for the caller."""
+    shell = dict(sourced_shell)
     shell["RESETGATE_REDIS_URL"] = shell["RESETGATE_REDIS_URL"].replace(
         str(port + ports.REDIS_OFFSET), str(port + ports.PORT_OFFSETS["postgres"])
     )  # as a random port of an earlier version left it: nothing listens there
@@ -173,6 +175,8 @@ async def test_up_from_a_shell_that_sourced_an_old_env_uses_its_own_settings(
         "up",
         "--dir",
         str(run),
+        "--provider",
+        "mailgun",
         "--no-archive",  # as start_up does: this test does not look at the archive
         env=shell,
         stdout=asyncio.subprocess.PIPE,
@@ -182,9 +186,11 @@ async def test_up_from_a_shell_that_sourced_an_old_env_uses_its_own_settings(
     try:
         banner = await asyncio.wait_for(read_banner(process), timeout=BANNER_S)
         assert f"redis://127.0.0.1:{port + ports.REDIS_OFFSET}/0 (embedded" in banner
-        assert f"templates  {templates} (RESETGATE_TEMPLATES_DIR)" in banner
-        assert "speaking http's API" in banner
+        assert f"templates  {TEMPLATES} (RESETGATE_TEMPLATES_DIR)" in banner
+        assert "speaking mailgun's API" in banner, "the sourced postmark is not a given kind"
         written = stack.read_env(run / stack.ENV_FILE)
-        assert written["RESETGATE_TEMPLATES_DIR"] == templates
-    finally:
+        assert written["RESETGATE_TEMPLATES_DIR"] == TEMPLATES
+    except BaseException:
         await ctrl_c(process)
+        raise
+    return process
