@@ -98,8 +98,13 @@ unit-parallel: setup
 	$(PYTEST) -q -n $(TEST_WORKERS) --dist loadgroup -m "not slow and not serial"
 
 # Exit status 5 is "no test selected": fine when nothing is marked serial.
+# Only the files that name the marker (a conftest.py: its folder) are collected: the whole
+# suite's collection was 4.4 CPU-s and 5 s of this pass's wall time, these files' 1.9 and 2 s.
+# A marker set some other way than `mark.serial` in the file would be missed; with no file
+# found, pytest collects everything as before.
+SERIAL_FILES = $(shell grep -rlE --include='*.py' 'mark\.serial\b' tests | sed 's|/conftest\.py$$||' | sort)
 unit-serial: setup
-	$(PYTEST) -q -m "serial and not slow" || [ $$? -eq 5 ]
+	$(PYTEST) -q -m "serial and not slow" $(SERIAL_FILES) || [ $$? -eq 5 ]
 
 chart-lint: setup
 	HELM=$$(tools/install-helm.sh) && \

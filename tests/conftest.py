@@ -30,7 +30,7 @@ def redis_server(request: pytest.FixtureRequest) -> Iterator[RedisServer | Redis
     server = RedisClusterServers().start() if CLUSTER else RedisServer().start()
     yield server
     if isinstance(server, RedisClusterServers):  # which scripts ran on it: see the module
-        ran = cluster_scripts.ran_on([n.port for n in server.all_nodes()])
+        ran = cluster_scripts.ran_here([n.port for n in server.all_nodes()])
         workeroutput = getattr(request.config, "workeroutput", None)
         if workeroutput is not None:
             workeroutput[cluster_scripts.KEY] = sorted(ran)

@@ -1,11 +1,13 @@
 """Which Lua scripts the Cluster pass (`make test-cluster`) ran, so that none is left out.
 
-The Cluster pass runs only the tests marked ``cluster`` (those whose subject is keys,
+The Cluster pass runs only the tests marked ``cluster_pass`` (those whose subject is keys,
 scripts or a partition's work crossing slots), not every test of tests/e2e and tests/sender
 twice. Each script must still run on a Cluster at least once: a script is in a node's
 script cache (``SCRIPT EXISTS``; FLUSHALL keeps the cache) once anything ran it there, the
-services' processes included. Each worker reports the scripts its Cluster holds at the end
-of its session; where the terminal is written, the union is compared with every script.
+services' processes included. Each worker reports the scripts its Clusters held at the end
+of its session: the session's, and every one it stopped before (tests/e2e runs its services
+on a Cluster of its own, stopped at the package's end, whose scripts went unreported before);
+where the terminal is written, the union is compared with every script.
 """
 
 from __future__ import annotations
@@ -44,6 +46,25 @@ def ran_on(ports: list[int]) -> set[str]:
             exists = client.script_exists(*scripts.values())
         ran |= {name for name, held in zip(scripts, exists, strict=True) if held}
     return ran
+
+
+# The scripts of the Clusters this process stopped (RedisClusterServers.stop keeps them).
+_stopped: set[str] = set()
+
+
+def keep(ports: list[int]) -> None:
+    """Before a Cluster stops: what its nodes ran, for :func:`ran_here`. A node that does not
+    answer (a test killed or paused it) holds nothing that counts."""
+    for port in ports:
+        try:
+            _stopped.update(ran_on([port]))
+        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
+            continue
+
+
+def ran_here(ports: list[int]) -> set[str]:
+    """The scripts these nodes hold, and those of every Cluster this process stopped."""
+    return ran_on(ports) | _stopped
 
 
 class Report:

@@ -12,6 +12,7 @@ from typing import Any
 import redis
 
 from services.ctl.embedded import RedisServer
+from tests.support import cluster_scripts
 
 
 class RedisClusterServers:
@@ -90,6 +91,8 @@ class RedisClusterServers:
         return [*self.nodes, *(r for replicas in self.replicas_of for r in replicas)]
 
     def stop(self) -> None:
+        running = [n for n in self.all_nodes() if n.process and n.process.poll() is None]
+        cluster_scripts.keep([n.port for n in running])  # the cache goes with the nodes
         for node in self.all_nodes():
             node.stop()
 
