@@ -7,6 +7,7 @@ recipient's refusal, a refusal counted while already paused)."""
 
 from __future__ import annotations
 
+import pytest
 from redis.asyncio import Redis
 
 from services.sender.guard import RefusalGuard, Refused
@@ -17,6 +18,9 @@ from shared.providers.base import Refusal, SendResult
 from shared.quota import QUOTA_EXCEEDED, DailyQuota
 from shared.scripts.attempts import Finalisation
 from tests.sender.conftest import wait_for
+
+# Also on a Redis Cluster (make test-cluster): the guard and quota scripts run nowhere else there.
+pytestmark = pytest.mark.cluster_pass
 
 NAME = "primary"
 KEY = "key-one"
