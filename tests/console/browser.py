@@ -9,16 +9,19 @@ from __future__ import annotations
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from selenium import webdriver
 from selenium.common.exceptions import (
     NoSuchElementException,
     StaleElementReferenceException,
     TimeoutException,
+    WebDriverException,
 )
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support.ui import WebDriverWait
 
 from tests.support.processes import PROJECT_ROOT
@@ -118,3 +121,19 @@ def text_of(driver: webdriver.Chrome, xpath: str) -> str:
 
     WebDriverWait(driver, 10, poll_frequency=0.1, ignored_exceptions=LIVE).until(read)
     return got[0]
+
+
+def replaced(old: WebElement) -> Any:
+    """The page that held ``old`` is gone. selenium's staleness_of expects a stale-element
+    error, but Chromium mid-navigation can answer "Node with given id does not belong to the
+    document" or "unhandled inspector error" instead (CI met the second once in a storm): the
+    same fact, said differently. chromedriver waits for the navigation before its next command."""
+
+    def gone(_: object) -> bool:
+        try:
+            old.is_enabled()
+        except WebDriverException:  # StaleElementReferenceException included
+            return True
+        return False
+
+    return gone

@@ -22,7 +22,6 @@ from redis.asyncio import Redis
 from selenium import webdriver
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webelement import WebElement
-from selenium.webdriver.support.expected_conditions import staleness_of
 from selenium.webdriver.support.ui import WebDriverWait
 
 from services.ctl.embedded import free_port
@@ -167,7 +166,7 @@ class Pages:
         """Click and wait for the next page (a click returns before it has loaded)."""
         old = self.driver.find_element(By.TAG_NAME, "html")
         element.click()
-        WebDriverWait(self.driver, 20).until(staleness_of(old))
+        WebDriverWait(self.driver, 20).until(chromium.replaced(old))
         self.check()
 
     def click(self, text: str) -> None:

@@ -18,9 +18,7 @@ import aiohttp
 import pytest
 from redis.asyncio import Redis
 from selenium import webdriver
-from selenium.common.exceptions import WebDriverException
 from selenium.webdriver.common.by import By
-from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from services.ctl.embedded import free_port
@@ -98,21 +96,6 @@ async def stack(redis: Redis, redis_server: Any, tmp_path: Path) -> AsyncIterato
             )
 
 
-def replaced(old: WebElement) -> Any:
-    """The page that held ``old`` is gone. selenium's staleness_of expects a stale-element
-    error, but Chromium mid-navigation can answer "Node with given id does not belong to the
-    document" instead: the same fact, said differently."""
-
-    def gone(_: object) -> bool:
-        try:
-            old.is_enabled()
-        except WebDriverException:  # StaleElementReferenceException included
-            return True
-        return False
-
-    return gone
-
-
 class Browser:
     def __init__(self, driver: webdriver.Chrome, base: str, shots: Path) -> None:
         self.driver, self.base, self.shots = driver, base, shots
@@ -123,7 +106,7 @@ class Browser:
     def submit(self, selector: str = "button[type=submit].danger") -> None:
         old = self.driver.find_element(By.TAG_NAME, "html")
         self.driver.find_element(By.CSS_SELECTOR, selector).click()
-        WebDriverWait(self.driver, 30).until(replaced(old))
+        WebDriverWait(self.driver, 30).until(chromium.replaced(old))
 
     def sign_in(self, name: str) -> None:
         self.driver.delete_all_cookies()
@@ -270,7 +253,7 @@ async def test_two_providers_in_chromium(
     browser.sign_in("maria")
     old = driver.find_element(By.TAG_NAME, "html")
     driver.find_element(By.LINK_TEXT, "Resume primary…").click()
-    WebDriverWait(driver, 30).until(replaced(old))
+    WebDriverWait(driver, 30).until(chromium.replaced(old))
     assert "Every sender starts sending through primary again" in browser.text("//main")
     browser.submit()
     assert "Provider resumed" in browser.text("//main")
