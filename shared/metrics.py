@@ -33,6 +33,11 @@ public_budget_limit = Gauge(
     "Operations the public endpoint may create per quota window: the provider's daily "
     "quota less the share reserved for agents and contact forms (0: no quota, no budget).",
 )
+public_floor_passed = Counter(
+    "resetgate_public_floor_passed",
+    "Public answers whose work took longer than RESETGATE_PUBLIC_RESPONSE_FLOOR_MS, so the "
+    "floor did not hide their timing: if it grows, raise the floor or add replicas.",
+)
 http_request_duration = Histogram(
     "resetgate_http_request_duration_seconds",
     "HTTP request latency.",
@@ -248,7 +253,13 @@ failover_partitions = Gauge(
 COMMON: tuple[MetricWrapperBase, ...] = (http_request_duration, redis_up, redis_maxmemory_policy)
 # The families each service sets (tests/e2e/test_metric_families.py holds this to the code).
 OWNERS: dict[str, tuple[MetricWrapperBase, ...]] = {
-    "admission": (admissions, token_ttl, public_budget_used, public_budget_limit),
+    "admission": (
+        admissions,
+        token_ttl,
+        public_budget_used,
+        public_budget_limit,
+        public_floor_passed,
+    ),
     "sender": (
         send_attempts,
         provider_throttled,
