@@ -108,9 +108,9 @@ async def _admit(app: web.Application, login: str) -> str:
 
 async def _sleep_until(deadline: float | None) -> None:
     """Answer no sooner than the floor: the same commands still cost different times (a
-    creation writes an operation and a job, a dry run writes nothing; tests/security/
-    test_timing.py measured +82 µs median for a creation, +39 for convergence), and only a
-    floor above the work makes every kind take the same time. An answer whose work took longer
+    creation writes an operation and a job, a dry run writes nothing: tests/security/
+    test_timing.py measures tens of µs between them), and only a floor above the work makes
+    every kind take the same time. An answer whose work took longer
     is counted: the floor did not hide it. ``None``: no floor (0, as benchmarks of capacity
     set it)."""
     if deadline is None:
