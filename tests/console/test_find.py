@@ -87,7 +87,9 @@ async def studio() -> AsyncIterator[str]:
 
 async def _through(redis_server: Any, url: str, *logins: str) -> list[tuple[int, str, str]]:
     """Each login found through the studio's directory at ``url`` (over HTTP): the status,
-    where it leads and the page."""
+    where it leads and the page. Its callers take the ``redis`` fixture for the store it
+    flushes: the sign-in limit (5 a client address) is counted in Redis, and the worker's
+    earlier tests' sign-ins from 127.0.0.1 had used it up once on four workers."""
     settings = console_settings(redis_server.url, directory_url=url)
     async with (
         aiohttp.ClientSession() as session,
@@ -99,7 +101,7 @@ async def _through(redis_server: Any, url: str, *logins: str) -> list[tuple[int,
 
 
 async def test_the_studios_directory_resolves_a_login_or_says_it_has_none(
-    redis_server: Any, studio: str
+    redis: Redis, redis_server: Any, studio: str
 ) -> None:
     known, unknown = await _through(redis_server, studio, STUDIO_LOGIN, "else.player")
     assert known[1] == "/console/accounts/acct-dir?result=by-login"
@@ -108,7 +110,7 @@ async def test_the_studios_directory_resolves_a_login_or_says_it_has_none(
     assert "else.player" not in text
 
 
-async def test_a_directory_that_does_not_answer_is_said_so(redis_server: Any) -> None:
+async def test_a_directory_that_does_not_answer_is_said_so(redis: Redis, redis_server: Any) -> None:
     closed = f"http://127.0.0.1:{free_port()}"  # a directory URL nobody listens on
     [(status, _, text)] = await _through(redis_server, closed, STUDIO_LOGIN)
     assert status == 503 and "The account directory did not answer" in text
